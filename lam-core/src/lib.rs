@@ -1,0 +1,29 @@
+//! Shared vocabulary of the lam workspace.
+//!
+//! `lam-core` holds plain data types (records, chunks, decisions, stubs), the
+//! five traits every layer implements ([`Encoder`], [`CandidateIndex`],
+//! [`ByteCodec`], [`ObsStore`], [`ViewPolicy`]), the `t <-> delta` relation and
+//! the deletion-set digest. It names no device, no model runtime and no file
+//! format: those live in the crates that implement the traits.
+#![warn(missing_docs)]
+
+pub mod chunk;
+pub mod digest;
+pub mod embedding;
+mod error;
+pub mod id;
+pub mod threshold;
+pub mod traits;
+mod types;
+
+#[cfg(feature = "testsuite")]
+pub mod testsuite;
+
+pub use chunk::chunk_spans;
+pub use digest::{DeletionDigest, ChunkKey};
+pub use embedding::{check_unit, normalize_in_place};
+pub use error::{BoxError, Error, VectorFault};
+pub use id::{IdBook, ObsId};
+pub use threshold::Threshold;
+pub use traits::{ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsStore, Shape, ViewPolicy};
+pub use types::{Chunk, Decision, Record, SessionId, Stub};

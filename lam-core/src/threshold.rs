@@ -1,0 +1,78 @@
+//! The merge threshold `t` and the substitution bound `delta = sqrt(2 - 2t)`.
+//!
+//! For unit vectors `||a - b||^2 = 2 - 2 cos(a, b)`, so merging at `cos >= t`
+//! is the same test as `||a - b|| <= delta` (LAM equation 1).
+
+use crate::Error;
+
+/// A merge threshold with its substitution bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold {
+    t: f64,
+}
+
+impl Threshold {
+    /// A threshold on cosine similarity, in `(-1, 1]`.
+    pub fn from_cosine(t: f64) -> Result<Self, Error> {
+        if t.is_finite() && t > -1.0 && t <= 1.0 {
+            Ok(Self { t })
+        } else {
+            Err(Error::Threshold(t))
+        }
+    }
+
+    /// The threshold whose bound is `delta`, for `delta` in `[0, 2)`.
+    pub fn from_delta(delta: f64) -> Result<Self, Error> {
+        Self::from_cosine(1.0 - delta * delta / 2.0)
+    }
+
+    /// The cosine threshold `t`.
+    pub fn cosine(&self) -> f64 {
+        self.t
+    }
+
+    /// The substitution bound `delta = sqrt(2 - 2t)`.
+    pub fn delta(&self) -> f64 {
+        (2.0 - 2.0 * self.t).max(0.0).sqrt()
+    }
+
+    /// `delta^2 = 2 - 2t` rounded to f32: the value squared distances are compared with.
+    ///
+    /// Comparing squared distances avoids a square root per pair; the
+    /// comparison `d2 <= delta2` is the one every index and both operator forms use.
+    pub fn delta_sq_f32(&self) -> f32 {
+        (2.0 - 2.0 * self.t).max(0.0) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_values() {
+        // LAM section 2.3: at cos >= 0.95, delta = 0.316.
+        let t = Threshold::from_cosine(0.95).unwrap();
+        assert!((t.delta() - 0.316_227_766).abs() < 1e-9);
+        // Table 11 bounds.
+        for (c, d) in [(0.99, 0.1414), (0.98, 0.2000), (0.9, 0.4472)] {
+            assert!((Threshold::from_cosine(c).unwrap().delta() - d).abs() < 1e-4);
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        for c in [0.5, 0.8, 0.9, 0.95, 0.99, 1.0] {
+            let t = Threshold::from_cosine(c).unwrap();
+            let back = Threshold::from_delta(t.delta()).unwrap();
+            assert!((back.cosine() - c).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn refuses_out_of_range() {
+        assert!(Threshold::from_cosine(1.5).is_err());
+        assert!(Threshold::from_cosine(f64::NAN).is_err());
+        assert!(Threshold::from_cosine(-1.0).is_err());
+    }
+}

@@ -1,0 +1,68 @@
+use std::ops::Range;
+
+/// A session (one agent trajectory). Sessions never see each other's records.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub String);
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One tool observation as it arrives, with the action that produced it.
+///
+/// The observation is bytes: invalid UTF-8 is kept exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Position of the record in its session (0-based, arrival order).
+    pub index: u32,
+    /// The action signature (the command or tool call that produced the observation).
+    pub action: String,
+    /// The observation, byte for byte.
+    pub observation: Vec<u8>,
+    /// Return code of the action, when the trajectory recorded one.
+    pub returncode: Option<i32>,
+}
+
+/// A chunk of one observation: a byte range cut at encoder-token boundaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// Index of the chunk in its session, in arrival order (0-based): the id
+    /// used by the deletion-set digest.
+    pub index: u32,
+    /// Record the chunk belongs to.
+    pub record: u32,
+    /// Position of the chunk within its record (0-based).
+    pub ordinal: u32,
+    /// Byte range within the record's observation.
+    pub range: Range<usize>,
+}
+
+/// The L1 decision for one chunk. Decisions are never revised.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision {
+    /// The chunk is kept and joins the retained set.
+    Retained,
+    /// The chunk is replaced by a stub that cites its representative.
+    Dropped {
+        /// Session chunk index of the retained representative (the lowest such index).
+        representative: u32,
+        /// Exact L2 distance to the representative, `<= delta`.
+        distance: f32,
+    },
+}
+
+impl Decision {
+    /// True for [`Decision::Dropped`].
+    pub fn is_dropped(&self) -> bool {
+        matches!(self, Decision::Dropped { .. })
+    }
+}
+
+/// A one-line reference that replaces removed text in the residual.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stub {
+    /// The rendered line, without a trailing newline.
+    pub line: String,
+}

@@ -1,0 +1,222 @@
+//! L0 of LAM: exact line deduplication with xxHash3.
+//!
+//! [`LineDedup`] holds one session's residual-line table. Each observation's
+//! surviving text (after L1) is fed as [`Segment`]s; a non-blank line whose
+//! exact bytes are already present in the session's residual text is replaced,
+//! and runs of consecutive replaced lines collapse into one stub line:
+//!
+//! ```text
+//! [lam: 12 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]
+//! ```
+//!
+//! Rules (documented in `ARCHITECTURE.md`, invariant "L0 stubs point at text"):
+//! - a line is the bytes up to and excluding `\n`; the last line may lack one;
+//! - only lines already present in the residual are replaced, so the cited
+//!   location (`record id : 1-based residual line`) holds readable text;
+//! - blank (whitespace-only) lines are never replaced alone, but blank lines
+//!   between two replaced lines join the run;
+//! - a run is replaced only when the stub is shorter than the run, so L0 never
+//!   lengthens a text;
+//! - lines inside L1 stubs are not hashed.
+#![warn(missing_docs)]
+
+use nohash_hasher::BuildNoHashHasher;
+use std::collections::HashMap;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Where a line first appears in the residual text of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineLoc {
+    /// Record index within the session.
+    pub record: u32,
+    /// 1-based line number within that record's residual.
+    pub line: u32,
+}
+
+/// One piece of an observation's surviving text, in order.
+#[derive(Debug, Clone, Copy)]
+pub enum Segment<'a> {
+    /// Original bytes (a contiguous range of the observation).
+    Text(&'a [u8]),
+    /// A stub line produced by an earlier layer (no trailing newline).
+    Stub(&'a str),
+}
+
+/// Counters for one record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct L0Stats {
+    /// Lines replaced by stubs.
+    pub lines_replaced: u64,
+    /// Bytes of original text replaced.
+    pub bytes_replaced: u64,
+    /// Stubs emitted.
+    pub stubs: u64,
+}
+
+/// One session's L0 state.
+#[derive(Debug, Default)]
+pub struct LineDedup {
+    seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
+    ids: Vec<String>,
+}
+
+/// A line to be emitted or replaced.
+struct Pending<'a> {
+    first: Option<LineLoc>,
+    lines: Vec<&'a [u8]>,
+    replaced: u64,
+    bytes: usize,
+    trailing_blanks: usize,
+}
+
+impl<'a> Pending<'a> {
+    fn new() -> Self {
+        Self { first: None, lines: Vec::new(), replaced: 0, bytes: 0, trailing_blanks: 0 }
+    }
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Writer for one record's residual that counts its lines.
+struct Out<'o> {
+    buf: &'o mut Vec<u8>,
+    start: usize,
+    line: u32,
+}
+
+impl Out<'_> {
+    fn write_text(&mut self, bytes: &[u8]) {
+        self.line += memchr::memchr_iter(b'\n', bytes).count() as u32;
+        self.buf.extend_from_slice(bytes);
+    }
+    /// The 1-based number of the line the next byte belongs to.
+    fn current_line(&self) -> u32 {
+        self.line + 1
+    }
+    fn write_stub(&mut self, line: &str) {
+        if self.buf.len() > self.start && self.buf.last() != Some(&b'\n') {
+            self.buf.push(b'\n');
+            self.line += 1;
+        }
+        self.buf.extend_from_slice(line.as_bytes());
+        self.buf.push(b'\n');
+        self.line += 1;
+    }
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| b.is_ascii_whitespace())
+}
+
+impl LineDedup {
+    /// An empty session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of distinct non-blank lines in the residual so far.
+    pub fn distinct_lines(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Process the surviving text of record `record` (visible id `this_id`,
+    /// records numbered densely from 0 in arrival order), appending its
+    /// residual to `out`.
+    pub fn process(&mut self, record: u32, this_id: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> L0Stats {
+        if self.ids.len() <= record as usize {
+            self.ids.resize(record as usize + 1, String::new());
+        }
+        self.ids[record as usize] = this_id.to_string();
+        let mut stats = L0Stats::default();
+        let start = out.len();
+        let mut w = Out { buf: out, start, line: 0 };
+        let mut run = Pending::new();
+        for seg in segments {
+            match *seg {
+                Segment::Stub(s) => {
+                    self.flush(&mut run, this_id, &mut w, &mut stats);
+                    w.write_stub(s);
+                }
+                Segment::Text(text) => {
+                    let mut pos = 0;
+                    while pos < text.len() {
+                        let (line, next) = match memchr::memchr(b'\n', &text[pos..]) {
+                            Some(i) => (&text[pos..pos + i + 1], pos + i + 1),
+                            None => (&text[pos..], text.len()),
+                        };
+                        pos = next;
+                        let key = line.strip_suffix(b"\n").unwrap_or(line);
+                        if is_blank(key) {
+                            if run.is_empty() {
+                                w.write_text(line);
+                            } else {
+                                run.lines.push(line);
+                                run.trailing_blanks += 1;
+                            }
+                            continue;
+                        }
+                        let h = xxh3_64(key);
+                        match self.seen.get(&h) {
+                            Some(&loc) => {
+                                if run.is_empty() {
+                                    run.first = Some(loc);
+                                }
+                                run.lines.push(line);
+                                run.trailing_blanks = 0;
+                                run.replaced += 1;
+                                run.bytes = 0;
+                            }
+                            None => {
+                                self.flush(&mut run, this_id, &mut w, &mut stats);
+                                let loc = LineLoc { record, line: w.current_line() };
+                                self.seen.insert(h, loc);
+                                w.write_text(line);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.flush(&mut run, this_id, &mut w, &mut stats);
+        stats
+    }
+
+    fn flush(&self, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
+        if run.is_empty() {
+            return;
+        }
+        let keep = run.lines.len() - run.trailing_blanks;
+        let (body, tail) = run.lines.split_at(keep);
+        let bytes: usize = body.iter().map(|l| l.len()).sum();
+        run.bytes = bytes;
+        let first = run.first.expect("a run starts with a replaced line");
+        let stub = format!(
+            "[lam: {} repeated line{}, first at §{}:{}; _recall §{}]",
+            run.replaced,
+            if run.replaced == 1 { "" } else { "s" },
+            self.ids[first.record as usize],
+            first.line,
+            this_id
+        );
+        // Never lengthen the text: keep short runs verbatim (their lines are
+        // already in the residual, so the table needs no update).
+        if stub.len() + 1 < bytes {
+            w.write_stub(&stub);
+            stats.lines_replaced += run.replaced;
+            stats.bytes_replaced += bytes as u64;
+            stats.stubs += 1;
+        } else {
+            for l in body {
+                w.write_text(l);
+            }
+        }
+        for l in tail {
+            w.write_text(l);
+        }
+        *run = Pending::new();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+fn run(records: &[&[u8]]) -> (LineDedup, Vec<Vec<u8>>) {
+    let mut d = LineDedup::new();
+    let mut outs = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let mut out = Vec::new();
+        d.process(i as u32, &format!("id{i:06}"), &[Segment::Text(r)], &mut out);
+        outs.push(out);
+    }
+    (d, outs)
+}
+
+fn lines(b: &[u8]) -> Vec<&[u8]> {
+    b.split(|&c| c == b'\n').collect()
+}
+
+/// Parse `[lam: N repeated line(s), first at §ID:LINE; _recall §ID]`.
+fn parse_stub(line: &[u8]) -> Option<(usize, String, usize)> {
+    let s = std::str::from_utf8(line).ok()?;
+    let rest = s.strip_prefix("[lam: ")?;
+    let (n, rest) = rest.split_once(" repeated line")?;
+    let (_, rest) = rest.split_once("first at §")?;
+    let (id, rest) = rest.split_once(':')?;
+    let (ln, _) = rest.split_once(';')?;
+    Some((n.parse().ok()?, id.to_string(), ln.parse().ok()?))
+}
+
+#[test]
+fn repeated_file_read_becomes_one_stub() {
+    let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n";
+    let (_, outs) = run(&[file, file]);
+    assert_eq!(outs[0], file);
+    assert_eq!(outs[1], b"[lam: 5 repeated lines, first at \xc2\xa7id000000:1; _recall \xc2\xa7id000001]\n");
+}
+
+#[test]
+fn short_runs_are_kept_verbatim() {
+    let (_, outs) = run(&[b"ok\n", b"ok\n"]);
+    assert_eq!(outs[1], b"ok\n", "a stub longer than the run is never emitted");
+}
+
+#[test]
+fn edited_file_keeps_changed_lines() {
+    let a: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series\nbeta = compute_second_value(2)  # the second value of the series\ngamma = compute_third_value(3)\ndelta = compute_fourth_value(4)\n";
+    let b: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series\nbeta = compute_second_value(2)  # the second value of the series\ngamma = compute_third_value(99)\ndelta = compute_fourth_value(4)\n";
+    let (_, outs) = run(&[a, b]);
+    let text = String::from_utf8(outs[1].clone()).unwrap();
+    assert!(text.contains("gamma = compute_third_value(99)\n"));
+    assert!(text.starts_with("[lam: 2 repeated lines, first at §id000000:1;"));
+    assert!(text.contains("delta = compute_fourth_value(4)\n"), "single short repeat kept: {text}");
+}
+
+#[test]
+fn invalid_utf8_is_kept_byte_for_byte() {
+    let a: &[u8] = b"caf\xe9 \xff\xfe first line of bytes\nsecond \x80 line\n";
+    let (_, outs) = run(&[a]);
+    assert_eq!(outs[0], a);
+}
+
+#[test]
+fn stub_segments_are_not_hashed_and_sit_on_their_own_line() {
+    let mut d = LineDedup::new();
+    let mut out = Vec::new();
+    d.process(0, "r0", &[Segment::Text(b"partial"), Segment::Stub("[lam: chunk]"), Segment::Text(b"rest\n")], &mut out);
+    assert_eq!(out, b"partial\n[lam: chunk]\nrest\n");
+    assert_eq!(d.distinct_lines(), 2);
+}
+
+fn arb_records() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    // Lines from a small vocabulary (so repeats are common), some long, some blank,
+    // some not valid UTF-8; records may end without a newline.
+    let line = prop_oneof![
+        Just(b"".to_vec()),
+        Just(b"   ".to_vec()),
+        (0u8..12).prop_map(|k| format!("line number {k} with some padding text to be long enough").into_bytes()),
+        (0u8..4).prop_map(|k| format!("x{k}").into_bytes()),
+        Just(b"bytes \xff\xfe not utf-8 but long enough to replace".to_vec()),
+    ];
+    let record = (proptest::collection::vec(line, 0..20), any::<bool>()).prop_map(|(ls, nl)| {
+        let mut r = ls.join(&b'\n');
+        if nl {
+            r.push(b'\n');
+        }
+        r
+    });
+    proptest::collection::vec(record, 1..8)
+}
+
+proptest! {
+    #[test]
+    fn stubs_point_at_identical_residual_text(records in arb_records()) {
+        let refs: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+        let (_, outs) = run(&refs);
+        let mut residual_lines: HashSet<Vec<u8>> = HashSet::new();
+        for (i, (orig, out)) in records.iter().zip(&outs).enumerate() {
+            prop_assert!(out.len() <= orig.len() + 1, "L0 lengthened record {}", i);
+            let out_lines = lines(out);
+            for l in &out_lines {
+                if let Some((n, id, ln)) = parse_stub(l) {
+                    prop_assert!(n >= 1);
+                    let src: usize = id.trim_start_matches("id").parse().unwrap();
+                    prop_assert!(src <= i);
+                    let cited = lines(&outs[src])[ln - 1];
+                    prop_assert!(parse_stub(cited).is_none(), "stub cites a stub");
+                    prop_assert!(!cited.iter().all(|b| b.is_ascii_whitespace()));
+                } else {
+                    residual_lines.insert(l.to_vec());
+                }
+            }
+            // Every non-blank original line is readable somewhere in the residual so far.
+            for l in lines(orig) {
+                if !l.iter().all(|b| b.is_ascii_whitespace()) {
+                    prop_assert!(residual_lines.contains(l), "line {:?} of record {} lost", String::from_utf8_lossy(l), i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_repeats_output_is_input(records in arb_records()) {
+        // A fresh table per record, and each record's lines made unique: nothing to replace.
+        for (i, r) in records.iter().enumerate() {
+            let uniq: Vec<u8> = lines(r).iter().enumerate()
+                .map(|(k, l)| { let mut v = format!("{i}.{k}:").into_bytes(); v.extend_from_slice(l); v })
+                .collect::<Vec<_>>().join(&b'\n');
+            let mut d = LineDedup::new();
+            let mut out = Vec::new();
+            d.process(0, "a", &[Segment::Text(&uniq)], &mut out);
+            prop_assert_eq!(out, uniq);
+        }
+    }
+}
