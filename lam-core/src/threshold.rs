@@ -40,8 +40,16 @@ impl Threshold {
     ///
     /// Comparing squared distances avoids a square root per pair; the
     /// comparison `d2 <= delta2` is the one every index and both operator forms use.
+    ///
+    /// Rounded *down*, so that `d2 <= delta_sq_f32()` implies `sqrt(d2) <= delta`
+    /// exactly: no accepted substitution can exceed the configured bound.
     pub fn delta_sq_f32(&self) -> f32 {
-        (2.0 - 2.0 * self.t).max(0.0) as f32
+        let exact = (2.0 - 2.0 * self.t).max(0.0);
+        let mut x = exact as f32;
+        if f64::from(x) > exact {
+            x = f32::from_bits(x.to_bits() - 1);
+        }
+        x
     }
 }
 
@@ -66,6 +74,15 @@ mod tests {
             let t = Threshold::from_cosine(c).unwrap();
             let back = Threshold::from_delta(t.delta()).unwrap();
             assert!((back.cosine() - c).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn delta_sq_never_exceeds_delta() {
+        for k in 0..2000 {
+            let t = Threshold::from_cosine(0.5 + f64::from(k) * 0.00025).unwrap();
+            assert!(f64::from(t.delta_sq_f32()) <= 2.0 - 2.0 * t.cosine());
+            assert!(f64::from(t.delta_sq_f32()).sqrt() <= t.delta());
         }
     }
 
