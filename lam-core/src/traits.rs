@@ -33,6 +33,16 @@ pub trait Encoder: Send {
     /// exactly `texts.len() * dim` values: row `i` is the unit embedding of
     /// `texts[i]`. Must refuse to produce NaN, infinite or zero vectors.
     fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error>;
+
+    /// Cut `text` into chunks of at most `max_tokens` tokens at token
+    /// boundaries (see [`crate::chunk_spans`]), clearing `out` first. Encoders
+    /// whose chunking is given (precomputed files) override this.
+    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        let mut toks = Vec::new();
+        self.token_spans(text, &mut toks)?;
+        crate::chunk_spans(&toks, self.info().max_tokens, text.len(), out);
+        Ok(())
+    }
 }
 
 impl<E: Encoder + ?Sized> Encoder for Box<E> {
@@ -44,6 +54,9 @@ impl<E: Encoder + ?Sized> Encoder for Box<E> {
     }
     fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
         (**self).encode_batch(texts, out)
+    }
+    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        (**self).chunks(text, out)
     }
 }
 

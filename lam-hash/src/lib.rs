@@ -58,6 +58,7 @@ pub struct L0Stats {
 pub struct LineDedup {
     seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
     ids: Vec<String>,
+    stubs: Vec<String>,
 }
 
 /// A line to be emitted or replaced.
@@ -128,6 +129,7 @@ impl LineDedup {
             self.ids.resize(record as usize + 1, String::new());
         }
         self.ids[record as usize] = this_id.to_string();
+        self.stubs.clear();
         let mut stats = L0Stats::default();
         let start = out.len();
         let mut w = Out { buf: out, start, line: 0 };
@@ -182,7 +184,12 @@ impl LineDedup {
         stats
     }
 
-    fn flush(&self, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
+    /// The stub lines emitted by the last call to [`Self::process`].
+    pub fn last_stubs(&self) -> &[String] {
+        &self.stubs
+    }
+
+    fn flush(&mut self, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
         if run.is_empty() {
             return;
         }
@@ -203,6 +210,7 @@ impl LineDedup {
         // already in the residual, so the table needs no update).
         if stub.len() + 1 < bytes {
             w.write_stub(&stub);
+            self.stubs.push(stub);
             stats.lines_replaced += run.replaced;
             stats.bytes_replaced += bytes as u64;
             stats.stubs += 1;

@@ -1,1 +1,196 @@
-fn main() {}
+//! The `lam` command.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use lam::operator::{Config, IndexChoice, Order};
+use lam::read::{self, JsonlRecord};
+use lam::report;
+use lam_core::{DeletionDigest, Encoder, Threshold};
+use lam_encode::{EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
+use lam_lsh::BandParams;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "lam", version, about = "Keep agent context small, fast and lossless (LAM + ARC).")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderArg {
+    #[value(name = "l1-l0")]
+    L1L0,
+    #[value(name = "l0-l1")]
+    L0L1,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
+    Compact {
+        /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
+        #[arg(long, default_value_t = 0.95)]
+        threshold: f64,
+        /// Layer order.
+        #[arg(long, value_enum, default_value = "l1-l0")]
+        order: OrderArg,
+        /// Print one JSON object per trajectory.
+        #[arg(long)]
+        json: bool,
+        /// Write each residual (lam JSONL) and its decisions into DIR.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Use precomputed embeddings (lam-embeddings/1 file) instead of the built-in encoder.
+        #[arg(long)]
+        embeddings: Option<PathBuf>,
+        /// Write the embeddings used to FILE (lam-embeddings/1).
+        #[arg(long)]
+        dump_embeddings: Option<PathBuf>,
+        /// Candidate index: `default` (full-recall bands for t, else exhaustive), `exhaustive`, or `banded:R,REL`.
+        #[arg(long, default_value = "default")]
+        index: String,
+        /// Skip cl100k_base token accounting (faster).
+        #[arg(long)]
+        no_tokens: bool,
+    },
+}
+
+fn parse_index(s: &str) -> Result<IndexChoice> {
+    Ok(match s {
+        "default" => IndexChoice::Default,
+        "exhaustive" => IndexChoice::Exhaustive,
+        _ => {
+            let Some(rest) = s.strip_prefix("banded:") else { bail!("--index: expected default, exhaustive or banded:R,REL, got `{s}`") };
+            let (r, rel) = rest.split_once(',').context("--index banded:R,REL")?;
+            IndexChoice::Banded(BandParams { r: r.parse().context("band width R")?, rel: rel.parse().context("REL")? })
+        }
+    })
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Compact { paths, threshold, order, json, out, embeddings, dump_embeddings, index, no_tokens } => {
+            let t = Threshold::from_cosine(threshold)?;
+            let mut cfg = Config::new(t);
+            cfg.order = match order {
+                OrderArg::L1L0 => Order::L1L0,
+                OrderArg::L0L1 => Order::L0L1,
+            };
+            cfg.index = parse_index(&index)?;
+            let mut enc: Box<dyn Encoder> = match &embeddings {
+                Some(p) => Box::new(PrecomputedEncoder::open(p)?),
+                None => Box::new(HashingEncoder::default()),
+            };
+            let mut dump = match &dump_embeddings {
+                Some(p) => Some(EmbeddingsWriter::new(
+                    std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+                    &enc.info(),
+                )?),
+                None => None,
+            };
+            if let Some(d) = &out {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            }
+            let files = read::expand(&paths)?;
+            if files.is_empty() {
+                bail!("no trajectory files under {:?}", paths);
+            }
+            let stdout = std::io::stdout();
+            let mut so = stdout.lock();
+            if !json {
+                writeln!(so, "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}", "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us")?;
+            }
+            let mut corpus = DeletionDigest::new();
+            let mut n_sessions = 0u32;
+            let (mut all_in, mut all_out, mut all_eq) = (0usize, 0usize, true);
+            for f in &files {
+                for traj in read::read_path(f)? {
+                    let run = report::run(cfg, enc.as_mut(), &traj, !no_tokens).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
+                    let r = &run.report;
+                    for a in &run.online {
+                        for c in &a.chunks {
+                            if c.decision.is_dropped() {
+                                corpus.push(n_sessions, c.index);
+                            }
+                        }
+                    }
+                    n_sessions += 1;
+                    all_in += r.tokens_in;
+                    all_out += r.tokens_out;
+                    all_eq &= r.online_equals_batch;
+                    if let Some(d) = dump.as_mut() {
+                        for (rec, a) in traj.records.iter().zip(&run.online) {
+                            let ranges: Vec<_> = a.chunks.iter().map(|c| c.range.clone()).collect();
+                            let texts: Vec<&[u8]> = ranges.iter().map(|c| &rec.observation[c.clone()]).collect();
+                            let mut v = vec![0.0; texts.len() * enc.info().dim];
+                            enc.encode_batch(&texts, &mut v)?;
+                            d.observation(&rec.observation, &ranges, &v)?;
+                        }
+                    }
+                    if let Some(dir) = &out {
+                        write_outputs(dir, &traj, &run)?;
+                    }
+                    if json {
+                        serde_json::to_writer(&mut so, r)?;
+                        writeln!(so)?;
+                    } else {
+                        writeln!(
+                            so,
+                            "{:<44} {:>5} {:>6} {:>9} {:>7.2} {:>7.2} {:>6.2} {:>6.2} {:>7.4} {:>16} {:>4} {:>8.1}",
+                            truncate(&r.session, 44), r.records, r.chunks, r.tokens_in, 100.0 * r.removal_gross, 100.0 * r.removal_net,
+                            100.0 * r.removal_l1, 100.0 * r.removal_l0, r.delta_hat, r.digest, if r.online_equals_batch { "yes" } else { "NO" }, r.admit_us_p50
+                        )?;
+                    }
+                }
+            }
+            if let Some(d) = dump {
+                d.finish()?;
+            }
+            if !json {
+                let share = if all_in == 0 { 0.0 } else { 100.0 * (all_in as f64 - all_out as f64) / all_in as f64 };
+                writeln!(
+                    so,
+                    "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
+                    n_sessions, enc.info().model_id, threshold, t.delta(), share, all_in, corpus.hex16(), if all_eq { "all" } else { "NOT ALL" }
+                )?;
+            }
+            if !all_eq {
+                bail!("online and batch residuals differ");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).chain(std::iter::once('…')).collect() }
+}
+
+fn write_outputs(dir: &std::path::Path, traj: &read::Trajectory, run: &report::Run) -> Result<()> {
+    let safe: String = traj.session.0.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let mut res = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.residual.jsonl")))?);
+    let mut dec = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.decisions.jsonl")))?);
+    for (rec, a) in traj.records.iter().zip(&run.online) {
+        let r = lam_core::Record { index: rec.index, action: rec.action.clone(), observation: a.residual.clone(), returncode: rec.returncode };
+        serde_json::to_writer(&mut res, &JsonlRecord::from_record(&traj.session.0, &r))?;
+        writeln!(res)?;
+        for c in &a.chunks {
+            let (decision, rep, d) = match c.decision {
+                lam_core::Decision::Retained => ("retained", None, None),
+                lam_core::Decision::Dropped { representative, distance } => ("dropped", Some(representative), Some(distance)),
+            };
+            serde_json::to_writer(
+                &mut dec,
+                &serde_json::json!({"record": a.record, "id": a.id, "chunk": c.index, "ordinal": c.ordinal, "start": c.range.start, "end": c.range.end, "decision": decision, "representative": rep, "distance": d}),
+            )?;
+            writeln!(dec)?;
+        }
+    }
+    Ok(())
+}

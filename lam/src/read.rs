@@ -1,0 +1,452 @@
+//! Trajectory readers: mini-swe-agent `.traj.json(.gz)`, SWE-agent `.traj(.gz)`,
+//! OpenAI chat-completions message lists, and lam's canonical JSON Lines
+//! (`docs/trajectory-format.md`). Every error names the file and the record.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use lam_core::{Record, SessionId};
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// One agent session's tool observations, in arrival order.
+#[derive(Debug, Clone)]
+pub struct Trajectory {
+    /// Session name (instance id, or the file stem).
+    pub session: SessionId,
+    /// File it came from.
+    pub source: PathBuf,
+    /// Format it was read as.
+    pub format: Format,
+    /// Observations with their actions.
+    pub records: Vec<Record>,
+}
+
+/// Supported trajectory formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// mini-swe-agent `{messages, trajectory_format: "mini-swe-agent-1"}`.
+    MiniSweAgent,
+    /// SWE-agent `.traj` (`trajectory[]` of action/observation, or `history` only).
+    SweAgent,
+    /// OpenAI chat-completions messages (tool results as `role: tool`).
+    OpenAiChat,
+    /// lam trajectory JSON Lines v1.
+    LamJsonl,
+}
+
+/// A reader error that names the input and the record.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON (line/column of the JSON text).
+    #[error("{path}: malformed JSON at line {line}, column {column}: {message}")]
+    Json {
+        /// File.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// Parser message.
+        message: String,
+    },
+    /// A record has the wrong shape.
+    #[error("{path}: {record}: {message}")]
+    Record {
+        /// File.
+        path: String,
+        /// Which record, e.g. `trajectory[3]` or `line 7`.
+        record: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No reader recognises the file.
+    #[error("{path}: not a recognised trajectory ({message})")]
+    Unknown {
+        /// File.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+fn is_trajectory_file(p: &Path) -> bool {
+    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let n = n.strip_suffix(".gz").unwrap_or(n);
+    n.ends_with(".traj") || n.ends_with(".traj.json") || n.ends_with(".jsonl") || n.ends_with(".json")
+}
+
+/// Expand files and folders (recursively, sorted) into trajectory files.
+/// Folders contribute `*.traj`, `*.traj.json`, `*.json`, `*.jsonl` (optionally `.gz`).
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut stack = vec![p.clone()];
+            let mut found = Vec::new();
+            while let Some(d) = stack.pop() {
+                let rd = std::fs::read_dir(&d).map_err(|source| ReadError::Io { path: d.display().to_string(), source })?;
+                for e in rd {
+                    let e = e.map_err(|source| ReadError::Io { path: d.display().to_string(), source })?;
+                    let path = e.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if is_trajectory_file(&path) {
+                        found.push(path);
+                    }
+                }
+            }
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Read a file (gzip by `.gz` suffix) into trajectories; JSONL files may hold several sessions.
+pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    let name = path.display().to_string();
+    let raw = std::fs::read(path).map_err(|source| ReadError::Io { path: name.clone(), source })?;
+    let bytes = if name.ends_with(".gz") {
+        let mut v = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut v)
+            .map_err(|source| ReadError::Io { path: name.clone(), source })?;
+        v
+    } else {
+        raw
+    };
+    let stem = name.trim_end_matches(".gz");
+    if stem.ends_with(".jsonl") {
+        return read_jsonl(&bytes, path);
+    }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| ReadError::Json {
+        path: name.clone(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    let session = default_session(path);
+    read_value(&v, path, session).map(|t| vec![t])
+}
+
+fn default_session(path: &Path) -> String {
+    let n = path.file_name().and_then(|n| n.to_str()).unwrap_or("session");
+    let mut s = n;
+    for suf in [".gz", ".json", ".traj", ".jsonl"] {
+        s = s.strip_suffix(suf).unwrap_or(s);
+    }
+    s.to_string()
+}
+
+/// Read an already parsed JSON document.
+pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Trajectory, ReadError> {
+    let name = path.display().to_string();
+    let session = v.get("instance_id").and_then(Value::as_str).map(str::to_string).unwrap_or(default_session);
+    let mk = |format, records| Trajectory { session: SessionId(session.clone()), source: path.to_path_buf(), format, records };
+    match v {
+        Value::Array(msgs) => Ok(mk(Format::OpenAiChat, from_messages(msgs, &name, "messages")?)),
+        Value::Object(o) => {
+            if let Some(Value::Array(steps)) = o.get("trajectory").filter(|t| t.as_array().is_some_and(|a| !a.is_empty())) {
+                return Ok(mk(Format::SweAgent, from_swe_steps(steps, &name)?));
+            }
+            if let Some(Value::Array(msgs)) = o.get("messages") {
+                let f = if o.get("trajectory_format").and_then(Value::as_str).is_some_and(|s| s.starts_with("mini-swe-agent")) {
+                    Format::MiniSweAgent
+                } else {
+                    Format::OpenAiChat
+                };
+                return Ok(mk(f, from_messages(msgs, &name, "messages")?));
+            }
+            if let Some(Value::Array(msgs)) = o.get("history") {
+                return Ok(mk(Format::SweAgent, from_messages(msgs, &name, "history")?));
+            }
+            Err(ReadError::Unknown {
+                path: name,
+                message: "expected `messages`, `trajectory` or `history`, or a message array".into(),
+            })
+        }
+        _ => Err(ReadError::Unknown { path: name, message: "top level is neither an object nor an array".into() }),
+    }
+}
+
+fn from_swe_steps(steps: &[Value], name: &str) -> Result<Vec<Record>, ReadError> {
+    let mut out = Vec::with_capacity(steps.len());
+    for (i, s) in steps.iter().enumerate() {
+        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("trajectory[{i}]"), message };
+        let obs = match s.get("observation") {
+            Some(Value::String(x)) => x.as_bytes().to_vec(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => return Err(rec(format!("observation is {}, not a string", kind(other)))),
+        };
+        let action = match s.get("action") {
+            Some(Value::String(x)) => x.trim().to_string(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => return Err(rec(format!("action is {}, not a string", kind(other)))),
+        };
+        out.push(Record { index: out.len() as u32, action, observation: obs, returncode: None });
+    }
+    Ok(out)
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Text of a message `content`: a string, or a list of parts with `text`.
+fn content_text(c: Option<&Value>) -> Result<String, String> {
+    match c {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut s = String::new();
+            for p in parts {
+                match p {
+                    Value::String(t) => s.push_str(t),
+                    Value::Object(o) => {
+                        if let Some(t) = o.get("text").and_then(Value::as_str) {
+                            s.push_str(t);
+                        }
+                    }
+                    other => return Err(format!("content part is {}", kind(other))),
+                }
+            }
+            Ok(s)
+        }
+        Some(other) => Err(format!("content is {}, not text", kind(other))),
+    }
+}
+
+/// The action of an assistant message: its `action` field (SWE-agent), its
+/// tool calls (OpenAI), or its last fenced code block (mini-swe-agent).
+fn action_of(m: &Value, content: &str) -> String {
+    if let Some(a) = m.get("action").and_then(Value::as_str) {
+        return a.trim().to_string();
+    }
+    if let Some(Value::Array(calls)) = m.get("tool_calls") {
+        let parts: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                let f = c.get("function").unwrap_or(c);
+                let n = f.get("name").and_then(Value::as_str).unwrap_or("tool");
+                let a = match f.get("arguments") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                };
+                format!("{n}({a})")
+            })
+            .collect();
+        if !parts.is_empty() {
+            return parts.join("; ");
+        }
+    }
+    if let Some(end) = content.rfind("```") {
+        if let Some(start) = content[..end].rfind("```") {
+            let block = &content[start + 3..end];
+            let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
+            return block.trim().to_string();
+        }
+    }
+    content.trim().to_string()
+}
+
+fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Vec<Record>, ReadError> {
+    let has_tool = msgs.iter().any(|m| m.get("role").and_then(Value::as_str) == Some("tool"));
+    let mut out = Vec::new();
+    let mut last_action: Option<String> = None;
+    for (i, m) in msgs.iter().enumerate() {
+        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("{field}[{i}]"), message };
+        let Value::Object(_) = m else {
+            return Err(rec(format!("message is {}, not an object", kind(m))));
+        };
+        let role = match m.get("role") {
+            Some(Value::String(r)) => r.as_str(),
+            _ => return Err(rec("message has no string `role`".into())),
+        };
+        let content = content_text(m.get("content")).map_err(rec)?;
+        match role {
+            "assistant" => last_action = Some(action_of(m, &content)),
+            "tool" => out.push(Record {
+                index: out.len() as u32,
+                action: last_action.clone().unwrap_or_default(),
+                observation: content.into_bytes(),
+                returncode: None,
+            }),
+            "user" if !has_tool && last_action.is_some() => {
+                let rc = returncode(&content);
+                out.push(Record {
+                    index: out.len() as u32,
+                    action: last_action.clone().unwrap_or_default(),
+                    observation: content.into_bytes(),
+                    returncode: rc,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// mini-swe-agent wraps outputs as `<returncode>N</returncode>`.
+fn returncode(content: &str) -> Option<i32> {
+    let s = content.strip_prefix("<returncode>")?;
+    let (n, _) = s.split_once("</returncode>")?;
+    n.trim().parse().ok()
+}
+
+/// lam trajectory JSON Lines v1: one record per line.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonlRecord {
+    /// Session name.
+    pub session: String,
+    /// 0-based index within the session; must be consecutive.
+    pub index: u32,
+    /// Action signature.
+    #[serde(default)]
+    pub action: String,
+    /// Observation text (valid UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<String>,
+    /// Observation bytes in standard base64 (when not valid UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation_b64: Option<String>,
+    /// Return code, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returncode: Option<i32>,
+}
+
+impl JsonlRecord {
+    /// The canonical line for a record (`observation` when UTF-8, else `observation_b64`).
+    pub fn from_record(session: &str, r: &Record) -> Self {
+        let (observation, observation_b64) = match std::str::from_utf8(&r.observation) {
+            Ok(s) => (Some(s.to_string()), None),
+            Err(_) => (None, Some(B64.encode(&r.observation))),
+        };
+        Self { session: session.to_string(), index: r.index, action: r.action.clone(), observation, observation_b64, returncode: r.returncode }
+    }
+}
+
+fn read_jsonl(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    let name = path.display().to_string();
+    let mut out: Vec<Trajectory> = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let n = i + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let rec = |message: String| ReadError::Record { path: name.clone(), record: format!("line {n}"), message };
+        let r: JsonlRecord = serde_json::from_slice(line).map_err(|e| rec(format!("malformed JSON at column {}: {e}", e.column())))?;
+        let observation = match (r.observation, r.observation_b64) {
+            (Some(s), None) => s.into_bytes(),
+            (None, Some(b)) => B64.decode(b.as_bytes()).map_err(|e| rec(format!("observation_b64: {e}")))?,
+            (None, None) => return Err(rec("needs `observation` or `observation_b64`".into())),
+            (Some(_), Some(_)) => return Err(rec("has both `observation` and `observation_b64`".into())),
+        };
+        let t = match out.iter_mut().find(|t| t.session.0 == r.session) {
+            Some(t) => t,
+            None => {
+                out.push(Trajectory { session: SessionId(r.session.clone()), source: path.to_path_buf(), format: Format::LamJsonl, records: Vec::new() });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        if r.index as usize != t.records.len() {
+            return Err(rec(format!("session `{}` expects index {}, found {}", r.session, t.records.len(), r.index)));
+        }
+        t.records.push(Record { index: r.index, action: r.action, observation, returncode: r.returncode });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, body: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lam-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn malformed_json_names_file_and_position() {
+        let p = write("bad.traj", b"{\"trajectory\": [ {\"action\": \"ls\",, } ]}");
+        let e = read_path(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.traj: malformed JSON at line 1, column"), "{e}");
+    }
+
+    #[test]
+    fn wrong_shape_names_the_record() {
+        let p = write("shape.traj", br#"{"trajectory": [{"action": "ls", "observation": "a"}, {"action": "cat", "observation": 5}]}"#);
+        let e = read_path(&p).unwrap_err().to_string();
+        assert!(e.ends_with("shape.traj: trajectory[1]: observation is a number, not a string"), "{e}");
+        let p = write("bad.jsonl", b"{\"session\":\"s\",\"index\":0,\"observation\":\"x\"}\n{\"session\":\"s\",\"index\":0,\"observation\":\"y\"}\n");
+        let e = read_path(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.jsonl: line 2: session `s` expects index 1, found 0"), "{e}");
+        let p = write("bad2.jsonl", b"{\"session\":\"s\",\"index\":0,\"observation\":\"x\"}\n{not json\n");
+        let e = read_path(&p).unwrap_err().to_string();
+        assert!(e.contains("bad2.jsonl: line 2: malformed JSON"), "{e}");
+    }
+
+    #[test]
+    fn jsonl_keeps_invalid_utf8_exactly() {
+        let bytes: Vec<u8> = b"caf\xe9 \xff\x00 end\n".to_vec();
+        let r = Record { index: 0, action: "head -c 9 f".into(), observation: bytes.clone(), returncode: Some(0) };
+        let line = serde_json::to_string(&JsonlRecord::from_record("s", &r)).unwrap();
+        assert!(line.contains("observation_b64"));
+        let p = write("bytes.jsonl", format!("{line}\n").as_bytes());
+        let t = read_path(&p).unwrap();
+        assert_eq!(t[0].records[0].observation, bytes);
+    }
+
+    #[test]
+    fn openai_messages_take_tool_results() {
+        let doc = br#"[{"role":"system","content":"sys"},{"role":"user","content":"fix it"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"ls\"}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"a.py\nb.py\n"}]},
+            {"role":"user","content":"thanks"}]"#;
+        let p = write("chat.json", doc);
+        let t = read_path(&p).unwrap();
+        assert_eq!(t[0].format, Format::OpenAiChat);
+        assert_eq!(t[0].records.len(), 1);
+        assert_eq!(t[0].records[0].action, "bash({\"cmd\":\"ls\"})");
+        assert_eq!(t[0].records[0].observation, b"a.py\nb.py\n");
+    }
+
+    #[test]
+    fn mini_swe_agent_messages() {
+        let doc = br#"{"instance_id":"x__y-1","trajectory_format":"mini-swe-agent-1","messages":[
+            {"role":"system","content":"s"},{"role":"user","content":"task"},
+            {"role":"assistant","content":"THOUGHT: look\n\n```bash\nls -la\n```"},
+            {"role":"user","content":"<returncode>0</returncode>\n<output>\na\n</output>"}]}"#;
+        let p = write("m.traj.json", doc);
+        let t = read_path(&p).unwrap();
+        assert_eq!(t[0].session.0, "x__y-1");
+        assert_eq!(t[0].format, Format::MiniSweAgent);
+        assert_eq!(t[0].records[0].action, "ls -la");
+        assert_eq!(t[0].records[0].returncode, Some(0));
+    }
+}

@@ -1,0 +1,158 @@
+//! Running both operator forms over a trajectory and reporting the contract
+//! fields of `lam compact --json`.
+
+use crate::operator::{Admission, Config, Order, Session, compact_batch, without_stubs};
+use crate::read::Trajectory;
+use crate::tokens;
+use lam_core::{Encoder, Error};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// One trajectory's report (`lam compact --json` prints one per line).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Session name.
+    pub session: String,
+    /// Source file.
+    pub source: String,
+    /// Reader used.
+    pub format: crate::read::Format,
+    /// Encoder model id.
+    pub encoder: String,
+    /// Candidate index.
+    pub index: String,
+    /// Layer order.
+    pub order: Order,
+    /// Observation records.
+    pub records: usize,
+    /// Chunks embedded.
+    pub chunks: usize,
+    /// Chunks dropped by L1.
+    pub chunks_dropped: usize,
+    /// Lines replaced by L0.
+    pub lines_replaced: u64,
+    /// Stub lines emitted (L1 + L0).
+    pub stubs: usize,
+    /// cl100k_base tokens of the original observations.
+    pub tokens_in: usize,
+    /// cl100k_base tokens of the residual observations (stubs included).
+    pub tokens_out: usize,
+    /// Share of tokens removed before charging stubs.
+    pub removal_gross: f64,
+    /// Share of tokens removed after charging stubs.
+    pub removal_net: f64,
+    /// Share removed by L0 (gross).
+    pub removal_l0: f64,
+    /// Share removed by L1 (gross).
+    pub removal_l1: f64,
+    /// Merge threshold `t`.
+    pub threshold: f64,
+    /// Configured bound `delta = sqrt(2 - 2t)`.
+    pub delta: f64,
+    /// Largest substitution distance used.
+    pub delta_hat: f64,
+    /// Deletion-set digest (docs/digest.md).
+    pub digest: String,
+    /// SHA-256 (first 16 hex) of all residuals, each followed by 0x1E.
+    pub residual_digest: String,
+    /// Online and batch residuals and digests are byte-identical.
+    pub online_equals_batch: bool,
+    /// Median admission time per arrival, embeddings given (us).
+    pub admit_us_p50: f64,
+    /// 99th percentile admission time per arrival (us).
+    pub admit_us_p99: f64,
+    /// Median encoding time per arrival (us).
+    pub encode_us_p50: f64,
+}
+
+/// Everything a run produced for one trajectory.
+#[derive(Debug)]
+pub struct Run {
+    /// The report.
+    pub report: Report,
+    /// Online admissions, in order.
+    pub online: Vec<Admission>,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1] as f64 / 1000.0
+}
+
+/// Digest of a sequence of residuals.
+pub fn residual_digest<'a>(residuals: impl Iterator<Item = &'a [u8]>) -> String {
+    let mut h = Sha256::new();
+    for r in residuals {
+        h.update(r);
+        h.update([0x1E]);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// Run the online operator and the batch form over `traj` and compare them.
+/// Token accounting is skipped (zeros) when `count_tokens` is false.
+pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool) -> Result<Run, Error> {
+    let info = enc.info();
+    let mut s = Session::new(cfg, info.dim);
+    let mut online = Vec::with_capacity(traj.records.len());
+    for r in &traj.records {
+        online.push(s.admit(enc, r)?);
+    }
+    let batch = compact_batch(cfg, enc, &traj.records)?;
+    let equal = online.len() == batch.admissions.len()
+        && online.iter().zip(&batch.admissions).all(|(a, b)| a.residual == b.residual && a.chunks == b.chunks)
+        && s.digest().hex16() == batch.digest.hex16()
+        && s.delta_hat() == batch.delta_hat;
+
+    let (mut tin, mut tout, mut tgross, mut tfirst) = (0usize, 0usize, 0usize, 0usize);
+    if count_tokens {
+        for (r, a) in traj.records.iter().zip(&online) {
+            tin += tokens::count(&r.observation);
+            tout += tokens::count(&a.residual);
+            tgross += tokens::count(&without_stubs(&a.residual, &a.stubs));
+            tfirst += tokens::count(&a.first_layer_plain);
+        }
+    }
+    let share = |x: usize| if tin == 0 { 0.0 } else { (tin as f64 - x as f64) / tin as f64 };
+    let (gross, first) = (share(tgross), share(tfirst));
+    let (removal_l0, removal_l1) = match cfg.order {
+        Order::L1L0 => (gross - first, first),
+        Order::L0L1 => (first, gross - first),
+    };
+    let mut admit: Vec<u64> = online.iter().map(|a| a.admit_ns).collect();
+    admit.sort_unstable();
+    let mut encode: Vec<u64> = online.iter().map(|a| a.encode_ns).collect();
+    encode.sort_unstable();
+    let report = Report {
+        session: traj.session.0.clone(),
+        source: traj.source.display().to_string(),
+        format: traj.format,
+        encoder: info.model_id,
+        index: s.index_description(),
+        order: cfg.order,
+        records: traj.records.len(),
+        chunks: online.iter().map(|a| a.chunks.len()).sum(),
+        chunks_dropped: s.digest().len(),
+        lines_replaced: online.iter().map(|a| a.l0.lines_replaced).sum(),
+        stubs: online.iter().map(|a| a.stubs.len()).sum(),
+        tokens_in: tin,
+        tokens_out: tout,
+        removal_gross: gross,
+        removal_net: share(tout),
+        removal_l0,
+        removal_l1,
+        threshold: cfg.threshold.cosine(),
+        delta: cfg.threshold.delta(),
+        delta_hat: s.delta_hat(),
+        digest: s.digest().hex16(),
+        residual_digest: residual_digest(online.iter().map(|a| a.residual.as_slice())),
+        online_equals_batch: equal,
+        admit_us_p50: percentile(&admit, 50.0),
+        admit_us_p99: percentile(&admit, 99.0),
+        encode_us_p50: percentile(&encode, 50.0),
+    };
+    Ok(Run { report, online })
+}
