@@ -211,7 +211,7 @@ impl L1Index {
     /// paper measured one, the exhaustive index otherwise.
     pub fn default_for(dim: usize, t: Threshold) -> Self {
         match BandParams::full_recall_default(t) {
-            Some(p) => Self::Banded(BandedIndex::new(dim, p)),
+            Some(p) => Self::Banded(BandedIndex::new(dim, BandParams { r: p.r.min(dim), ..p })),
             None => Self::Exhaustive(ExhaustiveIndex::new()),
         }
     }

@@ -149,6 +149,25 @@ fn strip_stubs(text: &[u8], stubs: &[String]) -> Vec<u8> {
     out
 }
 
+/// Append a retained chunk, merging with adjacent text.
+fn push_text(segs: &mut Vec<OwnedSeg>, range: &Range<usize>) {
+    match segs.last_mut() {
+        Some(OwnedSeg::Text(r)) if r.end == range.start => r.end = range.end,
+        _ => segs.push(OwnedSeg::Text(range.clone())),
+    }
+}
+
+/// Append a dropped chunk: its stub, or its own bytes when they are no longer
+/// than the stub line (a stub never lengthens the text; the decision and the
+/// deletion-set digest are unchanged).
+fn push_dropped(segs: &mut Vec<OwnedSeg>, range: &Range<usize>, stub: String) {
+    if range.len() <= stub.len() + 1 {
+        push_text(segs, range);
+    } else {
+        segs.push(OwnedSeg::Stub(stub));
+    }
+}
+
 #[derive(Debug, Clone)]
 enum OwnedSeg {
     Text(Range<usize>),
@@ -242,14 +261,11 @@ impl Session {
             let decision = self.greedy.decide(index, v)?;
             self.homes.push((record, k as u32));
             match decision {
-                Decision::Retained => match segs.last_mut() {
-                    Some(OwnedSeg::Text(r)) if r.end == range.start => r.end = range.end,
-                    _ => segs.push(OwnedSeg::Text(range.clone())),
-                },
+                Decision::Retained => push_text(&mut segs, range),
                 Decision::Dropped { representative, distance } => {
                     self.digest.push(0, index);
                     let (rr, ro) = self.homes[representative as usize];
-                    segs.push(OwnedSeg::Stub(l1_stub(k as u32, id, &self.ids[rr as usize], ro, distance)));
+                    push_dropped(&mut segs, range, l1_stub(k as u32, id, &self.ids[rr as usize], ro, distance));
                 }
             }
             outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
@@ -389,14 +405,11 @@ pub fn compact_batch(cfg: Config, enc: &mut dyn Encoder, records: &[Record]) -> 
         for (k, range) in all_chunks[r].iter().enumerate() {
             let decision = decisions[next];
             match decision {
-                Decision::Retained => match segs.last_mut() {
-                    Some(OwnedSeg::Text(x)) if x.end == range.start => x.end = range.end,
-                    _ => segs.push(OwnedSeg::Text(range.clone())),
-                },
+                Decision::Retained => push_text(&mut segs, range),
                 Decision::Dropped { representative, distance } => {
                     digest.push(0, next as u32);
                     let (rr, ro) = homes[representative as usize];
-                    segs.push(OwnedSeg::Stub(l1_stub(k as u32, &ids[r], &ids[rr as usize], ro, distance)));
+                    push_dropped(&mut segs, range, l1_stub(k as u32, &ids[r], &ids[rr as usize], ro, distance));
                 }
             }
             outcomes.push(ChunkOutcome { index: next as u32, ordinal: k as u32, range: range.clone(), decision });
