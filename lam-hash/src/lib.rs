@@ -22,6 +22,7 @@
 
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Where a line first appears in the residual text of a session.
@@ -66,13 +67,12 @@ struct Pending<'a> {
     first: Option<LineLoc>,
     lines: Vec<&'a [u8]>,
     replaced: u64,
-    bytes: usize,
     trailing_blanks: usize,
 }
 
 impl<'a> Pending<'a> {
     fn new() -> Self {
-        Self { first: None, lines: Vec::new(), replaced: 0, bytes: 0, trailing_blanks: 0 }
+        Self { first: None, lines: Vec::new(), replaced: 0, trailing_blanks: 0 }
     }
     fn is_empty(&self) -> bool {
         self.lines.is_empty()
@@ -90,10 +90,6 @@ impl Out<'_> {
     fn write_text(&mut self, bytes: &[u8]) {
         self.line += memchr::memchr_iter(b'\n', bytes).count() as u32;
         self.buf.extend_from_slice(bytes);
-    }
-    /// The 1-based number of the line the next byte belongs to.
-    fn current_line(&self) -> u32 {
-        self.line + 1
     }
     fn write_stub(&mut self, line: &str) {
         if self.buf.len() > self.start && self.buf.last() != Some(&b'\n') {
@@ -141,42 +137,51 @@ impl LineDedup {
                     w.write_stub(s);
                 }
                 Segment::Text(text) => {
+                    // Kept bytes are copied lazily, as whole spans: `copy_from`
+                    // is the first byte of `text` not yet written or queued.
+                    let mut copy_from = 0;
                     let mut pos = 0;
                     while pos < text.len() {
-                        let (line, next) = match memchr::memchr(b'\n', &text[pos..]) {
-                            Some(i) => (&text[pos..pos + i + 1], pos + i + 1),
-                            None => (&text[pos..], text.len()),
+                        let next = match memchr::memchr(b'\n', &text[pos..]) {
+                            Some(i) => pos + i + 1,
+                            None => text.len(),
                         };
-                        pos = next;
-                        let key = line.strip_suffix(b"\n").unwrap_or(line);
+                        let line = &text[pos..next];
+                        let nl = u32::from(line.last() == Some(&b'\n'));
+                        let key = &line[..line.len() - nl as usize];
                         if is_blank(key) {
                             if run.is_empty() {
-                                w.write_text(line);
+                                w.line += nl;
                             } else {
                                 run.lines.push(line);
                                 run.trailing_blanks += 1;
+                                copy_from = next;
                             }
+                            pos = next;
                             continue;
                         }
-                        let h = xxh3_64(key);
-                        match self.seen.get(&h) {
-                            Some(&loc) => {
+                        match self.seen.entry(xxh3_64(key)) {
+                            Entry::Occupied(e) => {
                                 if run.is_empty() {
-                                    run.first = Some(loc);
+                                    w.buf.extend_from_slice(&text[copy_from..pos]);
+                                    run.first = Some(*e.get());
                                 }
                                 run.lines.push(line);
                                 run.trailing_blanks = 0;
                                 run.replaced += 1;
-                                run.bytes = 0;
+                                copy_from = next;
                             }
-                            None => {
-                                self.flush(&mut run, this_id, &mut w, &mut stats);
-                                let loc = LineLoc { record, line: w.current_line() };
-                                self.seen.insert(h, loc);
-                                w.write_text(line);
+                            Entry::Vacant(e) => {
+                                if !run.is_empty() {
+                                    Self::flush_run(&self.ids, &mut self.stubs, &mut run, this_id, &mut w, &mut stats);
+                                }
+                                e.insert(LineLoc { record, line: w.line + 1 });
+                                w.line += nl;
                             }
                         }
+                        pos = next;
                     }
+                    w.buf.extend_from_slice(&text[copy_from..]);
                 }
             }
         }
@@ -190,19 +195,21 @@ impl LineDedup {
     }
 
     fn flush(&mut self, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
-        if run.is_empty() {
-            return;
+        if !run.is_empty() {
+            Self::flush_run(&self.ids, &mut self.stubs, run, this_id, w, stats);
         }
+    }
+
+    fn flush_run(ids: &[String], stubs: &mut Vec<String>, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
         let keep = run.lines.len() - run.trailing_blanks;
         let (body, tail) = run.lines.split_at(keep);
         let bytes: usize = body.iter().map(|l| l.len()).sum();
-        run.bytes = bytes;
         let first = run.first.expect("a run starts with a replaced line");
         let stub = format!(
             "[lam: {} repeated line{}, first at §{}:{}; _recall §{}]",
             run.replaced,
             if run.replaced == 1 { "" } else { "s" },
-            self.ids[first.record as usize],
+            ids[first.record as usize],
             first.line,
             this_id
         );
@@ -210,7 +217,7 @@ impl LineDedup {
         // already in the residual, so the table needs no update).
         if stub.len() + 1 < bytes {
             w.write_stub(&stub);
-            self.stubs.push(stub);
+            stubs.push(stub);
             stats.lines_replaced += run.replaced;
             stats.bytes_replaced += bytes as u64;
             stats.stubs += 1;
