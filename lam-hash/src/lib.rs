@@ -102,8 +102,23 @@ impl Out<'_> {
     }
 }
 
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+#[inline]
 fn is_blank(line: &[u8]) -> bool {
-    line.iter().all(|b| b.is_ascii_whitespace())
+    // Fast path: most lines start with a visible character.
+    match line.first() {
+        None => true,
+        Some(&b) if b > b' ' => false,
+        _ => line.iter().all(|b| b.is_ascii_whitespace()),
+    }
 }
 
 impl LineDedup {
@@ -126,6 +141,10 @@ impl LineDedup {
         }
         self.ids[record as usize] = this_id.to_string();
         self.stubs.clear();
+        if self.seen.capacity() == 0 {
+            // Sessions hold thousands of distinct lines; skip the small-table growth steps.
+            self.seen.reserve(4096);
+        }
         let mut stats = L0Stats::default();
         let start = out.len();
         let mut w = Out { buf: out, start, line: 0 };
@@ -205,17 +224,33 @@ impl LineDedup {
         let (body, tail) = run.lines.split_at(keep);
         let bytes: usize = body.iter().map(|l| l.len()).sum();
         let first = run.first.expect("a run starts with a replaced line");
-        let stub = format!(
-            "[lam: {} repeated line{}, first at §{}:{}; _recall §{}]",
-            run.replaced,
-            if run.replaced == 1 { "" } else { "s" },
-            ids[first.record as usize],
-            first.line,
-            this_id
-        );
+        let plural = run.replaced != 1;
+        let first_id = &ids[first.record as usize];
+        // Length of the stub below, computed without formatting it: most runs
+        // are short and stay verbatim.
+        let stub_len = "[lam: ".len()
+            + digits(run.replaced)
+            + " repeated line".len()
+            + usize::from(plural)
+            + ", first at §".len()
+            + first_id.len()
+            + 1
+            + digits(u64::from(first.line))
+            + "; _recall §".len()
+            + this_id.len()
+            + 1;
         // Never lengthen the text: keep short runs verbatim (their lines are
         // already in the residual, so the table needs no update).
-        if stub.len() + 1 < bytes {
+        if stub_len + 1 < bytes {
+            let stub = format!(
+                "[lam: {} repeated line{}, first at §{}:{}; _recall §{}]",
+                run.replaced,
+                if plural { "s" } else { "" },
+                first_id,
+                first.line,
+                this_id
+            );
+            debug_assert_eq!(stub.len(), stub_len);
             w.write_stub(&stub);
             stubs.push(stub);
             stats.lines_replaced += run.replaced;
