@@ -70,12 +70,14 @@ pub fn encoder<E: Encoder>(enc: &mut E) {
         check_unit(row).unwrap_or_else(|e| panic!("row {i}: {e}"));
         let mut one = vec![0.0f32; dim];
         enc.encode_batch(&[t], &mut one).expect("encode one");
-        assert_eq!(
-            row.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            one.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            "row {i} differs between batch and single encoding"
-        );
+        // Padding and GEMM blocking may move the last bits; nothing more.
+        let diff = row.iter().zip(&one).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(diff <= 1e-5, "row {i} differs between batch and single encoding by {diff}");
     }
+    // The same call twice gives the same bits.
+    let mut again = vec![0.0f32; texts.len() * dim];
+    enc.encode_batch(&texts, &mut again).expect("encode_batch");
+    assert!(batch.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "encoder is not deterministic");
     let mut empty: Vec<f32> = Vec::new();
     enc.encode_batch(&[], &mut empty).expect("empty batch");
     let mut short = vec![0.0f32; dim - 1];

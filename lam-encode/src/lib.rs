@@ -12,9 +12,13 @@
 //! are the subject of the encoder issue and plug in through the same trait.
 #![warn(missing_docs)]
 
+#[cfg(feature = "bert")]
+mod bert;
 mod hashing;
 mod precomputed;
 
+#[cfg(feature = "bert")]
+pub use bert::{BertEncoder, Pooling};
 pub use hashing::HashingEncoder;
 pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};
 
@@ -38,6 +42,14 @@ pub enum Error {
         path: String,
         /// 1-based line.
         line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A model directory is incomplete or corrupt.
+    #[error("{path}: {message}")]
+    Model {
+        /// The offending file.
+        path: String,
         /// What is wrong.
         message: String,
     },

