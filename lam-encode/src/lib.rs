@@ -8,19 +8,39 @@
 //!   `lam-embeddings/1` file (spec: `docs/embeddings-format.md`), keyed by the
 //!   content of each chunk; [`EmbeddingsWriter`] writes such files.
 //!
-//! Neural encoders (all-MiniLM-L6-v2 and bge-base on candle / ONNX Runtime)
-//! are the subject of the encoder issue and plug in through the same trait.
+//! - [`BertEncoder`] (feature `bert`, default): BERT-family sentence encoders
+//!   (all-MiniLM-L6-v2, bge-base-en-v1.5, ...) on the CPU with candle, loaded
+//!   from a sentence-transformers directory; [`default_model_dir`] is where
+//!   `scripts/install-model.sh` puts all-MiniLM-L6-v2.
+//! - [`CachedEncoder`]: memoises any encoder by chunk content.
 #![warn(missing_docs)]
 
 #[cfg(feature = "bert")]
 mod bert;
+mod cache;
 mod hashing;
 mod precomputed;
 
 #[cfg(feature = "bert")]
 pub use bert::{BertEncoder, Pooling};
+pub use cache::CachedEncoder;
 pub use hashing::HashingEncoder;
 pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};
+
+/// Where `lam` looks for the encoder: `$LAM_MODEL`, else
+/// `$LAM_HOME/models/all-MiniLM-L6-v2` (`$LAM_HOME` defaults to `~/.cache/lam`).
+pub fn default_model_dir() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("LAM_MODEL") {
+        return p.into();
+    }
+    let home = std::env::var_os("LAM_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache/lam")
+    });
+    home.join("models/all-MiniLM-L6-v2")
+}
+
+/// The command that installs the default model (printed when it is missing).
+pub const INSTALL_HINT: &str = "bash scripts/install-model.sh";
 
 /// Errors of this crate (wrapped into [`lam_core::Error::Encoder`] at the trait boundary).
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use lam::operator::{Config, IndexChoice, Order};
 use lam::read::{self, JsonlRecord};
 use lam::report;
 use lam_core::{DeletionDigest, Encoder, Threshold};
-use lam_encode::{EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
+use lam_encode::{CachedEncoder, EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
 use lam_lsh::BandParams;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,8 +26,56 @@ enum OrderArg {
     L0L1,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum EncoderArg {
+    /// BERT-family sentence encoder on the CPU (default model: all-MiniLM-L6-v2).
+    Bert,
+    /// Model-free lexical hashing encoder (no weights needed; not the papers' encoder).
+    Hashing,
+}
+
+#[derive(clap::Args)]
+struct EncoderOpts {
+    /// Encoder backend.
+    #[arg(long, value_enum, default_value = "bert")]
+    encoder: EncoderArg,
+    /// Model directory (sentence-transformers layout); default $LAM_MODEL or $LAM_HOME/models/all-MiniLM-L6-v2.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Texts per encoder forward pass.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+}
+
+fn make_encoder(o: &EncoderOpts) -> Result<Box<dyn Encoder>> {
+    Ok(match o.encoder {
+        EncoderArg::Hashing => Box::new(HashingEncoder::default()),
+        EncoderArg::Bert => {
+            let dir = o.model.clone().unwrap_or_else(lam_encode::default_model_dir);
+            if !dir.join("model.safetensors").is_file() {
+                bail!(
+                    "no encoder model at {}\ninstall the default model with:\n    {}\nor pass --model DIR (a sentence-transformers directory), or --encoder hashing",
+                    dir.display(),
+                    lam_encode::INSTALL_HINT
+                );
+            }
+            let mut e = lam_encode::BertEncoder::load(&dir)?;
+            e.set_batch_size(o.batch);
+            Box::new(e)
+        }
+    })
+}
+
 #[derive(Subcommand)]
 enum Cmd {
+    /// Embed JSON strings (one per line on stdin) into unit vectors (one JSON array per line on stdout).
+    Embed {
+        #[command(flatten)]
+        enc: EncoderOpts,
+        /// Print the model id, dimension, pooling and max_seq_length as JSON and exit.
+        #[arg(long)]
+        info: bool,
+    },
     /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
     Compact {
         /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
@@ -45,7 +93,9 @@ enum Cmd {
         /// Write each residual (lam JSONL) and its decisions into DIR.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Use precomputed embeddings (lam-embeddings/1 file) instead of the built-in encoder.
+        #[command(flatten)]
+        enc: EncoderOpts,
+        /// Use precomputed embeddings (lam-embeddings/1 file) instead of an encoder.
         #[arg(long)]
         embeddings: Option<PathBuf>,
         /// Write the embeddings used to FILE (lam-embeddings/1).
@@ -75,7 +125,8 @@ fn parse_index(s: &str) -> Result<IndexChoice> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Compact { paths, threshold, order, json, out, embeddings, dump_embeddings, index, no_tokens } => {
+        Cmd::Embed { enc, info } => embed(&enc, info)?,
+        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, no_tokens } => {
             let t = Threshold::from_cosine(threshold)?;
             let mut cfg = Config::new(t);
             cfg.order = match order {
@@ -85,7 +136,8 @@ fn main() -> Result<()> {
             cfg.index = parse_index(&index)?;
             let mut enc: Box<dyn Encoder> = match &embeddings {
                 Some(p) => Box::new(PrecomputedEncoder::open(p)?),
-                None => Box::new(HashingEncoder::default()),
+                // Online and batch forms share one memo: each chunk is encoded once.
+                None => Box::new(CachedEncoder::new(make_encoder(&enc_opts)?)),
             };
             let mut dump = match &dump_embeddings {
                 Some(p) => Some(EmbeddingsWriter::new(
@@ -164,6 +216,48 @@ fn main() -> Result<()> {
                 bail!("online and batch residuals differ");
             }
         }
+    }
+    Ok(())
+}
+
+fn embed(o: &EncoderOpts, info: bool) -> Result<()> {
+    let mut enc = make_encoder(o)?;
+    let i = enc.info();
+    if info {
+        let (pooling, max_seq) = match o.encoder {
+            EncoderArg::Bert => ("mean-or-cls (from 1_Pooling/config.json)", i.max_tokens + 2),
+            EncoderArg::Hashing => ("signed feature hashing", i.max_tokens),
+        };
+        let pooling = if o.encoder == EncoderArg::Bert {
+            let dir = o.model.clone().unwrap_or_else(lam_encode::default_model_dir);
+            match lam_encode::BertEncoder::load(&dir)?.pooling() {
+                lam_encode::Pooling::Mean => "mean",
+                lam_encode::Pooling::Cls => "cls",
+            }
+        } else {
+            pooling
+        };
+        println!("{}", serde_json::json!({"model_id": i.model_id, "dim": i.dim, "pooling": pooling, "max_seq_length": max_seq}));
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    let mut texts: Vec<String> = Vec::new();
+    for (n, line) in std::io::BufRead::lines(stdin.lock()).enumerate() {
+        let line = line.context("reading stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let t: String = serde_json::from_str(&line).with_context(|| format!("stdin line {}: expected a JSON string", n + 1))?;
+        texts.push(t);
+    }
+    let bytes: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+    let mut out = vec![0.0f32; bytes.len() * i.dim];
+    enc.encode_batch(&bytes, &mut out)?;
+    let so = std::io::stdout();
+    let mut so = std::io::BufWriter::new(so.lock());
+    for row in out.chunks_exact(i.dim) {
+        serde_json::to_writer(&mut so, row)?;
+        writeln!(so)?;
     }
     Ok(())
 }

@@ -1,0 +1,45 @@
+//! The pipeline with the real encoder (all-MiniLM-L6-v2 on the CPU): online
+//! equals batch on real trajectories, and the deletion-set digest does not
+//! depend on the encoder batch size.
+
+mod common;
+
+use lam::operator::Config;
+use lam_core::Threshold;
+use lam_encode::{BertEncoder, CachedEncoder};
+
+fn sample() -> Vec<lam::read::Trajectory> {
+    let root = common::corpus().join("swe-agent-demos/trajectories/demonstrations");
+    let files = [
+        root.join("function_calling_simple.traj"),
+        root.join("replay__marshmallow-code__marshmallow-1867__function_calling_replace__install-1/marshmallow-code__marshmallow-1867.traj"),
+    ];
+    files.iter().flat_map(|f| lam::read::read_path(f).unwrap()).collect()
+}
+
+#[test]
+fn online_equals_batch_and_digest_is_batch_size_independent() {
+    let dir = lam_encode::default_model_dir();
+    assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
+    let trajs = sample();
+    let cfg = Config::new(Threshold::from_cosine(0.95).unwrap());
+    let mut digests: Vec<Vec<String>> = Vec::new();
+    for batch in [4usize, 32] {
+        let mut e = BertEncoder::load(&dir).unwrap();
+        e.set_batch_size(batch);
+        let mut enc = CachedEncoder::new(e);
+        let mut ds = Vec::new();
+        for t in &trajs {
+            let run = lam::report::run(cfg, &mut enc, t, false).unwrap();
+            let r = &run.report;
+            assert!(r.online_equals_batch, "{}: online and batch differ", r.session);
+            assert!(r.delta_hat <= r.delta);
+            eprintln!("batch {batch}: {} records {} chunks {} dropped {} delta_hat {:.4} digest {}", r.session, r.records, r.chunks, r.chunks_dropped, r.delta_hat, r.digest);
+            ds.push(r.digest.clone());
+        }
+        let (hits, misses) = enc.stats();
+        assert!(hits >= misses, "the batch form re-used the online form's embeddings ({hits} hits, {misses} misses)");
+        digests.push(ds);
+    }
+    assert_eq!(digests[0], digests[1], "deletion set depends on the encoder batch size");
+}
