@@ -149,7 +149,7 @@ fn main() -> Result<()> {
             if let Some(d) = &out {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
-            let files = read::expand(&paths)?;
+            let files = read::expand_inputs(&paths)?;
             if files.is_empty() {
                 bail!("no trajectory files under {:?}", paths);
             }
@@ -161,8 +161,13 @@ fn main() -> Result<()> {
             let mut corpus = DeletionDigest::new();
             let mut n_sessions = 0u32;
             let (mut all_in, mut all_out, mut all_eq) = (0usize, 0usize, true);
-            for f in &files {
-                for traj in read::read_path(f)? {
+            for input in &files {
+                let f = &input.path;
+                let Some(trajs) = read::read_input(input)? else {
+                    eprintln!("note: skipping {} (not a trajectory)", f.display());
+                    continue;
+                };
+                for traj in trajs {
                     let run = report::run(cfg, enc.as_mut(), &traj, !no_tokens).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
                     let r = &run.report;
                     for a in &run.online {

@@ -90,6 +90,28 @@ fn is_trajectory_file(p: &Path) -> bool {
 /// Expand files and folders (recursively, sorted) into trajectory files.
 /// Folders contribute `*.traj`, `*.traj.json`, `*.json`, `*.jsonl` (optionally `.gz`).
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
+    Ok(expand_inputs(paths)?.into_iter().map(|i| i.path).collect())
+}
+
+/// A file to read, and whether it was named explicitly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// The file.
+    pub path: PathBuf,
+    /// Found by scanning a folder for a plain `.json` name: such a file may be
+    /// metadata rather than a trajectory, and is skipped (with a warning)
+    /// when it is not one. Named files and trajectory names are strict.
+    pub optional: bool,
+}
+
+fn is_plain_json(p: &Path) -> bool {
+    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let n = n.strip_suffix(".gz").unwrap_or(n);
+    n.ends_with(".json") && !n.ends_with(".traj.json")
+}
+
+/// Like [`expand`], marking plain `.json` files found in folders as optional.
+pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ReadError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -108,12 +130,21 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
                 }
             }
             found.sort();
-            out.extend(found);
+            out.extend(found.into_iter().map(|path| Input { optional: is_plain_json(&path), path }));
         } else {
-            out.push(p.clone());
+            out.push(Input { path: p.clone(), optional: false });
         }
     }
     Ok(out)
+}
+
+/// Read an input; an optional one that is not a trajectory yields `Ok(None)`.
+pub fn read_input(input: &Input) -> Result<Option<Vec<Trajectory>>, ReadError> {
+    match read_path(&input.path) {
+        Ok(t) => Ok(Some(t)),
+        Err(ReadError::Unknown { .. } | ReadError::Json { .. } | ReadError::Record { .. }) if input.optional => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Read a file (gzip by `.gz` suffix) into trajectories; JSONL files may hold several sessions.

@@ -20,8 +20,10 @@ const SOURCES: [&str; 4] = [
 fn online_equals_batch_on_every_supported_trajectory() {
     let root = common::corpus();
     for src in SOURCES {
-        let files = read::expand(&[root.join(src)]).unwrap();
-        let files: Vec<_> = files.into_iter().filter(|f| !f.to_string_lossy().contains("/meta/")).collect();
+        let inputs = read::expand_inputs(&[root.join(src)]).unwrap();
+        // Folders also hold run metadata (results.json); those are skipped, trajectories are not.
+        let files: Vec<_> = inputs.iter().filter(|i| read::read_input(i).unwrap_or_else(|e| panic!("{e}")).is_some()).map(|i| i.path.clone()).collect();
+        assert!(inputs.iter().all(|i| i.optional || files.contains(&i.path)));
         assert!(!files.is_empty(), "{src}: no trajectories");
         let results: Vec<(usize, usize, usize, bool)> = files
             .par_iter()
