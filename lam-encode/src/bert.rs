@@ -1,12 +1,11 @@
-//! BERT-family sentence encoders on the CPU (candle), loaded from a
+//! BERT-family sentence encoders on the CPU, loaded from a
 //! sentence-transformers model directory: `config.json`, `model.safetensors`,
 //! `tokenizer.json`, `sentence_bert_config.json`, `1_Pooling/config.json`.
 
 use crate::Error as EncError;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use crate::forward::{self, Bert};
 use lam_core::{Encoder, EncoderInfo, Error, normalize_in_place};
+use rayon::prelude::*;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -22,7 +21,7 @@ pub enum Pooling {
 
 /// A BERT-family encoder (all-MiniLM-L6-v2, bge-base-en-v1.5, ...).
 pub struct BertEncoder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     info: EncoderInfo,
     pooling: Pooling,
@@ -56,9 +55,9 @@ impl BertEncoder {
             }
         }
         let cfg_path = f("config.json");
-        let config: Config = serde_json::from_value(read_json(&cfg_path)?).map_err(|e| model_err(&cfg_path, e))?;
-        let hidden = read_json(&cfg_path)?.get("hidden_size").and_then(serde_json::Value::as_u64).ok_or_else(|| model_err(&cfg_path, "no hidden_size"))? as usize;
-        let max_pos = read_json(&cfg_path)?.get("max_position_embeddings").and_then(serde_json::Value::as_u64).unwrap_or(512) as usize;
+        let config = read_json(&cfg_path)?;
+        let hidden = config.get("hidden_size").and_then(serde_json::Value::as_u64).ok_or_else(|| model_err(&cfg_path, "no hidden_size"))? as usize;
+        let max_pos = config.get("max_position_embeddings").and_then(serde_json::Value::as_u64).unwrap_or(512) as usize;
         let sbert = f("sentence_bert_config.json");
         let max_seq_length = if sbert.is_file() {
             read_json(&sbert)?.get("max_seq_length").and_then(serde_json::Value::as_u64).map_or(max_pos, |v| v as usize)
@@ -84,9 +83,7 @@ impl BertEncoder {
         tokenizer.with_truncation(None).map_err(|e| model_err(&tok_path, e))?;
         tokenizer.with_padding(None);
         let weights = f("model.safetensors");
-        // SAFETY: the file is mapped read-only and not modified while mapped.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }.map_err(|e| model_err(&weights, e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| model_err(&weights, e))?;
+        let model = forward::load(&weights, &config).map_err(|e| model_err(&weights, e))?;
         let name = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let model_id = name.file_name().and_then(|n| n.to_str()).unwrap_or("bert").to_string();
         let model_id = if model_id == "model" {
@@ -128,13 +125,14 @@ impl BertEncoder {
     }
 
     fn encode_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
+        let max = self.max_seq_length.min(self.model.max_pos);
         let s = String::from_utf8_lossy(text);
         let enc = self.tokenizer.encode(s.as_ref(), true).map_err(|e| self.err(e))?;
         let mut ids = enc.get_ids().to_vec();
-        if ids.len() > self.max_seq_length {
+        if ids.len() > max {
             // Same as sentence-transformers: keep the first max-1 tokens and the final [SEP].
             let sep = *ids.last().expect("non-empty");
-            ids.truncate(self.max_seq_length - 1);
+            ids.truncate(max - 1);
             ids.push(sep);
         }
         Ok(ids)
@@ -179,43 +177,26 @@ impl BertEncoder {
         Error::Encoder { model: self.info.model_id.clone(), source: e.to_string().into() }
     }
 
-    fn forward(&self, batch: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
-        let n = batch.len();
-        let len = batch.iter().map(Vec::len).max().unwrap_or(0);
-        let mut ids = vec![0u32; n * len];
-        let mut mask = vec![0u32; n * len];
-        for (i, b) in batch.iter().enumerate() {
-            ids[i * len..i * len + b.len()].copy_from_slice(b);
-            mask[i * len..i * len + b.len()].fill(1);
-        }
-        let dev = Device::Cpu;
-        let t = |v: Vec<u32>| Tensor::from_vec(v, (n, len), &dev).map_err(|e| self.err(e));
-        let input = t(ids)?;
-        let types = input.zeros_like().map_err(|e| self.err(e))?;
-        let mask_t = t(mask.clone())?;
-        let h = self.model.forward(&input, &types, Some(&mask_t)).map_err(|e| self.err(e))?;
-        let h: Vec<f32> = h.flatten_all().and_then(|x| x.to_vec1()).map_err(|e| self.err(e))?;
+    /// Pooled, unit-normalised embedding of one token sequence.
+    fn embed_ids(&self, ids: &[u32], row: &mut [f32]) -> Result<(), lam_core::VectorFault> {
+        let hs = self.model.forward(ids);
         let d = self.hidden;
-        for (i, row) in out.chunks_exact_mut(d).enumerate() {
-            row.fill(0.0);
-            match self.pooling {
-                Pooling::Cls => row.copy_from_slice(&h[i * len * d..i * len * d + d]),
-                Pooling::Mean => {
-                    let real = batch[i].len();
-                    for p in 0..real {
-                        let src = &h[(i * len + p) * d..(i * len + p + 1) * d];
-                        for (r, s) in row.iter_mut().zip(src) {
-                            *r += s;
-                        }
-                    }
-                    for r in row.iter_mut() {
-                        *r /= real as f32;
+        match self.pooling {
+            Pooling::Cls => row.copy_from_slice(&hs[..d]),
+            Pooling::Mean => {
+                row.fill(0.0);
+                for tok in hs.chunks_exact(d) {
+                    for (r, v) in row.iter_mut().zip(tok) {
+                        *r += v;
                     }
                 }
+                let n = ids.len() as f32;
+                for r in row.iter_mut() {
+                    *r /= n;
+                }
             }
-            normalize_in_place(row).map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
         }
-        Ok(())
+        normalize_in_place(row)
     }
 }
 
@@ -271,16 +252,22 @@ impl Encoder for BertEncoder {
             return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
         }
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.encode_ids(t)).collect::<Result<_, _>>()?;
-        // Sort by length so each forward pass pads little; results go back in order.
+        // Sequences run independently (no padding); a batch is spread over
+        // the thread pool `batch` sequences at a time, longest first.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-        let mut tmp = vec![0.0f32; self.batch.min(texts.len().max(1)) * d];
         for group in order.chunks(self.batch) {
-            let b: Vec<Vec<u32>> = group.iter().map(|&i| ids[i].clone()).collect();
-            let rows = &mut tmp[..group.len() * d];
-            self.forward(&b, rows)?;
-            for (k, &i) in group.iter().enumerate() {
-                out[i * d..(i + 1) * d].copy_from_slice(&rows[k * d..(k + 1) * d]);
+            let rows: Vec<(usize, Result<Vec<f32>, lam_core::VectorFault>)> = group
+                .par_iter()
+                .map(|&i| {
+                    let mut row = vec![0.0f32; d];
+                    let r = self.embed_ids(&ids[i], &mut row).map(|()| row);
+                    (i, r)
+                })
+                .collect();
+            for (i, r) in rows {
+                let row = r.map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
+                out[i * d..(i + 1) * d].copy_from_slice(&row);
             }
         }
         Ok(())

@@ -9,7 +9,8 @@
 //!   content of each chunk; [`EmbeddingsWriter`] writes such files.
 //!
 //! - [`BertEncoder`] (feature `bert`, default): BERT-family sentence encoders
-//!   (all-MiniLM-L6-v2, bge-base-en-v1.5, ...) on the CPU with candle, loaded
+//!   (all-MiniLM-L6-v2, bge-base-en-v1.5, ...) on the CPU (own forward pass on
+//!   the `gemm` crate, one sequence per thread, no padding), loaded
 //!   from a sentence-transformers directory; [`default_model_dir`] is where
 //!   `scripts/install-model.sh` puts all-MiniLM-L6-v2.
 //! - [`CachedEncoder`]: memoises any encoder by chunk content.
@@ -17,6 +18,8 @@
 
 #[cfg(feature = "bert")]
 mod bert;
+#[cfg(feature = "bert")]
+mod forward;
 mod cache;
 mod hashing;
 mod precomputed;

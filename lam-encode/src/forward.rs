@@ -1,0 +1,244 @@
+//! The BERT encoder forward pass on the CPU, one sequence at a time.
+//!
+//! Each sequence runs alone (no padding, no attention mask) with
+//! single-threaded GEMM (the `gemm` crate); a batch runs its sequences in
+//! parallel on the rayon pool. So an embedding depends only on its own text:
+//! batch size and thread count never change a bit of it.
+
+use gemm::{Parallelism, gemm};
+
+/// One transformer layer's weights (PyTorch `Linear` layout: `[out, in]`).
+pub(crate) struct Layer {
+    pub qkv_w: Vec<f32>,
+    pub qkv_b: Vec<f32>,
+    pub attn_out_w: Vec<f32>,
+    pub attn_out_b: Vec<f32>,
+    pub ln1_g: Vec<f32>,
+    pub ln1_b: Vec<f32>,
+    pub inter_w: Vec<f32>,
+    pub inter_b: Vec<f32>,
+    pub out_w: Vec<f32>,
+    pub out_b: Vec<f32>,
+    pub ln2_g: Vec<f32>,
+    pub ln2_b: Vec<f32>,
+}
+
+/// Weights and shape of a BERT encoder.
+pub(crate) struct Bert {
+    pub word: Vec<f32>,
+    pub pos: Vec<f32>,
+    pub typ: Vec<f32>,
+    pub ln_g: Vec<f32>,
+    pub ln_b: Vec<f32>,
+    pub layers: Vec<Layer>,
+    pub hidden: usize,
+    pub heads: usize,
+    pub inter: usize,
+    pub eps: f32,
+    pub vocab: usize,
+    pub max_pos: usize,
+}
+
+/// `y[l, n] = x[l, k] * w[n, k]^T + b[n]`.
+fn linear(x: &[f32], l: usize, k: usize, w: &[f32], b: &[f32], n: usize, y: &mut [f32]) {
+    debug_assert_eq!(x.len(), l * k);
+    debug_assert_eq!(w.len(), n * k);
+    debug_assert_eq!(y.len(), l * n);
+    // SAFETY: the pointers cover l*k, n*k and l*n elements with the strides given.
+    unsafe {
+        gemm(
+            l, n, k,
+            y.as_mut_ptr(), 1, n as isize,
+            false,
+            x.as_ptr(), 1, k as isize,
+            w.as_ptr(), k as isize, 1,
+            0.0, 1.0,
+            false, false, false,
+            Parallelism::None,
+        );
+    }
+    for row in y.chunks_exact_mut(n) {
+        for (v, bb) in row.iter_mut().zip(b) {
+            *v += bb;
+        }
+    }
+}
+
+fn layer_norm(x: &mut [f32], h: usize, g: &[f32], b: &[f32], eps: f32) {
+    for row in x.chunks_exact_mut(h) {
+        let mean = row.iter().sum::<f32>() / h as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, gg), bb) in row.iter_mut().zip(g).zip(b) {
+            *v = (*v - mean) * inv * gg + bb;
+        }
+    }
+}
+
+fn gelu(x: &mut [f32]) {
+    for v in x {
+        *v = 0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+fn softmax_rows(s: &mut [f32], n: usize) {
+    for row in s.chunks_exact_mut(n) {
+        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for v in row.iter_mut() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        let inv = 1.0 / sum;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+impl Bert {
+    /// Hidden states `[ids.len(), hidden]` of one sequence (ids include [CLS]/[SEP]).
+    pub fn forward(&self, ids: &[u32]) -> Vec<f32> {
+        let (l, h) = (ids.len(), self.hidden);
+        let d = h / self.heads;
+        let mut x = vec![0.0f32; l * h];
+        for (p, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(h)).enumerate() {
+            let id = (id as usize).min(self.vocab - 1);
+            let w = &self.word[id * h..(id + 1) * h];
+            let ps = &self.pos[p * h..(p + 1) * h];
+            let t = &self.typ[..h];
+            for k in 0..h {
+                row[k] = w[k] + t[k] + ps[k];
+            }
+        }
+        layer_norm(&mut x, h, &self.ln_g, &self.ln_b, self.eps);
+        let mut qkv = vec![0.0f32; l * 3 * h];
+        let mut scores = vec![0.0f32; l * l];
+        let mut ctx = vec![0.0f32; l * h];
+        let mut tmp = vec![0.0f32; l * h];
+        let mut inter = vec![0.0f32; l * self.inter];
+        let scale = 1.0 / (d as f32).sqrt();
+        for layer in &self.layers {
+            linear(&x, l, h, &layer.qkv_w, &layer.qkv_b, 3 * h, &mut qkv);
+            for head in 0..self.heads {
+                let q = qkv[head * d..].as_ptr();
+                let k = qkv[h + head * d..].as_ptr();
+                let v = qkv[2 * h + head * d..].as_ptr();
+                // SAFETY: q, k and v address l rows of d values with row stride 3h
+                // inside qkv; scores is l*l; ctx columns head*d.. with row stride h.
+                unsafe {
+                    gemm(
+                        l, l, d,
+                        scores.as_mut_ptr(), 1, l as isize,
+                        false,
+                        q, 1, (3 * h) as isize,
+                        k, (3 * h) as isize, 1,
+                        0.0, scale,
+                        false, false, false,
+                        Parallelism::None,
+                    );
+                }
+                softmax_rows(&mut scores, l);
+                unsafe {
+                    gemm(
+                        l, d, l,
+                        ctx[head * d..].as_mut_ptr(), 1, h as isize,
+                        false,
+                        scores.as_ptr(), 1, l as isize,
+                        v, 1, (3 * h) as isize,
+                        0.0, 1.0,
+                        false, false, false,
+                        Parallelism::None,
+                    );
+                }
+            }
+            linear(&ctx, l, h, &layer.attn_out_w, &layer.attn_out_b, h, &mut tmp);
+            for (a, b) in x.iter_mut().zip(&tmp) {
+                *a += b;
+            }
+            layer_norm(&mut x, h, &layer.ln1_g, &layer.ln1_b, self.eps);
+            linear(&x, l, h, &layer.inter_w, &layer.inter_b, self.inter, &mut inter);
+            gelu(&mut inter);
+            linear(&inter, l, self.inter, &layer.out_w, &layer.out_b, h, &mut tmp);
+            for (a, b) in x.iter_mut().zip(&tmp) {
+                *a += b;
+            }
+            layer_norm(&mut x, h, &layer.ln2_g, &layer.ln2_b, self.eps);
+        }
+        x
+    }
+}
+
+/// Load weights from a safetensors file (F32, F16 or BF16 tensors).
+pub(crate) fn load(path: &std::path::Path, cfg: &serde_json::Value) -> Result<Bert, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
+    let names: Vec<String> = st.names().into_iter().map(|n| n.to_string()).collect();
+    // Some checkpoints prefix every name with "bert.".
+    let prefix = if names.iter().any(|n| n.starts_with("bert.embeddings.")) { "bert." } else { "" };
+    let get = |name: &str, len: usize| -> Result<Vec<f32>, String> {
+        let full = format!("{prefix}{name}");
+        let t = st.tensor(&full).map_err(|_| format!("tensor `{full}` missing"))?;
+        let data = t.data();
+        let v: Vec<f32> = match t.dtype() {
+            safetensors::Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            safetensors::Dtype::F16 => data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            safetensors::Dtype::BF16 => data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            other => return Err(format!("tensor `{full}` has unsupported dtype {other:?}")),
+        };
+        if v.len() != len {
+            return Err(format!("tensor `{full}` has {} values, expected {len}", v.len()));
+        }
+        Ok(v)
+    };
+    let n = |k: &str| cfg.get(k).and_then(serde_json::Value::as_u64).map(|v| v as usize).ok_or_else(|| format!("config.json: no `{k}`"));
+    let (h, heads, inter, layers, vocab, max_pos) =
+        (n("hidden_size")?, n("num_attention_heads")?, n("intermediate_size")?, n("num_hidden_layers")?, n("vocab_size")?, n("max_position_embeddings")?);
+    let types = n("type_vocab_size").unwrap_or(2);
+    let eps = cfg.get("layer_norm_eps").and_then(serde_json::Value::as_f64).unwrap_or(1e-12) as f32;
+    if h % heads != 0 {
+        return Err("config.json: hidden_size is not a multiple of num_attention_heads".into());
+    }
+    match cfg.get("hidden_act").and_then(serde_json::Value::as_str) {
+        None | Some("gelu") => {}
+        Some(other) => return Err(format!("config.json: hidden_act `{other}` is not supported (gelu only)")),
+    }
+    let mut ls = Vec::with_capacity(layers);
+    for i in 0..layers {
+        let p = format!("encoder.layer.{i}.");
+        let mut qkv_w = get(&format!("{p}attention.self.query.weight"), h * h)?;
+        qkv_w.extend(get(&format!("{p}attention.self.key.weight"), h * h)?);
+        qkv_w.extend(get(&format!("{p}attention.self.value.weight"), h * h)?);
+        let mut qkv_b = get(&format!("{p}attention.self.query.bias"), h)?;
+        qkv_b.extend(get(&format!("{p}attention.self.key.bias"), h)?);
+        qkv_b.extend(get(&format!("{p}attention.self.value.bias"), h)?);
+        ls.push(Layer {
+            qkv_w,
+            qkv_b,
+            attn_out_w: get(&format!("{p}attention.output.dense.weight"), h * h)?,
+            attn_out_b: get(&format!("{p}attention.output.dense.bias"), h)?,
+            ln1_g: get(&format!("{p}attention.output.LayerNorm.weight"), h)?,
+            ln1_b: get(&format!("{p}attention.output.LayerNorm.bias"), h)?,
+            inter_w: get(&format!("{p}intermediate.dense.weight"), inter * h)?,
+            inter_b: get(&format!("{p}intermediate.dense.bias"), inter)?,
+            out_w: get(&format!("{p}output.dense.weight"), h * inter)?,
+            out_b: get(&format!("{p}output.dense.bias"), h)?,
+            ln2_g: get(&format!("{p}output.LayerNorm.weight"), h)?,
+            ln2_b: get(&format!("{p}output.LayerNorm.bias"), h)?,
+        });
+    }
+    Ok(Bert {
+        word: get("embeddings.word_embeddings.weight", vocab * h)?,
+        pos: get("embeddings.position_embeddings.weight", max_pos * h)?,
+        typ: get("embeddings.token_type_embeddings.weight", types * h)?,
+        ln_g: get("embeddings.LayerNorm.weight", h)?,
+        ln_b: get("embeddings.LayerNorm.bias", h)?,
+        layers: ls,
+        hidden: h,
+        heads,
+        inter,
+        eps,
+        vocab,
+        max_pos,
+    })
+}
