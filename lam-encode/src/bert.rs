@@ -124,6 +124,24 @@ impl BertEncoder {
         self.pooling
     }
 
+    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated to `max_seq_length`
+    /// the way sentence-transformers truncates.
+    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
+        self.encode_ids(text)
+    }
+
+    /// Embed already tokenised sequences (rows of `out`, in order); for
+    /// benchmarks that exclude tokenisation.
+    pub fn embed_token_ids(&self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+        let d = self.hidden;
+        if out.len() != ids.len() * d {
+            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
+        }
+        out.par_chunks_exact_mut(d).zip(ids.par_iter()).enumerate().try_for_each(|(i, (row, s))| {
+            self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason })
+        })
+    }
+
     fn encode_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
         let max = self.max_seq_length.min(self.model.max_pos);
         let s = String::from_utf8_lossy(text);

@@ -110,3 +110,22 @@ fn bad_model_directory_names_the_file() {
     let e = BertEncoder::load(&dir).unwrap_err().to_string();
     assert!(e.contains("config.json"), "{e}");
 }
+
+#[test]
+fn embeddings_do_not_depend_on_batch_size_or_threads() {
+    let fx = fixtures();
+    let texts: Vec<String> = fx["texts"].as_array().unwrap().iter().take(16).map(|t| t.as_str().unwrap().to_string()).collect();
+    let bytes: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+    let mut runs: Vec<Vec<u32>> = Vec::new();
+    for (batch, threads) in [(1usize, 1usize), (8, 2), (256, 2), (16, 1)] {
+        let mut enc = BertEncoder::load(&model_dir()).unwrap();
+        enc.set_batch_size(batch);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let mut out = vec![0.0f32; bytes.len() * 384];
+        pool.install(|| enc.encode_batch(&bytes, &mut out)).unwrap();
+        runs.push(out.iter().map(|x| x.to_bits()).collect());
+    }
+    for r in &runs[1..] {
+        assert!(r == &runs[0], "embedding bits changed with batch size or thread count");
+    }
+}

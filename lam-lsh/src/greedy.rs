@@ -14,6 +14,9 @@ pub struct L1Stats {
     pub verified_pairs: u64,
     /// Largest substitution distance used (`delta_hat`), 0 when none.
     pub delta_hat: f64,
+    /// Smallest decision margin `|cos - t|` over every verified pair nearest
+    /// to its chunk (LAM Appendix D); `None` before any pair was verified.
+    pub min_margin: Option<f64>,
 }
 
 /// One session's retained set, candidate index and measured bound.
@@ -91,6 +94,8 @@ impl<I: CandidateIndex> Greedy<I> {
         let mut cands = std::mem::take(&mut self.cands);
         self.index.candidates(v, &mut cands);
         let mut decision = Decision::Retained;
+        let t = self.threshold.cosine();
+        let mut best_d2: Option<f32> = None;
         for &c in &cands {
             let Ok(slot) = self.retained_ids.binary_search(&c) else {
                 continue;
@@ -98,6 +103,7 @@ impl<I: CandidateIndex> Greedy<I> {
             self.stats.verified_pairs += 1;
             let row = &self.retained[slot * self.dim..(slot + 1) * self.dim];
             let d2 = sq_l2(v, row);
+            best_d2 = Some(best_d2.map_or(d2, |b| b.min(d2)));
             if d2 <= self.delta_sq {
                 // Candidates are ascending, so the first hit is the lowest index.
                 let distance = f64::from(d2).sqrt();
@@ -110,6 +116,11 @@ impl<I: CandidateIndex> Greedy<I> {
             }
         }
         self.cands = cands;
+        if let Some(b) = best_d2 {
+            // For unit vectors cos = 1 - d^2 / 2.
+            let margin = ((1.0 - f64::from(b) / 2.0) - t).abs();
+            self.stats.min_margin = Some(self.stats.min_margin.map_or(margin, |m| m.min(margin)));
+        }
         if decision == Decision::Retained {
             self.retained_ids.push(id);
             self.retained.extend_from_slice(v);

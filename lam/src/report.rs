@@ -51,6 +51,8 @@ pub struct Report {
     pub delta: f64,
     /// Largest substitution distance used.
     pub delta_hat: f64,
+    /// Smallest decision margin `|cos - t|` among verified nearest pairs (null if none).
+    pub min_margin: Option<f64>,
     /// Deletion-set digest (docs/digest.md).
     pub digest: String,
     /// SHA-256 (first 16 hex) of all residuals, each followed by 0x1E.
@@ -147,6 +149,7 @@ pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: 
         threshold: cfg.threshold.cosine(),
         delta: cfg.threshold.delta(),
         delta_hat: s.delta_hat(),
+        min_margin: s.l1_stats().min_margin,
         digest: s.digest().hex16(),
         residual_digest: residual_digest(online.iter().map(|a| a.residual.as_slice())),
         online_equals_batch: equal,

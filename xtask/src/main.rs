@@ -4,6 +4,8 @@
 //!   model-runtime crate (inspects `cargo tree`).
 //! - `bench`: runs the criterion benchmarks that print peer ratios
 //!   (L0 vs xxh3, exact verification, admission latency and concurrency).
+//! - `bench-encoder`: lam's encoder beside candle's BertModel on the same
+//!   real 510-token windows (`benches/encoder-peer`, outside the workspace).
 //!
 //! Kernel builds and `verify-digests` arrive with the codec, encoder and
 //! xtask issues; until then those names answer that they are not built.
@@ -58,11 +60,18 @@ fn main() -> Result<()> {
     match task.as_str() {
         "check-default-deps" => check_default_deps(),
         "bench" => bench(),
-        "verify-digests" | "build-kernels" | "check-features" | "gpu-check" | "calibrate" | "bench-encoder" => {
+        "bench-encoder" => {
+            let st = cargo().args(["run", "--release", "-q", "--manifest-path", "benches/encoder-peer/Cargo.toml"]).status()?;
+            if !st.success() {
+                bail!("encoder benchmark failed");
+            }
+            Ok(())
+        }
+        "verify-digests" | "build-kernels" | "check-features" | "gpu-check" | "calibrate" => {
             bail!("`cargo xtask {task}` is not built yet (tracked by its own issue)")
         }
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | bench>");
+            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder>");
             std::process::exit(2);
         }
     }

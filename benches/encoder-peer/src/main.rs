@@ -1,0 +1,95 @@
+//! Embeds the same real 510-token windows from `../shared/corpus` with lam's
+//! encoder and with candle's BertModel (the Rust peer), same threads, batch 8,
+//! excluding tokenisation; prints tokens/s for each and the ratio.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use lam_core::Encoder;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() {
+    let dir = lam_encode::default_model_dir();
+    let mut enc = lam_encode::BertEncoder::load(&dir).expect("model: run scripts/install-model.sh");
+    enc.set_max_seq_length(512);
+    let corpus = std::env::var_os("LAM_CORPUS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
+    let tdir = corpus.join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let mut files: Vec<_> = std::fs::read_dir(&tdir).expect("corpus").map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut windows: Vec<Vec<u32>> = Vec::new();
+    'outer: for f in files {
+        let mut s = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&f).unwrap()).read_to_end(&mut s).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
+        for m in v["messages"].as_array().unwrap().iter().skip(2).filter(|m| m["role"] == "user") {
+            let text = m["content"].as_str().unwrap().as_bytes();
+            let mut chunks = Vec::new();
+            enc.chunks(text, &mut chunks).unwrap();
+            for c in chunks {
+                let ids = enc.token_ids(&text[c]).unwrap();
+                if ids.len() == 512 || ids.len() >= 500 {
+                    windows.push(ids);
+                    if windows.len() == 64 {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    let tokens: usize = windows.iter().map(Vec::len).sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("{} windows, {} tokens (mean {:.0}), {} threads, batch 8, fp32, tokenisation excluded", windows.len(), tokens, tokens as f64 / windows.len() as f64, threads);
+
+    // lam
+    let mut ours = vec![0.0f32; windows.len() * 384];
+    enc.embed_token_ids(&windows[..8], &mut ours[..8 * 384]).unwrap(); // warm-up
+    let t = Instant::now();
+    for (w, o) in windows.chunks(8).zip(ours.chunks_mut(8 * 384)) {
+        enc.embed_token_ids(w, o).unwrap();
+    }
+    let lam_s = t.elapsed().as_secs_f64();
+
+    // candle
+    let cfg: Config = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DType::F32, &Device::Cpu) }.unwrap();
+    let model = BertModel::load(vb, &cfg).unwrap();
+    let run = |batch: &[Vec<u32>]| -> Vec<f32> {
+        let n = batch.len();
+        let len = batch.iter().map(Vec::len).max().unwrap();
+        let mut ids = vec![0u32; n * len];
+        let mut mask = vec![0u32; n * len];
+        for (i, b) in batch.iter().enumerate() {
+            ids[i * len..i * len + b.len()].copy_from_slice(b);
+            mask[i * len..i * len + b.len()].fill(1);
+        }
+        let ids = Tensor::from_vec(ids, (n, len), &Device::Cpu).unwrap();
+        let mask_t = Tensor::from_vec(mask.clone(), (n, len), &Device::Cpu).unwrap();
+        let h = model.forward(&ids, &ids.zeros_like().unwrap(), Some(&mask_t)).unwrap();
+        let h: Vec<f32> = h.flatten_all().unwrap().to_vec1().unwrap();
+        let mut out = vec![0.0f32; n * 384];
+        for i in 0..n {
+            let real = batch[i].len();
+            for p in 0..real {
+                for k in 0..384 {
+                    out[i * 384 + k] += h[(i * len + p) * 384 + k] / real as f32;
+                }
+            }
+            lam_core::normalize_in_place(&mut out[i * 384..(i + 1) * 384]).unwrap();
+        }
+        out
+    };
+    let _ = run(&windows[..8]);
+    let t = Instant::now();
+    let mut peer = Vec::new();
+    for w in windows.chunks(8) {
+        peer.extend(run(w));
+    }
+    let candle_s = t.elapsed().as_secs_f64();
+    let worst = ours.chunks(384).zip(peer.chunks(384)).map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()).fold(1.0f32, f32::min);
+    println!("lam    {:>8.0} tok/s", tokens as f64 / lam_s);
+    println!("candle {:>8.0} tok/s", tokens as f64 / candle_s);
+    println!("ratio lam/candle = {:.2}x   (agreement: worst cosine {:.7})", candle_s / lam_s, worst);
+    println!("PyTorch sentence-transformers is not run here (its wheel needs CUDA runtime packages); issue #3 records 5,406 tok/s for it on this machine kind.");
+}
