@@ -75,23 +75,121 @@ fn layer_norm(x: &mut [f32], h: usize, g: &[f32], b: &[f32], eps: f32) {
     }
 }
 
-fn gelu(x: &mut [f32]) {
+/// `exp(x)` for `x` in about [-87, 88] (Cephes `expf`: range reduction by
+/// ln 2 and a degree-6 polynomial, about 1 ulp). Branch-free, so loops over
+/// it vectorise; no fused multiply-add, so every SIMD width gives the same bits.
+#[inline(always)]
+fn exp_approx(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_2e-4_f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 5.000_000_1e-1;
+    let y = p * r * r + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// `erf(x)`, Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
+#[inline(always)]
+fn erf_approx(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = ((((1.061_405_4 * t - 1.453_152) * t + 1.421_413_7) * t - 0.284_496_74) * t + 0.254_829_6) * t;
+    (1.0 - poly * exp_approx(-a * a)).copysign(x)
+}
+
+#[inline(always)]
+fn gelu_body(x: &mut [f32]) {
     for v in x {
-        *v = 0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2));
+        *v = 0.5 * *v * (1.0 + erf_approx(*v * std::f32::consts::FRAC_1_SQRT_2));
     }
 }
 
-fn softmax_rows(s: &mut [f32], n: usize) {
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn gelu_avx2(x: &mut [f32]) {
+    gelu_body(x);
+}
+
+/// Exact-erf GELU (BERT's `gelu`), vectorised.
+fn gelu(x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present.
+            return unsafe { gelu_avx2(x) };
+        }
+    }
+    gelu_body(x);
+}
+
+#[inline(always)]
+fn softmax_body(s: &mut [f32], n: usize) {
     for row in s.chunks_exact_mut(n) {
         let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0;
         for v in row.iter_mut() {
-            *v = (*v - m).exp();
-            sum += *v;
+            *v = exp_approx(*v - m);
         }
+        let sum: f32 = row.iter().sum();
         let inv = 1.0 / sum;
         for v in row.iter_mut() {
             *v *= inv;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn softmax_avx2(s: &mut [f32], n: usize) {
+    softmax_body(s, n);
+}
+
+fn softmax_rows(s: &mut [f32], n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present.
+            return unsafe { softmax_avx2(s, n) };
+        }
+    }
+    softmax_body(s, n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approximations_are_accurate() {
+        let mut worst_exp = 0.0f64;
+        let mut worst_erf = 0.0f64;
+        for i in -80_000..=10_000 {
+            let x = i as f32 * 1e-3;
+            let e = f64::from(exp_approx(x));
+            let want = f64::from(x).exp();
+            worst_exp = worst_exp.max(((e - want) / want).abs());
+            let want = libm::erf(f64::from(x));
+            worst_erf = worst_erf.max((f64::from(erf_approx(x)) - want).abs());
+        }
+        assert!(worst_exp < 3e-7, "exp relative error {worst_exp}");
+        assert!(worst_erf < 1e-6, "erf absolute error {worst_erf}");
+        let mut a = vec![0.3f32, -1.2, 4.0, -7.5, 0.0];
+        let b = a.clone();
+        gelu(&mut a);
+        let mut c = b.clone();
+        gelu_body(&mut c);
+        assert_eq!(a, c, "SIMD and portable GELU differ");
+        for (g, x) in a.iter().zip(&b) {
+            let want = 0.5 * f64::from(*x) * (1.0 + libm::erf(f64::from(*x) / 2f64.sqrt()));
+            assert!((f64::from(*g) - want).abs() < 1e-6);
         }
     }
 }
