@@ -194,9 +194,35 @@ mod tests {
     }
 }
 
+/// Per-thread buffers, reused across sequences so large activations are not
+/// freshly mapped (and page-faulted) for every chunk.
+#[derive(Default)]
+struct Scratch {
+    qkv: Vec<f32>,
+    scores: Vec<f32>,
+    ctx: Vec<f32>,
+    tmp: Vec<f32>,
+    inter: Vec<f32>,
+}
+
+fn sized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    &mut v[..n]
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
 impl Bert {
     /// Hidden states `[ids.len(), hidden]` of one sequence (ids include [CLS]/[SEP]).
     pub fn forward(&self, ids: &[u32]) -> Vec<f32> {
+        SCRATCH.with(|s| self.forward_with(ids, &mut s.borrow_mut()))
+    }
+
+    fn forward_with(&self, ids: &[u32], sc: &mut Scratch) -> Vec<f32> {
         let (l, h) = (ids.len(), self.hidden);
         let d = h / self.heads;
         let mut x = vec![0.0f32; l * h];
@@ -210,14 +236,15 @@ impl Bert {
             }
         }
         layer_norm(&mut x, h, &self.ln_g, &self.ln_b, self.eps);
-        let mut qkv = vec![0.0f32; l * 3 * h];
-        let mut scores = vec![0.0f32; l * l];
-        let mut ctx = vec![0.0f32; l * h];
-        let mut tmp = vec![0.0f32; l * h];
-        let mut inter = vec![0.0f32; l * self.inter];
+        let Scratch { qkv, scores, ctx, tmp, inter } = sc;
+        let qkv = sized(qkv, l * 3 * h);
+        let scores = sized(scores, l * l);
+        let ctx = sized(ctx, l * h);
+        let tmp = sized(tmp, l * h);
+        let inter = sized(inter, l * self.inter);
         let scale = 1.0 / (d as f32).sqrt();
         for layer in &self.layers {
-            linear(&x, l, h, &layer.qkv_w, &layer.qkv_b, 3 * h, &mut qkv);
+            linear(&x, l, h, &layer.qkv_w, &layer.qkv_b, 3 * h, qkv);
             for head in 0..self.heads {
                 let q = qkv[head * d..].as_ptr();
                 let k = qkv[h + head * d..].as_ptr();
@@ -236,7 +263,7 @@ impl Bert {
                         Parallelism::None,
                     );
                 }
-                softmax_rows(&mut scores, l);
+                softmax_rows(scores, l);
                 unsafe {
                     gemm(
                         l, d, l,
@@ -250,15 +277,15 @@ impl Bert {
                     );
                 }
             }
-            linear(&ctx, l, h, &layer.attn_out_w, &layer.attn_out_b, h, &mut tmp);
-            for (a, b) in x.iter_mut().zip(&tmp) {
+            linear(ctx, l, h, &layer.attn_out_w, &layer.attn_out_b, h, tmp);
+            for (a, b) in x.iter_mut().zip(tmp.iter()) {
                 *a += b;
             }
             layer_norm(&mut x, h, &layer.ln1_g, &layer.ln1_b, self.eps);
-            linear(&x, l, h, &layer.inter_w, &layer.inter_b, self.inter, &mut inter);
-            gelu(&mut inter);
-            linear(&inter, l, self.inter, &layer.out_w, &layer.out_b, h, &mut tmp);
-            for (a, b) in x.iter_mut().zip(&tmp) {
+            linear(&x, l, h, &layer.inter_w, &layer.inter_b, self.inter, inter);
+            gelu(inter);
+            linear(inter, l, self.inter, &layer.out_w, &layer.out_b, h, tmp);
+            for (a, b) in x.iter_mut().zip(tmp.iter()) {
                 *a += b;
             }
             layer_norm(&mut x, h, &layer.ln2_g, &layer.ln2_b, self.eps);
