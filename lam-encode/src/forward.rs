@@ -37,6 +37,9 @@ pub(crate) struct Bert {
     pub eps: f32,
     pub vocab: usize,
     pub max_pos: usize,
+    /// XXH3-64 of the weights file: part of the model id, so embedding
+    /// caches never mix two models that share a directory name.
+    pub fingerprint: u64,
 }
 
 /// `y[l, n] = x[l, k] * w[n, k]^T + b[n]`.
@@ -297,6 +300,7 @@ impl Bert {
 /// Load weights from a safetensors file (F32, F16 or BF16 tensors).
 pub(crate) fn load(path: &std::path::Path, cfg: &serde_json::Value) -> Result<Bert, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let fingerprint = xxhash_rust::xxh3::xxh3_64(&bytes);
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
     let names: Vec<String> = st.names().into_iter().map(|n| n.to_string()).collect();
     // Some checkpoints prefix every name with "bert.".
@@ -365,5 +369,6 @@ pub(crate) fn load(path: &std::path::Path, cfg: &serde_json::Value) -> Result<Be
         eps,
         vocab,
         max_pos,
+        fingerprint,
     })
 }

@@ -36,10 +36,14 @@ pub fn default_model_dir() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("LAM_MODEL") {
         return p.into();
     }
-    let home = std::env::var_os("LAM_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
+    lam_home().join("models/all-MiniLM-L6-v2")
+}
+
+/// `$LAM_HOME`, default `~/.cache/lam`: models and the embedding cache live here.
+pub fn lam_home() -> std::path::PathBuf {
+    std::env::var_os("LAM_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
         std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache/lam")
-    });
-    home.join("models/all-MiniLM-L6-v2")
+    })
 }
 
 /// The command that installs the default model (printed when it is missing).

@@ -11,16 +11,16 @@ use xxhash_rust::xxh3::xxh3_128;
 /// Format tag of the first line of an embeddings file.
 pub const FORMAT: &str = "lam-embeddings/1";
 
-fn key(bytes: &[u8]) -> u128 {
+pub(crate) fn key(bytes: &[u8]) -> u128 {
     xxh3_128(bytes)
 }
 
 #[derive(Serialize, Deserialize)]
-struct Header {
-    format: String,
-    model_id: String,
-    dim: usize,
-    max_tokens: usize,
+pub(crate) struct Header {
+    pub(crate) format: String,
+    pub(crate) model_id: String,
+    pub(crate) dim: usize,
+    pub(crate) max_tokens: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -94,6 +94,11 @@ impl PrecomputedEncoder {
             }
         }
         Ok(Self { info: EncoderInfo { model_id: h.model_id, dim: h.dim, max_tokens: h.max_tokens }, cuts, vectors })
+    }
+
+    /// The header's encoder description and every chunk vector, by content key.
+    pub fn into_parts(self) -> (EncoderInfo, HashMap<u128, Vec<f32>>) {
+        (self.info, self.vectors)
     }
 
     /// Number of distinct chunks held.

@@ -104,6 +104,12 @@ enum Cmd {
         /// Candidate index: `default` (full-recall bands for t, else exhaustive), `exhaustive`, or `banded:R,REL`.
         #[arg(long, default_value = "default")]
         index: String,
+        /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Do not read or write the embedding cache.
+        #[arg(long)]
+        no_cache: bool,
         /// Skip cl100k_base token accounting (faster).
         #[arg(long)]
         no_tokens: bool,
@@ -126,7 +132,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Embed { enc, info } => embed(&enc, info)?,
-        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, no_tokens } => {
+        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens } => {
             let t = Threshold::from_cosine(threshold)?;
             let mut cfg = Config::new(t);
             cfg.order = match order {
@@ -134,15 +140,30 @@ fn main() -> Result<()> {
                 OrderArg::L0L1 => Order::L0L1,
             };
             cfg.index = parse_index(&index)?;
-            let mut enc: Box<dyn Encoder> = match &embeddings {
-                Some(p) => Box::new(PrecomputedEncoder::open(p)?),
-                // Online and batch forms share one memo: each chunk is encoded once.
-                None => Box::new(CachedEncoder::new(make_encoder(&enc_opts)?)),
+            // Online and batch forms share one memo, persisted between runs:
+            // each chunk is encoded once.
+            let mut cache_path: Option<PathBuf> = None;
+            let mut enc: Enc = match &embeddings {
+                Some(p) => Enc::Pre(PrecomputedEncoder::open(p)?),
+                None => {
+                    let inner = make_encoder(&enc_opts)?;
+                    if no_cache || enc_opts.encoder == EncoderArg::Hashing {
+                        Enc::Cached(CachedEncoder::new(inner))
+                    } else {
+                        let p = cache.clone().unwrap_or_else(|| {
+                            let id: String = inner.info().model_id.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+                            lam_encode::lam_home().join("cache").join(format!("{id}.lamemb"))
+                        });
+                        let c = CachedEncoder::with_file(inner, &p);
+                        cache_path = Some(p);
+                        Enc::Cached(c)
+                    }
+                }
             };
             let mut dump = match &dump_embeddings {
                 Some(p) => Some(EmbeddingsWriter::new(
                     std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-                    &enc.info(),
+                    &enc.as_dyn().info(),
                 )?),
                 None => None,
             };
@@ -168,7 +189,7 @@ fn main() -> Result<()> {
                     continue;
                 };
                 for traj in trajs {
-                    let run = report::run(cfg, enc.as_mut(), &traj, !no_tokens).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
+                    let run = report::run(cfg, enc.as_dyn(), &traj, !no_tokens).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
                     let r = &run.report;
                     for a in &run.online {
                         for c in &a.chunks {
@@ -185,8 +206,8 @@ fn main() -> Result<()> {
                         for (rec, a) in traj.records.iter().zip(&run.online) {
                             let ranges: Vec<_> = a.chunks.iter().map(|c| c.range.clone()).collect();
                             let texts: Vec<&[u8]> = ranges.iter().map(|c| &rec.observation[c.clone()]).collect();
-                            let mut v = vec![0.0; texts.len() * enc.info().dim];
-                            enc.encode_batch(&texts, &mut v)?;
+                            let mut v = vec![0.0; texts.len() * enc.as_dyn().info().dim];
+                            enc.as_dyn().encode_batch(&texts, &mut v)?;
                             d.observation(&rec.observation, &ranges, &v)?;
                         }
                     }
@@ -209,12 +230,15 @@ fn main() -> Result<()> {
             if let Some(d) = dump {
                 d.finish()?;
             }
+            if let (Some(p), Enc::Cached(c)) = (&cache_path, &mut enc) {
+                c.save(p).with_context(|| format!("writing embedding cache {}", p.display()))?;
+            }
             if !json {
                 let share = if all_in == 0 { 0.0 } else { 100.0 * (all_in as f64 - all_out as f64) / all_in as f64 };
                 writeln!(
                     so,
                     "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
-                    n_sessions, enc.info().model_id, threshold, t.delta(), share, all_in, corpus.hex16(), if all_eq { "all" } else { "NOT ALL" }
+                    n_sessions, enc.as_dyn().info().model_id, threshold, t.delta(), share, all_in, corpus.hex16(), if all_eq { "all" } else { "NOT ALL" }
                 )?;
             }
             if !all_eq {
@@ -223,6 +247,20 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+enum Enc {
+    Pre(PrecomputedEncoder),
+    Cached(CachedEncoder<Box<dyn Encoder>>),
+}
+
+impl Enc {
+    fn as_dyn(&mut self) -> &mut dyn Encoder {
+        match self {
+            Enc::Pre(p) => p,
+            Enc::Cached(c) => c,
+        }
+    }
 }
 
 fn embed(o: &EncoderOpts, info: bool) -> Result<()> {
