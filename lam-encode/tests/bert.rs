@@ -129,3 +129,84 @@ fn embeddings_do_not_depend_on_batch_size_or_threads() {
         assert!(r == &runs[0], "embedding bits changed with batch size or thread count");
     }
 }
+
+/// A tiny random BERT (hidden 32, 2 layers, F16 weights, CLS pooling) in a
+/// directory laid out like bge-base-en-v1.5's: exercises the CLS and F16
+/// paths that the default model does not. (No bge weights ship here.)
+#[test]
+fn cls_pooling_and_f16_weights_load_from_a_user_directory() {
+    let src = model_dir();
+    let dir = std::env::temp_dir().join(format!("lam-tinybert-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    std::fs::copy(src.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let (h, inter, layers, vocab, max_pos) = (32usize, 64usize, 2usize, 30522usize, 64usize);
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::json!({"hidden_size": h, "num_attention_heads": 4, "intermediate_size": inter, "num_hidden_layers": layers,
+            "vocab_size": vocab, "max_position_embeddings": max_pos, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 64, "do_lower_case": true}"#).unwrap();
+    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"word_embedding_dimension": 32, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#).unwrap();
+    let mut seed = 7u64;
+    let mut rnd = |n: usize, scale: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let x = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale;
+                half::f16::from_f32(x).to_le_bytes()
+            })
+            .collect()
+    };
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = vec![
+        ("bert.embeddings.word_embeddings.weight".into(), vec![vocab, h], rnd(vocab * h, 0.2)),
+        ("bert.embeddings.position_embeddings.weight".into(), vec![max_pos, h], rnd(max_pos * h, 0.2)),
+        ("bert.embeddings.token_type_embeddings.weight".into(), vec![2, h], rnd(2 * h, 0.2)),
+        ("bert.embeddings.LayerNorm.weight".into(), vec![h], rnd(h, 0.1)),
+        ("bert.embeddings.LayerNorm.bias".into(), vec![h], rnd(h, 0.1)),
+    ];
+    for i in 0..layers {
+        let p = format!("bert.encoder.layer.{i}.");
+        for (n, shape) in [
+            ("attention.self.query.weight", vec![h, h]), ("attention.self.query.bias", vec![h]),
+            ("attention.self.key.weight", vec![h, h]), ("attention.self.key.bias", vec![h]),
+            ("attention.self.value.weight", vec![h, h]), ("attention.self.value.bias", vec![h]),
+            ("attention.output.dense.weight", vec![h, h]), ("attention.output.dense.bias", vec![h]),
+            ("attention.output.LayerNorm.weight", vec![h]), ("attention.output.LayerNorm.bias", vec![h]),
+            ("intermediate.dense.weight", vec![inter, h]), ("intermediate.dense.bias", vec![inter]),
+            ("output.dense.weight", vec![h, inter]), ("output.dense.bias", vec![h]),
+            ("output.LayerNorm.weight", vec![h]), ("output.LayerNorm.bias", vec![h]),
+        ] {
+            let n_el: usize = shape.iter().product();
+            tensors.push((format!("{p}{n}"), shape, rnd(n_el, 0.3)));
+        }
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap()))
+        .collect();
+    std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+
+    let mut enc = BertEncoder::load(&dir).unwrap();
+    assert_eq!(enc.pooling(), Pooling::Cls);
+    assert_eq!(enc.info().dim, 32);
+    assert_eq!(enc.info().max_tokens, 62);
+    lam_core::testsuite::encoder(&mut enc);
+    // Long text: chunks fit the 64-position table.
+    let text = "the quick brown fox jumps over the lazy dog ".repeat(40);
+    let mut chunks = Vec::new();
+    enc.chunks(text.as_bytes(), &mut chunks).unwrap();
+    assert!(chunks.len() >= 5);
+    let texts: Vec<&[u8]> = chunks.iter().map(|c| &text.as_bytes()[c.clone()]).collect();
+    let mut out = vec![0.0f32; texts.len() * 32];
+    enc.encode_batch(&texts, &mut out).unwrap();
+    // A missing tensor is an error naming the file and the tensor.
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors[1..]
+        .iter()
+        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap()))
+        .collect();
+    std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+    let e = BertEncoder::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("model.safetensors") && e.contains("word_embeddings"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
