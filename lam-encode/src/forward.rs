@@ -87,8 +87,14 @@ fn exp_approx(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
-    let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    // Plain comparisons (not `clamp`/`as i32`, whose NaN and saturation
+    // rules keep the loop scalar).
+    let x = if x > -87.0 { x } else { -87.0 };
+    let x = if x < 88.0 { x } else { 88.0 };
+    let shifted = x * LOG2E + ROUND;
+    let n = shifted - ROUND;
+    // The integer n sits in the low mantissa bits of `shifted`.
+    let ni = (shifted.to_bits() as i32).wrapping_sub(0x4B40_0000);
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_2e-4_f32;
     p = p * r + 1.398_199_9e-3;
@@ -97,7 +103,7 @@ fn exp_approx(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 5.000_000_1e-1;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    y * f32::from_bits((ni.wrapping_add(127) as u32) << 23)
 }
 
 /// `erf(x)`, Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
@@ -136,13 +142,44 @@ fn gelu(x: &mut [f32]) {
 
 #[inline(always)]
 fn softmax_body(s: &mut [f32], n: usize) {
+    const W: usize = 16;
     for row in s.chunks_exact_mut(n) {
-        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        for v in row.iter_mut() {
-            *v = exp_approx(*v - m);
+        // Maximum: exact in any order.
+        let mut mx = [f32::NEG_INFINITY; W];
+        let (full, rest) = row.as_chunks::<W>();
+        for c in full {
+            for i in 0..W {
+                mx[i] = if c[i] > mx[i] { c[i] } else { mx[i] };
+            }
         }
-        let sum: f32 = row.iter().sum();
-        let inv = 1.0 / sum;
+        let mut m = f32::NEG_INFINITY;
+        for &v in mx.iter().chain(rest) {
+            m = if v > m { v } else { m };
+        }
+        // Exponentials summed in 16 fixed lanes and a fixed tree, so the sum
+        // has the same bits on every SIMD width (and vectorises).
+        let mut acc = [0.0f32; W];
+        let (full, rest) = row.as_chunks_mut::<W>();
+        for c in full {
+            for i in 0..W {
+                let e = exp_approx(c[i] - m);
+                c[i] = e;
+                acc[i] += e;
+            }
+        }
+        for (i, v) in rest.iter_mut().enumerate() {
+            let e = exp_approx(*v - m);
+            *v = e;
+            acc[i] += e;
+        }
+        let mut w = W;
+        while w > 1 {
+            w /= 2;
+            for i in 0..w {
+                acc[i] += acc[i + w];
+            }
+        }
+        let inv = 1.0 / acc[0];
         for v in row.iter_mut() {
             *v *= inv;
         }
