@@ -95,5 +95,5 @@ fn main() {
     println!("lam    {:>8.0} tok/s", tokens as f64 / lam_s);
     println!("candle {:>8.0} tok/s", tokens as f64 / candle_s);
     println!("ratio lam/candle = {:.2}x   (agreement: worst cosine {:.7})", candle_s / lam_s, worst);
-    println!("PyTorch sentence-transformers is not run here (its wheel needs CUDA runtime packages); issue #3 records 5,406 tok/s for it on this machine kind.");
+    println!("PyTorch sentence-transformers is not run by this benchmark yet; issue #3 records 5,406 tok/s for it (batch 8, 2 cores) on this machine kind.");
 }
