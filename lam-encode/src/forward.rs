@@ -42,7 +42,7 @@ pub(crate) struct Bert {
     pub fingerprint: u64,
 }
 
-/// `y[l, n] = x[l, k] * w[n, k]^T + b[n]`.
+/// `y[l, n] = x[l, k] * wt[k, n] + b[n]`, with `wt` the transposed PyTorch weight.
 fn linear(x: &[f32], l: usize, k: usize, w: &[f32], b: &[f32], n: usize, y: &mut [f32]) {
     debug_assert_eq!(x.len(), l * k);
     debug_assert_eq!(w.len(), n * k);
@@ -54,7 +54,7 @@ fn linear(x: &[f32], l: usize, k: usize, w: &[f32], b: &[f32], n: usize, y: &mut
             y.as_mut_ptr(), 1, n as isize,
             false,
             x.as_ptr(), 1, k as isize,
-            w.as_ptr(), k as isize, 1,
+            w.as_ptr(), 1, n as isize,
             0.0, 1.0,
             false, false, false,
             Parallelism::None,
@@ -369,6 +369,17 @@ pub(crate) fn load(path: &std::path::Path, cfg: &serde_json::Value) -> Result<Be
         None | Some("gelu") => {}
         Some(other) => return Err(format!("config.json: hidden_act `{other}` is not supported (gelu only)")),
     }
+    // PyTorch stores Linear weights as [out, in]; keep them as [in, out] so
+    // GEMM reads the right-hand side row-major.
+    let t = |w: Vec<f32>, out: usize, inp: usize| -> Vec<f32> {
+        let mut v = vec![0.0f32; w.len()];
+        for o in 0..out {
+            for i in 0..inp {
+                v[i * out + o] = w[o * inp + i];
+            }
+        }
+        v
+    };
     let mut ls = Vec::with_capacity(layers);
     for i in 0..layers {
         let p = format!("encoder.layer.{i}.");
@@ -379,15 +390,15 @@ pub(crate) fn load(path: &std::path::Path, cfg: &serde_json::Value) -> Result<Be
         qkv_b.extend(get(&format!("{p}attention.self.key.bias"), h)?);
         qkv_b.extend(get(&format!("{p}attention.self.value.bias"), h)?);
         ls.push(Layer {
-            qkv_w,
+            qkv_w: t(qkv_w, 3 * h, h),
             qkv_b,
-            attn_out_w: get(&format!("{p}attention.output.dense.weight"), h * h)?,
+            attn_out_w: t(get(&format!("{p}attention.output.dense.weight"), h * h)?, h, h),
             attn_out_b: get(&format!("{p}attention.output.dense.bias"), h)?,
             ln1_g: get(&format!("{p}attention.output.LayerNorm.weight"), h)?,
             ln1_b: get(&format!("{p}attention.output.LayerNorm.bias"), h)?,
-            inter_w: get(&format!("{p}intermediate.dense.weight"), inter * h)?,
+            inter_w: t(get(&format!("{p}intermediate.dense.weight"), inter * h)?, inter, h),
             inter_b: get(&format!("{p}intermediate.dense.bias"), inter)?,
-            out_w: get(&format!("{p}output.dense.weight"), h * inter)?,
+            out_w: t(get(&format!("{p}output.dense.weight"), h * inter)?, h, inter),
             out_b: get(&format!("{p}output.dense.bias"), h)?,
             ln2_g: get(&format!("{p}output.LayerNorm.weight"), h)?,
             ln2_b: get(&format!("{p}output.LayerNorm.bias"), h)?,
