@@ -4,7 +4,8 @@
 //!   model-runtime crate (inspects `cargo tree`).
 //! - `bench`: runs the criterion benchmarks that print peer ratios
 //!   (L0 vs xxh3, exact verification, admission latency and concurrency).
-//! - `bench-encoder`: lam's encoder beside candle's BertModel on the same
+//! - `bench-encoder`: lam's encoder beside candle's BertModel and PyTorch
+//!   sentence-transformers (a venv made by `scripts/bench-venv.sh`) on the same
 //!   real 510-token windows (`benches/encoder-peer`, outside the workspace).
 //!
 //! Kernel builds and `verify-digests` arrive with the codec, encoder and
@@ -61,7 +62,16 @@ fn main() -> Result<()> {
         "check-default-deps" => check_default_deps(),
         "bench" => bench(),
         "bench-encoder" => {
-            let st = cargo().args(["run", "--release", "-q", "--manifest-path", "benches/encoder-peer/Cargo.toml"]).status()?;
+            // The PyTorch peer lives in a venv the script makes (torch, sentence-transformers).
+            let venv = Command::new("bash").arg("scripts/bench-venv.sh").output().context("scripts/bench-venv.sh")?;
+            if !venv.status.success() {
+                bail!("could not prepare the PyTorch venv: {}", String::from_utf8_lossy(&venv.stderr));
+            }
+            let python = String::from_utf8_lossy(&venv.stdout).trim().to_string();
+            let st = cargo()
+                .args(["run", "--release", "-q", "--manifest-path", "benches/encoder-peer/Cargo.toml"])
+                .env("LAM_BENCH_PYTHON", python)
+                .status()?;
             if !st.success() {
                 bail!("encoder benchmark failed");
             }

@@ -1,6 +1,8 @@
 //! Embeds the same real 510-token windows from `../shared/corpus` with lam's
-//! encoder and with candle's BertModel (the Rust peer), same threads, batch 8,
-//! excluding tokenisation; prints tokens/s for each and the ratio.
+//! encoder, with candle's BertModel (the Rust peer) and, when
+//! `LAM_BENCH_PYTHON` names a python with torch and sentence-transformers,
+//! with PyTorch (`../pytorch_peer.py`): same threads, batch 8, fp32,
+//! tokenisation excluded; prints tokens/s for each and the ratios.
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -51,8 +53,38 @@ fn main() {
     }
     let lam_s = t.elapsed().as_secs_f64();
 
+    // PyTorch sentence-transformers on the same windows, same threads and batch.
+    let mut torch_line = String::from("PyTorch sentence-transformers: not run (set LAM_BENCH_PYTHON, as `cargo xtask bench-encoder` does)");
+    if let Some(py) = std::env::var_os("LAM_BENCH_PYTHON") {
+        let wpath = std::env::temp_dir().join(format!("lam-bench-windows-{}.json", std::process::id()));
+        std::fs::write(&wpath, serde_json::to_vec(&windows).unwrap()).unwrap();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../pytorch_peer.py");
+        let out = std::process::Command::new(py)
+            .arg(&script)
+            .arg(&dir)
+            .arg(&wpath)
+            .arg(threads.to_string())
+            .arg("8")
+            .output()
+            .expect("running the PyTorch peer");
+        let _ = std::fs::remove_file(&wpath);
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("peer output");
+            let tps = v["tok_per_s"].as_f64().unwrap();
+            let theirs: Vec<f32> = v["embeddings"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
+            let worst = ours.chunks(384).zip(theirs.chunks(384)).map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()).fold(1.0f32, f32::min);
+            let lam_tps = tokens as f64 / lam_s;
+            torch_line = format!(
+                "torch  {:>8.0} tok/s (torch {})\nratio lam/PyTorch = {:.2}x   (agreement: worst cosine {:.7})",
+                tps, v["torch"].as_str().unwrap_or("?"), lam_tps / tps, worst
+            );
+        } else {
+            torch_line = format!("PyTorch peer failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
     if std::env::var_os("LAM_BENCH_ONLY_LAM").is_some() {
         println!("lam    {:>8.0} tok/s", tokens as f64 / lam_s);
+        println!("{torch_line}");
         return;
     }
     // candle
@@ -95,5 +127,5 @@ fn main() {
     println!("lam    {:>8.0} tok/s", tokens as f64 / lam_s);
     println!("candle {:>8.0} tok/s", tokens as f64 / candle_s);
     println!("ratio lam/candle = {:.2}x   (agreement: worst cosine {:.7})", candle_s / lam_s, worst);
-    println!("PyTorch sentence-transformers is not run by this benchmark yet; issue #3 records 5,406 tok/s for it (batch 8, 2 cores) on this machine kind.");
+    println!("{torch_line}");
 }
