@@ -21,6 +21,7 @@ fn main() {
     let mut files: Vec<_> = std::fs::read_dir(&tdir).expect("corpus").map(|e| e.unwrap().path()).collect();
     files.sort();
     let mut windows: Vec<Vec<u32>> = Vec::new();
+    let mut window_texts: Vec<String> = Vec::new();
     'outer: for f in files {
         let mut s = Vec::new();
         flate2::read::GzDecoder::new(std::fs::File::open(&f).unwrap()).read_to_end(&mut s).unwrap();
@@ -30,9 +31,10 @@ fn main() {
             let mut chunks = Vec::new();
             enc.chunks(text, &mut chunks).unwrap();
             for c in chunks {
-                let ids = enc.token_ids(&text[c]).unwrap();
+                let ids = enc.token_ids(&text[c.clone()]).unwrap();
                 if ids.len() == 512 || ids.len() >= 500 {
                     windows.push(ids);
+                    window_texts.push(String::from_utf8_lossy(&text[c]).into_owned());
                     if windows.len() == 64 {
                         break 'outer;
                     }
@@ -52,12 +54,19 @@ fn main() {
         enc.embed_token_ids(w, o).unwrap();
     }
     let lam_s = t.elapsed().as_secs_f64();
+    // End to end: text in, unit vectors out (tokenisation included).
+    let t = Instant::now();
+    let texts: Vec<&[u8]> = window_texts.iter().map(|t| t.as_bytes()).collect();
+    let mut e2e = vec![0.0f32; texts.len() * 384];
+    enc.set_batch_size(8);
+    enc.encode_batch(&texts, &mut e2e).unwrap();
+    let lam_e2e_s = t.elapsed().as_secs_f64();
 
     // PyTorch sentence-transformers on the same windows, same threads and batch.
     let mut torch_line = String::from("PyTorch sentence-transformers: not run (set LAM_BENCH_PYTHON, as `cargo xtask bench-encoder` does)");
     if let Some(py) = std::env::var_os("LAM_BENCH_PYTHON") {
         let wpath = std::env::temp_dir().join(format!("lam-bench-windows-{}.json", std::process::id()));
-        std::fs::write(&wpath, serde_json::to_vec(&windows).unwrap()).unwrap();
+        std::fs::write(&wpath, serde_json::to_vec(&serde_json::json!({"ids": windows, "texts": window_texts})).unwrap()).unwrap();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../pytorch_peer.py");
         let out = std::process::Command::new(py)
             .arg(&script)
@@ -74,9 +83,11 @@ fn main() {
             let theirs: Vec<f32> = v["embeddings"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
             let worst = ours.chunks(384).zip(theirs.chunks(384)).map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()).fold(1.0f32, f32::min);
             let lam_tps = tokens as f64 / lam_s;
+            let e2e_tps = v["e2e_tok_per_s"].as_f64().unwrap();
+            let lam_e2e = tokens as f64 / lam_e2e_s;
             torch_line = format!(
-                "torch  {:>8.0} tok/s (torch {})\nratio lam/PyTorch = {:.2}x   (agreement: worst cosine {:.7})",
-                tps, v["torch"].as_str().unwrap_or("?"), lam_tps / tps, worst
+                "torch  {:>8.0} tok/s (torch {})\nratio lam/PyTorch = {:.2}x   (agreement: worst cosine {:.7})\nend to end, tokenisation included: lam {:.0} tok/s, SentenceTransformer.encode {:.0} tok/s, ratio {:.2}x",
+                tps, v["torch"].as_str().unwrap_or("?"), lam_tps / tps, worst, lam_e2e, e2e_tps, lam_e2e / e2e_tps
             );
         } else {
             torch_line = format!("PyTorch peer failed: {}", String::from_utf8_lossy(&out.stderr));
