@@ -43,3 +43,36 @@ fn online_equals_batch_and_digest_is_batch_size_independent() {
     }
     assert_eq!(digests[0], digests[1], "deletion set depends on the encoder batch size");
 }
+
+/// The first three trajectories (sorted by path) of each supported source,
+/// with L1 on all-MiniLM-L6-v2 at t = 0.95 and 0.99: online equals batch.
+#[test]
+fn online_equals_batch_with_minilm_on_a_corpus_sample() {
+    let dir = lam_encode::default_model_dir();
+    assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
+    let mut enc = CachedEncoder::new(BertEncoder::load(&dir).unwrap());
+    let root = common::corpus();
+    let mut dropped = 0;
+    for src in ["mini-swe-agent-gemini3pro-swebench-verified", "coder-swebench-lite", "sweagent-java-multi-swe-bench", "swe-agent-demos"] {
+        let inputs = lam::read::expand_inputs(&[root.join(src)]).unwrap();
+        let mut n = 0;
+        for input in &inputs {
+            let Some(trajs) = lam::read::read_input(input).unwrap() else { continue };
+            for t in trajs {
+                for tc in [0.95, 0.99] {
+                    let run = lam::report::run(Config::new(Threshold::from_cosine(tc).unwrap()), &mut enc, &t, false).unwrap();
+                    let r = &run.report;
+                    assert!(r.online_equals_batch, "{}: online and batch differ at t={tc}", input.path.display());
+                    assert!(r.delta_hat <= r.delta);
+                    dropped += r.chunks_dropped;
+                    eprintln!("{src} {} t={tc}: {} chunks, {} dropped, delta_hat {:.4}, min margin {:?}, digest {}", r.session, r.chunks, r.chunks_dropped, r.delta_hat, r.min_margin, r.digest);
+                }
+            }
+            n += 1;
+            if n == 3 {
+                break;
+            }
+        }
+    }
+    assert!(dropped > 0, "L1 never fired on the sample");
+}
