@@ -395,7 +395,7 @@ pub fn compact_batch(cfg: Config, enc: &mut dyn Encoder, records: &[Record]) -> 
     let mut digest = DeletionDigest::new();
     let mut admissions = Vec::with_capacity(records.len());
     let mut next = 0usize;
-    for (r, rec) in records.iter().enumerate() {
+    for r in 0..records.len() {
         let text = &texts[r];
         let mut segs: Vec<OwnedSeg> = Vec::new();
         let mut outcomes = Vec::new();
@@ -431,7 +431,6 @@ pub fn compact_batch(cfg: Config, enc: &mut dyn Encoder, records: &[Record]) -> 
                 (l0_stats[r], stubs, strip_stubs(text, &l0_stubs[r]))
             }
         };
-        let _ = rec;
         admissions.push(Admission { record: r as u32, id: ids[r].clone(), residual, chunks: outcomes, stubs, l0: stats, first_layer_plain: first, encode_ns: 0, admit_ns: 0 });
     }
     Ok(BatchOutcome { admissions, digest, delta_hat: greedy.stats().delta_hat })
