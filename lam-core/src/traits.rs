@@ -105,14 +105,72 @@ pub trait ByteCodec: Send + Sync {
     fn decode(&self, bytes: &[u8], out: &mut Vec<f32>) -> Result<Shape, Error>;
 }
 
-/// An append-only, content-addressed archive of observations (ARC). Final
-/// shape and implementations: the ARC issue (`arc-store`).
+/// Immutable metadata of one archived observation (ARC "ObsStore record"
+/// without its body). Recall bookkeeping is not part of it: it lives with the
+/// view, apart from the immutable payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObsMeta {
+    /// Full content id: SHA-1 over (action, 0x1F, observation).
+    pub id: ObsId,
+    /// The visible id (without `§`): 8 hex characters, +4 per collision in the session.
+    pub shown: String,
+    /// The action signature that produced the observation.
+    pub action: String,
+    /// Return code, when recorded.
+    pub returncode: Option<i32>,
+    /// Creation step: the record index of the first occurrence in its session.
+    pub step: u32,
+    /// Observation length in bytes.
+    pub bytes: u64,
+    /// Observation length in the model's tokens (as counted by the caller at append).
+    pub tokens: u32,
+    /// Fixed head preview: see [`previews`].
+    pub head: Vec<u8>,
+    /// Fixed tail preview: see [`previews`].
+    pub tail: Vec<u8>,
+}
+
+/// Largest head (and tail) preview, in bytes.
+pub const PREVIEW_BYTES: usize = 160;
+
+/// Byte ranges of the fixed head and tail previews of `obs`: the head is the
+/// first [`PREVIEW_BYTES`] bytes and the tail the last [`PREVIEW_BYTES`] bytes
+/// not already in the head, both shrunk to UTF-8 character boundaries where
+/// the text is valid there (invalid bytes are cut as bytes). Every store uses
+/// this one rule, so previews are a pure function of the observation.
+pub fn previews(obs: &[u8]) -> (Range<usize>, Range<usize>) {
+    let is_cont = |b: u8| b & 0xC0 == 0x80;
+    let mut h = obs.len().min(PREVIEW_BYTES);
+    // Back off over at most 3 continuation bytes so a character is not split.
+    let mut k = 0;
+    while h < obs.len() && h > 0 && is_cont(obs[h]) && k < 3 {
+        h -= 1;
+        k += 1;
+    }
+    let mut t = obs.len().saturating_sub(PREVIEW_BYTES).max(h);
+    let mut k = 0;
+    while t < obs.len() && t > h && is_cont(obs[t]) && k < 3 {
+        t += 1;
+        k += 1;
+    }
+    (0..h, t..obs.len())
+}
+
+/// An append-only, content-addressed archive of observations (ARC).
+///
+/// Every session is a namespace: ids resolve only within their own session.
+/// Appending the same (action, observation) twice in a session returns the
+/// first record's metadata; nothing is ever overwritten.
 pub trait ObsStore {
-    /// Archive a record verbatim in `session`; returns its content id.
-    /// Appending the same content twice returns the same id.
-    fn append(&mut self, session: &SessionId, record: &Record) -> Result<ObsId, Error>;
-    /// Exact bytes of an archived observation of `session`, if present there.
-    fn get(&self, session: &SessionId, id: &ObsId) -> Result<Option<Vec<u8>>, Error>;
+    /// Archive `record` verbatim in `session` (`tokens`: its length in the
+    /// model's tokens); returns its metadata, with the visible id.
+    fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, Error>;
+    /// Exact bytes of the observation shown as `shown` (no `§`) in `session`.
+    fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, Error>;
+    /// Metadata of the observation shown as `shown` in `session`.
+    fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error>;
+    /// Visible ids of `session`, in creation order.
+    fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error>;
 }
 
 /// Builds the bounded prompt view from a session's history (ARC). Final shape
