@@ -25,5 +25,5 @@ pub use embedding::{check_unit, normalize_in_place};
 pub use error::{BoxError, Error, VectorFault};
 pub use id::{IdBook, ObsId};
 pub use threshold::Threshold;
-pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Shape, ViewPolicy, PREVIEW_BYTES};
+pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Shape, TokenCounter, Turn, ViewPolicy, PREVIEW_BYTES};
 pub use types::{Chunk, Decision, Record, SessionId, Stub};

@@ -173,10 +173,35 @@ pub trait ObsStore {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error>;
 }
 
-/// Builds the bounded prompt view from a session's history (ARC). Final shape
-/// and implementations: the ARC issue (`arc-view`).
+/// Counts a model's tokens. The view policies bound prompts with it; the
+/// facade supplies cl100k_base, tests may supply simpler counters.
+pub trait TokenCounter: Send + Sync {
+    /// Tokens of `text` (invalid UTF-8 counted as the implementation documents).
+    fn count(&self, text: &[u8]) -> usize;
+    /// Byte spans of the tokens of `text`, in order and covering it exactly,
+    /// into `out` (cleared first). Used to cut exact recall chunks.
+    fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>);
+}
+
+/// One completed agent turn: the model's thought, then its action and observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// Free text the model wrote before its action (may be empty).
+    pub thought: String,
+    /// The action and its observation.
+    pub record: Record,
+}
+
+/// Builds the prompt the model sees from a session's history (ARC and the
+/// baselines compared with it). Turns arrive in order; `render` is called
+/// before every model call.
 pub trait ViewPolicy {
-    /// Render the view of `history` within `budget_tokens`, appending it to `out`;
-    /// returns the view's token count. Failing to fit the fixed prefix is an error.
-    fn render(&mut self, history: &[Record], budget_tokens: usize, out: &mut Vec<u8>) -> Result<usize, Error>;
+    /// Short name for reports ("arc", "window(5)", "masking(10)", "full").
+    fn name(&self) -> String;
+    /// Record one completed turn.
+    fn push(&mut self, turn: &Turn) -> Result<(), Error>;
+    /// Render the prompt for the next model call into `out` (cleared first)
+    /// and return its token count. Bounded policies never return more than
+    /// their limit; failing to fit the fixed prefix is an error.
+    fn render(&mut self, out: &mut String) -> Result<usize, Error>;
 }
