@@ -20,6 +20,28 @@ pub struct Trajectory {
     pub format: Format,
     /// Observations with their actions.
     pub records: Vec<Record>,
+    /// The model's free text before each action (parallel to `records`; empty when not recorded).
+    pub thoughts: Vec<String>,
+    /// The immutable task prefix: system and task messages before the first action (empty when not recorded).
+    pub task: String,
+}
+
+impl Trajectory {
+    /// The session as completed turns (thought, action, observation).
+    pub fn turns(&self) -> Vec<lam_core::Turn> {
+        self.records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| lam_core::Turn { thought: self.thoughts.get(i).cloned().unwrap_or_default(), record: r.clone() })
+            .collect()
+    }
+}
+
+/// What a reader extracts from one session.
+struct Parsed {
+    records: Vec<Record>,
+    thoughts: Vec<String>,
+    task: String,
 }
 
 /// Supported trajectory formats.
@@ -187,12 +209,23 @@ fn default_session(path: &Path) -> String {
 pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Trajectory, ReadError> {
     let name = path.display().to_string();
     let session = v.get("instance_id").and_then(Value::as_str).map(str::to_string).unwrap_or(default_session);
-    let mk = |format, records| Trajectory { session: SessionId(session.clone()), source: path.to_path_buf(), format, records };
+    let mk = |format, p: Parsed| Trajectory {
+        session: SessionId(session.clone()),
+        source: path.to_path_buf(),
+        format,
+        records: p.records,
+        thoughts: p.thoughts,
+        task: p.task,
+    };
     match v {
         Value::Array(msgs) => Ok(mk(Format::OpenAiChat, from_messages(msgs, &name, "messages")?)),
         Value::Object(o) => {
             if let Some(Value::Array(steps)) = o.get("trajectory").filter(|t| t.as_array().is_some_and(|a| !a.is_empty())) {
-                return Ok(mk(Format::SweAgent, from_swe_steps(steps, &name)?));
+                let mut p = from_swe_steps(steps, &name)?;
+                if let Some(Value::Array(h)) = o.get("history") {
+                    p.task = from_messages(h, &name, "history").map(|m| m.task).unwrap_or_default();
+                }
+                return Ok(mk(Format::SweAgent, p));
             }
             if let Some(Value::Array(msgs)) = o.get("messages") {
                 let f = if o.get("trajectory_format").and_then(Value::as_str).is_some_and(|s| s.starts_with("mini-swe-agent")) {
@@ -214,8 +247,9 @@ pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Tra
     }
 }
 
-fn from_swe_steps(steps: &[Value], name: &str) -> Result<Vec<Record>, ReadError> {
+fn from_swe_steps(steps: &[Value], name: &str) -> Result<Parsed, ReadError> {
     let mut out = Vec::with_capacity(steps.len());
+    let mut thoughts = Vec::with_capacity(steps.len());
     for (i, s) in steps.iter().enumerate() {
         let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("trajectory[{i}]"), message };
         let obs = match s.get("observation") {
@@ -228,9 +262,10 @@ fn from_swe_steps(steps: &[Value], name: &str) -> Result<Vec<Record>, ReadError>
             Some(Value::Null) | None => String::new(),
             Some(other) => return Err(rec(format!("action is {}, not a string", kind(other)))),
         };
+        thoughts.push(s.get("thought").and_then(Value::as_str).unwrap_or("").trim().to_string());
         out.push(Record { index: out.len() as u32, action, observation: obs, returncode: None });
     }
-    Ok(out)
+    Ok(Parsed { records: out, thoughts, task: String::new() })
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -302,9 +337,26 @@ fn action_of(m: &Value, content: &str) -> String {
     content.trim().to_string()
 }
 
-fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Vec<Record>, ReadError> {
+/// The assistant text around its action: the content without the fenced action block.
+fn thought_of(content: &str, action: &str) -> String {
+    if !action.is_empty() {
+        if let Some(end) = content.rfind("```") {
+            if let Some(start) = content[..end].rfind("```") {
+                if content[start + 3..end].contains(action) {
+                    return format!("{}{}", &content[..start], &content[end + 3..]).trim().to_string();
+                }
+            }
+        }
+    }
+    content.trim().to_string()
+}
+
+fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Parsed, ReadError> {
     let has_tool = msgs.iter().any(|m| m.get("role").and_then(Value::as_str) == Some("tool"));
     let mut out = Vec::new();
+    let mut thoughts = Vec::new();
+    let mut task = String::new();
+    let mut last_thought = String::new();
     let mut last_action: Option<String> = None;
     for (i, m) in msgs.iter().enumerate() {
         let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("{field}[{i}]"), message };
@@ -317,15 +369,29 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Vec<Record>,
         };
         let content = content_text(m.get("content")).map_err(rec)?;
         match role {
-            "assistant" => last_action = Some(action_of(m, &content)),
-            "tool" => out.push(Record {
-                index: out.len() as u32,
-                action: last_action.clone().unwrap_or_default(),
-                observation: content.into_bytes(),
-                returncode: None,
-            }),
+            "assistant" => {
+                let a = action_of(m, &content);
+                last_thought = thought_of(&content, &a);
+                last_action = Some(a);
+            }
+            "system" | "user" if last_action.is_none() => {
+                if !task.is_empty() {
+                    task.push_str("\n\n");
+                }
+                task.push_str(content.trim_end());
+            }
+            "tool" => {
+                thoughts.push(std::mem::take(&mut last_thought));
+                out.push(Record {
+                    index: out.len() as u32,
+                    action: last_action.clone().unwrap_or_default(),
+                    observation: content.into_bytes(),
+                    returncode: None,
+                })
+            }
             "user" if !has_tool && last_action.is_some() => {
                 let rc = returncode(&content);
+                thoughts.push(std::mem::take(&mut last_thought));
                 out.push(Record {
                     index: out.len() as u32,
                     action: last_action.clone().unwrap_or_default(),
@@ -336,7 +402,7 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Vec<Record>,
             _ => {}
         }
     }
-    Ok(out)
+    Ok(Parsed { records: out, thoughts, task })
 }
 
 /// mini-swe-agent wraps outputs as `<returncode>N</returncode>`.
@@ -366,6 +432,9 @@ pub struct JsonlRecord {
     /// Return code, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returncode: Option<i32>,
+    /// The model's text before the action, if recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
 }
 
 impl JsonlRecord {
@@ -375,7 +444,7 @@ impl JsonlRecord {
             Ok(s) => (Some(s.to_string()), None),
             Err(_) => (None, Some(B64.encode(&r.observation))),
         };
-        Self { session: session.to_string(), index: r.index, action: r.action.clone(), observation, observation_b64, returncode: r.returncode }
+        Self { session: session.to_string(), index: r.index, action: r.action.clone(), observation, observation_b64, returncode: r.returncode, thought: None }
     }
 }
 
@@ -398,13 +467,21 @@ fn read_jsonl(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
         let t = match out.iter_mut().find(|t| t.session.0 == r.session) {
             Some(t) => t,
             None => {
-                out.push(Trajectory { session: SessionId(r.session.clone()), source: path.to_path_buf(), format: Format::LamJsonl, records: Vec::new() });
+                out.push(Trajectory {
+                    session: SessionId(r.session.clone()),
+                    source: path.to_path_buf(),
+                    format: Format::LamJsonl,
+                    records: Vec::new(),
+                    thoughts: Vec::new(),
+                    task: String::new(),
+                });
                 out.last_mut().expect("just pushed")
             }
         };
         if r.index as usize != t.records.len() {
             return Err(rec(format!("session `{}` expects index {}, found {}", r.session, t.records.len(), r.index)));
         }
+        t.thoughts.push(r.thought.unwrap_or_default());
         t.records.push(Record { index: r.index, action: r.action, observation, returncode: r.returncode });
     }
     Ok(out)

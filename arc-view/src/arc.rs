@@ -1,0 +1,685 @@
+//! `ArcView`: the deterministic ARC compaction routine with exact recall.
+
+use crate::command::{Command, parse_commands};
+use crate::text::{lossy, one_line, push_line_block, verbatim};
+use lam_core::{Error, ObsMeta, ObsStore, Record, SessionId, TokenCounter, Turn, ViewPolicy};
+use std::collections::HashMap;
+use std::ops::Range;
+
+fn err(msg: String) -> Error {
+    Error::Backend { what: "arc-view", source: msg.into() }
+}
+
+/// Settings of the ARC view. Token figures are in the counter's tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArcConfig {
+    /// Context window `L_ctx`.
+    pub context: usize,
+    /// Tokens reserved for the model's completion `G_max`; the view limit is `L = L_ctx - G_max`.
+    pub completion: usize,
+    /// Observations shorter than `rho` tokens stay inline in the summary.
+    pub rho: usize,
+    /// Most recent turns kept verbatim by a compaction (fewer when they do not fit `R`).
+    pub recent_turns: usize,
+    /// Characters of an older thought kept in the summary.
+    pub thought_chars: usize,
+    /// Characters of an action kept in the summary.
+    pub action_chars: usize,
+    /// Recall commands honoured per step (`r`, default 2).
+    pub per_step: usize,
+    /// Total budget of materialised recalled bodies `Q` (default: a quarter of what the prefix leaves, at most 8192).
+    pub recall_budget: Option<usize>,
+    /// Largest recalled part `q`, in payload tokens (default: `Q` less the part header, at most 2048).
+    pub recall_max: Option<usize>,
+    /// Budget of one catalog page `P` (default: a tenth of what the prefix leaves, 96..=512).
+    pub page_tokens: Option<usize>,
+    /// Share of the rest that goes to the summary `M`; the recent suffix `R` gets the remainder.
+    pub summary_share: f64,
+}
+
+impl Default for ArcConfig {
+    fn default() -> Self {
+        Self {
+            context: 16_384,
+            completion: 0,
+            rho: 64,
+            recent_turns: 3,
+            thought_chars: 120,
+            action_chars: 160,
+            per_step: 2,
+            recall_budget: None,
+            recall_max: None,
+            page_tokens: None,
+            summary_share: 0.4,
+        }
+    }
+}
+
+impl ArcConfig {
+    /// A configuration for a usable input budget of `limit` tokens (`L_ctx = limit`, `G_max = 0`).
+    pub fn with_limit(limit: usize) -> Self {
+        Self { context: limit, ..Self::default() }
+    }
+}
+
+/// The fixed component budgets of one view: `K = B + M + R + P + Q + eta <= L`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Budgets {
+    /// `L = L_ctx - G_max`.
+    pub limit: usize,
+    /// `B`: the immutable task prefix, as rendered.
+    pub prefix: usize,
+    /// `M`: the deterministic summary.
+    pub summary: usize,
+    /// `R`: the recent verbatim suffix kept by a compaction.
+    pub recent: usize,
+    /// `P`: one catalog page.
+    pub page: usize,
+    /// `Q`: materialised recalled bodies.
+    pub recall: usize,
+    /// `q`: payload tokens of one recalled part.
+    pub part: usize,
+    /// `eta`: separators between components (zero: every entry ends with a newline and the next starts with a marker).
+    pub eta: usize,
+}
+
+impl Budgets {
+    /// `K = B + M + R + P + Q + eta`.
+    pub fn total(&self) -> usize {
+        self.prefix + self.summary + self.recent + self.page + self.recall + self.eta
+    }
+}
+
+/// What one render produced.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ViewStats {
+    /// Tokens of the view (sum of its entries' counts).
+    pub tokens: usize,
+    /// The limit `L`.
+    pub limit: usize,
+    /// Compactions so far (each is a re-prefill event).
+    pub compactions: usize,
+    /// Whether this render compacted.
+    pub compacted_now: bool,
+    /// Ids cited (full or bare) in the visible summary, oldest first.
+    pub citations: Vec<String>,
+    /// Recalled parts materialised in the view, as `id k/m`.
+    pub recalled: Vec<String>,
+    /// Catalog page shown (1-based) and page count; `(0, 0)` before the first compaction.
+    pub page: (usize, usize),
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// A normal action whose observation is archived.
+    Normal(ObsMeta),
+    /// An ARC control action answered by the view.
+    Control(String),
+}
+
+#[derive(Debug)]
+struct Entry {
+    thought: String,
+    action: String,
+    kind: Kind,
+    verbatim: (String, usize),
+    full: Option<(String, usize)>,
+    bare: Option<(String, usize)>,
+}
+
+#[derive(Debug)]
+struct Part {
+    shown: String,
+    part: u32,
+    parts: u32,
+    text: String,
+    tokens: usize,
+    used: u64,
+}
+
+/// The ARC view of one session over an [`ObsStore`].
+///
+/// Turns are archived before anything else; the view is rebuilt before
+/// every model call from the task prefix, the deterministic summary (frozen
+/// between compactions), the turns since the last compaction verbatim, one
+/// catalog page and the recalled bodies. A compaction happens when the next
+/// view would exceed `L` (proactive), when forced ([`ArcView::compact_now`],
+/// e.g. on a fixed call schedule), or after the model reported an overflow
+/// ([`ArcView::on_overflow`], reactive).
+#[derive(Debug)]
+pub struct ArcView<S, T> {
+    cfg: ArcConfig,
+    b: Budgets,
+    session: SessionId,
+    store: S,
+    tok: T,
+    prefix: String,
+    entries: Vec<Entry>,
+    // Summary state: turns [0, upto) summarised at the last compaction.
+    upto: Option<usize>,
+    summary: (String, usize),
+    cited: Vec<String>,
+    compactions: usize,
+    margin: usize,
+    // Catalog: every archived observation, in creation order, in fixed pages.
+    catalog: Vec<(String, String, usize)>,
+    in_catalog: HashMap<String, usize>,
+    page_starts: Vec<usize>,
+    page_fill: usize,
+    page_reserve: usize,
+    page: usize,
+    // Recall bookkeeping (kept apart from the immutable archive).
+    parts_of: HashMap<String, Vec<Range<usize>>>,
+    recalled: Vec<Part>,
+    clock: u64,
+    recalls_total: u64,
+}
+
+impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
+    /// A view for `session` with task prefix `prefix`. Fails when the prefix
+    /// and the smallest workable components cannot fit `L`.
+    pub fn new(cfg: ArcConfig, session: SessionId, prefix: &str, store: S, tok: T) -> Result<Self, Error> {
+        let limit = cfg.context.checked_sub(cfg.completion).ok_or_else(|| {
+            err(format!("completion reserve {} exceeds the context window {}", cfg.completion, cfg.context))
+        })?;
+        let mut pre = String::from("[task]\n");
+        push_line_block(&mut pre, prefix);
+        let bp = tok.count(pre.as_bytes());
+        const MIN_PART: usize = 32;
+        let part_header = tok.count(format!("[recalled §{} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{} 99999/99999]\n", "f".repeat(16), "f".repeat(16)).as_bytes());
+        let page_reserve = tok.count(b"[catalog page 99999/99999: 99999 of 9999999 archived observations; catalog next | catalog prev | catalog page N; _recall \xc2\xa7id]\n");
+        let min_need = bp + 4 * 64 + part_header + MIN_PART + page_reserve;
+        if min_need > limit {
+            return Err(err(format!(
+                "the task prefix takes {bp} tokens; with the smallest summary, recent, catalog and recall budgets the view needs {min_need} > L = {limit} (context {} - completion {})",
+                cfg.context, cfg.completion
+            )));
+        }
+        let rest = limit - bp;
+        let page = cfg.page_tokens.unwrap_or((rest / 10).clamp(96, 512)).max(page_reserve + 16);
+        let recall = cfg.recall_budget.unwrap_or((rest / 4).min(8192)).max(part_header + MIN_PART);
+        let part = cfg.recall_max.unwrap_or(2048).min(recall - part_header).max(1);
+        let eta = 0;
+        let left = rest.checked_sub(page + recall + eta).filter(|&l| l >= 128).ok_or_else(|| {
+            err(format!("budgets P = {page} and Q = {recall} leave less than 128 tokens for summary and recent turns within L = {limit} after the prefix ({bp})"))
+        })?;
+        let summary = ((left as f64) * cfg.summary_share.clamp(0.05, 0.95)) as usize;
+        let recent = left - summary;
+        let b = Budgets { limit, prefix: bp, summary, recent, page, recall, part, eta };
+        debug_assert!(b.total() <= limit);
+        Ok(Self {
+            cfg,
+            b,
+            session,
+            store,
+            tok,
+            prefix: pre,
+            entries: Vec::new(),
+            upto: None,
+            summary: (String::new(), 0),
+            cited: Vec::new(),
+            compactions: 0,
+            margin: 0,
+            catalog: Vec::new(),
+            in_catalog: HashMap::new(),
+            page_starts: vec![0],
+            page_fill: 0,
+            page_reserve,
+            page: 0,
+            parts_of: HashMap::new(),
+            recalled: Vec::new(),
+            clock: 0,
+            recalls_total: 0,
+        })
+    }
+
+    /// The component budgets.
+    pub fn budgets(&self) -> Budgets {
+        self.b
+    }
+
+    /// The archive behind the view.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The archive, consuming the view.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// Number of turns seen.
+    pub fn turns(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Visible id of turn `i`'s archived observation (0-based), if it was a normal action.
+    pub fn id_of_turn(&self, i: usize) -> Option<&str> {
+        match &self.entries.get(i)?.kind {
+            Kind::Normal(m) => Some(&m.shown),
+            Kind::Control(_) => None,
+        }
+    }
+
+    /// Recall commands honoured so far.
+    pub fn recalls(&self) -> u64 {
+        self.recalls_total
+    }
+
+    /// Archive a completed normal turn (before anything else) and add it to the view.
+    /// A turn whose action is an ARC control command is answered by [`ArcView::act`] instead.
+    pub fn push_turn(&mut self, thought: &str, record: &Record) -> Result<ObsMeta, Error> {
+        let tokens = self.tok.count(&record.observation);
+        let meta = self.store.append(&self.session, record, u32::try_from(tokens).unwrap_or(u32::MAX))?;
+        let n = self.entries.len() + 1;
+        let v = verbatim(n, Some(&meta.shown), thought, &record.action, &lossy(&record.observation));
+        let vt = self.tok.count(v.as_bytes());
+        if !self.in_catalog.contains_key(&meta.shown) {
+            self.add_to_catalog(&meta);
+        }
+        self.entries.push(Entry {
+            thought: thought.to_string(),
+            action: record.action.clone(),
+            kind: Kind::Normal(meta.clone()),
+            verbatim: (v, vt),
+            full: None,
+            bare: None,
+        });
+        Ok(meta)
+    }
+
+    /// Intercept an action before it reaches the environment. When it is an
+    /// ARC control action (`_recall §id [k/n]`, `_recall_meta §id`,
+    /// `catalog next|prev|page N`), answer it, record the turn and return the
+    /// answer; otherwise return `None` and leave the action to the caller.
+    pub fn act(&mut self, thought: &str, action: &str) -> Result<Option<String>, Error> {
+        let Some(cmds) = parse_commands(action) else { return Ok(None) };
+        let mut answer = String::new();
+        let mut recalls = 0;
+        for c in cmds {
+            let line = match c {
+                Command::Recall { shown, part } => {
+                    if recalls == self.cfg.per_step {
+                        format!("[recall limit: at most {} recalls per step; not done: _recall §{shown}]", self.cfg.per_step)
+                    } else {
+                        recalls += 1;
+                        self.recall(&shown, part.unwrap_or(1))?
+                    }
+                }
+                Command::RecallMeta { shown } => match self.store.meta(&self.session, &shown)? {
+                    Some(m) => {
+                        let (mut s, _) = self.citation(&m, "meta");
+                        s.truncate(s.trim_end().len());
+                        s
+                    }
+                    None => self.unknown(&shown)?,
+                },
+                Command::CatalogNext | Command::CatalogPrev | Command::CatalogPage(_) => {
+                    let pages = self.page_starts.len();
+                    self.page = match c {
+                        Command::CatalogNext => (self.page + 1) % pages,
+                        Command::CatalogPrev => (self.page + pages - 1) % pages,
+                        Command::CatalogPage(n) => (n - 1).min(pages - 1),
+                        _ => unreachable!("matched above"),
+                    };
+                    format!("[catalog page {}/{} is shown below]", self.page + 1, pages)
+                }
+            };
+            answer.push_str(&line);
+            answer.push('\n');
+        }
+        let n = self.entries.len() + 1;
+        let v = verbatim(n, None, thought, action, &answer);
+        let vt = self.tok.count(v.as_bytes());
+        self.entries.push(Entry { thought: thought.to_string(), action: action.to_string(), kind: Kind::Control(answer.clone()), verbatim: (v, vt), full: None, bare: None });
+        Ok(Some(answer))
+    }
+
+    /// The exact parts of an archived observation: byte ranges of at most `q`
+    /// tokens each, non-overlapping and covering it.
+    pub fn parts(&mut self, shown: &str) -> Result<Option<Vec<Range<usize>>>, Error> {
+        if let Some(p) = self.parts_of.get(shown) {
+            return Ok(Some(p.clone()));
+        }
+        let Some(body) = self.store.get(&self.session, shown)? else { return Ok(None) };
+        let p = cut_parts(&self.tok, &body, self.b.part);
+        self.parts_of.insert(shown.to_string(), p.clone());
+        Ok(Some(p))
+    }
+
+    fn recall(&mut self, shown: &str, part: u32) -> Result<String, Error> {
+        let Some(body) = self.store.get(&self.session, shown)? else { return self.unknown(shown) };
+        let parts = match self.parts_of.get(shown) {
+            Some(p) => p.clone(),
+            None => {
+                let p = cut_parts(&self.tok, &body, self.b.part);
+                self.parts_of.insert(shown.to_string(), p.clone());
+                p
+            }
+        };
+        let m = parts.len() as u32;
+        if part > m {
+            return Ok(format!("[§{shown} has {m} part{}; part {part} does not exist]", if m == 1 { "" } else { "s" }));
+        }
+        self.recalls_total += 1;
+        self.clock += 1;
+        if let Some(p) = self.recalled.iter_mut().find(|p| p.shown == shown && p.part == part) {
+            p.used = self.clock;
+        } else {
+            let r = parts[part as usize - 1].clone();
+            let next = if part < m { format!("; next: _recall §{shown} {}/{m}", part + 1) } else { String::new() };
+            let mut text = format!("[recalled §{shown} part {part}/{m}: exact bytes {}-{} of {}{next}]\n", r.start, r.end, body.len());
+            push_line_block(&mut text, &lossy(&body[r.clone()]));
+            let tokens = self.tok.count(text.as_bytes());
+            if tokens > self.b.recall {
+                return Ok(format!("[§{shown} part {part}/{m} needs {tokens} tokens, more than the recall budget {}]", self.b.recall));
+            }
+            self.recalled.push(Part { shown: shown.to_string(), part, parts: m, text, tokens, used: self.clock });
+        }
+        // Least recently used bodies fall back to their citations.
+        while self.recalled.iter().map(|p| p.tokens).sum::<usize>() > self.b.recall {
+            let i = self.recalled.iter().enumerate().min_by_key(|(_, p)| p.used).map(|(i, _)| i).expect("non-empty");
+            self.recalled.remove(i);
+        }
+        let r = &parts[part as usize - 1];
+        Ok(format!("[§{shown} part {part}/{m} (bytes {}-{} of {}) is in the recall section]", r.start, r.end, body.len()))
+    }
+
+    fn unknown(&self, shown: &str) -> Result<String, Error> {
+        let ids = self.store.ids(&self.session)?;
+        let near = nearest(&ids, shown, 3);
+        Ok(if near.is_empty() {
+            format!("[no §{shown} in this session; it has no archived observations]")
+        } else {
+            format!("[no §{shown} in this session; nearest: {}]", near.iter().map(|s| format!("§{s}")).collect::<Vec<_>>().join(", "))
+        })
+    }
+
+    fn citation(&self, m: &ObsMeta, lead: &str) -> (String, usize) {
+        let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
+        let mut s = format!("{lead} → §{}{rc} {} tok {} B\n", m.shown, m.tokens, m.bytes);
+        let head = lossy(&m.head);
+        s.push_str(&format!("  head: {}\n", one_line(&head, 400)));
+        if !m.tail.is_empty() {
+            s.push_str(&format!("  tail: {}\n", one_line(&lossy(&m.tail), 400)));
+        }
+        let parts = (m.tokens as usize).div_ceil(self.b.part).max(1);
+        if parts > 1 {
+            s.push_str(&format!("  _recall §{} ({parts} parts of ≤{} tok: _recall §{} 2/{parts} …)\n", m.shown, self.b.part, m.shown));
+        } else {
+            s.push_str(&format!("  _recall §{}\n", m.shown));
+        }
+        let t = self.tok.count(s.as_bytes());
+        (s, t)
+    }
+
+    fn full_form(&mut self, i: usize) -> (String, usize) {
+        if let Some(f) = &self.entries[i].full {
+            return f.clone();
+        }
+        let e = &self.entries[i];
+        let n = i + 1;
+        let mut s = String::new();
+        if !e.thought.trim().is_empty() {
+            s.push_str(&format!("#{n} · {}\n", one_line(&e.thought, self.cfg.thought_chars)));
+        }
+        let lead = format!("#{n} $ {}", one_line(&e.action, self.cfg.action_chars));
+        match &e.kind {
+            Kind::Normal(m) if (m.tokens as usize) < self.cfg.rho => {
+                s.push_str(&lead);
+                s.push_str(" →\n");
+                // Short observations stay inline: from the store, exact text.
+                let body = self.store.get(&self.session, &m.shown).ok().flatten().unwrap_or_default();
+                push_line_block(&mut s, &lossy(&body));
+            }
+            Kind::Normal(m) => s.push_str(&self.citation(m, &lead).0),
+            Kind::Control(answer) => {
+                s.push_str(&lead);
+                s.push_str(&format!(" → {}\n", one_line(answer, 200)));
+            }
+        }
+        let t = self.tok.count(s.as_bytes());
+        self.entries[i].full = Some((s.clone(), t));
+        (s, t)
+    }
+
+    fn bare_form(&mut self, i: usize) -> (String, usize) {
+        if let Some(f) = &self.entries[i].bare {
+            return f.clone();
+        }
+        let n = i + 1;
+        let s = match &self.entries[i].kind {
+            Kind::Normal(m) => format!("#{n} §{}\n", m.shown),
+            Kind::Control(_) => format!("#{n} (ARC command)\n"),
+        };
+        let t = self.tok.count(s.as_bytes());
+        self.entries[i].bare = Some((s.clone(), t));
+        (s, t)
+    }
+
+    fn add_to_catalog(&mut self, m: &ObsMeta) {
+        let cap = self.b.page - self.page_reserve;
+        let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
+        let mut line = format!("§{} #{}{rc} {}tok $ {}\n", m.shown, m.step + 1, m.tokens, one_line(&m.action, 48));
+        let mut t = self.tok.count(line.as_bytes());
+        if t > cap {
+            line = format!("§{} #{}\n", m.shown, m.step + 1);
+            t = self.tok.count(line.as_bytes());
+        }
+        if self.page_fill + t > cap && self.catalog.len() > *self.page_starts.last().expect("one page") {
+            self.page_starts.push(self.catalog.len());
+            self.page_fill = 0;
+        }
+        self.page_fill += t;
+        self.in_catalog.insert(m.shown.clone(), self.catalog.len());
+        self.catalog.push((m.shown.clone(), line, t));
+    }
+
+    fn page_text(&self) -> (String, usize) {
+        let pages = self.page_starts.len();
+        let s = self.page_starts[self.page];
+        let e = self.page_starts.get(self.page + 1).copied().unwrap_or(self.catalog.len());
+        let mut text = format!(
+            "[catalog page {}/{pages}: {} of {} archived observations; catalog next | catalog prev | catalog page N; _recall §id]\n",
+            self.page + 1,
+            e - s,
+            self.catalog.len()
+        );
+        let mut t = self.tok.count(text.as_bytes());
+        for (_, line, lt) in &self.catalog[s..e] {
+            text.push_str(line);
+            t += lt;
+        }
+        (text, t)
+    }
+
+    /// Compact now (forced schedule, or a caller's own trigger).
+    pub fn compact_now(&mut self) {
+        let n = self.entries.len();
+        // The recent suffix: at most `recent_turns` newest turns that fit R together.
+        let mut keep = 0;
+        let mut used = 0;
+        while keep < self.cfg.recent_turns.min(n) {
+            let t = self.entries[n - 1 - keep].verbatim.1;
+            if used + t > self.b.recent {
+                break;
+            }
+            used += t;
+            keep += 1;
+        }
+        let upto = n - keep;
+        // The summary of turns [0, upto): newest entries full, older bare, oldest elided.
+        let header = format!("[summary of turns 1-{upto}: older turns compacted by ARC; `_recall §id` restores an observation exactly]\n");
+        let ht = self.tok.count(header.as_bytes());
+        let elide_reserve = self.tok.count(format!("[turns 1-{upto} are listed in the catalog only]\n").as_bytes());
+        let avail = self.b.summary.saturating_sub(ht + elide_reserve);
+        let mut picked: Vec<(usize, bool, String)> = Vec::new();
+        let mut total = 0;
+        let mut bare = false;
+        let mut first = upto;
+        for i in (0..upto).rev() {
+            if !bare {
+                let f = self.full_form(i);
+                if total + f.1 <= avail {
+                    total += f.1;
+                    picked.push((i, false, f.0));
+                    first = i;
+                    continue;
+                }
+                bare = true;
+            }
+            let b = self.bare_form(i);
+            if total + b.1 > avail {
+                break;
+            }
+            total += b.1;
+            picked.push((i, true, b.0));
+            first = i;
+        }
+        let mut text = header;
+        let mut tokens = ht + total;
+        if first > 0 {
+            let line = format!("[turns 1-{first} are listed in the catalog only]\n");
+            tokens += self.tok.count(line.as_bytes());
+            text.push_str(&line);
+        }
+        self.cited.clear();
+        for (i, is_bare, s) in picked.iter().rev() {
+            text.push_str(s);
+            if let Kind::Normal(m) = &self.entries[*i].kind {
+                if (*is_bare || m.tokens as usize >= self.cfg.rho) && !self.cited.contains(&m.shown) {
+                    self.cited.push(m.shown.clone());
+                }
+            }
+        }
+        self.summary = (text, tokens);
+        self.upto = Some(upto);
+        self.compactions += 1;
+    }
+
+    /// The model reported a context overflow for the last view (reactive
+    /// trigger): the counter underestimates the model's tokenizer, so keep a
+    /// margin of 5 % of `L` more from now on, and compact.
+    pub fn on_overflow(&mut self) {
+        self.margin = (self.margin + self.b.limit / 20).min(self.b.limit / 4);
+        self.compact_now();
+    }
+
+    fn estimate(&self) -> usize {
+        let start = self.upto.unwrap_or(0);
+        let mut t = self.b.prefix + self.entries[start..].iter().map(|e| e.verbatim.1).sum::<usize>();
+        t += self.recalled.iter().map(|p| p.tokens).sum::<usize>();
+        if self.upto.is_some() {
+            t += self.summary.1 + self.page_text().1;
+        }
+        t
+    }
+
+    /// Build the view for the next model call into `out` (cleared first),
+    /// compacting first when it would exceed `L` (less the overflow margin).
+    pub fn render_view(&mut self, out: &mut String) -> Result<ViewStats, Error> {
+        let limit = self.b.limit - self.margin;
+        let mut compacted_now = false;
+        if self.estimate() > limit {
+            self.compact_now();
+            compacted_now = true;
+        }
+        let tokens = self.estimate();
+        if tokens > limit {
+            return Err(err(format!("view of {tokens} tokens exceeds L = {limit} after compaction (budgets {:?})", self.b)));
+        }
+        out.clear();
+        out.push_str(&self.prefix);
+        let start = self.upto.unwrap_or(0);
+        let mut page = (0, 0);
+        if self.upto.is_some() {
+            out.push_str(&self.summary.0);
+        }
+        for e in &self.entries[start..] {
+            out.push_str(&e.verbatim.0);
+        }
+        if self.upto.is_some() {
+            out.push_str(&self.page_text().0);
+            page = (self.page + 1, self.page_starts.len());
+        }
+        let mut order: Vec<&Part> = self.recalled.iter().collect();
+        order.sort_by_key(|p| p.used);
+        for p in &order {
+            out.push_str(&p.text);
+        }
+        Ok(ViewStats {
+            tokens,
+            limit: self.b.limit,
+            compactions: self.compactions,
+            compacted_now,
+            citations: if self.upto.is_some() { self.cited.clone() } else { Vec::new() },
+            recalled: order.iter().map(|p| format!("{} {}/{}", p.shown, p.part, p.parts)).collect(),
+            page,
+        })
+    }
+}
+
+/// Cut `body` into non-overlapping byte ranges of at most `q` tokens each
+/// (as the counter counts the part alone), covering it exactly; an empty
+/// body has one empty part.
+pub fn cut_parts<T: TokenCounter + ?Sized>(tok: &T, body: &[u8], q: usize) -> Vec<Range<usize>> {
+    let mut spans = Vec::new();
+    tok.spans(body, &mut spans);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < spans.len() {
+        let mut take = q.min(spans.len() - i);
+        loop {
+            let r = spans[i].start..spans[i + take - 1].end;
+            let c = tok.count(&lossy(&body[r.clone()]).as_bytes());
+            if c <= q || take == 1 {
+                out.push(r);
+                break;
+            }
+            take = take.saturating_sub((c - q).max(1)).max(1);
+        }
+        i += take;
+    }
+    if out.is_empty() {
+        out.push(0..body.len());
+    }
+    out
+}
+
+/// The ids of `ids` nearest to `shown`: longest common prefix first, then most
+/// equal positions, then creation order.
+pub fn nearest(ids: &[String], shown: &str, n: usize) -> Vec<String> {
+    let mut scored: Vec<(usize, usize, usize)> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let prefix = id.bytes().zip(shown.bytes()).take_while(|(a, b)| a == b).count();
+            let same = id.bytes().zip(shown.bytes()).filter(|(a, b)| a == b).count();
+            (prefix, same, k)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    scored.into_iter().take(n).map(|(_, _, k)| ids[k].clone()).collect()
+}
+
+impl<S: ObsStore, T: TokenCounter> ViewPolicy for ArcView<S, T> {
+    fn name(&self) -> String {
+        "arc".into()
+    }
+
+    fn push(&mut self, turn: &Turn) -> Result<(), Error> {
+        if self.act(&turn.thought, &turn.record.action)?.is_none() {
+            self.push_turn(&turn.thought, &turn.record)?;
+        }
+        Ok(())
+    }
+
+    fn render(&mut self, out: &mut String) -> Result<usize, Error> {
+        Ok(self.render_view(out)?.tokens)
+    }
+}
