@@ -1,7 +1,28 @@
 //! Append-only, content-addressed, crash-safe observation archive (ARC).
 //!
-//! **Not built yet.** This crate reserves its place in the workspace layout of
-//! the design card; its implementation is tracked by issue 5 and it exports
-//! nothing until then. The trait it implements already has its shape in
-//! `lam-core`.
+//! Two implementations of [`lam_core::ObsStore`]:
+//!
+//! - [`MemStore`]: in memory, for tests and short-lived sessions.
+//! - [`FileStore`]: the durable default, a directory of length-prefixed,
+//!   CRC-32-checksummed records in segment files (format: `FORMAT.md` and
+//!   the `format` module), a stated sync policy ([`Durability`], group commit
+//!   by default), torn-tail recovery on open, one writer per store enforced by
+//!   a file lock and any number of read-only handles.
+//!
+//! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
+//! as 8 hex characters, extended by 4 on a collision within the session.
+//! Every session is a namespace: an id shown in one session never resolves
+//! in another. Observations are bytes; invalid UTF-8 is kept exactly.
+//! Recall bookkeeping (what was recalled, when) is not stored here: it
+//! belongs to the view.
 #![warn(missing_docs)]
+
+mod error;
+mod file;
+pub mod format;
+mod index;
+mod mem;
+
+pub use error::{Result, StoreError};
+pub use file::{Durability, FileStore, Options, Recovery};
+pub use mem::MemStore;

@@ -1,0 +1,88 @@
+//! The store's error type. Every variant that concerns a file names it, and
+//! every variant that concerns a place in a file names the byte offset.
+
+use std::path::PathBuf;
+
+/// Errors of `arc-store`. Converted into [`lam_core::Error::Backend`] (with
+/// `what = "arc-store"`) at the [`lam_core::ObsStore`] boundary.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O operation failed.
+    #[error("{op} {path}{}: {source}", at(*.offset))]
+    Io {
+        /// What was being done ("open", "read", "write", "fsync", ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Byte offset in the file, where one applies.
+        offset: Option<u64>,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record or segment header failed its checks somewhere other than the
+    /// torn tail of the last segment. Nothing is skipped silently: the store
+    /// refuses to open (or to recall) until the damage is dealt with.
+    #[error("corrupt archive: {path} at byte offset {offset}: {reason}")]
+    Corrupt {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte offset of the damaged record (or header) in that file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// Another process (or another handle in this one) holds the writer lock.
+    #[error("archive {path} is locked by another writer (lock file {lock}); open it read-only instead")]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The store was opened with [`crate::FileStore::open_read_only`].
+    #[error("archive {path} is open read-only: cannot append")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// One field of a record is larger than the format can hold.
+    #[error("record too large for the archive format: {what} is {len} bytes (limit {limit})")]
+    TooLarge {
+        /// Which field.
+        what: &'static str,
+        /// Its length.
+        len: u64,
+        /// The format's limit.
+        limit: u64,
+    },
+    /// A previous write failed and could not be undone; the writer refuses
+    /// further appends (reopen the store to recover).
+    #[error("archive {path} is poisoned by an earlier failed write; reopen it")]
+    Poisoned {
+        /// The store directory.
+        path: PathBuf,
+    },
+}
+
+fn at(offset: Option<u64>) -> String {
+    match offset {
+        Some(o) => format!(" at byte offset {o}"),
+        None => String::new(),
+    }
+}
+
+impl From<StoreError> for lam_core::Error {
+    fn from(e: StoreError) -> Self {
+        lam_core::Error::Backend { what: "arc-store", source: Box::new(e) }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, offset: Option<u64>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.into();
+    move |source| StoreError::Io { op, path, offset, source }
+}

@@ -1,0 +1,70 @@
+//! The per-session index both stores keep in memory: the session's
+//! [`IdBook`], and for every archived observation its metadata and where its
+//! body lives (`L`: the bytes themselves for `MemStore`, a file location for
+//! `FileStore`).
+
+use lam_core::{IdBook, ObsId, ObsMeta, previews};
+use std::collections::HashMap;
+
+/// One session's namespace.
+#[derive(Debug)]
+pub(crate) struct SessionIndex<L> {
+    book: IdBook,
+    by_id: HashMap<ObsId, usize>,
+    entries: Vec<(ObsMeta, L)>,
+}
+
+impl<L> Default for SessionIndex<L> {
+    fn default() -> Self {
+        Self { book: IdBook::new(), by_id: HashMap::new(), entries: Vec::new() }
+    }
+}
+
+impl<L> SessionIndex<L> {
+    /// The metadata of `id`, if already archived in this session.
+    pub fn meta_of(&self, id: &ObsId) -> Option<&ObsMeta> {
+        self.by_id.get(id).map(|&i| &self.entries[i].0)
+    }
+
+    /// Record a newly archived observation (after its body is stored, so a
+    /// failed write never consumes a visible id). Returns its metadata.
+    /// Re-adding a known id returns the first record's metadata unchanged.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(&mut self, id: ObsId, action: &[u8], observation: &[u8], returncode: Option<i32>, step: u32, tokens: u32, loc: L) -> &ObsMeta {
+        if let Some(&i) = self.by_id.get(&id) {
+            return &self.entries[i].0;
+        }
+        let shown = self.book.visible(id).to_string();
+        let (h, t) = previews(observation);
+        let meta = ObsMeta {
+            id,
+            shown,
+            action: String::from_utf8_lossy(action).into_owned(),
+            returncode,
+            step,
+            bytes: observation.len() as u64,
+            tokens,
+            head: observation[h].to_vec(),
+            tail: observation[t].to_vec(),
+        };
+        self.by_id.insert(id, self.entries.len());
+        self.entries.push((meta, loc));
+        &self.entries.last().unwrap().0
+    }
+
+    /// The entry shown as `shown` in this session.
+    pub fn lookup(&self, shown: &str) -> Option<&(ObsMeta, L)> {
+        let id = self.book.resolve(shown)?;
+        self.by_id.get(&id).map(|&i| &self.entries[i])
+    }
+
+    /// Visible ids in creation order.
+    pub fn ids(&self) -> Vec<String> {
+        self.entries.iter().map(|(m, _)| m.shown.clone()).collect()
+    }
+
+    /// Number of archived observations.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
