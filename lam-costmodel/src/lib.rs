@@ -1,7 +1,36 @@
 //! Performance models of the LAM and ARC papers, calibrated on the machine it runs on.
 //!
-//! **Not built yet.** This crate reserves its place in the workspace layout of
-//! the design card; its implementation is tracked by issue 6 and it exports
-//! nothing until then. The trait it implements already has its shape in
-//! `lam-core`.
+//! - [`serving`]: LAM eq. 2's serving terms — prefill from FLOPs, decode from
+//!   bandwidth — and the context-scaling share `phi` with its Amdahl ceiling
+//!   `1 / (1 - phi)` (LAM 2.6, E.1, Table 7).
+//! - [`schedule`]: the compaction and re-prefill terms of eq. 2 under the
+//!   schedules `admit`, `delete-in-place` and `defer-to-wall`, growth regime
+//!   `C <- C + Delta (1 - r)` or a hard budget with eviction (E.2, M.3, Table 27).
+//! - [`classes`]: the three cost classes of M.1 (eq. 11, class 2, eq. 12).
+//! - [`roofline`]: ARC's roofline, bytes per decoded token `M_w / B + L_k kv_b`,
+//!   batch from HBM capacity, per call and per trajectory.
+//! - [`replay`]: several policies' calls through the roofline, with ratios.
+//! - [`preset`]: devices and models with their sources; [`profile`]: the
+//!   compaction rates and the calibrated device profile JSON.
+//! - [`paper`]: our values beside the papers' (snapshot-tested).
+//!
+//! Units are SI throughout: bytes, bytes/s, FLOP/s, seconds, tokens.
 #![warn(missing_docs)]
+
+pub mod classes;
+pub mod error;
+pub mod paper;
+pub mod preset;
+pub mod profile;
+pub mod replay;
+pub mod roofline;
+pub mod schedule;
+pub mod serving;
+
+pub use error::{Error, Result};
+pub use preset::{DEVICE_NAMES, Deployment, Device, MODEL_NAMES, Model};
+pub use profile::{CompactionRates, DeviceProfile, PROFILE_FORMAT};
+pub use replay::{PolicyCalls, ReplayRow, replay};
+pub use roofline::{BatchRule, Call, KvLength, Roofline};
+pub use schedule::{Arrival, Limit, Schedule, ScheduleConfig, ScheduleCost, run_schedule};
+pub use serving::{Efficiency, PhiRow, Serving, amdahl_ceiling, phi_table};
