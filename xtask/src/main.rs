@@ -7,6 +7,8 @@
 //! - `bench-encoder`: lam's encoder beside candle's BertModel and PyTorch
 //!   sentence-transformers (a venv made by `scripts/bench-venv.sh`) on the same
 //!   real 510-token windows (`benches/encoder-peer`, outside the workspace).
+//! - `soak`: the arc-store crash test at length (SIGKILL a writing child
+//!   10,000 times, `ARC_SOAK_ITERS` to change).
 //!
 //! Kernel builds and `verify-digests` arrive with the codec, encoder and
 //! xtask issues; until then those names answer that they are not built.
@@ -56,11 +58,26 @@ fn bench() -> Result<()> {
     Ok(())
 }
 
+/// The arc-store crash soak: a child process appends while the test SIGKILLs
+/// it, 10,000 times unless `ARC_SOAK_ITERS` is set.
+fn soak() -> Result<()> {
+    let iters = std::env::var("ARC_SOAK_ITERS").unwrap_or_else(|_| "10000".into());
+    let st = cargo()
+        .args(["test", "-p", "arc-store", "--release", "--test", "crash", "--", "--ignored", "--exact", "soak", "--nocapture"])
+        .env("ARC_SOAK_ITERS", &iters)
+        .status()?;
+    if !st.success() {
+        bail!("arc-store crash soak ({iters} iterations) failed");
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
     match task.as_str() {
         "check-default-deps" => check_default_deps(),
         "bench" => bench(),
+        "soak" => soak(),
         "bench-encoder" => {
             // The PyTorch peer lives in a venv the script makes (torch, sentence-transformers).
             let venv = Command::new("bash").arg("scripts/bench-venv.sh").output().context("scripts/bench-venv.sh")?;
@@ -81,7 +98,7 @@ fn main() -> Result<()> {
             bail!("`cargo xtask {task}` is not built yet (tracked by its own issue)")
         }
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder>");
+            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder | soak>");
             std::process::exit(2);
         }
     }
