@@ -243,6 +243,11 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         &self.store
     }
 
+    /// The archive, for a caller that archives before admission (LAM).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     /// The archive, consuming the view.
     pub fn into_store(self) -> S {
         self.store
@@ -274,10 +279,17 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     /// Archive a completed normal turn (before anything else) and add it to the view.
     /// A turn whose action is an ARC control command is answered by [`ArcView::act`] instead.
     pub fn push_turn(&mut self, thought: &str, record: &Record) -> Result<ObsMeta, Error> {
+        self.push_turn_shown(thought, record, &record.observation)
+    }
+
+    /// Archive a completed normal turn, but show `shown` in its verbatim form
+    /// (the LAM residual, whose stubs cite the archived original). Appending
+    /// an observation the store already holds returns its first record.
+    pub fn push_turn_shown(&mut self, thought: &str, record: &Record, shown: &[u8]) -> Result<ObsMeta, Error> {
         let tokens = self.tok.count(&record.observation);
         let meta = self.store.append(&self.session, record, u32::try_from(tokens).unwrap_or(u32::MAX))?;
         let n = self.entries.len() + 1;
-        let v = verbatim(n, Some(&meta.shown), thought, &record.action, &lossy(&record.observation));
+        let v = verbatim(n, Some(&meta.shown), thought, &record.action, &lossy(shown));
         let vt = self.tok.count(v.as_bytes());
         if !self.in_catalog.contains_key(&meta.shown) {
             self.add_to_catalog(&meta);

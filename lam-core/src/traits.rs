@@ -173,6 +173,36 @@ pub trait ObsStore {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error>;
 }
 
+impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
+    fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, Error> {
+        (**self).append(session, record, tokens)
+    }
+    fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, Error> {
+        (**self).get(session, shown)
+    }
+    fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error> {
+        (**self).meta(session, shown)
+    }
+    fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
+        (**self).ids(session)
+    }
+}
+
+impl<S: ObsStore + ?Sized> ObsStore for &mut S {
+    fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, Error> {
+        (**self).append(session, record, tokens)
+    }
+    fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, Error> {
+        (**self).get(session, shown)
+    }
+    fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error> {
+        (**self).meta(session, shown)
+    }
+    fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
+        (**self).ids(session)
+    }
+}
+
 /// Counts a model's tokens. The view policies bound prompts with it; the
 /// facade supplies cl100k_base, tests may supply simpler counters.
 pub trait TokenCounter: Send + Sync {

@@ -12,6 +12,8 @@ pub mod read;
 pub mod report;
 pub mod tokens;
 
+pub use arc_store as store;
+pub use arc_view as view;
 pub use lam_core as core;
 pub use lam_encode as encode;
 pub use lam_hash as hash;

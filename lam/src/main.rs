@@ -11,6 +11,9 @@ use lam_lsh::BandParams;
 use std::io::Write;
 use std::path::PathBuf;
 
+mod costmodel_cli;
+mod view_cli;
+
 #[derive(Parser)]
 #[command(name = "lam", version, about = "Keep agent context small, fast and lossless (LAM + ARC).")]
 struct Cli {
@@ -68,6 +71,12 @@ fn make_encoder(o: &EncoderOpts) -> Result<Box<dyn Encoder>> {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Render the bounded view a model would see of a trajectory (ARC, or a baseline policy).
+    View(view_cli::ViewArgs),
+    /// Write an archived observation's exact bytes (or one part) to standard output.
+    Recall(view_cli::RecallArgs),
+    /// Cost models of the LAM and ARC papers: phi, schedules, roofline, cost classes, paper checks, calibration.
+    Costmodel(costmodel_cli::CostmodelArgs),
     /// Embed JSON strings (one per line on stdin) into unit vectors (one JSON array per line on stdout).
     Embed {
         #[command(flatten)]
@@ -132,6 +141,9 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Embed { enc, info } => embed(&enc, info)?,
+        Cmd::Costmodel(a) => costmodel_cli::run(a)?,
+        Cmd::View(a) => view_cli::view(a)?,
+        Cmd::Recall(a) => view_cli::recall(a)?,
         Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens } => {
             let t = Threshold::from_cosine(threshold)?;
             let mut cfg = Config::new(t);

@@ -2,7 +2,7 @@
 //! (Algorithm 2, a finished trajectory), with identical residuals.
 
 use lam_core::{
-    CandidateIndex, DeletionDigest, Decision, Encoder, Error, IdBook, ObsId, Record, Threshold,
+    CandidateIndex, DeletionDigest, Decision, Encoder, Error, IdBook, ObsId, ObsStore, Record, SessionId, Threshold,
 };
 use lam_hash::{L0Stats, LineDedup, Segment};
 use lam_lsh::{BandParams, BandedIndex, ExhaustiveIndex, Greedy, L1Index};
@@ -307,6 +307,26 @@ impl Session {
                 Ok(Admission { record, id, residual, chunks: outcomes, stubs, l0, first_layer_plain: strip_stubs(&r0, &l0_stubs), encode_ns, admit_ns: total.saturating_sub(encode_ns) })
             }
         }
+    }
+
+    /// Archive `rec` verbatim in `store` (session `session`, `tokens` of the
+    /// model's tokens) before anything else, then admit it with `enc`. Every
+    /// stub of the admission cites the archived original with `_recall §id`,
+    /// and that id resolves in `store` to the exact observation bytes.
+    pub fn admit_archived(&mut self, store: &mut dyn ObsStore, session: &SessionId, tokens: u32, enc: &mut dyn Encoder, rec: &Record) -> Result<Admission, Error> {
+        let meta = store.append(session, rec, tokens)?;
+        let a = self.admit(enc, rec)?;
+        if a.id != meta.shown {
+            return Err(Error::Backend {
+                what: "operator",
+                source: format!(
+                    "record {}: the archive shows its observation as §{} but the operator as §{}; the store's session `{session}` holds other records with colliding ids",
+                    rec.index, meta.shown, a.id
+                )
+                .into(),
+            });
+        }
+        Ok(a)
     }
 
     /// Admit one arrival whose chunks and embeddings are given (order `l1-l0` only).

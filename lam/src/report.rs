@@ -97,11 +97,20 @@ pub fn residual_digest<'a>(residuals: impl Iterator<Item = &'a [u8]>) -> String 
 /// Run the online operator and the batch form over `traj` and compare them.
 /// Token accounting is skipped (zeros) when `count_tokens` is false.
 pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool) -> Result<Run, Error> {
+    run_archived(cfg, enc, traj, count_tokens, None)
+}
+
+/// [`run`], archiving every observation in `store` first when one is given
+/// (so every stub's `_recall §id` resolves there).
+pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool, mut store: Option<&mut dyn lam_core::ObsStore>) -> Result<Run, Error> {
     let info = enc.info();
     let mut s = Session::new(cfg, info.dim);
     let mut online = Vec::with_capacity(traj.records.len());
     for r in &traj.records {
-        online.push(s.admit(enc, r)?);
+        online.push(match store.as_deref_mut() {
+            Some(st) => s.admit_archived(st, &traj.session, tokens::count(&r.observation) as u32, enc, r)?,
+            None => s.admit(enc, r)?,
+        });
     }
     let batch = compact_batch(cfg, enc, &traj.records)?;
     let equal = online.len() == batch.admissions.len()
