@@ -18,13 +18,17 @@
 //!
 //! - [`Durability::EveryAppend`]: `fdatasync` before `append` returns; an
 //!   acknowledged record survives power loss.
-//! - [`Durability::Group`] (the default): `fdatasync` when `max_records`
+//! - [`Durability::Group`] (the default): a sync is due when `max_records`
 //!   records are pending or, checked at each append, when the oldest pending
-//!   record is older than `max_delay`; also on [`FileStore::flush`] and on drop.
-//!   A record is durable against power loss once a sync has happened after
-//!   it (`FileStore::flush` returning `Ok` is such a point). There is no
-//!   background thread: a lone pending record waits for the next append,
-//!   `flush` or drop.
+//!   record is older than `max_delay`. A due sync is started on a helper
+//!   thread (`fdatasync` of a duplicate handle, at most one in flight), so
+//!   appends go on while the disk works; if one is still in flight, the next
+//!   append tries again. A record is durable against power loss once a sync
+//!   started after its append has completed; [`FileStore::flush`] returning
+//!   `Ok` is such a point, and drop flushes too. Nothing syncs on a timer: a
+//!   lone pending record waits for the next append, `flush` or drop. A failed
+//!   background `fdatasync` poisons the writer and is reported by the next
+//!   `append` or `flush`.
 //! - [`Durability::None`]: the store never syncs on its own (not on roll, not
 //!   on drop); only an explicit [`FileStore::flush`] does. Crash-of-process
 //!   safe, not power-loss safe.
@@ -62,9 +66,9 @@ use std::time::{Duration, Instant};
 pub enum Durability {
     /// `fdatasync` after every append, before it returns.
     EveryAppend,
-    /// Group commit: `fdatasync` once `max_records` records are pending, or
-    /// at an append that finds the oldest pending record older than
-    /// `max_delay`; plus on `flush()` and drop.
+    /// Group commit: a background `fdatasync` starts once `max_records`
+    /// records are pending, or at an append that finds the oldest pending
+    /// record older than `max_delay`; `flush()` and drop wait for it.
     Group {
         /// Most records written but not yet synced.
         max_records: u32,
@@ -134,6 +138,8 @@ struct Writer {
     oldest: Option<Instant>,
     buf: Vec<u8>,
     poisoned: bool,
+    /// The group-commit sync in flight, and the file it syncs.
+    inflight: Option<(std::thread::JoinHandle<std::io::Result<()>>, PathBuf)>,
 }
 
 /// The durable [`ObsStore`]: append-only, checksummed segment files in one
@@ -255,7 +261,7 @@ impl FileStore {
             Err(TryLockError::WouldBlock) => return Err(StoreError::Locked { path: dir, lock: lock_path }),
             Err(TryLockError::Error(e)) => return Err(io("lock", &lock_path, None)(e)),
         }
-        let writer = Writer { _lock: lock, pending: 0, oldest: None, buf: Vec::new(), poisoned: false };
+        let writer = Writer { _lock: lock, pending: 0, oldest: None, buf: Vec::new(), poisoned: false, inflight: None };
         let mut s = Self::load(dir, opts, true)?;
         s.writer = Some(writer);
         if s.segs.is_empty() {
@@ -446,12 +452,48 @@ impl FileStore {
     /// Sync every pending record to stable storage (under every
     /// [`Durability`], `None` included). Returning `Ok` is a durability point.
     pub fn flush(&mut self) -> Result<()> {
-        match self.writer.as_ref() {
-            Some(w) if w.pending > 0 => self.sync(),
-            _ => Ok(()),
+        let Some(w) = self.writer.as_ref() else { return Ok(()) };
+        if w.poisoned {
+            return Err(StoreError::Poisoned { path: self.dir.clone() });
         }
+        self.join_inflight()?;
+        if self.writer.as_ref().unwrap().pending > 0 { self.sync() } else { Ok(()) }
     }
 
+    /// Wait for the background sync, if one is in flight.
+    fn join_inflight(&mut self) -> Result<()> {
+        let w = self.writer.as_mut().unwrap();
+        let Some((h, path)) = w.inflight.take() else { return Ok(()) };
+        let r = h.join().unwrap_or_else(|_| Err(std::io::Error::other("sync thread panicked")));
+        r.map_err(|e| {
+            w.poisoned = true;
+            io("fsync", path, None)(e)
+        })
+    }
+
+    /// Start syncing everything written so far on a helper thread, unless a
+    /// sync is still in flight (the next append will try again).
+    fn start_sync(&mut self) -> Result<()> {
+        if let Some((h, _)) = &self.writer.as_ref().unwrap().inflight
+            && !h.is_finished()
+        {
+            return Ok(());
+        }
+        self.join_inflight()?;
+        let seg = self.segs.last().unwrap();
+        let f = seg.file.try_clone().map_err(io("duplicate handle of", &seg.path, None))?;
+        let h = std::thread::Builder::new()
+            .name("arc-store-sync".into())
+            .spawn(move || f.sync_data())
+            .map_err(io("start sync thread for", &seg.path, None))?;
+        let w = self.writer.as_mut().unwrap();
+        w.inflight = Some((h, seg.path.clone()));
+        w.pending = 0;
+        w.oldest = None;
+        Ok(())
+    }
+
+    /// Sync the current segment now, on this thread.
     fn sync(&mut self) -> Result<()> {
         let seg = self.segs.last().unwrap();
         let w = self.writer.as_mut().unwrap();
@@ -497,7 +539,10 @@ impl FileStore {
             w.buf = Vec::new();
         }
         let loc = r?;
-        let meta = self.sessions.entry(session.0.clone()).or_default().add(
+        if !self.sessions.contains_key(&session.0) {
+            self.sessions.insert(session.0.clone(), SessionIndex::default());
+        }
+        let meta = self.sessions.get_mut(&session.0).unwrap().add(
             id,
             rec.action,
             rec.observation,
@@ -515,10 +560,7 @@ impl FileStore {
         if cur.len > HEADER_LEN as u64 && cur.len + len > self.opts.segment_bytes {
             if self.opts.durability != Durability::None {
                 // Earlier segments are complete and synced, so damage can only ever be in the last one.
-                let p = self.writer.as_ref().unwrap().pending;
-                if p > 0 || self.opts.durability == Durability::EveryAppend {
-                    self.sync()?;
-                }
+                self.flush()?;
             }
             let n = self.segs.len() as u32 + 1;
             self.create_segment(n)?;
@@ -537,13 +579,10 @@ impl FileStore {
         let w = self.writer.as_mut().unwrap();
         w.pending += 1;
         let oldest = *w.oldest.get_or_insert_with(Instant::now);
-        let due = match self.opts.durability {
-            Durability::EveryAppend => true,
-            Durability::Group { max_records, max_delay } => w.pending >= max_records || oldest.elapsed() >= max_delay,
-            Durability::None => false,
-        };
-        if due {
-            self.sync()?;
+        match self.opts.durability {
+            Durability::EveryAppend => self.sync()?,
+            Durability::Group { max_records, max_delay } if w.pending >= max_records || oldest.elapsed() >= max_delay => self.start_sync()?,
+            _ => {}
         }
         Ok(Loc { seg: si as u32, off, len, obs_off: 0 })
     }
@@ -573,12 +612,8 @@ impl FileStore {
 
 impl Drop for FileStore {
     fn drop(&mut self) {
-        if self.opts.durability != Durability::None
-            && let Some(w) = &self.writer
-            && w.pending > 0
-            && !w.poisoned
-        {
-            let _ = self.sync();
+        if self.opts.durability != Durability::None && self.writer.as_ref().is_some_and(|w| !w.poisoned) {
+            let _ = self.flush();
         }
     }
 }

@@ -22,7 +22,10 @@ fn file_store_behaviour() {
     collision(&mut FileStore::open(d.path()).unwrap());
 }
 
-fn dump<S: ObsStore>(s: &S, sessions: &[&str]) -> Vec<(String, Vec<(lam_core::ObsMeta, Vec<u8>)>)> {
+/// Every session's (metadata, body) pairs, in creation order.
+type Dump = Vec<(String, Vec<(lam_core::ObsMeta, Vec<u8>)>)>;
+
+fn dump<S: ObsStore>(s: &S, sessions: &[&str]) -> Dump {
     sessions
         .iter()
         .map(|name| {
