@@ -5,8 +5,10 @@
 //!   target >= 200 MB/s.
 //! - `append/every`: the same with an fsync per append (reported for comparison).
 //! - `append/none`: no fsync at all (the write path alone).
+//! - `open`: reopening a store of 10,000 observations (index rebuild).
 //! - `get/warm`: recall of a random id from a store holding 10,000 archived
-//!   observations, file cache warm; target median <= 50 us. A direct
+//!   observations, file cache warm; target median <= 50 us (`get/meta`: the
+//!   metadata alone, from memory). A direct
 //!   per-call timing of 20,000 recalls prints the median and p99 as well.
 
 use arc_store::{Durability, FileStore, Options};
@@ -102,6 +104,13 @@ fn bench_get(c: &mut Criterion) {
             ids.push(s.append(&session, r, 1).unwrap().shown);
         }
     }
+    let mut g = c.benchmark_group("open");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    g.throughput(Throughput::Elements(records.len() as u64));
+    g.bench_function("read-only, 10000 archived (rebuild index, verify every CRC)", |b| {
+        b.iter(|| black_box(FileStore::open_read_only(dir.path()).unwrap().len()))
+    });
+    g.finish();
     let s = FileStore::open_read_only(dir.path()).unwrap();
     let mut r = Rng(5);
     let order: Vec<usize> = (0..20_000).map(|_| (r.next() % ids.len() as u64) as usize).collect();

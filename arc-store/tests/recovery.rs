@@ -273,3 +273,34 @@ fn read_only_open_of_a_missing_directory_names_it() {
     assert!(e.contains(p.to_str().unwrap()), "{e}");
     assert!(!p.exists());
 }
+
+#[test]
+fn a_reader_refreshing_while_the_writer_appends_never_sees_damage() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    let opts = Options { durability: Durability::None, segment_bytes: 8 << 10 };
+    let mut w = FileStore::open_with(&dir, opts).unwrap();
+    let body = |i: u32| format!("{i}:").repeat(1 + (i as usize * 37) % 900).into_bytes();
+    let writer = std::thread::spawn(move || {
+        for i in 0..400u32 {
+            w.append(&sid("live"), &rec(i, "gen", &body(i), None), 1).unwrap();
+        }
+        w
+    });
+    let mut r = FileStore::open_read_only(&dir).unwrap();
+    loop {
+        let done = writer.is_finished();
+        r.refresh().unwrap();
+        for shown in r.ids(&sid("live")).unwrap() {
+            let m = r.meta(&sid("live"), &shown).unwrap().unwrap();
+            assert_eq!(r.get(&sid("live"), &shown).unwrap().unwrap(), body(m.step));
+        }
+        if done {
+            break;
+        }
+    }
+    let w = writer.join().unwrap();
+    r.refresh().unwrap();
+    assert_eq!(r.ids(&sid("live")).unwrap(), w.ids(&sid("live")).unwrap());
+    assert_eq!(r.ids(&sid("live")).unwrap().len(), 400);
+}
