@@ -168,8 +168,11 @@ pub struct ArcView<S, T> {
     page_fill: usize,
     page_reserve: usize,
     page: usize,
+    page_cache: std::cell::RefCell<Option<((usize, usize, usize), String, usize)>>,
     // Recall bookkeeping (kept apart from the immutable archive).
     parts_of: HashMap<String, Vec<Range<usize>>>,
+    bodies: HashMap<String, Vec<u8>>,
+    rendered: HashMap<(String, u32), (String, usize, usize)>,
     recalled: Vec<Part>,
     clock: u64,
     recalls_total: u64,
@@ -226,7 +229,10 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             page_fill: 0,
             page_reserve,
             page: 0,
+            page_cache: std::cell::RefCell::new(None),
             parts_of: HashMap::new(),
+            bodies: HashMap::new(),
+            rendered: HashMap::new(),
             recalled: Vec::new(),
             clock: 0,
             recalls_total: 0,
@@ -289,8 +295,20 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let tokens = self.tok.count(&record.observation);
         let meta = self.store.append(&self.session, record, u32::try_from(tokens).unwrap_or(u32::MAX))?;
         let n = self.entries.len() + 1;
-        let v = verbatim(n, Some(&meta.shown), thought, &record.action, &lossy(shown));
-        let vt = self.tok.count(v.as_bytes());
+        let body = lossy(shown);
+        let v = verbatim(n, Some(&meta.shown), thought, &record.action, &body);
+        // Counts add up where a newline meets a non-whitespace byte, so an
+        // observation that starts with one and ends with a newline is not
+        // tokenized twice (the whole-view tests check the sum).
+        let clean = std::ptr::eq(shown, &record.observation[..])
+            && shown.first().is_some_and(|b| !b.is_ascii_whitespace())
+            && shown.ends_with(b"\n");
+        let vt = if clean {
+            let head = &v[..v.len() - body.len()];
+            self.tok.count(head.as_bytes()) + tokens
+        } else {
+            self.tok.count(v.as_bytes())
+        };
         if !self.in_catalog.contains_key(&meta.shown) {
             self.add_to_catalog(&meta);
         }
@@ -365,41 +383,50 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     }
 
     fn recall(&mut self, shown: &str, part: u32) -> Result<String, Error> {
-        let Some(body) = self.store.get(&self.session, shown)? else { return self.unknown(shown) };
-        let parts = match self.parts_of.get(shown) {
-            Some(p) => p.clone(),
-            None => {
-                let p = cut_parts(&self.tok, &body, self.b.part);
-                self.parts_of.insert(shown.to_string(), p.clone());
-                p
-            }
-        };
+        // Parts are cut once per id and rendered once per part: a warm
+        // recall touches neither the archive nor the tokenizer.
+        if !self.parts_of.contains_key(shown) {
+            let Some(body) = self.store.get(&self.session, shown)? else { return self.unknown(shown) };
+            let p = cut_parts(&self.tok, &body, self.b.part);
+            self.parts_of.insert(shown.to_string(), p);
+            self.bodies.insert(shown.to_string(), body);
+        }
+        let parts = &self.parts_of[shown];
         let m = parts.len() as u32;
         if part > m {
             return Ok(format!("[§{shown} has {m} part{}; part {part} does not exist]", if m == 1 { "" } else { "s" }));
+        }
+        let r = parts[part as usize - 1].clone();
+        let key = (shown.to_string(), part);
+        if !self.rendered.contains_key(&key) {
+            let body = match self.bodies.get(shown) {
+                Some(b) => b.clone(),
+                None => self.store.get(&self.session, shown)?.ok_or_else(|| err(format!("§{shown} vanished from the archive")))?,
+            };
+            let next = if part < m { format!("; next: _recall §{shown} {}/{m}", part + 1) } else { String::new() };
+            let mut text = format!("[recalled §{shown} part {part}/{m}: exact bytes {}-{} of {}{next}]\n", r.start, r.end, body.len());
+            push_line_block(&mut text, &lossy(&body[r.clone()]));
+            let tokens = self.tok.count(text.as_bytes());
+            self.rendered.insert(key.clone(), (text, tokens, body.len()));
+        }
+        let (text, tokens, len) = self.rendered[&key].clone();
+        if tokens > self.b.recall {
+            return Ok(format!("[§{shown} part {part}/{m} needs {tokens} tokens, more than the recall budget {}]", self.b.recall));
         }
         self.recalls_total += 1;
         self.clock += 1;
         if let Some(p) = self.recalled.iter_mut().find(|p| p.shown == shown && p.part == part) {
             p.used = self.clock;
         } else {
-            let r = parts[part as usize - 1].clone();
-            let next = if part < m { format!("; next: _recall §{shown} {}/{m}", part + 1) } else { String::new() };
-            let mut text = format!("[recalled §{shown} part {part}/{m}: exact bytes {}-{} of {}{next}]\n", r.start, r.end, body.len());
-            push_line_block(&mut text, &lossy(&body[r.clone()]));
-            let tokens = self.tok.count(text.as_bytes());
-            if tokens > self.b.recall {
-                return Ok(format!("[§{shown} part {part}/{m} needs {tokens} tokens, more than the recall budget {}]", self.b.recall));
-            }
             self.recalled.push(Part { shown: shown.to_string(), part, parts: m, text, tokens, used: self.clock });
         }
         // Least recently used bodies fall back to their citations.
-        while self.recalled.iter().map(|p| p.tokens).sum::<usize>() > self.b.recall {
+        let mut total: usize = self.recalled.iter().map(|p| p.tokens).sum();
+        while total > self.b.recall {
             let i = self.recalled.iter().enumerate().min_by_key(|(_, p)| p.used).map(|(i, _)| i).expect("non-empty");
-            self.recalled.remove(i);
+            total -= self.recalled.remove(i).tokens;
         }
-        let r = &parts[part as usize - 1];
-        Ok(format!("[§{shown} part {part}/{m} (bytes {}-{} of {}) is in the recall section]", r.start, r.end, body.len()))
+        Ok(format!("[§{shown} part {part}/{m} (bytes {}-{} of {len}) is in the recall section]", r.start, r.end))
     }
 
     fn unknown(&self, shown: &str) -> Result<String, Error> {
@@ -493,6 +520,12 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     }
 
     fn page_text(&self) -> (String, usize) {
+        let key = (self.page, self.page_starts.len(), self.catalog.len());
+        if let Some((k, text, t)) = &*self.page_cache.borrow() {
+            if *k == key {
+                return (text.clone(), *t);
+            }
+        }
         let pages = self.page_starts.len();
         let s = self.page_starts[self.page];
         let e = self.page_starts.get(self.page + 1).copied().unwrap_or(self.catalog.len());
@@ -507,6 +540,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             text.push_str(line);
             t += lt;
         }
+        *self.page_cache.borrow_mut() = Some((key, text.clone(), t));
         (text, t)
     }
 

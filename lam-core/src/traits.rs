@@ -205,6 +205,11 @@ impl<S: ObsStore + ?Sized> ObsStore for &mut S {
 
 /// Counts a model's tokens. The view policies bound prompts with it; the
 /// facade supplies cl100k_base, tests may supply simpler counters.
+///
+/// Views add up the counts of their entries, so an implementation must be
+/// additive where a text ending in a newline meets one that starts with a
+/// non-whitespace byte: `count(a + b) == count(a) + count(b)` there (true of
+/// cl100k_base, whose pre-tokenizer never joins such a pair).
 pub trait TokenCounter: Send + Sync {
     /// Tokens of `text` (invalid UTF-8 counted as the implementation documents).
     fn count(&self, text: &[u8]) -> usize;
