@@ -122,6 +122,10 @@ enum Cmd {
         /// Skip cl100k_base token accounting (faster).
         #[arg(long)]
         no_tokens: bool,
+        /// Archive every observation into this store directory first (ARC FileStore), so every
+        /// stub's `_recall §id` can be answered with `lam recall --store DIR §id`.
+        #[arg(long)]
+        store: Option<PathBuf>,
     },
 }
 
@@ -144,7 +148,7 @@ fn main() -> Result<()> {
         Cmd::Costmodel(a) => costmodel_cli::run(a)?,
         Cmd::View(a) => view_cli::view(a)?,
         Cmd::Recall(a) => view_cli::recall(a)?,
-        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens } => {
+        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens, store } => {
             let t = Threshold::from_cosine(threshold)?;
             let mut cfg = Config::new(t);
             cfg.order = match order {
@@ -182,6 +186,10 @@ fn main() -> Result<()> {
             if let Some(d) = &out {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
+            let mut archive = match &store {
+                Some(d) => Some(lam::store::FileStore::open(d).with_context(|| format!("opening store {}", d.display()))?),
+                None => None,
+            };
             let files = read::expand_inputs(&paths)?;
             if files.is_empty() {
                 bail!("no trajectory files under {:?}", paths);
@@ -201,7 +209,11 @@ fn main() -> Result<()> {
                     continue;
                 };
                 for traj in trajs {
-                    let run = report::run(cfg, enc.as_dyn(), &traj, !no_tokens).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
+                    let run = match archive.as_mut() {
+                        Some(st) => report::run_archived(cfg, enc.as_dyn(), &traj, !no_tokens, Some(st as &mut dyn lam_core::ObsStore)),
+                        None => report::run(cfg, enc.as_dyn(), &traj, !no_tokens),
+                    }
+                    .with_context(|| format!("{}: session {}", f.display(), traj.session))?;
                     let r = &run.report;
                     for a in &run.online {
                         for c in &a.chunks {
