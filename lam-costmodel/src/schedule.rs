@@ -82,8 +82,8 @@ pub struct ScheduleConfig {
     pub schedule: Schedule,
     /// Growth or hard budget.
     pub limit: Limit,
-    /// Context at which `defer-to-wall` compacts; defaults to the hard budget
-    /// (required in the growth regime).
+    /// Context at which `defer-to-wall` compacts; defaults to the hard budget,
+    /// or in the growth regime to the KV capacity (compact only when forced).
     pub wall: Option<f64>,
     /// Share of the context a deletion invalidates, in `[0, 1]`. LAM charges the
     /// whole context (1.0); it measures 0.94 on average (E.2).
@@ -151,9 +151,7 @@ pub fn run_schedule(serving: &Serving, rates: &CompactionRates, arrivals: &[Arri
     let wall = match (cfg.schedule, cfg.wall, cfg.limit) {
         (Schedule::DeferToWall, Some(w), _) => w,
         (Schedule::DeferToWall, None, Limit::HardBudget { tokens, .. }) => tokens,
-        (Schedule::DeferToWall, None, Limit::Growth) => {
-            return Err(Error::BadInput("defer-to-wall in the growth regime needs a wall (tokens)".into()));
-        }
+        (Schedule::DeferToWall, None, Limit::Growth) => capacity,
         _ => f64::INFINITY,
     };
     let mut c = cfg.initial_context;

@@ -192,8 +192,13 @@ fn schedules_by_hand() {
     close(snapshot_steady_state(637.0, 0.25), 2548.0);
     let bad = [Arrival { tokens: 1, removed: 2, decoded: 0, candidate_pairs: 0 }];
     assert!(run_schedule(&s, &TOY_RATES, &bad, &ScheduleConfig::new(Schedule::Admit, Limit::Growth)).is_err());
-    let no_wall = ScheduleConfig::new(Schedule::DeferToWall, Limit::Growth);
-    assert!(run_schedule(&s, &TOY_RATES, &a, &no_wall).is_err());
+    // Without a wall, defer-to-wall in the growth regime compacts at the KV
+    // capacity: 2e9 + 2e9 = 4e9 passes 2.495e9 with 3e9 pending -> 1e9 left.
+    let big = [Arrival { tokens: 2_000_000_000, removed: 1_500_000_000, decoded: 0, candidate_pairs: 0 }; 2];
+    let d = run_schedule(&s, &TOY_RATES, &big[..1], &ScheduleConfig::new(Schedule::DeferToWall, Limit::Growth)).unwrap();
+    assert_eq!((d.final_context, d.reprefill_events), (2e9, 0));
+    let d = run_schedule(&s, &TOY_RATES, &big, &ScheduleConfig::new(Schedule::DeferToWall, Limit::Growth)).unwrap();
+    assert_eq!((d.final_context, d.reprefill_events, d.exhausted_at_turn), (1e9, 1, None));
 }
 
 #[test]
