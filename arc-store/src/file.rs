@@ -373,25 +373,32 @@ impl FileStore {
             return Ok(0);
         }
         let mut added = 0;
-        if let Some(seg) = self.segs.last() {
-            let from = seg.len;
-            // Judged as the last segment unless a newer one exists; a record the
-            // writer is still writing looks like a torn tail and waits for the next refresh.
-            let last = !self.dir.join(seg_name(self.segs.len() as u32 + 1)).exists();
-            added += self.scan_from(last, from)?;
+        if self.segs.is_empty() {
+            // Not even segment 1 existed at open.
+            match File::open(self.dir.join(seg_name(1))) {
+                Ok(file) => self.segs.push(Segment { path: self.dir.join(seg_name(1)), file, len: 0 }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(io("open", self.dir.join(seg_name(1)), None)(e)),
+            }
+            self.recovery.segments = 1;
         }
         loop {
+            // Look for the next segment *before* reading this one: the writer
+            // finishes a segment before it creates the next, so if the next
+            // exists, this one is complete; if not, whatever is half-written
+            // is left as a torn tail for the next refresh.
             let n = self.segs.len() as u32 + 1;
             let path = self.dir.join(seg_name(n));
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            let next = match File::open(&path) {
+                Ok(f) => Some(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io("open", &path, None)(e)),
             };
+            let from = self.segs.last().unwrap().len;
+            added += self.scan_from(next.is_none(), from)?;
+            let Some(file) = next else { break };
             self.segs.push(Segment { path, file, len: 0 });
             self.recovery.segments += 1;
-            let last = !self.dir.join(seg_name(n + 1)).exists();
-            added += self.scan_from(last, 0)?;
         }
         Ok(added)
     }
