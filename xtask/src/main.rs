@@ -7,6 +7,10 @@
 //! - `bench-encoder`: lam's encoder beside candle's BertModel and PyTorch
 //!   sentence-transformers (a venv made by `scripts/bench-venv.sh`) on the same
 //!   real 510-token windows (`benches/encoder-peer`, outside the workspace).
+//! - `calibrate`: measures this machine's compaction rates (L0 line hashing,
+//!   exact verification, encoder tokens/s) with the pipeline's own code and
+//!   writes a `lam-costmodel` device profile (`lam costmodel calibrate`, release
+//!   build; default `$LAM_HOME/costmodel/profile.json`, or `--out FILE`).
 //! - `soak`: the arc-store crash test at length (SIGKILL a writing child
 //!   10,000 times, `ARC_SOAK_ITERS` to change).
 //!
@@ -94,11 +98,24 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        "verify-digests" | "build-kernels" | "check-features" | "gpu-check" | "calibrate" => {
+        "calibrate" => {
+            // The measurement needs the pipeline's crates, which the `lam` command already links.
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            let st = cargo()
+                .args(["run", "--release", "-q", "-p", "lam", "--", "costmodel", "calibrate"])
+                .args(&rest)
+                .status()
+                .context("cargo run -p lam")?;
+            if !st.success() {
+                bail!("calibration failed");
+            }
+            Ok(())
+        }
+        "verify-digests" | "build-kernels" | "check-features" | "gpu-check" => {
             bail!("`cargo xtask {task}` is not built yet (tracked by its own issue)")
         }
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder | soak>");
+            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
             std::process::exit(2);
         }
     }
