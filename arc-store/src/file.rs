@@ -570,7 +570,11 @@ impl FileStore {
                 self.flush()?;
             }
             let n = self.segs.len() as u32 + 1;
-            self.create_segment(n)?;
+            if let Err(e) = self.create_segment(n) {
+                // A half-made segment file would block every later roll; reopening repairs it.
+                self.writer.as_mut().unwrap().poisoned = true;
+                return Err(e);
+            }
         }
         let si = self.segs.len() - 1;
         let seg = &mut self.segs[si];
