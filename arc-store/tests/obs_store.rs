@@ -180,3 +180,11 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn stores_are_send_and_sync() {
+    // Sessions run in parallel (ARCHITECTURE invariant 8): a store may move to a worker thread.
+    fn check<T: Send + Sync>() {}
+    check::<MemStore>();
+    check::<FileStore>();
+}
