@@ -8,7 +8,7 @@ use lam_core::{Encoder, Threshold};
 use lam_costmodel::classes::{Class3Inputs, Compressor, class1_summarize, class2_prefill_only, class3_lam};
 use lam_costmodel::paper::{paper_checks, render_checks};
 use lam_costmodel::{
-    Arrival, BatchRule, Call, CompactionRates, DEVICE_NAMES, Deployment, Device, DeviceProfile, Efficiency, KvLength, Limit, MODEL_NAMES, Model,
+    Arrival, BatchRule, Call, CompactionRates, PolicyCalls, DEVICE_NAMES, Deployment, Device, DeviceProfile, Efficiency, KvLength, Limit, MODEL_NAMES, Model,
     PROFILE_FORMAT, Roofline, Schedule, ScheduleConfig, Serving, phi_table, run_schedule,
 };
 use serde::Serialize;
@@ -170,6 +170,51 @@ enum CostCmd {
     /// Our models fed the papers' stated inputs, beside the papers' numbers.
     CheckPapers {
         /// JSON rows [{"source","quantity","ours","paper","unit"}].
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay recorded trajectories under view policies through ARC's roofline: per model
+    /// call, the prompt each policy would build (cl100k_base tokens) and the tokens the
+    /// model decoded there (the recorded thought and action); prints modeled time, HBM
+    /// traffic and ratios to the first policy.
+    Replay {
+        /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Device preset.
+        #[arg(long, default_value = "h200")]
+        device: String,
+        /// Model preset.
+        #[arg(long, default_value = "qwen3-8b")]
+        model: String,
+        /// Policies, comma-separated; the first is the baseline of the ratios.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "window,masking,arc")]
+        policy: Vec<crate::view_cli::PolicyArg>,
+        /// Context window L_ctx in cl100k_base tokens.
+        #[arg(long, default_value_t = 16_000)]
+        budget: usize,
+        /// Tokens reserved for the completion (the view limit is budget - completion).
+        #[arg(long, default_value_t = 0)]
+        completion: usize,
+        /// Turns kept by `window`.
+        #[arg(long, default_value_t = 5)]
+        window: usize,
+        /// Observations kept by `masking`.
+        #[arg(long, default_value_t = 10)]
+        mask: usize,
+        /// Merge threshold for `lam`.
+        #[arg(long, default_value_t = 0.95)]
+        threshold: f64,
+        /// Count generated tokens in L_k (exact growth) instead of L_k = prompt.
+        #[arg(long)]
+        kv_growth: bool,
+        /// Encoder for `lam` (bert: all-MiniLM-L6-v2 by default; hashing: model-free).
+        #[arg(long, value_enum, default_value = "bert")]
+        encoder: crate::EncoderArg,
+        /// Encoder model directory for `lam`; default $LAM_MODEL or $LAM_HOME/models/all-MiniLM-L6-v2.
+        #[arg(long)]
+        encoder_model: Option<PathBuf>,
+        /// JSON rows.
         #[arg(long)]
         json: bool,
     },
@@ -393,7 +438,140 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
             Ok(())
         }
         CostCmd::Calibrate { out, model, seconds } => calibrate(out, model, seconds),
+        CostCmd::Replay { paths, device, model, policy, budget, completion, window, mask, threshold, kv_growth, encoder, encoder_model, json } => {
+            let enc = crate::EncoderOpts { encoder, model: encoder_model, batch: 32 };
+            let mut r = Roofline::arc(Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?);
+            if kv_growth {
+                r.kv_length = KvLength::PromptPlusGenerated;
+            }
+            if policy.is_empty() {
+                bail!("--policy: name at least one policy");
+            }
+            let opts = ReplayOpts { budget, completion, window, mask, threshold, enc: &enc };
+            let mut calls: Vec<PolicyCalls> = policy.iter().map(|p| PolicyCalls { policy: policy_name(*p).into(), trajectories: Vec::new() }).collect();
+            for input in lam::read::expand_inputs(&paths)? {
+                let Some(trajs) = lam::read::read_input(&input)? else {
+                    eprintln!("note: {} is not a trajectory; skipped", input.path.display());
+                    continue;
+                };
+                for t in &trajs {
+                    for (i, p) in policy.iter().enumerate() {
+                        let c = policy_calls(t, *p, &opts).with_context(|| format!("{} ({}): policy {}", input.path.display(), t.session.0, policy_name(*p)))?;
+                        calls[i].trajectories.push(c);
+                    }
+                }
+            }
+            let rows = lam_costmodel::replay(&r, &calls, 0)?;
+            if json {
+                return print_json(&rows);
+            }
+            println!(
+                "replay: {} trajectories, {model} on {device}, budget {budget} cl100k tokens; roofline L_k = {}; ratios to {}",
+                calls[0].trajectories.len(),
+                if kv_growth { "prompt + generated" } else { "prompt" },
+                rows[0].policy
+            );
+            println!(
+                "{:<9} {:>6} {:>12} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}",
+                "policy", "calls", "prompt tok", "decoded", "mean B", "HBM TB", "decode s", "prefill s", "total s", "speedup", "sav %"
+            );
+            for x in &rows {
+                println!(
+                    "{:<9} {:>6} {:>12} {:>9} {:>7.0} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7.2}x {:>7.1}",
+                    x.policy,
+                    x.calls,
+                    x.prompt_tokens,
+                    x.decoded_tokens,
+                    x.mean_batch,
+                    x.decode_bytes / 1e12,
+                    x.decode_s,
+                    x.prefill_s,
+                    x.total_s,
+                    x.speedup,
+                    x.savings_pct
+                );
+            }
+            Ok(())
+        }
     }
+}
+
+struct ReplayOpts<'a> {
+    budget: usize,
+    completion: usize,
+    window: usize,
+    mask: usize,
+    threshold: f64,
+    enc: &'a crate::EncoderOpts,
+}
+
+fn policy_name(p: crate::view_cli::PolicyArg) -> &'static str {
+    use crate::view_cli::PolicyArg as P;
+    match p {
+        P::Arc => "arc",
+        P::Lam => "lam",
+        P::Window => "window",
+        P::Masking => "masking",
+        P::Full => "full",
+    }
+}
+
+/// One trajectory's model calls under one policy: call `k` sees the view of
+/// turns `0..k` and decodes turn `k`'s thought and action (as `lam view` builds
+/// views; one model call per turn).
+fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &ReplayOpts<'_>) -> Result<Vec<Call>> {
+    use crate::view_cli::PolicyArg as P;
+    use lam::view::{ArcConfig, ArcView, FullContext, ObservationMasking, SlidingWindow};
+    use lam_core::{TokenCounter, ViewPolicy};
+    let tok = lam::tokens::Cl100k;
+    let turns = t.turns();
+    let decoded = |turn: &lam_core::Turn| (tok.count(turn.thought.as_bytes()) + tok.count(turn.record.action.as_bytes())) as u64;
+    let limit = o.budget.checked_sub(o.completion).context("--completion exceeds --budget")?;
+    let mut text = String::new();
+    let mut calls = Vec::with_capacity(turns.len());
+    match p {
+        P::Arc | P::Lam => {
+            let mut cfg = ArcConfig::with_limit(o.budget);
+            cfg.completion = o.completion;
+            let mut v = ArcView::new(cfg, t.session.clone(), &t.task, lam::store::MemStore::new(), tok)?;
+            let mut lam = None;
+            if p == P::Lam {
+                let enc = crate::make_encoder(o.enc)?;
+                let mut c = lam::operator::Config::new(Threshold::from_cosine(o.threshold)?);
+                c.encode_batch = o.enc.batch;
+                lam = Some((lam::operator::Session::new(c, enc.info().dim), enc));
+            }
+            for turn in &turns {
+                let st = v.render_view(&mut text)?;
+                calls.push(Call::new(st.tokens as u64, decoded(turn)));
+                if v.act(&turn.thought, &turn.record.action)?.is_none() {
+                    match &mut lam {
+                        Some((s, enc)) => {
+                            let tokens = tok.count(&turn.record.observation) as u32;
+                            let adm = s.admit_archived(v.store_mut(), &t.session, tokens, enc.as_mut(), &turn.record)?;
+                            v.push_turn_shown(&turn.thought, &turn.record, &adm.residual)?;
+                        }
+                        None => {
+                            v.push_turn(&turn.thought, &turn.record)?;
+                        }
+                    }
+                }
+            }
+        }
+        P::Window | P::Masking | P::Full => {
+            let mut v: Box<dyn ViewPolicy> = match p {
+                P::Window => Box::new(SlidingWindow::new(&t.task, tok, o.window, limit)),
+                P::Masking => Box::new(ObservationMasking::new(&t.task, tok, o.mask, limit)),
+                _ => Box::new(FullContext::new(&t.task, tok)),
+            };
+            for turn in &turns {
+                let n = v.render(&mut text)?;
+                calls.push(Call::new(n as u64, decoded(turn)));
+                v.push(turn)?;
+            }
+        }
+    }
+    Ok(calls)
 }
 
 fn print_json<T: Serialize>(v: &T) -> Result<()> {
