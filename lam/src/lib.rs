@@ -7,6 +7,7 @@
 //! `lam-core`, `lam-hash`, `lam-lsh`, `lam-encode`.
 #![warn(missing_docs)]
 
+pub mod eval;
 pub mod operator;
 pub mod read;
 pub mod report;

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 mod costmodel_cli;
+mod eval_cli;
 mod view_cli;
 
 #[derive(Parser)]
@@ -77,6 +78,8 @@ enum Cmd {
     Recall(view_cli::RecallArgs),
     /// Cost models of the LAM and ARC papers: phi, schedules, roofline, cost classes, paper checks, calibration.
     Costmodel(costmodel_cli::CostmodelArgs),
+    /// The papers' measurements over trajectory corpora (removal, bound, evidence, retrieval, baselines, plots).
+    Eval(eval_cli::EvalArgs),
     /// Embed JSON strings (one per line on stdin) into unit vectors (one JSON array per line on stdout).
     Embed {
         #[command(flatten)]
@@ -146,6 +149,7 @@ fn main() -> Result<()> {
     match cli.cmd {
         Cmd::Embed { enc, info } => embed(&enc, info)?,
         Cmd::Costmodel(a) => costmodel_cli::run(a)?,
+        Cmd::Eval(a) => eval_cli::run(a)?,
         Cmd::View(a) => view_cli::view(a)?,
         Cmd::Recall(a) => view_cli::recall(a)?,
         Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens, store } => {

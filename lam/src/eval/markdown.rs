@@ -1,0 +1,182 @@
+//! `report.md`.
+
+use super::{EvalReport, SettingRow};
+use std::fmt::Write as _;
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", 100.0 * x)
+}
+
+fn opct(x: Option<f64>, digits: usize) -> String {
+    x.map(|v| format!("{:.*}%", digits, 100.0 * v)).unwrap_or_else(|| "—".into())
+}
+
+fn of(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "—".into())
+}
+
+fn ev_cells(r: &SettingRow) -> String {
+    format!("{} | {} | {} | {} | {}", opct(r.evidence_micro, 3), opct(r.evidence_recoverable, 3), opct(r.trajectories_intact, 1), r.lines_lost, opct(r.rsc, 2))
+}
+
+/// Render the report as Markdown.
+pub fn markdown(r: &EvalReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# lam eval\n");
+    let _ = writeln!(s, "Inputs: {}  ", r.inputs.join(", "));
+    let _ = writeln!(s, "Encoder: `{}`  ", r.encoder);
+    let _ = writeln!(
+        s,
+        "{} trajectories, {} observation records, {} chunks, {} observation tokens (cl100k_base). {} joined with a gold patch ({} with witnessed evidence, {} candidate lines); {} with a recorded outcome ({} resolved).\n",
+        r.trajectories, r.records, r.chunks, r.tokens, r.with_gold, r.with_witnessed, r.candidate_lines, r.with_outcome, r.resolved
+    );
+    let _ = writeln!(s, "Definitions of every column: `docs/eval.md`. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
+
+    let _ = writeln!(s, "## Headline\n");
+    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L0→L1 net | order effect | δ̂ | evidence | recoverable | intact | digest | online=batch |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for t in &r.thresholds {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {:+.2} pt | {:.4} | {} | {} | {} | `{}` | {} |",
+            t.threshold,
+            pct(t.removal_l0),
+            pct(t.removal_l1),
+            pct(t.l1_l0.removal_gross),
+            pct(t.l1_l0.removal_net),
+            pct(t.l0_l1.removal_net),
+            100.0 * t.order_effect,
+            t.delta_hat,
+            opct(t.l1_l0.evidence_micro, 3),
+            opct(t.l1_l0.evidence_recoverable, 3),
+            opct(t.l1_l0.trajectories_intact, 1),
+            t.digest,
+            if t.online_equals_batch { "yes" } else { "NO" }
+        );
+    }
+
+    let _ = writeln!(s, "\n## Evidence, RSC and feasibility (lossy: stub = lost; recoverable: via `_recall §id`)\n");
+    let mut bh = String::new();
+    for b in r.thresholds.first().map(|t| t.l1_l0.bfr.clone()).unwrap_or_default() {
+        let _ = write!(bh, " BFR@{}K |", b.budget / 1024);
+    }
+    let nb = r.thresholds.first().map(|t| t.l1_l0.bfr.len()).unwrap_or(0);
+    let _ = writeln!(s, "| setting | removal (net) | evidence | recoverable | intact | lines lost | RSC |{bh}");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|{}", "---|".repeat(nb));
+    let bfr = |row: &SettingRow| row.bfr.iter().map(|b| format!(" {} |", pct(b.fits))).collect::<String>();
+    for b in r.baselines.iter().filter(|b| b.baseline == "none" || b.baseline == "l0") {
+        let _ = writeln!(s, "| {} | {} | {} |{}", if b.baseline == "none" { "no compaction" } else { "L0 alone" }, pct(b.row.removal_net), ev_cells(&b.row), bfr(&b.row));
+    }
+    for t in &r.thresholds {
+        let _ = writeln!(s, "| LAM t={} (L1→L0) | {} | {} |{}", t.threshold, pct(t.l1_l0.removal_net), ev_cells(&t.l1_l0), bfr(&t.l1_l0));
+    }
+    for t in &r.thresholds {
+        let _ = writeln!(s, "| LAM t={} (L0→L1) | {} | {} |{}", t.threshold, pct(t.l0_l1.removal_net), ev_cells(&t.l0_l1), bfr(&t.l0_l1));
+    }
+    for b in r.baselines.iter().filter(|b| b.baseline != "none" && b.baseline != "l0") {
+        let name = match b.baseline.as_str() {
+            "masking" => format!("masking k={}", b.param.unwrap_or(0.0)),
+            other => format!("{other} cos {} (mean of seeds)", b.param.unwrap_or(0.0)),
+        };
+        let _ = writeln!(s, "| {name} | {} | {} |{}", pct(b.row.removal_net), ev_cells(&b.row), bfr(&b.row));
+    }
+    let _ = writeln!(s, "\nL1 alone must score what L1→L0 scores (the harness check of paper Table 14):");
+    for t in &r.thresholds {
+        let _ = write!(s, " t={}: {} vs {};", t.threshold, opct(t.l1_alone_evidence_micro, 3), opct(t.l1_l0.evidence_micro, 3));
+    }
+    let _ = writeln!(s, "\n\nRSC non-increasing along the sweep: {}.", r.rsc_non_increasing.map(|b| if b { "yes" } else { "NO" }).unwrap_or("— (no outcomes)"));
+
+    let _ = writeln!(s, "\n## ECR@τ (largest net removal with evidence ≥ τ)\n");
+    let taus: Vec<f64> = r.ecr.first().map(|e| e.at.iter().map(|a| a.0).collect()).unwrap_or_default();
+    let _ = writeln!(s, "| family | best |{}", taus.iter().map(|t| format!(" τ={t} |")).collect::<String>());
+    let _ = writeln!(s, "|---|---|{}", "---|".repeat(taus.len()));
+    for e in &r.ecr {
+        let cells: String = e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect();
+        let _ = writeln!(s, "| {} | {} |{cells}", e.family, opct(e.best, 2));
+    }
+
+    let _ = writeln!(s, "\n## Removal against input size T (trajectories reaching T; net, L1→L0)\n");
+    let sizes: Vec<usize> = r.thresholds.first().map(|t| t.l1_l0.by_size.iter().map(|p| p.size).collect()).unwrap_or_default();
+    let _ = writeln!(s, "| setting |{}", sizes.iter().map(|t| format!(" T={}K |", t / 1000)).collect::<String>());
+    let _ = writeln!(s, "|---|{}", "---|".repeat(sizes.len()));
+    if let Some(t) = r.thresholds.first() {
+        let _ = writeln!(s, "| trajectories |{}", t.l1_l0.by_size.iter().map(|p| format!(" {} |", p.trajectories)).collect::<String>());
+    }
+    for b in r.baselines.iter().filter(|b| b.baseline == "l0") {
+        let _ = writeln!(s, "| L0 alone |{}", b.row.by_size.iter().map(|p| format!(" {} |", opct(p.removal, 2))).collect::<String>());
+    }
+    for t in &r.thresholds {
+        let _ = writeln!(s, "| t={} |{}", t.threshold, t.l1_l0.by_size.iter().map(|p| format!(" {} |", opct(p.removal, 2))).collect::<String>());
+    }
+
+    let _ = writeln!(s, "\n## Bound (paper Table 11; distances token-weighted over deleted chunks)\n");
+    let _ = writeln!(s, "| t | δ | δ̂ | mean traj δ̂/δ | substitutions | median | p99 | max | mean d/δ | share ≤ δ/2 | keep | R@1 | R@10 | R@20 | queries |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for t in &r.thresholds {
+        let d = &t.distances;
+        let q = &t.retrieval;
+        let _ = writeln!(
+            s,
+            "| {} | {:.4} | {:.4} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
+            t.threshold,
+            t.delta,
+            t.delta_hat,
+            of(t.mean_traj_delta_hat_over_delta),
+            d.substitutions,
+            of(d.median),
+            of(d.p99),
+            of(d.max),
+            of(d.mean_over_delta),
+            opct(d.below_half, 1),
+            q.keep,
+            of(q.recall_at_1),
+            of(q.recall_at_10),
+            of(q.recall_at_20),
+            q.queries
+        );
+    }
+
+    let _ = writeln!(s, "\n## Metric-entropy bracket and removal ceiling (paper C.3, Tables 6 and 23; bits per chunk, chunk cardinality)\n");
+    let log2s = r.thresholds.first().map(|t| t.bracket.log2_s).unwrap_or(0.0);
+    let _ = writeln!(s, "log2|S| = {log2s:.2} (lossless)\n");
+    let _ = writeln!(s, "| t | δ | t' = 4t−3 | log2 R(2δ) | H(π(X)) | log2 R(δ) | chunks removed | ceiling ρ_greedy(2δ) | % of ceiling |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    for t in &r.thresholds {
+        let b = &t.bracket;
+        let _ = writeln!(
+            s,
+            "| {} | {:.4} | {:.2} | {} | {:.2} | {:.2} | {} | {} | {} |",
+            t.threshold,
+            t.delta,
+            b.t_prime,
+            b.log2_r_2delta.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into()),
+            b.h_pi,
+            b.log2_r_delta,
+            pct(b.chunks_removed),
+            opct(b.ceiling, 2),
+            opct(b.attained_of_ceiling, 2)
+        );
+    }
+
+    let sd: Vec<_> = r.baselines.iter().filter(|b| b.baseline.starts_with("semdedup")).collect();
+    if !sd.is_empty() {
+        let _ = writeln!(s, "\n## SemDeDup seeds (k-means on the same embeddings, k = ⌈chunks/50⌉)\n");
+        let _ = writeln!(s, "| scope | cos | removal mean | removal min–max | evidence per seed | mean pairwise Jaccard | common to all seeds |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for b in sd {
+            let v = b.seed_removal.clone().unwrap_or_default();
+            let (lo, hi) = (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+            let ev: Vec<String> = b.seed_evidence.clone().unwrap_or_default().iter().map(|e| opct(*e, 3)).collect();
+            let _ = writeln!(s, "| {} | {} | {} | {}–{} | {} | {} | {} |", b.baseline, b.param.unwrap_or(0.0), pct(b.row.removal_net), pct(lo), pct(hi), ev.join(", "), of(b.jaccard_mean), opct(b.common_share, 1));
+        }
+    }
+
+    if let Some(l) = &r.locomo {
+        let _ = writeln!(s, "\n## LoCoMo control\n");
+        let _ = writeln!(s, "{} dialogue turns ({} chunks) from `{}`: {} near-duplicate pairs at cos ≥ {} among {} pairs.", l.records, l.chunks, l.source, l.near_duplicate_pairs, l.threshold, l.pairs);
+    }
+    let tm = &r.timing;
+    let _ = writeln!(s, "\n## Timing\n");
+    let _ = writeln!(s, "wall {:.1} s; encoder forward {:.1} s + chunking {:.1} s = {:.1}% of wall; threshold sweep {:.1} s; baselines {:.1} s.", tm.wall_s, tm.encode_s, tm.chunking_s, 100.0 * tm.encode_share, tm.sweep_s, tm.baselines_s);
+    s
+}

@@ -1,0 +1,141 @@
+//! `lam eval`.
+
+use anyhow::{Context, Result};
+use lam::eval::{self, Options, Progress};
+use lam_core::Encoder;
+use lam_encode::CachedEncoder;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Merge thresholds t (cosine), comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = eval::DEFAULT_THRESHOLDS.to_vec())]
+    thresholds: Vec<f64>,
+    /// Evaluate a deterministic sample of N files (by SHA-256 of the file name).
+    #[arg(long)]
+    sample: Option<usize>,
+    /// Write report.json, report.md and SVG plots into DIR.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Print the headline rows as JSON lines (per threshold, then per baseline setting).
+    #[arg(long)]
+    json: bool,
+    /// Gold patches (file or folder of SWE-bench JSON); default: swebench-gold-patches beside the inputs.
+    #[arg(long)]
+    gold: Option<PathBuf>,
+    /// LoCoMo file; default: locomo/locomo10.json beside the inputs.
+    #[arg(long)]
+    locomo: Option<PathBuf>,
+    /// Skip the LoCoMo control.
+    #[arg(long)]
+    no_locomo: bool,
+    /// Skip SemDeDup.
+    #[arg(long)]
+    no_semdedup: bool,
+    /// SemDeDup seeds.
+    #[arg(long, default_value_t = 5)]
+    seeds: u64,
+    /// Observation-masking windows k, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = eval::DEFAULT_MASKING.to_vec())]
+    masking: Vec<usize>,
+    #[command(flatten)]
+    enc: super::EncoderOpts,
+    /// Embedding cache (lam-embeddings/1), default $LAM_HOME/cache/MODEL.lamemb.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Do not read or write the embedding cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    quiet: bool,
+}
+
+impl Progress for Bar {
+    fn stage(&mut self, name: &str, total: u64) {
+        if let Some(b) = self.bar.take() {
+            b.finish();
+        }
+        if self.quiet {
+            return;
+        }
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()).progress_chars("=> "));
+        b.set_prefix(name.to_string());
+        self.bar = Some(b);
+    }
+    fn inc(&mut self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+        }
+    }
+}
+
+pub fn run(a: EvalArgs) -> Result<()> {
+    let inner = super::make_encoder(&a.enc)?;
+    let mut cache_path = None;
+    let mut enc: CachedEncoder<Box<dyn Encoder>> = if a.no_cache || a.enc.encoder == super::EncoderArg::Hashing {
+        CachedEncoder::new(inner)
+    } else {
+        let p = a.cache.clone().unwrap_or_else(|| {
+            let id: String = inner.info().model_id.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+            lam_encode::lam_home().join("cache").join(format!("{id}.lamemb"))
+        });
+        let c = CachedEncoder::with_file(inner, &p);
+        cache_path = Some(p);
+        c
+    };
+    let o = Options {
+        thresholds: a.thresholds.clone(),
+        sample: a.sample,
+        masking: a.masking.clone(),
+        semdedup_seeds: a.seeds,
+        semdedup: !a.no_semdedup,
+        gold: a.gold.clone(),
+        locomo: a.locomo.clone(),
+        no_locomo: a.no_locomo,
+        ..Options::default()
+    };
+    let mut bar = Bar { bar: None, quiet: a.quiet };
+    let r = eval::evaluate(&a.paths, &mut enc, &o, &mut bar);
+    if let Some(b) = bar.bar.take() {
+        b.finish_and_clear();
+    }
+    if let Some(p) = &cache_path {
+        enc.save(p).with_context(|| format!("writing embedding cache {}", p.display()))?;
+    }
+    let r = r?;
+    if let Some(dir) = &a.report {
+        for p in eval::write_report(&r, dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    let so = std::io::stdout();
+    let mut so = so.lock();
+    if a.json {
+        for h in r.headline() {
+            serde_json::to_writer(&mut so, &h)?;
+            writeln!(so)?;
+        }
+        for h in r.baseline_headline() {
+            serde_json::to_writer(&mut so, &h)?;
+            writeln!(so)?;
+        }
+    } else {
+        let md = eval::markdown(&r);
+        // The headline table and the evidence table are the summary.
+        let end = md.find("\n## ECR").unwrap_or(md.len());
+        write!(so, "{}", &md[..end])?;
+        writeln!(so, "\n(full report: {})", a.report.as_ref().map(|d| d.join("report.md").display().to_string()).unwrap_or_else(|| "pass --report DIR".into()))?;
+    }
+    Ok(())
+}
