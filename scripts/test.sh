@@ -7,3 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/install-model.sh >/dev/null
 cargo test --workspace
 cargo xtask check-default-deps
+# lam-codec kernels compile with NVRTC and hiprtc (installs both compilers; no GPU needed)
+bash scripts/check-kernels.sh

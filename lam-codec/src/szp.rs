@@ -305,6 +305,21 @@ impl Layout {
     }
 }
 
+/// Payload offset of every block and the payload length.
+#[allow(dead_code)]
+pub(crate) fn block_offsets(widths: &[u8]) -> (Vec<u64>, u64) {
+    let mut off = 0u64;
+    let offsets = widths
+        .iter()
+        .map(|&w| {
+            let o = off;
+            off += block_bytes(w) as u64;
+            o
+        })
+        .collect();
+    (offsets, off)
+}
+
 /// Pack widths `WIDTH_BITS` bits each, LSB first.
 pub(crate) fn pack_widths(widths: &[u8], out: &mut Vec<u8>) {
     let mut acc = 0u64;
@@ -449,6 +464,15 @@ impl<'a> SzpReader<'a> {
             return Err(Error::corrupt(format!("payload is {} bytes, widths say {off}", payload.len())));
         }
         Ok(SzpReader { header: h, n, layout, widths, group_offsets, payload })
+    }
+
+    /// Per-block widths and payload offsets, the payload, and the value count
+    /// (for the GPU decoders).
+    #[allow(dead_code)]
+    pub(crate) fn table(&self) -> (Vec<u8>, Vec<u64>, &'a [u8], usize) {
+        let widths: Vec<u8> = (0..self.layout.nblocks).map(|b| width_at(self.widths, b)).collect();
+        let (offsets, _) = block_offsets(&widths);
+        (widths, offsets, self.payload, self.n)
     }
 
     /// The stream's header.
