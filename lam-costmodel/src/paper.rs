@@ -2,7 +2,7 @@
 //! print. Nothing here is fitted: every input is a preset or a number the paper
 //! states, and the differences are reported, not tuned away.
 
-use crate::classes::{Compressor, class2_prefill_only};
+use crate::classes::{Class3Inputs, Compressor, class1_summarize, class2_prefill_only, class3_lam};
 use crate::error::Result;
 use crate::preset::Deployment;
 use crate::profile::CompactionRates;
@@ -38,6 +38,8 @@ pub const LAM_DELTA: f64 = 637.0;
 pub const LAM_DECODED: f64 = 39.0;
 /// LAM's default-threshold removal of observation tokens (section 3: 22.47 %).
 pub const LAM_REMOVAL: f64 = 0.2247;
+/// L0 alone (line hashing) removes 18.04 % of observation tokens (section 3).
+pub const L0_REMOVAL: f64 = 0.1804;
 /// Context lengths of Table 7; "K" read as 1024 tokens.
 pub const TABLE7_CONTEXTS: [(&str, f64); 4] = [("3K", 3072.0), ("8K", 8192.0), ("32K", 32768.0), ("128K", 131072.0)];
 
@@ -75,9 +77,23 @@ pub fn paper_checks() -> Result<Vec<PaperCheck>> {
     push("LAM M.3", "turns before KV capacity, r=0.2247".into(), turns_to_capacity(cap, 0.0, LAM_DELTA, LAM_REMOVAL) - 1.0, 1727.0, "turns");
     push("LAM Table 27", "snapshot steady state Delta/r".into(), snapshot_steady_state(LAM_DELTA, LAM_REMOVAL), 2800.0, "tokens");
 
+    // L0 alone removes 18.04 % (section 3); M.3: 1,615 turns, L1 over L0 1.07x.
+    let (lam_turns, l0_turns) = (
+        turns_to_capacity(cap, 0.0, LAM_DELTA, LAM_REMOVAL) - 1.0,
+        turns_to_capacity(cap, 0.0, LAM_DELTA, L0_REMOVAL) - 1.0,
+    );
+    push("LAM M.3", "turns before KV capacity, L0 r=0.1804".into(), l0_turns, 1615.0, "turns");
+    push("LAM M.3", "L1 over L0 alone, growth regime".into(), lam_turns / l0_turns, 1.07, "x");
+
+    // M.2 at T = 1e6: eq. 12 with 512-token windows at D = 768 (Table 4), the
+    // Table 22 quantizer, no candidate pairs (run-dependent, negligible here);
+    // eq. 11 at rho = 10 (Table 2's summarizer) and tau = 0 (not stated).
     let t = 1e6;
+    let x = Class3Inputs { chunks: (t / 512.0_f64).ceil(), dim: 768.0, candidate_pairs: 0.0, quantize_bytes_s: 65.4e9 };
+    let lam = class3_lam(&CompactionRates::LAM_GB10, &x, t)?.total_s();
     let lingua = class2_prefill_only(&Compressor::xlm_roberta_large(), &dep.device, Efficiency::LAM_BASELINE, t);
-    let lam = t / CompactionRates::LAM_GB10.encode_tokens_s;
+    let summ = class1_summarize(&dep, Efficiency::LAM_BASELINE, t, 10.0, 0.0)?.total_s();
+    push("LAM M.2", "summarizer (rho=10) / LAM compaction, T=1e6".into(), summ / lam, 4957.0, "x");
     push("LAM M.2", "LLMLingua-2 / LAM compaction, T=1e6".into(), lingua / lam, 1.33, "x");
 
     // ARC's decode time is its traffic over 4.8 TB/s; fed its own Table 9 traffic
