@@ -208,6 +208,10 @@ enum CostCmd {
         /// Count generated tokens in L_k (exact growth) instead of L_k = prompt.
         #[arg(long)]
         kv_growth: bool,
+        /// Reuse the KV of the prompt prefix a call shares with the previous call's
+        /// prompt (a prefix cache); ARC's replay prefills every prompt from scratch.
+        #[arg(long)]
+        prefix_cache: bool,
         /// Encoder for `lam` (bert: all-MiniLM-L6-v2 by default; hashing: model-free).
         #[arg(long, value_enum, default_value = "bert")]
         encoder: crate::EncoderArg,
@@ -438,7 +442,7 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
             Ok(())
         }
         CostCmd::Calibrate { out, model, seconds } => calibrate(out, model, seconds),
-        CostCmd::Replay { paths, device, model, policy, budget, completion, window, mask, threshold, kv_growth, encoder, encoder_model, json } => {
+        CostCmd::Replay { paths, device, model, policy, budget, completion, window, mask, threshold, kv_growth, prefix_cache, encoder, encoder_model, json } => {
             let enc = crate::EncoderOpts { encoder, model: encoder_model, batch: 32 };
             let mut r = Roofline::arc(Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?);
             if kv_growth {
@@ -447,7 +451,7 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
             if policy.is_empty() {
                 bail!("--policy: name at least one policy");
             }
-            let opts = ReplayOpts { budget, completion, window, mask, threshold, enc: &enc };
+            let opts = ReplayOpts { budget, completion, window, mask, threshold, enc: &enc, prefix_cache };
             let mut calls: Vec<PolicyCalls> = policy.iter().map(|p| PolicyCalls { policy: policy_name(*p).into(), trajectories: Vec::new() }).collect();
             for input in lam::read::expand_inputs(&paths)? {
                 let Some(trajs) = lam::read::read_input(&input)? else {
@@ -466,9 +470,10 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
                 return print_json(&rows);
             }
             println!(
-                "replay: {} trajectories, {model} on {device}, budget {budget} cl100k tokens; roofline L_k = {}; ratios to {}",
+                "replay: {} trajectories, {model} on {device}, budget {budget} cl100k tokens; roofline L_k = {}; {}; ratios to {}",
                 calls[0].trajectories.len(),
                 if kv_growth { "prompt + generated" } else { "prompt" },
+                if prefix_cache { "shared prompt prefixes reused" } else { "every prompt prefilled in full" },
                 rows[0].policy
             );
             println!(
@@ -503,6 +508,17 @@ struct ReplayOpts<'a> {
     mask: usize,
     threshold: f64,
     enc: &'a crate::EncoderOpts,
+    prefix_cache: bool,
+}
+
+/// Tokens of the longest common prefix of two prompts (cut at a char boundary;
+/// tokenising a prefix alone can differ from the whole by a token at the cut).
+fn shared_prefix_tokens(prev: &str, next: &str) -> u64 {
+    let mut n = prev.bytes().zip(next.bytes()).take_while(|(a, b)| a == b).count();
+    while !next.is_char_boundary(n) {
+        n -= 1;
+    }
+    lam::tokens::count(next[..n].as_bytes()) as u64
 }
 
 fn policy_name(p: crate::view_cli::PolicyArg) -> &'static str {
@@ -528,7 +544,17 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
     let decoded = |turn: &lam_core::Turn| (tok.count(turn.thought.as_bytes()) + tok.count(turn.record.action.as_bytes())) as u64;
     let limit = o.budget.checked_sub(o.completion).context("--completion exceeds --budget")?;
     let mut text = String::new();
+    let mut prev = String::new();
     let mut calls = Vec::with_capacity(turns.len());
+    // One call per turn; with a prefix cache, the prompt prefix shared with the previous call is not prefilled again.
+    let mut call = |text: &str, prompt: usize, decoded: u64| {
+        let cached_tokens = if o.prefix_cache { shared_prefix_tokens(&prev, text).min(prompt as u64) } else { 0 };
+        calls.push(Call { prompt_tokens: prompt as u64, decoded_tokens: decoded, cached_tokens });
+        if o.prefix_cache {
+            prev.clear();
+            prev.push_str(text);
+        }
+    };
     match p {
         P::Arc | P::Lam => {
             let mut cfg = ArcConfig::with_limit(o.budget);
@@ -543,7 +569,7 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
             }
             for turn in &turns {
                 let st = v.render_view(&mut text)?;
-                calls.push(Call::new(st.tokens as u64, decoded(turn)));
+                call(&text, st.tokens, decoded(turn));
                 if v.act(&turn.thought, &turn.record.action)?.is_none() {
                     match &mut lam {
                         Some((s, enc)) => {
@@ -566,7 +592,7 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
             };
             for turn in &turns {
                 let n = v.render(&mut text)?;
-                calls.push(Call::new(n as u64, decoded(turn)));
+                call(&text, n, decoded(turn));
                 v.push(turn)?;
             }
         }
@@ -871,7 +897,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edit-session.jsonl");
         let t = &lam::read::read_path(&path).unwrap()[0];
         let enc = crate::EncoderOpts { encoder: crate::EncoderArg::Hashing, model: None, batch: 8 };
-        let o = ReplayOpts { budget: 16_000, completion: 0, window: 5, mask: 10, threshold: 0.95, enc: &enc };
+        let o = ReplayOpts { budget: 16_000, completion: 0, window: 5, mask: 10, threshold: 0.95, enc: &enc, prefix_cache: true };
         let full = policy_calls(t, crate::view_cli::PolicyArg::Full, &o).unwrap();
         let window = policy_calls(t, crate::view_cli::PolicyArg::Window, &o).unwrap();
         assert_eq!(full.len(), t.turns().len());
@@ -881,5 +907,8 @@ mod tests {
         assert!(full.windows(2).all(|w| w[0].prompt_tokens <= w[1].prompt_tokens));
         assert!(window.iter().zip(&full).all(|(w, f)| w.prompt_tokens <= f.prompt_tokens));
         assert_eq!(full.iter().map(|c| c.decoded_tokens).sum::<u64>(), window.iter().map(|c| c.decoded_tokens).sum::<u64>());
+        // The full view only appends, so nearly all of each prompt is a reusable prefix.
+        assert_eq!(full[0].cached_tokens, 0);
+        assert!(full[1..].iter().all(|c| c.cached_tokens + 2 >= full[0].prompt_tokens && c.cached_tokens <= c.prompt_tokens));
     }
 }
