@@ -14,11 +14,20 @@
 //! - `soak`: the arc-store crash test at length (SIGKILL a writing child
 //!   10,000 times, `ARC_SOAK_ITERS` to change).
 //!
-//! Kernel builds and `verify-digests` arrive with the codec, encoder and
-//! xtask issues; until then those names answer that they are not built.
+//! - `verify-digests [--corpus DIR] [--sample [N]] [--records M] [--bless]`:
+//!   the deletion-set digests at t = 0.99 and 0.95 across encoder batch sizes
+//!   8..256 and thread counts {1, 2, all}, compared with each other and with
+//!   the golden file in `xtask/golden/` (written only by `--bless`).
+//! - `check-features`: `check-default-deps`, each crate compiling alone with
+//!   its default features, and the workspace with `--all-features`.
+//!
+//! `build-kernels` and `gpu-check` arrive with the codec's kernels.
 
 use anyhow::{Context, Result, bail};
 use std::process::Command;
+
+mod codecs;
+mod digests;
 
 const CRATES: [&str; 9] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam"];
 // GPU and dynamically loaded model runtimes. candle-core itself is the default CPU encoder runtime.
@@ -49,6 +58,27 @@ fn check_default_deps() -> Result<()> {
         let unique: std::collections::BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
         println!("{c:<14} ok ({} crates in its default tree)", unique.len());
     }
+    Ok(())
+}
+
+/// `check-features`: the default tree of every crate is free of GPU and
+/// model-runtime crates, each crate compiles alone with its default features,
+/// and the whole workspace compiles with `--all-features` on this machine
+/// (no GPU SDK needed: GPU runtimes are loaded at run time).
+fn check_features() -> Result<()> {
+    check_default_deps()?;
+    for c in CRATES.iter().chain(["xtask"].iter()) {
+        let st = cargo().args(["check", "-q", "-p", c, "--all-targets"]).status().with_context(|| format!("cargo check -p {c}"))?;
+        if !st.success() {
+            bail!("{c} does not compile alone with its default features");
+        }
+        println!("{c:<14} compiles alone (default features, all targets)");
+    }
+    let st = cargo().args(["check", "-q", "--workspace", "--all-features", "--all-targets"]).status().context("cargo check --all-features")?;
+    if !st.success() {
+        bail!("the workspace does not compile with --all-features");
+    }
+    println!("workspace      compiles with --all-features");
     Ok(())
 }
 
@@ -111,11 +141,17 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        "verify-digests" | "build-kernels" | "check-features" | "gpu-check" => {
+        "verify-digests" => {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf();
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            digests::run(&root, &rest)
+        }
+        "check-features" => check_features(),
+        "build-kernels" | "gpu-check" => {
             bail!("`cargo xtask {task}` is not built yet (tracked by its own issue)")
         }
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
+            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--bless] | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
             std::process::exit(2);
         }
     }
