@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run the tests: installs the default encoder model if it is missing (tests
-# compare it with the PyTorch reference), then the whole workspace's tests and
-# the dependency hygiene check.
+# compare it with the PyTorch reference), then the whole workspace's tests, the
+# feature hygiene check and the cross-configuration digest check (fast sample).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-model.sh >/dev/null
 cargo test --workspace
-cargo xtask check-default-deps
+cargo xtask check-features
+cargo xtask verify-digests --sample
 # lam-codec kernels compile with NVRTC and hiprtc (installs both compilers; no GPU needed)
 bash scripts/check-kernels.sh
