@@ -817,7 +817,8 @@ fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Resu
     let text: Vec<u8> = sessions.iter().flatten().take(12).flat_map(|r| r.iter().copied()).collect();
     let mut spans = Vec::new();
     enc.chunks(&text, &mut spans)?;
-    let windows: Vec<&[u8]> = spans.iter().map(|r| &text[r.clone()]).take(24).collect();
+    // Short passes, several of them: the best one is the least disturbed by other work.
+    let windows: Vec<&[u8]> = spans.iter().map(|r| &text[r.clone()]).take(8).collect();
     let mut toks = Vec::new();
     let mut tokens = 0usize;
     for w in &windows {
@@ -825,7 +826,7 @@ fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Resu
         tokens += toks.len();
     }
     let mut emb = vec![0f32; windows.len() * info.dim];
-    let enc_rate = best_rate(seconds, 1, tokens as f64, || {
+    let enc_rate = best_rate(seconds, 3, tokens as f64, || {
         enc.encode_batch(&windows, &mut emb).expect("encoding synthetic windows");
     });
     notes.push(format!(
