@@ -11,6 +11,7 @@ use lam_lsh::BandParams;
 use std::io::Write;
 use std::path::PathBuf;
 
+mod codec_cli;
 mod costmodel_cli;
 mod eval_cli;
 mod view_cli;
@@ -78,6 +79,8 @@ enum Cmd {
     Recall(view_cli::RecallArgs),
     /// Cost models of the LAM and ARC papers: phi, schedules, roofline, cost classes, paper checks, calibration.
     Costmodel(costmodel_cli::CostmodelArgs),
+    /// Compress or decompress raw float32 embeddings with lam-codec (szp, f16, int8, binary).
+    Codec(codec_cli::CodecArgs),
     /// The papers' measurements over trajectory corpora (removal, bound, evidence, retrieval, baselines, plots).
     Eval(eval_cli::EvalArgs),
     /// Embed JSON strings (one per line on stdin) into unit vectors (one JSON array per line on stdout).
@@ -149,6 +152,7 @@ fn main() -> Result<()> {
     match cli.cmd {
         Cmd::Embed { enc, info } => embed(&enc, info)?,
         Cmd::Costmodel(a) => costmodel_cli::run(a)?,
+        Cmd::Codec(a) => codec_cli::run(a)?,
         Cmd::Eval(a) => eval_cli::run(a)?,
         Cmd::View(a) => view_cli::view(a)?,
         Cmd::Recall(a) => view_cli::recall(a)?,
