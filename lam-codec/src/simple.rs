@@ -3,6 +3,7 @@
 use crate::format::{self, CodecId, Header, SzpMode};
 use crate::Error;
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 fn header(codec: CodecId, rows: usize, dim: usize, out: &mut Vec<u8>) -> usize {
     let start = out.len();
@@ -46,13 +47,14 @@ pub fn encode_f16(values: &[f32], rows: usize, dim: usize, out: &mut Vec<u8>) ->
     check_finite(values)?;
     let start = header(CodecId::F16, rows, dim, out);
     out.reserve(values.len() * 2 + format::TRAILER_LEN);
-    for (index, &v) in values.iter().enumerate() {
-        let h = f16::from_f32(v);
-        if h.is_infinite() {
-            return Err(Error::OutOfRange { codec: "f16", index, value: v });
-        }
-        out.extend_from_slice(&h.to_le_bytes());
+    // Slice conversion uses F16C where the CPU has it (same rounding as from_f32).
+    let mut h = vec![f16::ZERO; values.len()];
+    h.convert_from_f32_slice(values);
+    if let Some(index) = h.iter().position(|x| x.is_infinite()) {
+        out.truncate(start);
+        return Err(Error::OutOfRange { codec: "f16", index, value: values[index] });
     }
+    out.extend(h.iter().flat_map(|x| x.to_le_bytes()));
     format::finish(out, start);
     Ok(())
 }
@@ -63,7 +65,10 @@ pub fn decode_f16(bytes: &[u8], out: &mut Vec<f32>) -> Result<Header, Error> {
     if Some(body.len()) != n.checked_mul(2) {
         return Err(Error::corrupt(format!("f16 body is {} bytes for {n} values", body.len())));
     }
-    out.extend(body.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()));
+    let halves: Vec<f16> = body.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect();
+    let start = out.len();
+    out.resize(start + n, 0.0);
+    halves.convert_to_f32_slice(&mut out[start..]);
     Ok(h)
 }
 
@@ -125,6 +130,7 @@ pub fn encode_binary(values: &[f32], rows: usize, dim: usize, out: &mut Vec<u8>)
         for row in values.chunks_exact(dim) {
             let norm = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt() as f32;
             if !norm.is_finite() {
+                out.truncate(start);
                 return Err(Error::OutOfRange { codec: "binary", index: 0, value: norm });
             }
             out.extend_from_slice(&norm.to_le_bytes());
@@ -165,7 +171,10 @@ pub fn decode_binary(bytes: &[u8], out: &mut Vec<f32>) -> Result<Header, Error> 
             return Err(Error::corrupt("binary padding bits are not 0"));
         }
         let a = (norm as f64 * inv_sqrt) as f32;
-        out.extend((0..dim).map(|i| if (r[4 + i / 8] >> (i % 8)) & 1 == 1 { -a } else { a }));
+        for (k, &byte) in r[4..].iter().enumerate() {
+            let m = (dim - 8 * k).min(8);
+            out.extend((0..m).map(|i| f32::from_bits(a.to_bits() | (((byte >> i) & 1) as u32) << 31)));
+        }
     }
     Ok(h)
 }

@@ -216,13 +216,20 @@ pub(crate) fn decode_block(p: &[u8], w: u8, step: f64, plain: bool, out: &mut [f
     let signs = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
     let mut mags = [0u32; BLOCK];
     planes::unpack(&p[4..], w, &mut mags);
-    let mut prev = 0i32;
-    for (i, o) in out.iter_mut().enumerate() {
-        let m = mags[i] as i32;
-        let d = if (signs >> i) & 1 == 1 { m.wrapping_neg() } else { m };
-        let q = if plain { prev.wrapping_add(d) } else { d };
-        prev = q;
-        *o = dequant(q, step);
+    // Separate passes so the sign and dequantisation loops vectorise; only
+    // the Lorenzo prefix sum is serial.
+    let mut q = [0i32; BLOCK];
+    for i in 0..BLOCK {
+        let neg = ((signs & (1u32 << i)) != 0) as i32;
+        q[i] = ((mags[i] as i32) ^ neg.wrapping_neg()).wrapping_add(neg);
+    }
+    if plain {
+        for i in 1..BLOCK {
+            q[i] = q[i].wrapping_add(q[i - 1]);
+        }
+    }
+    for (o, &qi) in out.iter_mut().zip(&q) {
+        *o = dequant(qi, step);
     }
 }
 
@@ -275,10 +282,35 @@ mod planes {
     /// Inverse of [`pack`]: `p` holds `w` planes of 4 bytes.
     #[inline]
     pub(super) fn unpack(p: &[u8], w: u8, mags: &mut [u32; BLOCK]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is always available on x86_64; stores go to the owned 32-lane array.
+            unsafe {
+                let mut acc = [_mm_setzero_si128(); 8];
+                let lane = |g: i32| _mm_setr_epi32(1 << (4 * g), 1 << (4 * g + 1), 1 << (4 * g + 2), 1 << (4 * g + 3));
+                let masks = [lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)];
+                for j in 0..w as usize {
+                    let plane = u32::from_le_bytes([p[4 * j], p[4 * j + 1], p[4 * j + 2], p[4 * j + 3]]);
+                    let v = _mm_set1_epi32(plane as i32);
+                    let bit = _mm_set1_epi32((1u32 << j) as i32);
+                    for g in 0..8 {
+                        let hit = _mm_cmpeq_epi32(_mm_and_si128(v, masks[g]), masks[g]);
+                        acc[g] = _mm_or_si128(acc[g], _mm_and_si128(hit, bit));
+                    }
+                }
+                for g in 0..8 {
+                    _mm_storeu_si128(mags.as_mut_ptr().add(4 * g) as *mut __m128i, acc[g]);
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         for j in 0..w as usize {
             let plane = u32::from_le_bytes([p[4 * j], p[4 * j + 1], p[4 * j + 2], p[4 * j + 3]]);
+            // `plane & (1 << i)` against a constant mask vectorises on SSE2
+            // (no per-lane variable shift needed).
             for (i, m) in mags.iter_mut().enumerate() {
-                *m |= ((plane >> i) & 1) << j;
+                *m |= (((plane & (1u32 << i)) != 0) as u32) << j;
             }
         }
     }
