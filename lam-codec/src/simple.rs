@@ -30,7 +30,7 @@ fn check_finite(values: &[f32]) -> Result<(), Error> {
 
 /// Checked body of the expected length for `codec`; `per_row` bytes a row
 /// (or `per_value` for F16) bound the output to the stream's own length.
-fn body<'a>(bytes: &'a [u8], codec: CodecId) -> Result<(Header, &'a [u8], usize), Error> {
+fn body(bytes: &[u8], codec: CodecId) -> Result<(Header, &[u8], usize), Error> {
     let (h, body) = format::check_stream(bytes)?;
     if h.codec != codec {
         return Err(Error::WrongCodec { expected: codec.name(), found: h.codec.name() });
@@ -167,7 +167,7 @@ pub fn decode_binary(bytes: &[u8], out: &mut Vec<f32>) -> Result<Header, Error> 
         if !(norm.is_finite() && norm >= 0.0) {
             return Err(Error::corrupt(format!("binary norm {norm}")));
         }
-        if dim % 8 != 0 && r[4 + nb - 1] >> (dim % 8) != 0 {
+        if !dim.is_multiple_of(8) && r[4 + nb - 1] >> (dim % 8) != 0 {
             return Err(Error::corrupt("binary padding bits are not 0"));
         }
         let a = (norm as f64 * inv_sqrt) as f32;

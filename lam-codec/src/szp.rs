@@ -126,6 +126,7 @@ pub fn resolve_bound(values: &[f32], bound: Bound) -> Result<Resolved, Error> {
     }
     let margin = (max_abs + bound_abs) * (f64::powi(2.0, -24) + f64::powi(2.0, -48)) + f64::powi(2.0, -149);
     let eff = bound_abs - margin;
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN must fail too
     if !(eff > 0.0) {
         return Err(Error::BoundTooSmall { bound: bound_abs, max_abs, why: "below the f32 rounding of the values" });
     }
@@ -299,8 +300,8 @@ mod planes {
                         acc[g] = _mm_or_si128(acc[g], _mm_and_si128(hit, bit));
                     }
                 }
-                for g in 0..8 {
-                    _mm_storeu_si128(mags.as_mut_ptr().add(4 * g) as *mut __m128i, acc[g]);
+                for (g, a) in acc.iter().enumerate() {
+                    _mm_storeu_si128(mags.as_mut_ptr().add(4 * g) as *mut __m128i, *a);
                 }
             }
         }
@@ -474,7 +475,7 @@ impl<'a> SzpReader<'a> {
         }
         let widths = &body[..layout.widths_len];
         let used_bits = layout.nblocks * WIDTH_BITS;
-        if used_bits % 8 != 0 && widths[layout.widths_len - 1] >> (used_bits % 8) != 0 {
+        if !used_bits.is_multiple_of(8) && widths[layout.widths_len - 1] >> (used_bits % 8) != 0 {
             return Err(Error::corrupt("padding bits of the width table are not 0"));
         }
         let table = &body[layout.widths_len..prefix];

@@ -61,7 +61,9 @@ fn gpu_streams_match_cpu() {
     let rows = data.len() / 384;
     let data = &data[..rows * 384];
     let mut ran = 0;
-    let backends: [(&str, Box<dyn Fn(&[f32], SzpMode, Bound, &mut Vec<u8>) -> Result<(), Error>>, Box<dyn Fn(&[u8], &mut Vec<f32>) -> Result<(), Error>>); 2] = [
+    type Enc = Box<dyn Fn(&[f32], SzpMode, Bound, &mut Vec<u8>) -> Result<(), Error>>;
+    type Dec = Box<dyn Fn(&[u8], &mut Vec<f32>) -> Result<(), Error>>;
+    let backends: [(&str, Enc, Dec); 2] = [
         ("cuda", Box::new(|v, m, b, o| gpu::CudaSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())), Box::new(|s, o| gpu::CudaSzp::new(0)?.decode(s, o).map(|_| ()))),
         ("rocm", Box::new(|v, m, b, o| gpu::RocmSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())), Box::new(|s, o| gpu::RocmSzp::new(0)?.decode(s, o).map(|_| ()))),
     ];
