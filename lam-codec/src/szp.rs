@@ -564,3 +564,56 @@ pub fn decode(bytes: &[u8], out: &mut Vec<f32>) -> Result<Header, Error> {
 
 #[allow(dead_code)]
 const _: () = assert!(HEADER_LEN == 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU's magic-number rounding equals `rint` (round half to even in
+    /// f64, what the kernel calls) over the whole accepted range, ties included.
+    #[test]
+    fn cpu_rounding_matches_the_kernels_rint() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200_000 {
+            let v = f32::from_bits(next() as u32);
+            if !v.is_finite() {
+                continue;
+            }
+            let inv = [1.0, 0.5, 3.0, 1e3, 1.0 / 0.012, 2f64.powi(20)][(next() % 6) as usize];
+            let p = v as f64 * inv;
+            if p.abs() > MAX_QUANT {
+                continue;
+            }
+            assert_eq!(quant(v, inv), p.round_ties_even() as i32, "{v} * {inv}");
+        }
+        for k in -1000..1000 {
+            let v = k as f32 + 0.5;
+            assert_eq!(quant(v, 1.0), (v as f64).round_ties_even() as i32);
+        }
+    }
+
+    /// Widths are the kernel's `32 - clz(max |coded|)`; a block round-trips.
+    #[test]
+    fn block_round_trip_and_width() {
+        let x: Vec<f32> = (0..BLOCK).map(|i| (i as f32 - 13.0) * 0.37).collect();
+        for plain in [false, true] {
+            let mut p = Vec::new();
+            let w = encode_block(&x, 10.0, plain, &mut p);
+            let v = coded(&x, 10.0, plain);
+            let or = v.iter().fold(0u32, |o, c| o | c.unsigned_abs());
+            assert_eq!(w as u32, 32 - or.leading_zeros());
+            assert_eq!(p.len(), block_bytes(w));
+            let mut out = [0f32; BLOCK];
+            decode_block(&p, w, 0.1, plain, &mut out);
+            for (a, b) in x.iter().zip(&out) {
+                assert!((a - b).abs() <= 0.05 + 1e-6, "{a} {b}");
+            }
+        }
+    }
+}
