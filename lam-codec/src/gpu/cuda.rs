@@ -94,6 +94,8 @@ impl CudaSzp {
         // SAFETY: argument types and order match `szp_widths` in kernels/szp.cu; buffers hold n floats and nblocks bytes.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let widths = s.clone_dtoh(&d_w).map_err(gpu)?;
+        // A device-to-pageable copy need not block the host: wait for it.
+        s.synchronize().map_err(gpu)?;
         let (offsets, total) = block_offsets(&widths);
         let d_off = s.clone_htod(&offsets).map_err(gpu)?;
         let mut d_p = s.alloc_zeros::<u8>((total as usize).max(4)).map_err(gpu)?;
@@ -102,6 +104,7 @@ impl CudaSzp {
         // SAFETY: as above; offsets + block bytes stay within `total`.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let mut payload = s.clone_dtoh(&d_p).map_err(gpu)?;
+        s.synchronize().map_err(gpu)?;
         payload.truncate(total as usize);
         szp::assemble(out, rows, dim, mode, &r, &widths, &[&payload]);
         Ok(r)
@@ -127,7 +130,9 @@ impl CudaSzp {
         b.arg(&d_p).arg(&d_w).arg(&d_off).arg(&n64).arg(&step).arg(&plain).arg(&mut d_out).arg(&nb64);
         // SAFETY: argument types and order match `szp_unpack`; the host checked every offset and width.
         unsafe { b.launch(grid(widths.len())?) }.map_err(gpu)?;
-        out.extend(s.clone_dtoh(&d_out).map_err(gpu)?);
+        let values = s.clone_dtoh(&d_out).map_err(gpu)?;
+        s.synchronize().map_err(gpu)?;
+        out.extend(values);
         Ok(h)
     }
 }
