@@ -83,7 +83,7 @@ fn harness_checks_hold_on_real_trajectories() {
     // The report renders and the plots are SVG.
     let dir = std::env::temp_dir().join(format!("lam-eval-test-{}", std::process::id()));
     let files = eval::write_report(&r, &dir).unwrap();
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), 5);
     let svg = std::fs::read_to_string(dir.join("removal-vs-evidence.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();

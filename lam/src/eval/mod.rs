@@ -929,7 +929,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
                         break;
                     }
                 }
-                if rank >= 1 && rank <= 20 {
+                if (1..=20).contains(&rank) {
                     for (k, lim) in [1usize, 10, 20].iter().enumerate() {
                         if rank <= *lim {
                             a.r_hits[k] += 1;
@@ -1274,6 +1274,10 @@ pub fn write_report(r: &EvalReport, dir: &Path) -> Result<Vec<PathBuf>> {
     put("report.json", &serde_json::to_vec_pretty(r)?)?;
     put("report.md", markdown(r).as_bytes())?;
     put("removal-vs-evidence.svg", plot_removal_evidence(r).render().as_bytes())?;
+    let mut zoom = plot_removal_evidence(r);
+    zoom.xmax = Some(2.0);
+    zoom.title = format!("{} (evidence lost <= 2%)", zoom.title);
+    put("removal-vs-evidence-zoom.svg", zoom.render().as_bytes())?;
     put("removal-vs-size.svg", plot_removal_size(r).render().as_bytes())?;
     Ok(written)
 }
@@ -1309,6 +1313,7 @@ pub fn plot_removal_evidence(r: &EvalReport) -> svg::Chart {
         ylabel: "observation tokens removed (%, net of stubs)".into(),
         log2_x: false,
         series,
+        xmax: None,
     }
 }
 
@@ -1321,8 +1326,21 @@ pub fn plot_removal_size(r: &EvalReport) -> svg::Chart {
             name: format!("LAM t={}", t.threshold),
             color: svg::COLORS[i % COLORS.len()],
             line: true,
-            points: t.l1_l0.by_size.iter().filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: String::new(), yerr: None })).collect(),
+            points: t
+                .l1_l0
+                .by_size
+                .iter()
+                .filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: if i == 0 { format!("n={}", s.trajectories) } else { String::new() }, yerr: None }))
+                .collect(),
         });
     }
-    svg::Chart { title: "Removal vs input size T (trajectories reaching T)".into(), xlabel: "input size T (observation tokens, log scale)".into(), ylabel: "tokens removed (%, net)".into(), log2_x: true, series }
+    if let Some(b) = r.baselines.iter().find(|b| b.baseline == "l0") {
+        series.push(Series {
+            name: "L0 alone".into(),
+            color: "#000000",
+            line: true,
+            points: b.row.by_size.iter().filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: String::new(), yerr: None })).collect(),
+        });
+    }
+    svg::Chart { title: "Removal vs input size T (trajectories reaching T)".into(), xlabel: "input size T (observation tokens, log scale)".into(), ylabel: "tokens removed (%, net)".into(), log2_x: true, series, xmax: None }
 }

@@ -42,6 +42,8 @@ pub struct Chart {
     pub log2_x: bool,
     /// Series.
     pub series: Vec<Series>,
+    /// Draw only points with x at most this.
+    pub xmax: Option<f64>,
 }
 
 /// Colours used by the report.
@@ -64,7 +66,8 @@ impl Chart {
         let (w, h) = (860.0, 560.0);
         let (ml, mr, mt, mb) = (80.0, 230.0, 50.0, 60.0);
         let tx = |x: f64| if self.log2_x { x.max(1e-12).log2() } else { x };
-        let pts = self.series.iter().flat_map(|s| s.points.iter());
+        let xmax = self.xmax.unwrap_or(f64::INFINITY);
+        let pts = self.series.iter().flat_map(|s| s.points.iter()).filter(|p| p.x <= xmax);
         let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
         for p in pts {
             if !p.x.is_finite() || !p.y.is_finite() {
@@ -128,7 +131,7 @@ impl Chart {
         let _ = writeln!(s, r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">{}</text>"#, mt + ph / 2.0, mt + ph / 2.0, esc(&self.ylabel));
         // Series.
         for (k, se) in self.series.iter().enumerate() {
-            let pts: Vec<&Point> = se.points.iter().filter(|p| p.x.is_finite() && p.y.is_finite()).collect();
+            let pts: Vec<&Point> = se.points.iter().filter(|p| p.x.is_finite() && p.y.is_finite() && p.x <= xmax).collect();
             if se.line && pts.len() > 1 {
                 let d: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", sx(p.x), sy(p.y))).collect();
                 let _ = writeln!(s, r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>"#, d.join(" "), se.color);
@@ -153,6 +156,6 @@ impl Chart {
 }
 
 fn fmt_tick(v: f64) -> String {
-    let r = (v * 1000.0).round() / 1000.0;
+    let r = (v * 1000.0).round() / 1000.0 + 0.0;
     if r == r.trunc() { format!("{r:.0}") } else { format!("{r}") }
 }
