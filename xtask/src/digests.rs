@@ -23,6 +23,7 @@ struct Args {
     records: Option<usize>,
     bless: bool,
     model: PathBuf,
+    hashing: bool,
 }
 
 fn parse(root: &Path, args: &[String]) -> Result<Args> {
@@ -32,6 +33,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Args> {
         records: None,
         bless: false,
         model: std::env::var_os("LAM_MODEL").map(PathBuf::from).unwrap_or_else(lam_encode::default_model_dir),
+        hashing: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -59,7 +61,15 @@ fn parse(root: &Path, args: &[String]) -> Result<Args> {
                 a.records = Some(args.get(i).and_then(|s| s.parse().ok()).context("--records M")?);
             }
             "--bless" => a.bless = true,
-            other => bail!("verify-digests: unknown argument `{other}` (expected --corpus DIR, --sample [N], --records M, --model DIR, --bless)"),
+            "--encoder" => {
+                i += 1;
+                a.hashing = match args.get(i).map(String::as_str) {
+                    Some("bert") => false,
+                    Some("hashing") => true,
+                    other => bail!("--encoder bert|hashing, got {other:?}"),
+                };
+            }
+            other => bail!("verify-digests: unknown argument `{other}` (expected --corpus DIR, --sample [N], --records M, --model DIR, --encoder bert|hashing, --bless)"),
         }
         i += 1;
     }
@@ -70,6 +80,20 @@ fn parse(root: &Path, args: &[String]) -> Result<Args> {
 struct Prepared {
     records: Vec<Record>,
     chunks: Vec<Vec<Range<usize>>>,
+}
+
+enum Enc {
+    Bert(Box<lam_encode::BertEncoder>),
+    Hashing(lam_encode::HashingEncoder),
+}
+
+impl Enc {
+    fn as_dyn(&mut self) -> &mut dyn Encoder {
+        match self {
+            Enc::Bert(b) => b.as_mut(),
+            Enc::Hashing(h) => h,
+        }
+    }
 }
 
 struct Row {
@@ -98,8 +122,8 @@ fn golden_path(root: &Path, model_id: &str, corpus: &Path, n: usize, records: Op
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let a = parse(root, args)?;
-    if !a.model.join("model.safetensors").is_file() {
-        bail!("no encoder model at {}; install it with: bash scripts/install-model.sh", a.model.display());
+    if !a.hashing && !a.model.join("model.safetensors").is_file() {
+        bail!("no encoder model at {}; install it with: bash scripts/install-model.sh (or pass --encoder hashing)", a.model.display());
     }
     let mut files = lam::read::expand(std::slice::from_ref(&a.corpus)).with_context(|| format!("corpus {}", a.corpus.display()))?;
     files.sort();
@@ -107,8 +131,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if files.len() < a.sample {
         bail!("{} holds {} trajectories, fewer than --sample {}", a.corpus.display(), files.len(), a.sample);
     }
-    let mut enc = lam_encode::BertEncoder::load(&a.model)?;
-    let info = enc.info();
+    let mut enc = if a.hashing { Enc::Hashing(lam_encode::HashingEncoder::default()) } else { Enc::Bert(Box::new(lam_encode::BertEncoder::load(&a.model)?)) };
+    let info = enc.as_dyn().info();
     let mut prepared = Vec::new();
     let mut n_chunks = 0;
     let mut n_tokens = 0;
@@ -120,9 +144,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             let mut chunks = Vec::new();
             for r in &t.records {
                 let mut c = Vec::new();
-                enc.chunks(&r.observation, &mut c)?;
+                enc.as_dyn().chunks(&r.observation, &mut c)?;
                 let mut toks = Vec::new();
-                enc.token_spans(&r.observation, &mut toks)?;
+                enc.as_dyn().token_spans(&r.observation, &mut toks)?;
                 n_tokens += toks.len();
                 n_chunks += c.len();
                 chunks.push(c);
@@ -147,7 +171,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     for &th in &threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(th).build()?;
         for &batch in &BATCHES {
-            enc.set_batch_size(batch);
+            if let Enc::Bert(b) = &mut enc {
+                b.set_batch_size(batch);
+            }
             let t0 = std::time::Instant::now();
             // Encode every chunk of a trajectory in one call: the encoder cuts it into batches of `batch`.
             let vectors: Vec<Vec<f32>> = pool.install(|| -> Result<Vec<Vec<f32>>> {
@@ -155,7 +181,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                 for p in &prepared {
                     let texts: Vec<&[u8]> = p.records.iter().zip(&p.chunks).flat_map(|(r, cs)| cs.iter().map(|c| &r.observation[c.clone()])).collect();
                     let mut v = vec![0f32; texts.len() * info.dim];
-                    enc.encode_batch(&texts, &mut v)?;
+                    enc.as_dyn().encode_batch(&texts, &mut v)?;
                     out.push(v);
                 }
                 Ok(out)
@@ -232,7 +258,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             r.secs
         );
     }
-    for line in crate::codecs::skipped_backends() {
+    for line in crate::codecs::backend_lines() {
         println!("{line}");
     }
     for (t, m) in &codec_ref {

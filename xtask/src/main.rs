@@ -21,13 +21,20 @@
 //! - `check-features`: `check-default-deps`, each crate compiling alone with
 //!   its default features, and the workspace with `--all-features`.
 //!
-//! `build-kernels` and `gpu-check` arrive with the codec's kernels.
+//! - `build-kernels`: every kernel source compiled ahead of time for the
+//!   targets this machine can build (nvcc: sm_80/sm_90 PTX and cubin; hipcc:
+//!   gfx90a/gfx942; else NVRTC/hiprtc with the `cuda`/`rocm` features), or
+//!   which toolkit is missing. The runtime path stays the default.
+//! - `gpu-check`: the one script for a lent GPU machine (build with `cuda`,
+//!   GPU tests, verify-digests across CPU and GPU, codec bench, encoder rate),
+//!   a short table last, the full log in `$OUT/gpu-check.log`.
 
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
 mod codecs;
 mod digests;
+mod gpu;
 
 const CRATES: [&str; 9] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam"];
 // GPU and dynamically loaded model runtimes. candle-core itself is the default CPU encoder runtime.
@@ -106,6 +113,10 @@ fn soak() -> Result<()> {
     Ok(())
 }
 
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf()
+}
+
 fn main() -> Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
     match task.as_str() {
@@ -142,16 +153,14 @@ fn main() -> Result<()> {
             Ok(())
         }
         "verify-digests" => {
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf();
             let rest: Vec<String> = std::env::args().skip(2).collect();
-            digests::run(&root, &rest)
+            digests::run(&workspace_root(), &rest)
         }
         "check-features" => check_features(),
-        "build-kernels" | "gpu-check" => {
-            bail!("`cargo xtask {task}` is not built yet (tracked by its own issue)")
-        }
+        "build-kernels" => gpu::build_kernels(&workspace_root()),
+        "gpu-check" => gpu::gpu_check(&workspace_root()),
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--bless] | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
+            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing] [--bless] | build-kernels | gpu-check | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
             std::process::exit(2);
         }
     }
