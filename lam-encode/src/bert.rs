@@ -22,17 +22,25 @@ pub enum Pooling {
 /// A BERT-family encoder (all-MiniLM-L6-v2, bge-base-en-v1.5, ...).
 pub struct BertEncoder {
     model: Bert,
-    tokenizer: Tokenizer,
-    info: EncoderInfo,
-    pooling: Pooling,
-    max_seq_length: usize,
+    front: Front,
     batch: usize,
-    hidden: usize,
+}
+
+/// Everything of a sentence-transformers encoder but the transformer:
+/// configuration, tokenisation, chunking and pooling. Shared by
+/// [`BertEncoder`] and the ONNX Runtime encoder, so both cut and pool alike.
+pub(crate) struct Front {
+    tokenizer: Tokenizer,
+    pub(crate) info: EncoderInfo,
+    pub(crate) pooling: Pooling,
+    pub(crate) max_seq_length: usize,
+    pub(crate) max_pos: usize,
+    pub(crate) hidden: usize,
 }
 
 impl std::fmt::Debug for BertEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BertEncoder").field("info", &self.info).field("pooling", &self.pooling).finish_non_exhaustive()
+        f.debug_struct("BertEncoder").field("info", &self.front.info).field("pooling", &self.front.pooling).finish_non_exhaustive()
     }
 }
 
@@ -48,10 +56,26 @@ fn model_err(path: &Path, e: impl std::fmt::Display) -> EncError {
 impl BertEncoder {
     /// Load a model directory. Every missing or corrupt file is an error naming it.
     pub fn load(dir: &Path) -> Result<Self, EncError> {
+        let (mut front, config) = Front::load(dir, Path::new("model.safetensors"))?;
+        let weights = dir.join("model.safetensors");
+        let model = forward::load(&weights, &config).map_err(|e| model_err(&weights, e))?;
+        front.max_pos = front.max_pos.min(model.max_pos);
+        // The model id carries a fingerprint of the weights.
+        front.info.model_id = format!("{}@{:08x}", front.info.model_id, model.fingerprint >> 32);
+        Ok(Self { model, front, batch: 32 })
+    }
+}
+
+impl Front {
+    /// Read the configuration and tokenizer of `dir`; `weights` (relative to
+    /// `dir`, or absolute) must exist too.
+    /// Returns `config.json` for the caller's transformer; `info.model_id` is
+    /// the directory's name, without a fingerprint.
+    pub(crate) fn load(dir: &Path, weights: &Path) -> Result<(Self, serde_json::Value), EncError> {
         let f = |n: &str| -> PathBuf { dir.join(n) };
-        for n in ["config.json", "model.safetensors", "tokenizer.json"] {
-            if !f(n).is_file() {
-                return Err(model_err(&f(n), "missing (is this a sentence-transformers model directory?)"));
+        for p in [f("config.json"), dir.join(weights), f("tokenizer.json")] {
+            if !p.is_file() {
+                return Err(model_err(&p, "missing (is this a sentence-transformers model directory?)"));
             }
         }
         let cfg_path = f("config.json");
@@ -82,69 +106,31 @@ impl BertEncoder {
         // The shipped tokenizer.json truncates and pads to 128: chunking decides lengths here.
         tokenizer.with_truncation(None).map_err(|e| model_err(&tok_path, e))?;
         tokenizer.with_padding(None);
-        let weights = f("model.safetensors");
-        let model = forward::load(&weights, &config).map_err(|e| model_err(&weights, e))?;
-        // The directory's name (its parent's for the pip layout `.../model`)
-        // and a fingerprint of the weights.
+        // The directory's name (its parent's for the pip layout `.../model`).
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
         let name = if name == "model" {
             dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert")
         } else {
             name
         };
-        let model_id = format!("{name}@{:08x}", model.fingerprint >> 32);
-        Ok(Self {
-            model,
+        let front = Self {
             tokenizer,
-            info: EncoderInfo { model_id, dim: hidden, max_tokens: max_seq_length.saturating_sub(2).max(1) },
+            info: EncoderInfo { model_id: name.to_string(), dim: hidden, max_tokens: max_seq_length.saturating_sub(2).max(1) },
             pooling,
             max_seq_length,
-            batch: 32,
+            max_pos,
             hidden,
-        })
+        };
+        Ok((front, config))
     }
 
-    /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
-    pub fn max_seq_length(&self) -> usize {
-        self.max_seq_length
-    }
-
-    /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
-    pub fn set_max_seq_length(&mut self, n: usize) {
+    pub(crate) fn set_max_seq_length(&mut self, n: usize) {
         self.max_seq_length = n.max(3);
         self.info.max_tokens = self.max_seq_length - 2;
     }
 
-    /// Texts per forward pass.
-    pub fn set_batch_size(&mut self, n: usize) {
-        self.batch = n.max(1);
-    }
-
-    /// Pooling mode.
-    pub fn pooling(&self) -> Pooling {
-        self.pooling
-    }
-
-    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated to `max_seq_length`
-    /// the way sentence-transformers truncates.
-    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
-        self.encode_ids(text)
-    }
-
-    /// Embed already tokenised sequences (rows of `out`, in order); for
-    /// benchmarks that exclude tokenisation.
-    pub fn embed_token_ids(&self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.hidden;
-        if out.len() != ids.len() * d {
-            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
-        }
-        out.par_chunks_exact_mut(d).zip(ids.par_iter()).enumerate().try_for_each(|(i, (row, s))| {
-            self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason })
-        })
-    }
-
-    fn encode_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
-        let max = self.max_seq_length.min(self.model.max_pos);
+    pub(crate) fn encode_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
+        let max = self.max_seq_length.min(self.max_pos);
         let s = String::from_utf8_lossy(text);
         let enc = self.tokenizer.encode(s.as_ref(), true).map_err(|e| self.err(e))?;
         let mut ids = enc.get_ids().to_vec();
@@ -192,13 +178,13 @@ impl BertEncoder {
         Ok(out)
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> Error {
+    pub(crate) fn err(&self, e: impl std::fmt::Display) -> Error {
         Error::Encoder { model: self.info.model_id.clone(), source: e.to_string().into() }
     }
 
-    /// Pooled, unit-normalised embedding of one token sequence.
-    fn embed_ids(&self, ids: &[u32], row: &mut [f32]) -> Result<(), lam_core::VectorFault> {
-        let hs = self.model.forward(ids);
+    /// Pool the hidden states `hs` of one sequence's real tokens (row-major,
+    /// `hidden` wide) into `row` and unit-normalise it.
+    pub(crate) fn pool(&self, hs: &[f32], row: &mut [f32]) -> Result<(), lam_core::VectorFault> {
         let d = self.hidden;
         match self.pooling {
             Pooling::Cls => row.copy_from_slice(&hs[..d]),
@@ -209,7 +195,7 @@ impl BertEncoder {
                         *r += v;
                     }
                 }
-                let n = ids.len() as f32;
+                let n = (hs.len() / d) as f32;
                 for r in row.iter_mut() {
                     *r /= n;
                 }
@@ -217,21 +203,15 @@ impl BertEncoder {
         }
         normalize_in_place(row)
     }
-}
 
-impl Encoder for BertEncoder {
-    fn info(&self) -> EncoderInfo {
-        self.info.clone()
-    }
-
-    fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+    pub(crate) fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
         out.clear();
         // Zero-width pieces (later pieces of one character) are omitted.
         out.extend(self.tokens(text)?.into_iter().map(|(r, _)| r).filter(|r| r.start < r.end));
         Ok(())
     }
 
-    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+    pub(crate) fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
         // Cut only where a token starts a word ("##" pieces never start a
         // chunk), so each chunk tokenises alone to exactly its own tokens;
         // pack words greedily into at most `max_tokens` tokens.
@@ -264,13 +244,72 @@ impl Encoder for BertEncoder {
         out.push(start..text.len());
         Ok(())
     }
+}
+
+impl BertEncoder {
+    /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
+    pub fn max_seq_length(&self) -> usize {
+        self.front.max_seq_length
+    }
+
+    /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
+    pub fn set_max_seq_length(&mut self, n: usize) {
+        self.front.set_max_seq_length(n);
+    }
+
+    /// Texts per forward pass.
+    pub fn set_batch_size(&mut self, n: usize) {
+        self.batch = n.max(1);
+    }
+
+    /// Pooling mode.
+    pub fn pooling(&self) -> Pooling {
+        self.front.pooling
+    }
+
+    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated to `max_seq_length`
+    /// the way sentence-transformers truncates.
+    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
+        self.front.encode_ids(text)
+    }
+
+    /// Embed already tokenised sequences (rows of `out`, in order); for
+    /// benchmarks that exclude tokenisation.
+    pub fn embed_token_ids(&self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+        let d = self.front.hidden;
+        if out.len() != ids.len() * d {
+            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
+        }
+        out.par_chunks_exact_mut(d).zip(ids.par_iter()).enumerate().try_for_each(|(i, (row, s))| {
+            self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason })
+        })
+    }
+
+    /// Pooled, unit-normalised embedding of one token sequence.
+    fn embed_ids(&self, ids: &[u32], row: &mut [f32]) -> Result<(), lam_core::VectorFault> {
+        self.front.pool(&self.model.forward(ids), row)
+    }
+}
+
+impl Encoder for BertEncoder {
+    fn info(&self) -> EncoderInfo {
+        self.front.info.clone()
+    }
+
+    fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        self.front.token_spans(text, out)
+    }
+
+    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        self.front.chunks(text, out)
+    }
 
     fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.hidden;
+        let d = self.front.hidden;
         if out.len() != texts.len() * d {
             return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
         }
-        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.encode_ids(t)).collect::<Result<_, _>>()?;
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.front.encode_ids(t)).collect::<Result<_, _>>()?;
         // Sequences run independently (no padding); a batch is spread over
         // the thread pool `batch` sequences at a time, longest first.
         let mut order: Vec<usize> = (0..texts.len()).collect();

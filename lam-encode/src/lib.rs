@@ -14,18 +14,26 @@
 //!   from a sentence-transformers directory; [`default_model_dir`] is where
 //!   `scripts/install-model.sh` puts all-MiniLM-L6-v2.
 //! - [`CachedEncoder`]: memoises any encoder by chunk content.
+//! - [`OrtEncoder`] (feature `ort`): the same tokenisation and pooling as
+//!   [`BertEncoder`] with the transformer run by ONNX Runtime, loaded at run
+//!   time (`ORT_DYLIB_PATH`); `scripts/install-onnx.sh` installs the library
+//!   and builds the model's `onnx/model.onnx`.
 #![warn(missing_docs)]
 
 #[cfg(feature = "bert")]
 mod bert;
 #[cfg(feature = "bert")]
 mod forward;
+#[cfg(feature = "ort")]
+mod ort;
 mod cache;
 mod hashing;
 mod precomputed;
 
 #[cfg(feature = "bert")]
 pub use bert::{BertEncoder, Pooling};
+#[cfg(feature = "ort")]
+pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
 pub use cache::CachedEncoder;
 pub use hashing::HashingEncoder;
 pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};

@@ -1,0 +1,232 @@
+//! The ONNX Runtime encoder: the tokenisation, chunking and pooling of
+//! [`crate::BertEncoder`] with the transformer run by ONNX Runtime.
+//!
+//! The library is loaded at run time (`ort`'s `load-dynamic`), so this
+//! compiles everywhere; it is found through `ORT_DYLIB_PATH`, else at
+//! `$LAM_HOME/lib/libonnxruntime.so` where `scripts/install-onnx.sh` links the
+//! `libonnxruntime.so` of the pinned PyPI `onnxruntime` wheel. The same script
+//! builds `onnx/model.onnx` inside the model directory from its
+//! `model.safetensors` (`scripts/build_onnx.py`, no torch).
+
+use crate::Error as EncError;
+use crate::bert::{Front, Pooling};
+use lam_core::{Encoder, EncoderInfo, Error};
+use ::ort::session::Session;
+use ::ort::session::builder::GraphOptimizationLevel;
+use ::ort::value::Tensor;
+use std::borrow::Cow;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The command that installs ONNX Runtime and builds `onnx/model.onnx`.
+pub const ORT_INSTALL_HINT: &str = "bash scripts/install-onnx.sh";
+
+/// Where [`OrtEncoder::load`] looks for the ONNX graph inside a model directory.
+pub const ONNX_MODEL_PATH: &str = "onnx/model.onnx";
+
+/// The ONNX Runtime library: `$ORT_DYLIB_PATH`, else `$LAM_HOME/lib/libonnxruntime.so`.
+pub fn ort_dylib_path() -> PathBuf {
+    match std::env::var_os("ORT_DYLIB_PATH") {
+        Some(p) if !p.is_empty() => p.into(),
+        _ => crate::lam_home().join("lib/libonnxruntime.so"),
+    }
+}
+
+/// A BERT-family encoder whose transformer runs in ONNX Runtime (CPU).
+///
+/// Sequences are padded to the longest of each batch of `batch_size` (longest
+/// first) and masked; pooling uses real tokens only, as [`crate::BertEncoder`]
+/// does.
+pub struct OrtEncoder {
+    session: Session,
+    front: Front,
+    batch: usize,
+    token_types: bool,
+    output: String,
+}
+
+impl std::fmt::Debug for OrtEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtEncoder").field("info", &self.front.info).field("pooling", &self.front.pooling).finish_non_exhaustive()
+    }
+}
+
+fn model_err(path: &Path, e: impl std::fmt::Display) -> EncError {
+    EncError::Model { path: path.display().to_string(), message: e.to_string() }
+}
+
+/// Load the library once per process (ONNX Runtime allows one environment).
+fn environment() -> Result<&'static ::ort::environment::Environment, EncError> {
+    static ENV: OnceLock<Result<::ort::environment::Environment, (PathBuf, String)>> = OnceLock::new();
+    let env = ENV.get_or_init(|| {
+        let lib = ort_dylib_path();
+        if !lib.is_file() {
+            return Err((lib, format!("ONNX Runtime library not found (set ORT_DYLIB_PATH to a libonnxruntime.so, or run `{ORT_INSTALL_HINT}`)")));
+        }
+        let builder = ::ort::init_from(&lib).map_err(|e| (lib.clone(), e.to_string()))?;
+        builder.with_name("lam").build().map_err(|e| (lib, e.to_string()))
+    });
+    env.as_ref().map_err(|(p, m)| model_err(p, m))
+}
+
+impl OrtEncoder {
+    /// Load a sentence-transformers model directory with its ONNX graph at
+    /// `dir/onnx/model.onnx`.
+    pub fn load(dir: &Path) -> Result<Self, EncError> {
+        Self::load_with(dir, &dir.join(ONNX_MODEL_PATH))
+    }
+
+    /// Load the tokenizer and pooling of `dir` and the ONNX graph at `onnx`
+    /// (inputs `input_ids`, `attention_mask`, optionally `token_type_ids`, all
+    /// int64 `[batch, sequence]`; output `last_hidden_state`, or the first
+    /// output, fp32 `[batch, sequence, hidden]`). Intra-op threads: rayon's
+    /// thread count (`RAYON_NUM_THREADS`), like [`crate::BertEncoder`].
+    pub fn load_with(dir: &Path, onnx: &Path) -> Result<Self, EncError> {
+        if !onnx.is_file() {
+            return Err(model_err(onnx, format!("missing ONNX model (run `{ORT_INSTALL_HINT}`, which builds it from model.safetensors)")));
+        }
+        let (mut front, _config) = Front::load(dir, onnx)?;
+        let env = environment()?;
+        let threads = rayon::current_num_threads();
+        let session = Session::builder(env)
+            .and_then(|b| Ok(b.with_optimization_level(GraphOptimizationLevel::All)?))
+            .and_then(|b| Ok(b.with_intra_threads(threads)?))
+            .and_then(|mut b| b.commit_from_file(onnx))
+            .map_err(|e| model_err(onnx, e))?;
+        let has = |n: &str| session.inputs().iter().any(|o| o.name() == n);
+        for n in ["input_ids", "attention_mask"] {
+            if !has(n) {
+                return Err(model_err(onnx, format!("the graph has no input `{n}`")));
+            }
+        }
+        let token_types = has("token_type_ids");
+        let output = match session.outputs().iter().find(|o| o.name() == "last_hidden_state").or(session.outputs().first()) {
+            Some(o) => o.name().to_string(),
+            None => return Err(model_err(onnx, "the graph has no outputs")),
+        };
+        // The model id carries a fingerprint of the graph file (its size and
+        // a hash of its head and tail, cheap on a 90 MB file).
+        let fp = file_fingerprint(onnx).map_err(|e| model_err(onnx, e))?;
+        front.info.model_id = format!("{}@onnx-{:08x}", front.info.model_id, fp >> 32);
+        Ok(Self { session, front, batch: 32, token_types, output })
+    }
+
+    /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
+    pub fn max_seq_length(&self) -> usize {
+        self.front.max_seq_length
+    }
+
+    /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
+    pub fn set_max_seq_length(&mut self, n: usize) {
+        self.front.set_max_seq_length(n);
+    }
+
+    /// Sequences per ONNX Runtime call (padded to the longest in the call).
+    pub fn set_batch_size(&mut self, n: usize) {
+        self.batch = n.max(1);
+    }
+
+    /// Pooling mode.
+    pub fn pooling(&self) -> Pooling {
+        self.front.pooling
+    }
+
+    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated like sentence-transformers.
+    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
+        self.front.encode_ids(text)
+    }
+
+    /// Embed already tokenised sequences (rows of `out`, in order); for
+    /// benchmarks that exclude tokenisation.
+    pub fn embed_token_ids(&mut self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+        let d = self.front.hidden;
+        if out.len() != ids.len() * d {
+            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
+        }
+        // Longest first, so each call pads little.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        for group in order.chunks(self.batch) {
+            self.run_group(ids, group, out)?;
+        }
+        Ok(())
+    }
+
+    fn run_group(&mut self, ids: &[Vec<u32>], group: &[usize], out: &mut [f32]) -> Result<(), Error> {
+        let d = self.front.hidden;
+        let b = group.len();
+        let l = group.iter().map(|&i| ids[i].len()).max().unwrap_or(0).max(1);
+        let mut input_ids = vec![0i64; b * l];
+        let mut mask = vec![0i64; b * l];
+        for (r, &i) in group.iter().enumerate() {
+            for (k, &t) in ids[i].iter().enumerate() {
+                input_ids[r * l + k] = i64::from(t);
+                mask[r * l + k] = 1;
+            }
+        }
+        let shape = [b as i64, l as i64];
+        let err = |e: ::ort::Error| Error::Encoder { model: self.front.info.model_id.clone(), source: Box::new(e) };
+        let mut inputs: Vec<(Cow<'_, str>, ::ort::session::SessionInputValue<'_>)> = vec![
+            ("input_ids".into(), Tensor::from_array((shape, input_ids)).map_err(err)?.into()),
+            ("attention_mask".into(), Tensor::from_array((shape, mask)).map_err(err)?.into()),
+        ];
+        if self.token_types {
+            inputs.push(("token_type_ids".into(), Tensor::from_array((shape, vec![0i64; b * l])).map_err(err)?.into()));
+        }
+        let model = self.front.info.model_id.clone();
+        let outputs = self.session.run(inputs).map_err(|e| Error::Encoder { model: model.clone(), source: Box::new(e) })?;
+        let (out_shape, hs) = outputs[self.output.as_str()]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| Error::Encoder { model: model.clone(), source: Box::new(e) })?;
+        if **out_shape != [b as i64, l as i64, d as i64] {
+            return Err(Error::Encoder { model, source: format!("output shape {out_shape:?}, expected [{b}, {l}, {d}]").into() });
+        }
+        for (r, &i) in group.iter().enumerate() {
+            let n = ids[i].len();
+            let rows = &hs[r * l * d..(r * l + n) * d];
+            self.front
+                .pool(rows, &mut out[i * d..(i + 1) * d])
+                .map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
+        }
+        Ok(())
+    }
+}
+
+fn file_fingerprint(path: &Path) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = vec![0u8; 1 << 16];
+    let head = f.read(&mut buf)?;
+    let mut h = xxhash_rust::xxh3::xxh3_64(&buf[..head]) ^ len;
+    if len > buf.len() as u64 {
+        f.seek(SeekFrom::End(-(buf.len() as i64)))?;
+        f.read_exact(&mut buf)?;
+        h = xxhash_rust::xxh3::xxh3_64_with_seed(&buf, h);
+    }
+    Ok(h)
+}
+
+impl Encoder for OrtEncoder {
+    fn info(&self) -> EncoderInfo {
+        self.front.info.clone()
+    }
+
+    fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        self.front.token_spans(text, out)
+    }
+
+    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
+        self.front.chunks(text, out)
+    }
+
+    fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
+        let d = self.front.hidden;
+        if out.len() != texts.len() * d {
+            return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
+        }
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.front.encode_ids(t)).collect::<Result<_, _>>()?;
+        self.embed_token_ids(&ids, out)
+    }
+}
