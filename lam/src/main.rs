@@ -37,6 +37,9 @@ enum EncoderArg {
     Bert,
     /// Model-free lexical hashing encoder (no weights needed; not the papers' encoder).
     Hashing,
+    /// The BERT encoder's tokenisation and pooling with the transformer in ONNX Runtime (scripts/install-onnx.sh).
+    #[cfg(feature = "ort")]
+    Ort,
 }
 
 #[derive(clap::Args)]
@@ -65,6 +68,14 @@ fn make_encoder(o: &EncoderOpts) -> Result<Box<dyn Encoder>> {
                 );
             }
             let mut e = lam_encode::BertEncoder::load(&dir)?;
+            e.set_batch_size(o.batch);
+            Box::new(e)
+        }
+        #[cfg(feature = "ort")]
+        EncoderArg::Ort => {
+            // Errors name the missing graph or library and scripts/install-onnx.sh.
+            let dir = o.model.clone().unwrap_or_else(lam_encode::default_model_dir);
+            let mut e = lam_encode::OrtEncoder::load(&dir)?;
             e.set_batch_size(o.batch);
             Box::new(e)
         }
@@ -302,6 +313,8 @@ fn embed(o: &EncoderOpts, info: bool) -> Result<()> {
         let (pooling, max_seq) = match o.encoder {
             EncoderArg::Bert => ("mean-or-cls (from 1_Pooling/config.json)", i.max_tokens + 2),
             EncoderArg::Hashing => ("signed feature hashing", i.max_tokens),
+            #[cfg(feature = "ort")]
+            EncoderArg::Ort => ("mean-or-cls (from 1_Pooling/config.json)", i.max_tokens + 2),
         };
         let pooling = if o.encoder == EncoderArg::Bert {
             let dir = o.model.clone().unwrap_or_else(lam_encode::default_model_dir);
