@@ -10,3 +10,5 @@ cargo xtask check-features
 cargo xtask verify-digests --sample
 # lam-codec kernels compile with NVRTC and hiprtc (installs both compilers; no GPU needed)
 bash scripts/check-kernels.sh
+# ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
+bash scripts/check-ort.sh
