@@ -837,7 +837,21 @@ fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Resu
         tokens
     ));
     eprintln!("encoder {}: {:.0} tokens/s", info.model_id, enc_rate);
-    notes.push("codec_gb_s: absent, lam-codec is not built yet (its term is 0 in eq. 2 until it is)".into());
+    // Codec: Szp fixed mode at rel 1e-2 (cuSZp's anchor setting) over 4,096 unit vectors of the encoder's dimension.
+    let cdim = info.dim.max(1);
+    let cvals = random_unit_vectors(4096, cdim, 4);
+    let codec = lam_codec::Codec::Szp { mode: lam_codec::SzpMode::Fixed, bound: lam_codec::Bound::Rel(1e-2) };
+    let mut stream = Vec::new();
+    let codec_rate = best_rate(seconds, 3, (cvals.len() * 4) as f64, || {
+        stream.clear();
+        codec.encode_to(black_box(&cvals), 4096, cdim, &mut stream).expect("encoding unit vectors");
+    });
+    notes.push(format!(
+        "codec_gb_s: lam_codec Szp fixed, rel 1e-2, compress of 4,096 random unit vectors of dimension {cdim} ({:.1} MB in, ratio {:.2}), all threads",
+        (cvals.len() * 4) as f64 / 1e6,
+        (cvals.len() * 4) as f64 / stream.len().max(1) as f64
+    ));
+    eprintln!("codec szp: {:.2} GB/s", codec_rate / 1e9);
 
     let profile = DeviceProfile {
         format: PROFILE_FORMAT.into(),
@@ -849,7 +863,7 @@ fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Resu
         verify_dim: dim as u32,
         encoder_tokens_per_s: enc_rate,
         encoder: info.model_id,
-        codec_gb_s: None,
+        codec_gb_s: Some(codec_rate / 1e9),
         notes,
     };
     profile.validate()?;
