@@ -139,6 +139,10 @@ enum Cmd {
         /// Skip cl100k_base token accounting (faster).
         #[arg(long)]
         no_tokens: bool,
+        /// L2: store each session's retained embeddings through this codec in `--out DIR`
+        /// (`SESSION.retained.lamc`, docs/codec-format.md): szp (fixed, rel 1e-3), szp-plain, f16, int8, binary.
+        #[arg(long, requires = "out")]
+        codec: Option<String>,
         /// Archive every observation into this store directory first (ARC FileStore), so every
         /// stub's `_recall §id` can be answered with `lam recall --store DIR §id`.
         #[arg(long)]
@@ -167,7 +171,7 @@ fn main() -> Result<()> {
         Cmd::Eval(a) => eval_cli::run(a)?,
         Cmd::View(a) => view_cli::view(a)?,
         Cmd::Recall(a) => view_cli::recall(a)?,
-        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens, store } => {
+        Cmd::Compact { paths, threshold, order, json, out, enc: enc_opts, embeddings, dump_embeddings, index, cache, no_cache, no_tokens, store, codec } => {
             let t = Threshold::from_cosine(threshold)?;
             let mut cfg = Config::new(t);
             cfg.order = match order {
@@ -205,6 +209,16 @@ fn main() -> Result<()> {
             if let Some(d) = &out {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
+            let codec = match codec.as_deref() {
+                None => None,
+                Some("szp") => Some(lam_codec::Codec::Szp { mode: lam_codec::SzpMode::Fixed, bound: lam_codec::Bound::Rel(1e-3) }),
+                Some("szp-plain") => Some(lam_codec::Codec::Szp { mode: lam_codec::SzpMode::Plain, bound: lam_codec::Bound::Rel(1e-3) }),
+                Some("f16") => Some(lam_codec::Codec::F16),
+                Some("int8") => Some(lam_codec::Codec::Int8PerVector),
+                Some("binary") => Some(lam_codec::Codec::SignBinary),
+                Some(other) => bail!("--codec: expected szp, szp-plain, f16, int8 or binary, got `{other}`"),
+            };
+            let (mut l2_raw, mut l2_stored) = (0usize, 0usize);
             let mut archive = match &store {
                 Some(d) => Some(lam::store::FileStore::open(d).with_context(|| format!("opening store {}", d.display()))?),
                 None => None,
@@ -256,6 +270,25 @@ fn main() -> Result<()> {
                     }
                     if let Some(dir) = &out {
                         write_outputs(dir, &traj, &run)?;
+                        if let Some(c) = &codec {
+                            // L2: the retained chunks' embeddings (from the encoder's memo), through the codec.
+                            let texts: Vec<&[u8]> = traj
+                                .records
+                                .iter()
+                                .zip(&run.online)
+                                .flat_map(|(rec, a)| a.chunks.iter().filter(|c| !c.decision.is_dropped()).map(move |c| &rec.observation[c.range.clone()]))
+                                .collect();
+                            let dim = enc.as_dyn().info().dim;
+                            let mut v = vec![0.0; texts.len() * dim];
+                            enc.as_dyn().encode_batch(&texts, &mut v)?;
+                            let mut stream = Vec::new();
+                            c.encode_to(&v, texts.len(), dim, &mut stream)?;
+                            let safe: String = traj.session.0.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+                            let p = dir.join(format!("{safe}.retained.lamc"));
+                            std::fs::write(&p, &stream).with_context(|| format!("writing {}", p.display()))?;
+                            l2_raw += v.len() * 4;
+                            l2_stored += stream.len();
+                        }
                     }
                     if json {
                         serde_json::to_writer(&mut so, r)?;
@@ -283,6 +316,9 @@ fn main() -> Result<()> {
                     "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
                     n_sessions, enc.as_dyn().info().model_id, threshold, t.delta(), share, all_in, corpus.hex16(), if all_eq { "all" } else { "NOT ALL" }
                 )?;
+            }
+            if codec.is_some() && !json {
+                writeln!(so, "retained embeddings (L2): {l2_raw} bytes as f32, {l2_stored} bytes stored ({:.2}x)", l2_raw as f64 / l2_stored.max(1) as f64)?;
             }
             if !all_eq {
                 bail!("online and batch residuals differ");
