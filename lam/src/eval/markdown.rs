@@ -33,19 +33,21 @@ pub fn markdown(r: &EvalReport) -> String {
     let _ = writeln!(s, "Definitions of every column: `docs/eval.md`. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
 
     let _ = writeln!(s, "## Headline\n");
-    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L0→L1 net | order effect | δ̂ | evidence | recoverable | intact | digest | online=batch |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L0→L1 gross | L0→L1 net | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for t in &r.thresholds {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:+.2} pt | {:.4} | {} | {} | {} | `{}` | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
             t.threshold,
             pct(t.removal_l0),
             pct(t.removal_l1),
             pct(t.l1_l0.removal_gross),
             pct(t.l1_l0.removal_net),
+            pct(t.l0_l1.removal_gross),
             pct(t.l0_l1.removal_net),
             100.0 * t.order_effect,
+            100.0 * t.order_effect_gross,
             t.delta_hat,
             opct(t.l1_l0.evidence_micro, 3),
             opct(t.l1_l0.evidence_recoverable, 3),

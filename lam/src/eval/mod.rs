@@ -482,6 +482,8 @@ pub struct ThresholdRow {
     pub l1_alone_evidence_micro: Option<f64>,
     /// l1_l0 net minus l0_l1 net.
     pub order_effect: f64,
+    /// l1_l0 gross minus l0_l1 gross.
+    pub order_effect_gross: f64,
     /// Substitution distances.
     pub distances: Distances,
     /// Metric-entropy bracket.
@@ -992,6 +994,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
             removal_l0,
             removal_l1: if a.tok_in == 0 { 0.0 } else { (a.tok_in as f64 - a.tok_l1_first as f64) / a.tok_in as f64 },
             order_effect: l1l0.removal_net - l0l1.removal_net,
+            order_effect_gross: l1l0.removal_gross - l0l1.removal_gross,
             l1_alone_evidence_micro: a.l1_alone.row(o).evidence_micro,
             l1_l0: l1l0,
             l0_l1: l0l1,
