@@ -105,8 +105,7 @@ impl OrtEncoder {
             Some(o) => o.name().to_string(),
             None => return Err(model_err(onnx, "the graph has no outputs")),
         };
-        // The model id carries a fingerprint of the graph file (its size and
-        // a hash of its head and tail, cheap on a 90 MB file).
+        // The model id carries a fingerprint of the graph file (xxh3 of its bytes).
         let fp = file_fingerprint(onnx).map_err(|e| model_err(onnx, e))?;
         front.info.model_id = format!("{}@onnx-{:08x}", front.info.model_id, fp >> 32);
         Ok(Self { session, front, batch: 32, token_types, output })
@@ -194,18 +193,17 @@ impl OrtEncoder {
 }
 
 fn file_fingerprint(path: &Path) -> std::io::Result<u64> {
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::Read;
     let mut f = std::fs::File::open(path)?;
-    let len = f.metadata()?.len();
-    let mut buf = vec![0u8; 1 << 16];
-    let head = f.read(&mut buf)?;
-    let mut h = xxhash_rust::xxh3::xxh3_64(&buf[..head]) ^ len;
-    if len > buf.len() as u64 {
-        f.seek(SeekFrom::End(-(buf.len() as i64)))?;
-        f.read_exact(&mut buf)?;
-        h = xxhash_rust::xxh3::xxh3_64_with_seed(&buf, h);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(h.digest());
+        }
+        h.update(&buf[..n]);
     }
-    Ok(h)
 }
 
 impl Encoder for OrtEncoder {
