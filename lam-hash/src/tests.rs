@@ -30,22 +30,27 @@ fn parse_stub(line: &[u8]) -> Option<(usize, String, usize)> {
 
 #[test]
 fn repeated_file_read_becomes_one_stub() {
-    let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n";
+    let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n\ndef spread(xs):\n    return max(xs) - min(xs)\n";
     let (_, outs) = run(&[file, file]);
     assert_eq!(outs[0], file);
-    assert_eq!(outs[1], b"[lam: 5 repeated lines, first at \xc2\xa7id000000:1; _recall \xc2\xa7id000001]\n");
+    assert_eq!(outs[1], b"[lam: 7 repeated lines, first at \xc2\xa7id000000:1; _recall \xc2\xa7id000001]\n");
 }
 
 #[test]
 fn short_runs_are_kept_verbatim() {
     let (_, outs) = run(&[b"ok\n", b"ok\n"]);
     assert_eq!(outs[1], b"ok\n", "a stub longer than the run is never emitted");
+    // A run longer than the stub but under twice its bytes stays verbatim too:
+    // the stub's ids would cost more tokens than the run.
+    let line: &[u8] = b"x = compute_the_value_of_the_series(1, 2, 3)  # a line of about eighty bytes\n";
+    let (_, outs) = run(&[line, line]);
+    assert_eq!(outs[1], line);
 }
 
 #[test]
 fn edited_file_keeps_changed_lines() {
-    let a: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series\nbeta = compute_second_value(2)  # the second value of the series\ngamma = compute_third_value(3)\ndelta = compute_fourth_value(4)\n";
-    let b: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series\nbeta = compute_second_value(2)  # the second value of the series\ngamma = compute_third_value(99)\ndelta = compute_fourth_value(4)\n";
+    let a: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series, computed once\nbeta = compute_second_value(2)  # the second value of the series, computed once\ngamma = compute_third_value(3)\ndelta = compute_fourth_value(4)\n";
+    let b: &[u8] = b"alpha = compute_first_value(1)  # the first value of the series, computed once\nbeta = compute_second_value(2)  # the second value of the series, computed once\ngamma = compute_third_value(99)\ndelta = compute_fourth_value(4)\n";
     let (_, outs) = run(&[a, b]);
     let text = String::from_utf8(outs[1].clone()).unwrap();
     assert!(text.contains("gamma = compute_third_value(99)\n"));
