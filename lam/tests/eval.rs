@@ -51,6 +51,14 @@ fn harness_checks_hold_on_real_trajectories() {
     let inf = r.baselines.iter().find(|b| b.baseline == "masking" && b.param == Some(usize::MAX as f64)).unwrap();
     assert_eq!(inf.row.removal_net, 0.0, "masking with k = infinity removes nothing");
     assert_eq!(inf.row.evidence_micro, Some(1.0));
+    for b in r.baselines.iter().filter(|b| b.baseline == "masking") {
+        assert!(b.row.removal_gross >= b.row.removal_net, "masking k={:?}: the placeholders cost tokens", b.param);
+    }
+    // The evidence metric is specific: another task's trajectory witnesses
+    // few of this task's lines (paper F.3: 0.7 %).
+    let c = r.evidence_control.as_ref().unwrap();
+    assert_eq!(c.trajectories, r.with_witnessed);
+    assert!(c.lines > 0 && c.share < 0.25, "{c:?}");
     assert_eq!(r.rsc_non_increasing, Some(true));
     for t in &r.thresholds {
         assert!(t.online_equals_batch, "t={}: online and batch differ", t.threshold);
@@ -128,4 +136,44 @@ fn evidence_lines_of_a_real_gold_patch_are_witnessed() {
     let lines = eval::evidence_lines(g.get("django__django-10973").unwrap());
     assert!(!lines.is_empty());
     assert!(lines.iter().all(|l| l.chars().count() >= 12 && l.trim() == l));
+}
+
+/// The same harness checks with the real encoder (all-MiniLM-L6-v2, installed
+/// by `scripts/test.sh`) on two small real trajectories, so the report the
+/// command prints is checked with the embeddings it is run with.
+#[test]
+fn harness_checks_hold_with_minilm() {
+    let dir = lam_encode::default_model_dir();
+    assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
+    let m = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let inputs = vec![m.join("django__django-16255.traj.json.gz"), m.join("django__django-17029.traj.json.gz")];
+    let o = Options { thresholds: vec![0.95, 0.85], masking: vec![5, usize::MAX], no_locomo: true, semdedup: false, ..Options::default() };
+    let mut enc = CachedEncoder::new(lam_encode::BertEncoder::load(&dir).unwrap());
+    let r = eval::evaluate(&inputs, &mut enc, &o, &mut NoProgress).unwrap();
+    assert_eq!(r.trajectories, 2);
+    assert!(r.encoder.starts_with("all-MiniLM-L6-v2"), "{}", r.encoder);
+    let none = r.baselines.iter().find(|b| b.baseline == "none").unwrap();
+    assert!(none.row.lines_witnessed > 0, "the sample witnesses gold-patch lines");
+    for b in r.baselines.iter().filter(|b| b.baseline == "none" || b.baseline == "l0") {
+        assert_eq!(b.row.evidence_micro, Some(1.0), "{}", b.baseline);
+    }
+    let mask5 = r.baselines.iter().find(|b| b.baseline == "masking" && b.param == Some(5.0)).unwrap();
+    assert!(mask5.row.removal_gross > mask5.row.removal_net && mask5.row.removal_net > 0.0, "masking charges its placeholders");
+    for t in &r.thresholds {
+        assert!(t.online_equals_batch, "t={}", t.threshold);
+        assert!(t.delta_hat <= t.delta);
+        assert_eq!(t.l1_alone_evidence_micro, t.l1_l0.evidence_micro);
+        assert_eq!(t.l1_l0.evidence_recoverable, Some(1.0), "every LAM deletion is recoverable through its stub");
+    }
+    // Looser threshold: at least as many chunks dropped.
+    assert!(r.thresholds[1].retrieval.keep <= r.thresholds[0].retrieval.keep);
+    assert!(r.thresholds[1].distances.substitutions > 0, "MiniLM finds near duplicates at t = 0.85 in a real trajectory");
+}
+
+#[test]
+fn masking_placeholder_counts_lines() {
+    assert_eq!(eval::masking_placeholder(b""), b"");
+    assert_eq!(eval::masking_placeholder(b"a\nb\n"), b"Old environment output: (2 lines omitted)");
+    assert_eq!(eval::masking_placeholder(b"a\nb"), b"Old environment output: (2 lines omitted)");
+    assert_eq!(eval::masking_placeholder(b"\xff"), b"Old environment output: (1 lines omitted)");
 }

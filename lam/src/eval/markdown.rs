@@ -87,6 +87,13 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = write!(s, " t={}: {} vs {};", t.threshold, opct(t.l1_alone_evidence_micro, 3), opct(t.l1_l0.evidence_micro, 3));
     }
     let _ = writeln!(s, "\n\nRSC non-increasing along the sweep: {}.", r.rsc_non_increasing.map(|b| if b { "yes" } else { "NO" }).unwrap_or("— (no outcomes)"));
+    if let Some(c) = &r.evidence_control {
+        let _ = writeln!(s, "\nSpecificity control (paper F.3: 0.7 %): of {} witnessed lines of {} trajectories, {} ({}) occur in an unrelated trajectory's original observations.", c.lines, c.trajectories, c.found_in_unrelated, opct(Some(c.share), 2));
+    }
+    let masks: Vec<String> = r.baselines.iter().filter(|b| b.baseline == "masking").map(|b| format!("k={}: {}", b.param.unwrap_or(0.0), pct(b.row.removal_gross))).collect();
+    if !masks.is_empty() {
+        let _ = writeln!(s, "\nMasking's net removal charges SWE-agent's placeholder `Old environment output: (N lines omitted)` per masked observation; without it (gross): {}.", masks.join(", "));
+    }
 
     let _ = writeln!(s, "\n## ECR@τ (largest net removal with evidence ≥ τ)\n");
     let taus: Vec<f64> = r.ecr.first().map(|e| e.at.iter().map(|a| a.0).collect()).unwrap_or_default();

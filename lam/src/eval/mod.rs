@@ -530,6 +530,20 @@ pub struct Ecr {
     pub at: Vec<(f64, Option<f64>, Option<String>)>,
 }
 
+/// The evidence metric's specificity control (LAM F.3: 0.7 % of witnessed
+/// lines are found in an unrelated trajectory's memory).
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceControl {
+    /// Trajectories with witnessed lines, each paired with an unrelated one.
+    pub trajectories: u64,
+    /// Witnessed lines searched.
+    pub lines: u64,
+    /// ... found verbatim in the unrelated trajectory's original observations.
+    pub found_in_unrelated: u64,
+    /// found / lines.
+    pub share: f64,
+}
+
 /// The LoCoMo control.
 #[derive(Debug, Clone, Serialize)]
 pub struct Locomo {
@@ -599,6 +613,8 @@ pub struct EvalReport {
     pub ecr: Vec<Ecr>,
     /// RSC is non-increasing along the sweep (decreasing t).
     pub rsc_non_increasing: Option<bool>,
+    /// Specificity of the evidence metric (witnessed lines found in an unrelated trajectory).
+    pub evidence_control: Option<EvidenceControl>,
     /// LoCoMo control.
     pub locomo: Option<Locomo>,
     /// Timing.
@@ -1017,8 +1033,11 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
         let mut agg = Agg::default();
         for p in &preps {
             let n = p.traj.records.len();
-            let res: Vec<&[u8]> = p.traj.records.iter().enumerate().map(|(i, r)| if i < n.saturating_sub(k) { &[][..] } else { r.observation.as_slice() }).collect();
-            let s = score(p, &mut memo, &res, None, &[]);
+            let cut = n.saturating_sub(k);
+            let res: Vec<Vec<u8>> = p.traj.records.iter().take(cut).map(|r| masking_placeholder(&r.observation)).collect();
+            let res: Vec<&[u8]> = res.iter().map(Vec::as_slice).chain(p.traj.records[cut..].iter().map(|r| r.observation.as_slice())).collect();
+            let gross: Vec<u64> = p.tok.iter().enumerate().map(|(i, &t)| if i < cut { 0 } else { t as u64 }).collect();
+            let s = score(p, &mut memo, &res, Some(&gross), &[]);
             agg.add(p, &s, o);
         }
         baselines.push(BaselineRow { baseline: "masking".into(), param: Some(k as f64), row: agg.row(o), seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None });
@@ -1078,9 +1097,44 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
         baselines,
         ecr,
         rsc_non_increasing,
+        evidence_control: evidence_control(&preps),
         locomo,
         timing: Timing { wall_s, encode_s, chunking_s, encode_share: if wall_s > 0.0 { (encode_s + chunking_s) / wall_s } else { 0.0 }, sweep_s, baselines_s },
     })
+}
+
+/// What observation masking leaves of an observation older than the window:
+/// SWE-agent's `LastNObservations` placeholder (the masking of Lindenbauer et
+/// al., 2025), charged in the net removal; the gross removal drops it. An
+/// empty observation stays empty.
+pub fn masking_placeholder(obs: &[u8]) -> Vec<u8> {
+    if obs.is_empty() {
+        return Vec::new();
+    }
+    let lines = obs.split(|&b| b == b'\n').count() - usize::from(obs.ends_with(b"\n"));
+    format!("Old environment output: ({lines} lines omitted)").into_bytes()
+}
+
+/// The specificity control of the evidence metric (LAM F.3): each
+/// trajectory's witnessed lines searched in the original observations of an
+/// unrelated trajectory (the gold-joined trajectory half the list away, the
+/// next one with a different instance id).
+fn evidence_control(preps: &[Prep]) -> Option<EvidenceControl> {
+    let ev: Vec<&Prep> = preps.iter().filter(|p| p.evidence.as_ref().is_some_and(|e| !e.is_empty())).collect();
+    let n = ev.len();
+    if n < 2 {
+        return None;
+    }
+    let (mut lines, mut found, mut pairs) = (0u64, 0u64, 0u64);
+    for (i, p) in ev.iter().enumerate() {
+        let Some(other) = (0..n).map(|d| ev[(i + n / 2 + d) % n]).find(|q| q.traj.session != p.traj.session) else { continue };
+        pairs += 1;
+        for l in p.evidence.as_deref().unwrap_or_default() {
+            lines += 1;
+            found += other.traj.records.iter().any(|r| contains(&r.observation, l)) as u64;
+        }
+    }
+    (pairs > 0).then(|| EvidenceControl { trajectories: pairs, lines, found_in_unrelated: found, share: if lines == 0 { 0.0 } else { found as f64 / lines as f64 } })
 }
 
 fn ecr_of(family: &str, pts: &[(String, &SettingRow)], taus: &[f64]) -> Ecr {
