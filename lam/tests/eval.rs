@@ -54,6 +54,16 @@ fn harness_checks_hold_on_real_trajectories() {
     for b in r.baselines.iter().filter(|b| b.baseline == "masking") {
         assert!(b.row.removal_gross >= b.row.removal_net, "masking k={:?}: the placeholders cost tokens", b.param);
     }
+    // Per input: the inputs partition the run; the pooled removal is their token-weighted mean.
+    assert_eq!(r.by_input.len(), 4);
+    assert_eq!(r.by_input.iter().map(|i| i.tokens).sum::<u64>(), r.tokens);
+    assert_eq!(r.by_input.iter().map(|i| i.trajectories).sum::<u64>(), r.trajectories);
+    for (ti, t) in r.thresholds.iter().enumerate() {
+        let w: f64 = r.by_input.iter().map(|i| i.rows[ti].removal_l1_l0_net * i.tokens as f64).sum::<f64>() / r.tokens as f64;
+        assert!((w - t.l1_l0.removal_net).abs() < 1e-9, "t={}: {w} vs {}", t.threshold, t.l1_l0.removal_net);
+        let dh = r.by_input.iter().map(|i| i.rows[ti].delta_hat).fold(0.0, f64::max);
+        assert_eq!(dh, t.delta_hat);
+    }
     // The evidence metric is specific: another task's trajectory witnesses
     // few of this task's lines (paper F.3: 0.7 %).
     let c = r.evidence_control.as_ref().unwrap();

@@ -104,6 +104,45 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = writeln!(s, "| {} | {} |{cells}", e.family, opct(e.best, 2));
     }
 
+    if !r.by_input.is_empty() {
+        let _ = writeln!(s, "\n## Per input (each command-line input alone)\n");
+        let _ = writeln!(s, "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L0→L1 net | δ̂ | evidence | recoverable | intact |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for i in &r.by_input {
+            for (h, l0l1) in i.rows.iter().zip(&i.removal_l0_l1_net) {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.4} | {} | {} | {} |",
+                    i.input,
+                    i.trajectories,
+                    i.tokens,
+                    h.threshold,
+                    pct(h.removal_l0),
+                    pct(h.removal_l1),
+                    pct(h.removal_l1_l0_net),
+                    pct(*l0l1),
+                    h.delta_hat,
+                    opct(h.evidence_micro, 3),
+                    opct(h.evidence_recoverable, 3),
+                    opct(h.trajectories_intact, 1)
+                );
+            }
+        }
+        let _ = writeln!(s, "\n| input | family | best |{}", taus.iter().map(|t| format!(" τ={t} |")).collect::<String>());
+        let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(taus.len()));
+        for i in &r.by_input {
+            for e in &i.ecr {
+                let cells: String = e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect();
+                let _ = writeln!(s, "| {} | {} | {} |{cells}", i.input, e.family, opct(e.best, 2));
+            }
+        }
+        let _ = writeln!(s, "\nMasking per input (net removal, evidence):");
+        for i in &r.by_input {
+            let m: Vec<String> = i.baselines.iter().filter(|b| b.baseline == "masking").map(|b| format!("k={}: {} / {}", b.param.unwrap_or(0.0), pct(b.removal), opct(b.evidence_micro, 2))).collect();
+            let _ = writeln!(s, "- {}: {}", i.input, m.join("; "));
+        }
+    }
+
     let _ = writeln!(s, "\n## Removal against input size T (trajectories reaching T; net, L1→L0)\n");
     let sizes: Vec<usize> = r.thresholds.first().map(|t| t.l1_l0.by_size.iter().map(|p| p.size).collect()).unwrap_or_default();
     let _ = writeln!(s, "| setting |{}", sizes.iter().map(|t| format!(" T={}K |", t / 1000)).collect::<String>());

@@ -181,6 +181,8 @@ struct Prep {
     store: arc_store::MemStore,
     /// Per query: its full-index top-1 chunk and the chunk order by descending score.
     queries: Vec<Vec<u32>>,
+    /// Index of the command-line input (file or folder) it came from.
+    input: usize,
 }
 
 impl Prep {
@@ -544,6 +546,94 @@ pub struct EvidenceControl {
     pub share: f64,
 }
 
+/// One command-line input's headline rows (when several are evaluated together).
+#[derive(Debug, Clone, Serialize)]
+pub struct InputSummary {
+    /// The input as given.
+    pub input: String,
+    /// Trajectories from it.
+    pub trajectories: u64,
+    /// Observation tokens.
+    pub tokens: u64,
+    /// Per threshold, its rows restricted to this input (`removal_l0` is L0
+    /// alone's gross removal, `removal_l1` L1 alone's; `digest` is empty: the
+    /// deletion-set digest is defined over the whole run).
+    pub rows: Vec<Headline>,
+    /// L0 -> L1 net removal per threshold (same order as `rows`).
+    pub removal_l0_l1_net: Vec<f64>,
+    /// L1 -> L0 gross removal per threshold.
+    pub removal_l1_l0_gross: Vec<f64>,
+    /// No compaction, L0 alone and masking.
+    pub baselines: Vec<BaselineHeadline>,
+    /// ECR@tau of LAM (L1 -> L0), L0 alone and masking on this input.
+    pub ecr: Vec<Ecr>,
+}
+
+/// Per-input aggregates of the settings, keyed by (input, setting).
+struct Split {
+    n: usize,
+    aggs: HashMap<(usize, String), Agg>,
+    delta_hat: HashMap<(usize, usize), f64>,
+}
+
+impl Split {
+    fn new(n: usize) -> Self {
+        Self { n, aggs: HashMap::new(), delta_hat: HashMap::new() }
+    }
+
+    fn add(&mut self, p: &Prep, key: &str, s: &Scored, o: &Options) {
+        if self.n > 1 {
+            self.aggs.entry((p.input, key.to_string())).or_default().add(p, s, o);
+        }
+    }
+
+    fn row(&self, i: usize, key: &str, o: &Options) -> SettingRow {
+        self.aggs.get(&(i, key.to_string())).cloned().unwrap_or_default().row(o)
+    }
+
+    fn summaries(&self, inputs: &[PathBuf], preps: &[Prep], thresholds: &[f64], masking: &[usize], o: &Options) -> Vec<InputSummary> {
+        (0..inputs.len())
+            .map(|i| {
+                let mine: Vec<&Prep> = preps.iter().filter(|p| p.input == i).collect();
+                let l0 = self.row(i, "l0", o);
+                let mut rows = Vec::new();
+                let (mut l0l1, mut gross, mut lam_pts) = (Vec::new(), Vec::new(), Vec::new());
+                for (ti, &t) in thresholds.iter().enumerate() {
+                    let a = self.row(i, &format!("{:?}@{ti}", Order::L1L0), o);
+                    let b = self.row(i, &format!("{:?}@{ti}", Order::L0L1), o);
+                    let l1 = self.row(i, &format!("L1@{ti}"), o);
+                    rows.push(Headline {
+                        threshold: t,
+                        removal_l0: l0.removal_gross,
+                        removal_l1: l1.removal_net,
+                        removal_l1_l0_net: a.removal_net,
+                        removal_l0_l1_net: b.removal_net,
+                        delta_hat: self.delta_hat.get(&(i, ti)).copied().unwrap_or(0.0),
+                        evidence_micro: a.evidence_micro,
+                        evidence_recoverable: a.evidence_recoverable,
+                        trajectories_intact: a.trajectories_intact,
+                        digest: String::new(),
+                    });
+                    l0l1.push(b.removal_net);
+                    gross.push(a.removal_gross);
+                    lam_pts.push((format!("t={t}"), a));
+                }
+                let none = self.row(i, "none", o);
+                let masks: Vec<(usize, SettingRow)> = masking.iter().map(|&k| (k, self.row(i, &format!("masking@{k}"), o))).collect();
+                let mut baselines = vec![
+                    BaselineHeadline { baseline: "none".into(), param: None, removal: none.removal_net, evidence_micro: none.evidence_micro },
+                    BaselineHeadline { baseline: "l0".into(), param: None, removal: l0.removal_net, evidence_micro: l0.evidence_micro },
+                ];
+                baselines.extend(masks.iter().map(|(k, r)| BaselineHeadline { baseline: "masking".into(), param: Some(*k as f64), removal: r.removal_net, evidence_micro: r.evidence_micro }));
+                let lam: Vec<(String, &SettingRow)> = lam_pts.iter().map(|(n, r)| (n.clone(), r)).collect();
+                let mask: Vec<(String, &SettingRow)> = masks.iter().map(|(k, r)| (format!("{k}"), r)).collect();
+                let ecr = vec![ecr_of("LAM (L1->L0, net)", &lam, &o.taus), ecr_of("l0", &[("l0".to_string(), &l0)], &o.taus), ecr_of("masking", &mask, &o.taus)];
+                InputSummary { input: inputs[i].display().to_string(), trajectories: mine.len() as u64, tokens: mine.iter().map(|p| p.tok_in()).sum(), rows, removal_l0_l1_net: l0l1, removal_l1_l0_gross: gross, baselines, ecr }
+            })
+            .collect()
+    }
+}
+
 /// The LoCoMo control.
 #[derive(Debug, Clone, Serialize)]
 pub struct Locomo {
@@ -615,6 +705,8 @@ pub struct EvalReport {
     pub rsc_non_increasing: Option<bool>,
     /// Specificity of the evidence metric (witnessed lines found in an unrelated trajectory).
     pub evidence_control: Option<EvidenceControl>,
+    /// The headline rows of each command-line input alone (empty for one input).
+    pub by_input: Vec<InputSummary>,
     /// LoCoMo control.
     pub locomo: Option<Locomo>,
     /// Timing.
@@ -767,7 +859,7 @@ fn prepare(traj: Trajectory, enc: &mut MemoEncoder<'_>, gold: Option<&GoldPatche
             queries.push(s.into_iter().map(|x| x.1).collect());
         }
     }
-    Ok(Prep { traj, tok, chunks, vecs, chunk_tok, evidence, candidates, resolved, store, queries })
+    Ok(Prep { traj, tok, chunks, vecs, chunk_tok, evidence, candidates, resolved, store, queries, input: 0 })
 }
 
 /// Per-threshold accumulators.
@@ -838,7 +930,9 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
                     continue;
                 }
                 let name = format!("{}: session {}", f.path.display(), t.session);
-                preps.push(prepare(t, &mut menc, gold.as_ref(), &mut outcomes, &mut memo).context(name)?);
+                let mut p = prepare(t, &mut menc, gold.as_ref(), &mut outcomes, &mut memo).context(name)?;
+                p.input = inputs.iter().position(|i| f.path.starts_with(i)).unwrap_or(0);
+                preps.push(p);
             }
         }
         progress.inc(1);
@@ -854,11 +948,13 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
     let mut l0_agg = Agg::default();
     let mut none_agg = Agg::default();
     let mut l0_first = 0u64;
+    let mut split = Split::new(inputs.len());
     for (si, p) in preps.iter().enumerate() {
         // No compaction and L0 alone.
         let orig: Vec<&[u8]> = p.traj.records.iter().map(|r| r.observation.as_slice()).collect();
         let s = score(p, &mut memo, &orig, None, &[]);
         none_agg.add(p, &s, o);
+        split.add(p, "none", &s, o);
         let mut l0 = LineDedup::new();
         let mut book = lam_core::IdBook::new();
         let (mut l0_res, mut l0_stubs, mut l0_gross) = (Vec::new(), Vec::new(), Vec::new());
@@ -875,6 +971,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
         let rs: Vec<&[u8]> = l0_res.iter().map(Vec::as_slice).collect();
         let s = score(p, &mut memo, &rs, Some(&l0_gross), &l0_stubs);
         l0_agg.add(p, &s, o);
+        split.add(p, "l0", &s, o);
 
         for (ti, th) in ths.iter().enumerate() {
             let a = &mut acc[ti];
@@ -892,6 +989,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
                     Order::L1L0 => a.l1l0.add(p, &s, o),
                     Order::L0L1 => a.l0l1.add(p, &s, o),
                 }
+                split.add(p, &format!("{order:?}@{ti}"), &s, o);
                 runs.push(run);
             }
             let run = &runs[0];
@@ -900,10 +998,13 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
             let s1 = score(p, &mut memo, &first, None, &[]);
             a.tok_l1_first += s1.tok_net;
             a.l1_alone.add(p, &s1, o);
+            split.add(p, &format!("L1@{ti}"), &s1, o);
             a.tok_in += p.tok_in();
             // Bound and bracket inputs.
             let delta = th.delta();
             a.delta_hat = a.delta_hat.max(run.report.delta_hat);
+            let dh = split.delta_hat.entry((p.input, ti)).or_default();
+            *dh = dh.max(run.report.delta_hat);
             let mut reps: Vec<u32> = (0..p.n_chunks() as u32).collect();
             let mut any = false;
             for c in run.online.iter().flat_map(|x| x.chunks.iter()) {
@@ -1039,6 +1140,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
             let gross: Vec<u64> = p.tok.iter().enumerate().map(|(i, &t)| if i < cut { 0 } else { t as u64 }).collect();
             let s = score(p, &mut memo, &res, Some(&gross), &[]);
             agg.add(p, &s, o);
+            split.add(p, &format!("masking@{k}"), &s, o);
         }
         baselines.push(BaselineRow { baseline: "masking".into(), param: Some(k as f64), row: agg.row(o), seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None });
         progress.inc(1);
@@ -1076,6 +1178,8 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
         }
     };
 
+    let by_input = if inputs.len() > 1 { split.summaries(inputs, &preps, &thresholds, &o.masking, o) } else { Vec::new() };
+
     let encode_s = menc.encode_time.as_secs_f64();
     let chunking_s = menc.chunk_time.borrow().as_secs_f64();
     let wall_s = start.elapsed().as_secs_f64();
@@ -1098,6 +1202,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
         ecr,
         rsc_non_increasing,
         evidence_control: evidence_control(&preps),
+        by_input,
         locomo,
         timing: Timing { wall_s, encode_s, chunking_s, encode_share: if wall_s > 0.0 { (encode_s + chunking_s) / wall_s } else { 0.0 }, sweep_s, baselines_s },
     })
