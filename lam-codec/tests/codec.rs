@@ -245,3 +245,31 @@ fn gpu_types_exist_without_their_feature() {
     #[cfg(not(feature = "rocm"))]
     assert!(matches!(lam_codec::gpu::RocmSzp::new(0), Err(Error::BackendNotCompiled("rocm", _))));
 }
+
+/// The lam-core `ByteCodec` conformance suite, for every codec, with each
+/// codec's own fidelity promise on unit vectors.
+#[test]
+fn every_codec_passes_the_byte_codec_conformance_suite() {
+    let within = |tol: f64| {
+        move |a: &[f32], b: &[f32]| {
+            let e = max_err(a, b);
+            if e <= tol { Ok(()) } else { Err(format!("max abs error {e} > {tol}")) }
+        }
+    };
+    // f16: half an ulp of values below 1 in magnitude.
+    lam_core::testsuite::byte_codec(&Codec::F16, within(2f64.powi(-12)));
+    // int8: half a quantisation step of the per-vector scale (max |x| / 127).
+    lam_core::testsuite::byte_codec(&Codec::Int8PerVector, within(0.5 / 127.0 + 1e-7));
+    // binary: the sign of every coordinate survives, magnitudes do not.
+    lam_core::testsuite::byte_codec(&Codec::SignBinary, |a: &[f32], b: &[f32]| {
+        match a.iter().zip(b).position(|(x, y)| (*x > 0.0) != (*y > 0.0) && *x != 0.0) {
+            None => Ok(()),
+            Some(i) => Err(format!("sign of value {i} flipped: {} -> {}", a[i], b[i])),
+        }
+    });
+    for mode in [SzpMode::Fixed, SzpMode::Plain] {
+        lam_core::testsuite::byte_codec(&szp(mode, Bound::Abs(1e-3)), within(1e-3));
+        // rel: relative to the value range of the batch (at most 2 for unit vectors).
+        lam_core::testsuite::byte_codec(&szp(mode, Bound::Rel(1e-2)), within(2e-2));
+    }
+}

@@ -1,7 +1,7 @@
 //! Conformance suites every implementation of a lam-core trait runs from its
 //! own tests (feature `testsuite`). They panic with a message on violation.
 
-use crate::{CandidateIndex, Encoder, check_unit};
+use crate::{ByteCodec, CandidateIndex, Encoder, Shape, check_unit};
 
 fn lcg_unit(seed: u64, dim: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -200,4 +200,56 @@ pub fn obs_store_collision<S: ObsStore>(s: &mut S) -> (String, String) {
     assert_eq!(mx_b.shown.len(), 12);
     assert_eq!(s.get(&b, &mx_b.shown).unwrap().unwrap(), x);
     (mx.shown, my.shown)
+}
+
+/// Checks the [`ByteCodec`] contract on unit vectors (the retained
+/// embeddings it stores) of several shapes, including none:
+/// `decode(encode(x))` returns the shape and exactly `rows * dim` values,
+/// both calls append (what `out` held before is kept), encoding is
+/// deterministic, `fidelity(original, decoded)` accepts the values, a
+/// length that does not match the shape is an error, every strict prefix of a
+/// stream is an error, a failed decode leaves `out` as it was, and a
+/// single-byte corruption never panics.
+pub fn byte_codec<C: ByteCodec>(c: &C, fidelity: impl Fn(&[f32], &[f32]) -> Result<(), String>) {
+    let name = c.name().to_string();
+    for (rows, dim) in [(0usize, 384usize), (1, 1), (1, 384), (3, 5), (17, 384), (64, 8)] {
+        let shape = Shape { rows, dim };
+        let v: Vec<f32> = (0..rows).flat_map(|r| lcg_unit(1000 + r as u64, dim)).collect();
+        let mut stream = vec![0xAB, 0xCD];
+        c.encode(&v, shape, &mut stream).unwrap_or_else(|e| panic!("{name}: encode {rows}x{dim}: {e}"));
+        assert_eq!(&stream[..2], &[0xAB, 0xCD], "{name}: encode must append, not overwrite");
+        let stream = stream.split_off(2);
+        let mut again = Vec::new();
+        c.encode(&v, shape, &mut again).unwrap();
+        assert_eq!(stream, again, "{name}: encoding {rows}x{dim} is not deterministic");
+        let mut out = vec![7.0f32];
+        let got = c.decode(&stream, &mut out).unwrap_or_else(|e| panic!("{name}: decode {rows}x{dim}: {e}"));
+        assert_eq!(got, shape, "{name}: decoded shape");
+        assert_eq!(out.len(), 1 + rows * dim, "{name}: decode must append exactly rows * dim values");
+        assert_eq!(out[0], 7.0, "{name}: decode must append, not overwrite");
+        if let Err(e) = fidelity(&v, &out[1..]) {
+            panic!("{name}: {rows}x{dim}: decoded values out of bounds: {e}");
+        }
+        // Strict prefixes are errors that leave `out` as it was.
+        for cut in 0..stream.len() {
+            let mut o = vec![1.0f32];
+            assert!(c.decode(&stream[..cut], &mut o).is_err(), "{name}: prefix {cut}/{} of a {rows}x{dim} stream decoded", stream.len());
+            assert_eq!(o, [1.0], "{name}: a failed decode must leave out as it was");
+        }
+        // Single-byte corruptions: never a panic; an error leaves `out` as it
+        // was; a success returns values matching its shape.
+        for i in 0..stream.len().min(256) {
+            let mut bad = stream.clone();
+            bad[i] ^= 0x5A;
+            let mut o = vec![1.0f32];
+            match c.decode(&bad, &mut o) {
+                Ok(s) => assert_eq!(o.len(), 1 + s.rows * s.dim, "{name}: corrupted byte {i}: values do not match the returned shape"),
+                Err(_) => assert_eq!(o, [1.0], "{name}: corrupted byte {i}: a failed decode must leave out as it was"),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    assert!(c.encode(&[0.5; 7], Shape { rows: 2, dim: 4 }, &mut out).is_err(), "{name}: 7 values for a 2x4 shape must be an error");
+    let mut o = Vec::new();
+    assert!(c.decode(b"", &mut o).is_err() && o.is_empty(), "{name}: an empty stream must be an error");
 }
