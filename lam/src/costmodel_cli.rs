@@ -190,21 +190,8 @@ enum CostCmd {
         /// Policies, comma-separated; the first is the baseline of the ratios.
         #[arg(long, value_enum, value_delimiter = ',', default_value = "window,masking,arc")]
         policy: Vec<crate::view_cli::PolicyArg>,
-        /// Context window L_ctx in cl100k_base tokens.
-        #[arg(long, default_value_t = 16_000)]
-        budget: usize,
-        /// Tokens reserved for the completion (the view limit is budget - completion).
-        #[arg(long, default_value_t = 0)]
-        completion: usize,
-        /// Turns kept by `window`.
-        #[arg(long, default_value_t = 5)]
-        window: usize,
-        /// Observations kept by `masking`.
-        #[arg(long, default_value_t = 10)]
-        mask: usize,
-        /// Merge threshold for `lam`.
-        #[arg(long, default_value_t = 0.95)]
-        threshold: f64,
+        #[command(flatten)]
+        opts: crate::view_cli::PolicyOpts,
         /// Count generated tokens in L_k (exact growth) instead of L_k = prompt.
         #[arg(long)]
         kv_growth: bool,
@@ -442,7 +429,7 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
             Ok(())
         }
         CostCmd::Calibrate { out, model, seconds } => calibrate(out, model, seconds),
-        CostCmd::Replay { paths, device, model, policy, budget, completion, window, mask, threshold, kv_growth, prefix_cache, encoder, encoder_model, json } => {
+        CostCmd::Replay { paths, device, model, policy, opts: popts, kv_growth, prefix_cache, encoder, encoder_model, json } => {
             let enc = crate::EncoderOpts { encoder, model: encoder_model, batch: 32 };
             let mut r = Roofline::arc(Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?);
             if kv_growth {
@@ -451,7 +438,7 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
             if policy.is_empty() {
                 bail!("--policy: name at least one policy");
             }
-            let opts = ReplayOpts { budget, completion, window, mask, threshold, enc: &enc, prefix_cache };
+            let opts = ReplayOpts { policy: popts, enc: &enc, prefix_cache };
             let mut calls: Vec<PolicyCalls> = policy.iter().map(|p| PolicyCalls { policy: policy_name(*p).into(), trajectories: Vec::new() }).collect();
             for input in lam::read::expand_inputs(&paths)? {
                 let Some(trajs) = lam::read::read_input(&input)? else {
@@ -470,8 +457,9 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
                 return print_json(&rows);
             }
             println!(
-                "replay: {} trajectories, {model} on {device}, budget {budget} cl100k tokens; roofline L_k = {}; {}; ratios to {}",
+                "replay: {} trajectories, {model} on {device}, budget {} cl100k tokens; roofline L_k = {}; {}; ratios to {}",
                 calls[0].trajectories.len(),
+                popts.budget,
                 if kv_growth { "prompt + generated" } else { "prompt" },
                 if prefix_cache { "shared prompt prefixes reused" } else { "every prompt prefilled in full" },
                 rows[0].policy
@@ -502,11 +490,7 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
 }
 
 struct ReplayOpts<'a> {
-    budget: usize,
-    completion: usize,
-    window: usize,
-    mask: usize,
-    threshold: f64,
+    policy: crate::view_cli::PolicyOpts,
     enc: &'a crate::EncoderOpts,
     prefix_cache: bool,
 }
@@ -536,13 +520,10 @@ fn policy_name(p: crate::view_cli::PolicyArg) -> &'static str {
 /// turns `0..k` and decodes turn `k`'s thought and action (as `lam view` builds
 /// views; one model call per turn).
 fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &ReplayOpts<'_>) -> Result<Vec<Call>> {
-    use crate::view_cli::PolicyArg as P;
-    use lam::view::{ArcConfig, ArcView, FullContext, ObservationMasking, SlidingWindow};
-    use lam_core::{TokenCounter, ViewPolicy};
+    use lam_core::TokenCounter;
     let tok = lam::tokens::Cl100k;
     let turns = t.turns();
     let decoded = |turn: &lam_core::Turn| (tok.count(turn.thought.as_bytes()) + tok.count(turn.record.action.as_bytes())) as u64;
-    let limit = o.budget.checked_sub(o.completion).context("--completion exceeds --budget")?;
     let mut text = String::new();
     let mut prev = String::new();
     let mut calls = Vec::with_capacity(turns.len());
@@ -555,47 +536,11 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
             prev.push_str(text);
         }
     };
-    match p {
-        P::Arc | P::Lam => {
-            let mut cfg = ArcConfig::with_limit(o.budget);
-            cfg.completion = o.completion;
-            let mut v = ArcView::new(cfg, t.session.clone(), &t.task, lam::store::MemStore::new(), tok)?;
-            let mut lam = None;
-            if p == P::Lam {
-                let enc = crate::make_encoder(o.enc)?;
-                let mut c = lam::operator::Config::new(Threshold::from_cosine(o.threshold)?);
-                c.encode_batch = o.enc.batch;
-                lam = Some((lam::operator::Session::new(c, enc.info().dim), enc));
-            }
-            for turn in &turns {
-                let st = v.render_view(&mut text)?;
-                call(&text, st.tokens, decoded(turn));
-                if v.act(&turn.thought, &turn.record.action)?.is_none() {
-                    match &mut lam {
-                        Some((s, enc)) => {
-                            let tokens = tok.count(&turn.record.observation) as u32;
-                            let adm = s.admit_archived(v.store_mut(), &t.session, tokens, enc.as_mut(), &turn.record)?;
-                            v.push_turn_shown(&turn.thought, &turn.record, &adm.residual)?;
-                        }
-                        None => {
-                            v.push_turn(&turn.thought, &turn.record)?;
-                        }
-                    }
-                }
-            }
-        }
-        P::Window | P::Masking | P::Full => {
-            let mut v: Box<dyn ViewPolicy> = match p {
-                P::Window => Box::new(SlidingWindow::new(&t.task, tok, o.window, limit)),
-                P::Masking => Box::new(ObservationMasking::new(&t.task, tok, o.mask, limit)),
-                _ => Box::new(FullContext::new(&t.task, tok)),
-            };
-            for turn in &turns {
-                let n = v.render(&mut text)?;
-                call(&text, n, decoded(turn));
-                v.push(turn)?;
-            }
-        }
+    let mut d = crate::view_cli::Driver::new(p, &o.policy, o.enc, t, Box::new(lam::store::MemStore::new()))?;
+    for turn in &turns {
+        let (n, _) = d.render(&mut text)?;
+        call(&text, n, decoded(turn));
+        d.push(turn)?;
     }
     Ok(calls)
 }
@@ -912,7 +857,8 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edit-session.jsonl");
         let t = &lam::read::read_path(&path).unwrap()[0];
         let enc = crate::EncoderOpts { encoder: crate::EncoderArg::Hashing, model: None, batch: 8 };
-        let o = ReplayOpts { budget: 16_000, completion: 0, window: 5, mask: 10, threshold: 0.95, enc: &enc, prefix_cache: true };
+        let policy = crate::view_cli::PolicyOpts { budget: 16_000, completion: 0, window: 5, mask: 10, threshold: 0.95 };
+        let o = ReplayOpts { policy, enc: &enc, prefix_cache: true };
         let full = policy_calls(t, crate::view_cli::PolicyArg::Full, &o).unwrap();
         let window = policy_calls(t, crate::view_cli::PolicyArg::Window, &o).unwrap();
         assert_eq!(full.len(), t.turns().len());

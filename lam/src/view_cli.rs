@@ -23,16 +23,118 @@ pub enum PolicyArg {
     Full,
 }
 
+/// The budget and policy parameters shared by `lam view` and `lam costmodel replay`.
+#[derive(clap::Args, Clone, Copy)]
+pub struct PolicyOpts {
+    /// Context window L_ctx in cl100k_base tokens.
+    #[arg(long, default_value_t = 16_000)]
+    pub budget: usize,
+    /// Tokens reserved for the completion G_max (the view limit is L = budget - completion).
+    #[arg(long, default_value_t = 0)]
+    pub completion: usize,
+    /// Turns kept by the `window` policy.
+    #[arg(long, default_value_t = 5)]
+    pub window: usize,
+    /// Observations kept by the `masking` policy.
+    #[arg(long, default_value_t = 10)]
+    pub mask: usize,
+    /// Merge threshold of the `lam` policy.
+    #[arg(long, default_value_t = 0.95)]
+    pub threshold: f64,
+}
+
+impl PolicyOpts {
+    /// The view limit L = budget - completion.
+    pub fn limit(&self) -> Result<usize> {
+        self.budget.checked_sub(self.completion).context("--completion exceeds --budget")
+    }
+}
+
+/// One policy's view of a trajectory, turn by turn: ARC (optionally over LAM
+/// residuals, archive first) or a baseline behind `ViewPolicy`.
+pub enum Driver {
+    /// ARC, with the LAM operator and its encoder for `--policy lam`.
+    Arc { view: ArcView<Box<dyn ObsStore>, Cl100k>, session: SessionId, lam: Option<(lam::operator::Session, Box<dyn lam_core::Encoder>)> },
+    /// Window, masking or full context.
+    Plain(Box<dyn ViewPolicy>),
+}
+
+impl Driver {
+    /// The policy `p` over a trajectory with prefix `task`, archiving into `store`.
+    pub fn new(p: PolicyArg, o: &PolicyOpts, enc: &crate::EncoderOpts, traj: &read::Trajectory, store: Box<dyn ObsStore>) -> Result<Self> {
+        let limit = o.limit()?;
+        Ok(match p {
+            PolicyArg::Arc | PolicyArg::Lam => {
+                let mut cfg = ArcConfig::with_limit(o.budget);
+                cfg.completion = o.completion;
+                let view = ArcView::new(cfg, traj.session.clone(), &traj.task, store, Cl100k)?;
+                let lam = if p == PolicyArg::Lam {
+                    let e = crate::make_encoder(enc)?;
+                    let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(o.threshold)?);
+                    c.encode_batch = enc.batch;
+                    Some((lam::operator::Session::new(c, e.info().dim), e))
+                } else {
+                    None
+                };
+                Driver::Arc { view, session: traj.session.clone(), lam }
+            }
+            PolicyArg::Window => Driver::Plain(Box::new(SlidingWindow::new(&traj.task, Cl100k, o.window, limit))),
+            PolicyArg::Masking => Driver::Plain(Box::new(ObservationMasking::new(&traj.task, Cl100k, o.mask, limit))),
+            PolicyArg::Full => Driver::Plain(Box::new(FullContext::new(&traj.task, Cl100k))),
+        })
+    }
+
+    /// The policy's name in reports.
+    pub fn name(&self) -> String {
+        match self {
+            Driver::Arc { lam: Some(_), .. } => "lam".into(),
+            Driver::Arc { .. } => "arc".into(),
+            Driver::Plain(p) => p.name(),
+        }
+    }
+
+    /// One turn: the agent's thought and action, then (unless the action is
+    /// an ARC command the view answers itself) the observation.
+    pub fn push(&mut self, t: &lam_core::Turn) -> Result<()> {
+        match self {
+            Driver::Arc { view, session, lam } => {
+                if view.act(&t.thought, &t.record.action)?.is_none() {
+                    match lam {
+                        Some((s, enc)) => {
+                            let tokens = Cl100k.count(&t.record.observation) as u32;
+                            let adm = s.admit_archived(view.store_mut(), session, tokens, enc.as_mut(), &t.record)?;
+                            view.push_turn_shown(&t.thought, &t.record, &adm.residual)?;
+                        }
+                        None => {
+                            view.push_turn(&t.thought, &t.record)?;
+                        }
+                    }
+                }
+            }
+            Driver::Plain(p) => p.push(t)?,
+        }
+        Ok(())
+    }
+
+    /// The prompt the model sees now (ARC compacts here when it would);
+    /// returns its tokens and the ids it cites.
+    pub fn render(&mut self, text: &mut String) -> Result<(usize, Vec<String>)> {
+        Ok(match self {
+            Driver::Arc { view, .. } => {
+                let st = view.render_view(text)?;
+                (st.tokens, st.citations)
+            }
+            Driver::Plain(p) => (p.render(text)?, Vec::new()),
+        })
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ViewArgs {
     /// A trajectory file (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
     trajectory: PathBuf,
-    /// Context window L_ctx in cl100k_base tokens.
-    #[arg(long, default_value_t = 16_000)]
-    budget: usize,
-    /// Tokens reserved for the completion G_max (the view limit is L = budget - completion).
-    #[arg(long, default_value_t = 0)]
-    completion: usize,
+    #[command(flatten)]
+    opts: PolicyOpts,
     /// View policy.
     #[arg(long, value_enum, default_value = "arc")]
     policy: PolicyArg,
@@ -45,15 +147,6 @@ pub struct ViewArgs {
     /// Session within a multi-session JSONL file.
     #[arg(long)]
     session: Option<String>,
-    /// Turns kept by `--policy window`.
-    #[arg(long, default_value_t = 5)]
-    window: usize,
-    /// Observations kept by `--policy masking`.
-    #[arg(long, default_value_t = 10)]
-    mask: usize,
-    /// Merge threshold for `--policy lam`.
-    #[arg(long, default_value_t = 0.95)]
-    threshold: f64,
     /// Print `{"policy","turn","tokens","limit","citations","text"}`.
     #[arg(long)]
     json: bool,
@@ -96,58 +189,23 @@ pub fn view(a: ViewArgs) -> Result<()> {
     if n > turns.len() {
         bail!("--at-turn {n}: {} has {} turns", a.trajectory.display(), turns.len());
     }
-    let limit = a.budget.checked_sub(a.completion).context("--completion exceeds --budget")?;
+    let limit = a.opts.limit()?;
+    let mut d = Driver::new(a.policy, &a.opts, &a.enc, &traj, open_store(&a.store)?)?;
     let mut text = String::new();
-    let (name, tokens, citations) = match a.policy {
-        PolicyArg::Arc | PolicyArg::Lam => {
-            let mut cfg = ArcConfig::with_limit(a.budget);
-            cfg.completion = a.completion;
-            let mut v = ArcView::new(cfg, traj.session.clone(), &traj.task, open_store(&a.store)?, Cl100k)?;
-            let mut lam = None;
-            if a.policy == PolicyArg::Lam {
-                let enc = crate::make_encoder(&a.enc)?;
-                let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(a.threshold)?);
-                c.encode_batch = a.enc.batch;
-                let s = lam::operator::Session::new(c, enc.info().dim);
-                lam = Some((s, enc));
-            }
-            let mut last = None;
-            for t in &turns[..n] {
-                if v.act(&t.thought, &t.record.action)?.is_none() {
-                    match &mut lam {
-                        Some((s, enc)) => {
-                            let tokens = Cl100k.count(&t.record.observation) as u32;
-                            let adm = s.admit_archived(v.store_mut(), &traj.session, tokens, enc.as_mut(), &t.record)?;
-                            v.push_turn_shown(&t.thought, &t.record, &adm.residual)?;
-                        }
-                        None => {
-                            v.push_turn(&t.thought, &t.record)?;
-                        }
-                    }
-                }
-                // One model call after every turn: compaction happens when it would.
-                last = Some(v.render_view(&mut text)?);
-            }
-            let st = match last {
-                Some(s) => s,
-                None => v.render_view(&mut text)?,
-            };
-            let name = if a.policy == PolicyArg::Lam { "lam" } else { "arc" };
-            (name.to_string(), st.tokens, st.citations)
+    // One model call after every turn: ARC compacts when it would (the
+    // baselines' views depend on the turns only, so they render once).
+    let mut last = None;
+    for (i, t) in turns[..n].iter().enumerate() {
+        d.push(t)?;
+        if matches!(d, Driver::Arc { .. }) || i + 1 == n {
+            last = Some(d.render(&mut text)?);
         }
-        _ => {
-            let mut p: Box<dyn ViewPolicy> = match a.policy {
-                PolicyArg::Window => Box::new(SlidingWindow::new(&traj.task, Cl100k, a.window, limit)),
-                PolicyArg::Masking => Box::new(ObservationMasking::new(&traj.task, Cl100k, a.mask, limit)),
-                _ => Box::new(FullContext::new(&traj.task, Cl100k)),
-            };
-            for t in &turns[..n] {
-                p.push(t)?;
-            }
-            let tokens = p.render(&mut text)?;
-            (p.name(), tokens, Vec::new())
-        }
+    }
+    let (tokens, citations) = match last {
+        Some(x) => x,
+        None => d.render(&mut text)?,
     };
+    let name = d.name();
     let whole = lam::tokens::count(text.as_bytes());
     if whole != tokens {
         eprintln!("note: entry counts sum to {tokens} tokens, the whole view counts {whole}");
