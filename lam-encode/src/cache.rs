@@ -14,13 +14,14 @@ pub struct CachedEncoder<E> {
     fresh: Vec<u128>,
     hits: u64,
     misses: u64,
+    autosave: Option<(std::path::PathBuf, usize)>,
 }
 
 impl<E: Encoder> CachedEncoder<E> {
     /// Wrap `inner`.
     pub fn new(inner: E) -> Self {
         let dim = inner.info().dim;
-        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0 }
+        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0, autosave: None }
     }
 
     /// Wrap `inner` and preload the persistent cache `path` (a
@@ -42,6 +43,14 @@ impl<E: Encoder> CachedEncoder<E> {
             }
         }
         c
+    }
+
+    /// Append new embeddings to `path` whenever `every` of them are waiting,
+    /// so an interrupted long run keeps what it encoded. A failed save is
+    /// reported once and autosaving stops (the cache only ever saves work).
+    pub fn autosave(mut self, path: &std::path::Path, every: usize) -> Self {
+        self.autosave = Some((path.to_path_buf(), every.max(1)));
+        self
     }
 
     /// Number of embeddings held.
@@ -66,22 +75,25 @@ impl<E: Encoder> CachedEncoder<E> {
             std::fs::create_dir_all(dir)?;
         }
         let exists = path.is_file() && std::fs::metadata(path)?.len() > 0;
-        let mut w = std::io::BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?);
+        let n = self.fresh.len();
+        let mut buf = Vec::with_capacity(n * (self.dim * 16 / 3 + 64));
         if !exists {
             let info = self.inner.info();
             let h = crate::precomputed::Header { format: crate::FORMAT.into(), model_id: info.model_id, dim: info.dim, max_tokens: info.max_tokens };
-            serde_json::to_writer(&mut w, &h)?;
-            w.write_all(b"\n")?;
+            serde_json::to_writer(&mut buf, &h)?;
+            buf.push(b'\n');
         }
-        let n = self.fresh.len();
-        for k in self.fresh.drain(..) {
-            let v = &self.memo[&k];
+        for k in &self.fresh {
+            let v = &self.memo[k];
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
             let line = serde_json::json!({"chunk": format!("{k:032x}"), "e": base64::engine::general_purpose::STANDARD.encode(bytes)});
-            serde_json::to_writer(&mut w, &line)?;
-            w.write_all(b"\n")?;
+            serde_json::to_writer(&mut buf, &line)?;
+            buf.push(b'\n');
         }
-        w.flush()?;
+        // One write of whole lines: with O_APPEND, runs sharing the cache
+        // append whole saves, never interleaved halves of lines.
+        std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(&buf)?;
+        self.fresh.clear();
         Ok(n)
     }
 
@@ -136,6 +148,15 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
         for (k, row) in keys.iter().zip(out.chunks_exact_mut(d)) {
             row.copy_from_slice(&self.memo[k]);
         }
+        if let Some((path, every)) = &self.autosave
+            && self.fresh.len() >= *every
+        {
+            let path = path.clone();
+            if let Err(e) = self.save(&path) {
+                eprintln!("note: stopped saving the embedding cache {}: {e}", path.display());
+                self.autosave = None;
+            }
+        }
         Ok(())
     }
 }
@@ -181,6 +202,24 @@ mod tests {
         // A different model ignores the file.
         let c3 = CachedEncoder::with_file(HashingEncoder::new(32, 8), &path);
         assert!(c3.is_empty());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn autosave_keeps_what_an_interrupted_run_encoded() {
+        let path = std::env::temp_dir().join(format!("lam-cache-auto-{}.lamemb", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let texts: Vec<Vec<u8>> = (0..5).map(|i| format!("text number {i}").into_bytes()).collect();
+        let mut v = vec![0.0; 384];
+        {
+            let mut c = CachedEncoder::with_file(HashingEncoder::default(), &path).autosave(&path, 2);
+            for t in &texts {
+                c.encode_batch(&[t.as_slice()], &mut v).unwrap();
+            }
+            // Dropped without `save`: the fifth embedding is lost, the first four are on disk.
+        }
+        let c = CachedEncoder::with_file(HashingEncoder::default(), &path);
+        assert_eq!(c.len(), 4);
         let _ = std::fs::remove_file(&path);
     }
 }

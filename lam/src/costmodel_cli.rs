@@ -502,7 +502,7 @@ fn shared_prefix_tokens(prev: &str, next: &str) -> u64 {
     while !next.is_char_boundary(n) {
         n -= 1;
     }
-    lam::tokens::count(next[..n].as_bytes()) as u64
+    lam::tokens::count(&next.as_bytes()[..n]) as u64
 }
 
 fn policy_name(p: crate::view_cli::PolicyArg) -> &'static str {

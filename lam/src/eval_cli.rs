@@ -58,6 +58,8 @@ pub struct EvalArgs {
 struct Bar {
     bar: Option<indicatif::ProgressBar>,
     quiet: bool,
+    /// stderr is not a terminal: a line per stage and per tenth of it instead of a bar.
+    lines: Option<(String, u64, u64, std::time::Instant)>,
 }
 
 impl Progress for Bar {
@@ -68,6 +70,11 @@ impl Progress for Bar {
         if self.quiet {
             return;
         }
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!("lam eval: {name}: 0/{total}");
+            self.lines = Some((name.to_string(), total, 0, std::time::Instant::now()));
+            return;
+        }
         let b = indicatif::ProgressBar::new(total);
         b.set_style(indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()).progress_chars("=> "));
         b.set_prefix(name.to_string());
@@ -76,6 +83,13 @@ impl Progress for Bar {
     fn inc(&mut self, n: u64) {
         if let Some(b) = &self.bar {
             b.inc(n);
+        }
+        if let Some((name, total, pos, t0)) = &mut self.lines {
+            let before = *pos * 10 / (*total).max(1);
+            *pos += n;
+            if *pos * 10 / (*total).max(1) > before {
+                eprintln!("lam eval: {name}: {pos}/{total} ({:.0} s)", t0.elapsed().as_secs_f64());
+            }
         }
     }
 }
@@ -90,7 +104,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
             let id: String = inner.info().model_id.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
             lam_encode::lam_home().join("cache").join(format!("{id}.lamemb"))
         });
-        let c = CachedEncoder::with_file(inner, &p);
+        // Saved every 2,048 new embeddings (~5 MB), so an interrupted run keeps its work.
+        let c = CachedEncoder::with_file(inner, &p).autosave(&p, 2048);
         cache_path = Some(p);
         c
     };
@@ -105,7 +120,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         no_locomo: a.no_locomo,
         ..Options::default()
     };
-    let mut bar = Bar { bar: None, quiet: a.quiet };
+    let mut bar = Bar { bar: None, quiet: a.quiet, lines: None };
     let r = eval::evaluate(&a.paths, &mut enc, &o, &mut bar);
     if let Some(b) = bar.bar.take() {
         b.finish_and_clear();

@@ -54,7 +54,7 @@ impl PolicyOpts {
 /// residuals, archive first) or a baseline behind `ViewPolicy`.
 pub enum Driver {
     /// ARC, with the LAM operator and its encoder for `--policy lam`.
-    Arc { view: ArcView<Box<dyn ObsStore>, Cl100k>, session: SessionId, lam: Option<(lam::operator::Session, Box<dyn lam_core::Encoder>)> },
+    Arc { view: Box<ArcView<Box<dyn ObsStore>, Cl100k>>, session: SessionId, lam: Option<(lam::operator::Session, Box<dyn lam_core::Encoder>)> },
     /// Window, masking or full context.
     Plain(Box<dyn ViewPolicy>),
 }
@@ -67,7 +67,7 @@ impl Driver {
             PolicyArg::Arc | PolicyArg::Lam => {
                 let mut cfg = ArcConfig::with_limit(o.budget);
                 cfg.completion = o.completion;
-                let view = ArcView::new(cfg, traj.session.clone(), &traj.task, store, Cl100k)?;
+                let view = Box::new(ArcView::new(cfg, traj.session.clone(), &traj.task, store, Cl100k)?);
                 let lam = if p == PolicyArg::Lam {
                     let e = crate::make_encoder(enc)?;
                     let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(o.threshold)?);
