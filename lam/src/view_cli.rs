@@ -54,7 +54,7 @@ impl PolicyOpts {
 /// residuals, archive first) or a baseline behind `ViewPolicy`.
 pub enum Driver {
     /// ARC, with the LAM operator and its encoder for `--policy lam`.
-    Arc { view: Box<ArcView<Box<dyn ObsStore>, Cl100k>>, session: SessionId, lam: Option<(lam::operator::Session, Box<dyn lam_core::Encoder>)> },
+    Arc { view: Box<ArcView<Box<dyn ObsStore>, Cl100k>>, session: SessionId, lam: Option<Box<(lam::operator::Session, Box<dyn lam_core::Encoder>)>> },
     /// Window, masking or full context.
     Plain(Box<dyn ViewPolicy>),
 }
@@ -72,7 +72,7 @@ impl Driver {
                     let e = crate::make_encoder(enc)?;
                     let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(o.threshold)?);
                     c.encode_batch = enc.batch;
-                    Some((lam::operator::Session::new(c, e.info().dim), e))
+                    Some(Box::new((lam::operator::Session::new(c, e.info().dim), e)))
                 } else {
                     None
                 };
@@ -99,7 +99,7 @@ impl Driver {
         match self {
             Driver::Arc { view, session, lam } => {
                 if view.act(&t.thought, &t.record.action)?.is_none() {
-                    match lam {
+                    match lam.as_deref_mut() {
                         Some((s, enc)) => {
                             let tokens = Cl100k.count(&t.record.observation) as u32;
                             let adm = s.admit_archived(view.store_mut(), session, tokens, enc.as_mut(), &t.record)?;
