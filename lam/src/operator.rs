@@ -110,8 +110,51 @@ pub struct Session {
     digest: DeletionDigest,
 }
 
-fn l1_stub(ordinal: u32, id: &str, rep_id: &str, rep_ordinal: u32, d: f32) -> String {
-    format!("[lam: chunk {} of §{id} ~ §{rep_id}#{}, d={d:.3}; _recall §{id}]", ordinal + 1, rep_ordinal + 1)
+/// One dropped chunk, before its run is written as a stub.
+#[derive(Debug, Clone)]
+struct Drop {
+    range: Range<usize>,
+    ordinal: u32,
+    rep_id: String,
+    rep_ordinal: u32,
+    d: f32,
+}
+
+/// The stub of a run of consecutive dropped chunks of record `id`: one line,
+/// whatever the run's length (SYSTEM.md step 5), e.g.
+/// `[lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210; _recall §e5f6a7b8]` or
+/// `[lam: chunks 3-6 of §e5f6a7b8 ~ §a1b2c3d4#1-2,2 §c0ffee00#4, d<=0.210; _recall §e5f6a7b8]`.
+/// Representatives are listed in chunk order: chunks of one record once per
+/// stretch (`§id#` then a comma list), consecutive chunks as a range (`1-2`).
+fn l1_stub(id: &str, run: &[Drop]) -> String {
+    let first = run[0].ordinal + 1;
+    let mut reps = String::new();
+    let mut i = 0;
+    while i < run.len() {
+        let mut j = i + 1;
+        while j < run.len() && run[j].rep_ordinal == run[j - 1].rep_ordinal + 1 && run[j].rep_id == run[i].rep_id {
+            j += 1;
+        }
+        if i > 0 && run[i].rep_id == run[i - 1].rep_id {
+            reps.push(',');
+        } else {
+            if i > 0 {
+                reps.push(' ');
+            }
+            reps.push_str(&format!("§{}#", run[i].rep_id));
+        }
+        reps.push_str(&format!("{}", run[i].rep_ordinal + 1));
+        if j > i + 1 {
+            reps.push_str(&format!("-{}", run[j - 1].rep_ordinal + 1));
+        }
+        i = j;
+    }
+    if run.len() == 1 {
+        format!("[lam: chunk {first} of §{id} ~ {reps}, d={:.3}; _recall §{id}]", run[0].d)
+    } else {
+        let d = run.iter().map(|x| x.d).fold(0.0f32, f32::max);
+        format!("[lam: chunks {first}-{} of §{id} ~ {reps}, d<={d:.3}; _recall §{id}]", run[run.len() - 1].ordinal + 1)
+    }
 }
 
 /// Render segments without L0 (used for the `l0-l1` order), same line rule as L0.
@@ -127,6 +170,7 @@ fn render(text: &[u8], segs: &[OwnedSeg], out: &mut Vec<u8>) {
                 out.extend_from_slice(line.as_bytes());
                 out.push(b'\n');
             }
+            OwnedSeg::Dropped(_) => unreachable!("segments are collapsed before use"),
         }
     }
 }
@@ -157,21 +201,61 @@ fn push_text(segs: &mut Vec<OwnedSeg>, range: &Range<usize>) {
     }
 }
 
-/// Append a dropped chunk: its stub, or its own bytes when they are no longer
-/// than the stub line (a stub never lengthens the text; the decision and the
-/// deletion-set digest are unchanged).
-fn push_dropped(segs: &mut Vec<OwnedSeg>, range: &Range<usize>, stub: String) {
-    if range.len() <= stub.len() + 1 {
-        push_text(segs, range);
-    } else {
-        segs.push(OwnedSeg::Stub(stub));
+/// Append a dropped chunk; [`collapse`] writes its run's stub.
+fn push_dropped(segs: &mut Vec<OwnedSeg>, drop: Drop) {
+    segs.push(OwnedSeg::Dropped(drop));
+}
+
+/// Write each run of consecutive dropped chunks as one stub line, or as its
+/// own bytes when they are no longer than the stub line (a stub never
+/// lengthens the text; the decisions and the deletion-set digest are the
+/// same either way).
+fn collapse(id: &str, segs: Vec<OwnedSeg>) -> Vec<OwnedSeg> {
+    let mut out: Vec<OwnedSeg> = Vec::with_capacity(segs.len());
+    let mut run: Vec<Drop> = Vec::new();
+    let flush = |out: &mut Vec<OwnedSeg>, run: &mut Vec<Drop>| {
+        if run.is_empty() {
+            return;
+        }
+        let stub = l1_stub(id, run);
+        let bytes: usize = run.iter().map(|d| d.range.len()).sum();
+        if bytes <= stub.len() + 1 {
+            for d in run.iter() {
+                push_text(out, &d.range);
+            }
+        } else {
+            out.push(OwnedSeg::Stub(stub));
+        }
+        run.clear();
+    };
+    for s in segs {
+        match s {
+            OwnedSeg::Dropped(d) => {
+                if run.last().is_some_and(|l| l.ordinal + 1 != d.ordinal) {
+                    flush(&mut out, &mut run);
+                }
+                run.push(d);
+            }
+            OwnedSeg::Text(r) => {
+                flush(&mut out, &mut run);
+                push_text(&mut out, &r);
+            }
+            other => {
+                flush(&mut out, &mut run);
+                out.push(other);
+            }
+        }
     }
+    flush(&mut out, &mut run);
+    out
 }
 
 #[derive(Debug, Clone)]
 enum OwnedSeg {
     Text(Range<usize>),
     Stub(String),
+    /// Only between deciding a record's chunks and [`collapse`].
+    Dropped(Drop),
 }
 
 fn to_segments<'a>(text: &'a [u8], segs: &'a [OwnedSeg]) -> Vec<Segment<'a>> {
@@ -179,6 +263,7 @@ fn to_segments<'a>(text: &'a [u8], segs: &'a [OwnedSeg]) -> Vec<Segment<'a>> {
         .map(|s| match s {
             OwnedSeg::Text(r) => Segment::Text(&text[r.clone()]),
             OwnedSeg::Stub(l) => Segment::Stub(l),
+            OwnedSeg::Dropped(_) => unreachable!("segments are collapsed before use"),
         })
         .collect()
 }
@@ -265,12 +350,12 @@ impl Session {
                 Decision::Dropped { representative, distance } => {
                     self.digest.push(0, index);
                     let (rr, ro) = self.homes[representative as usize];
-                    push_dropped(&mut segs, range, l1_stub(k as u32, id, &self.ids[rr as usize], ro, distance));
+                    push_dropped(&mut segs, Drop { range: range.clone(), ordinal: k as u32, rep_id: self.ids[rr as usize].clone(), rep_ordinal: ro, d: distance });
                 }
             }
             outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
         }
-        Ok(segs)
+        Ok(collapse(id, segs))
     }
 
     /// Admit one arrival, encoding its chunks with `enc` (Algorithm 1).
@@ -429,12 +514,13 @@ pub fn compact_batch(cfg: Config, enc: &mut dyn Encoder, records: &[Record]) -> 
                 Decision::Dropped { representative, distance } => {
                     digest.push(0, next as u32);
                     let (rr, ro) = homes[representative as usize];
-                    push_dropped(&mut segs, range, l1_stub(k as u32, &ids[r], &ids[rr as usize], ro, distance));
+                    push_dropped(&mut segs, Drop { range: range.clone(), ordinal: k as u32, rep_id: ids[rr as usize].clone(), rep_ordinal: ro, d: distance });
                 }
             }
             outcomes.push(ChunkOutcome { index: next as u32, ordinal: k as u32, range: range.clone(), decision });
             next += 1;
         }
+        let segs = collapse(&ids[r], segs);
         let l1_stubs: Vec<String> = segs.iter().filter_map(|s| if let OwnedSeg::Stub(l) = s { Some(l.clone()) } else { None }).collect();
         let mut residual = Vec::new();
         let (stats, stubs, first) = match cfg.order {

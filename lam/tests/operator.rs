@@ -19,13 +19,36 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Parse `[lam: chunk K of §ID ~ §REP#J, d=...; ...]` into (REP, J).
-fn l1_ref(line: &str) -> Option<(String, usize)> {
-    let rest = line.strip_prefix("[lam: chunk ")?;
-    let (_, rest) = rest.split_once(" ~ §")?;
-    let (rep, rest) = rest.split_once('#')?;
-    let (j, _) = rest.split_once(',')?;
-    Some((rep.to_string(), j.parse().ok()?))
+/// Parse `[lam: chunk K of §ID ~ §REP#J, d=...; ...]` or
+/// `[lam: chunks K-M of §ID ~ §REP#J-L,I §REP2#J2, d<=...; ...]` into the
+/// first chunk K and the representative (REP, J) of every chunk of the run,
+/// in order, checking the run's length matches its representatives.
+fn l1_refs(line: &str) -> Option<(usize, Vec<(String, usize)>)> {
+    let rest = line.strip_prefix("[lam: chunk")?;
+    let (ks, rest) = rest.split_once(" of §")?;
+    let (k, n) = match ks.strip_prefix("s ") {
+        Some(r) => {
+            let (a, b) = r.split_once('-')?;
+            let a: usize = a.parse().ok()?;
+            (a, b.parse::<usize>().ok()? - a + 1)
+        }
+        None => (ks.trim().parse().ok()?, 1),
+    };
+    let (_, rest) = rest.split_once(" ~ ")?;
+    let (reps, _) = rest.split_once(", d")?;
+    let mut out = Vec::new();
+    for r in reps.split(' ') {
+        let (id, list) = r.strip_prefix('§')?.split_once('#')?;
+        for js in list.split(',') {
+            let (a, b) = match js.split_once('-') {
+                Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
+                None => (js.parse().ok()?, js.parse().ok()?),
+            };
+            out.extend((a..=b).map(|j| (id.to_string(), j)));
+        }
+    }
+    assert_eq!(out.len(), n, "{line}: {n} chunks, {} representatives", out.len());
+    Some((k, out))
 }
 
 /// Parse `[lam: N repeated line(s), first at §ID:L; ...]` into (ID, L).
@@ -71,11 +94,17 @@ proptest! {
         for (i, a) in adms.iter().enumerate() {
             let text = String::from_utf8_lossy(&a.residual).into_owned();
             for line in text.lines() {
-                if let Some((rep, j)) = l1_ref(line) {
+                let (k, refs) = l1_refs(line).unwrap_or_default();
+                for (o, (rep, j)) in refs.into_iter().enumerate() {
                     let r = by_id(&rep).expect("representative id is a record of this session");
                     prop_assert!(r <= i);
                     let c = &adms[r].chunks[j - 1];
                     prop_assert_eq!(c.decision, Decision::Retained);
+                    // The stub names the representative the operator chose for that chunk.
+                    match a.chunks[k - 1 + o].decision {
+                        Decision::Dropped { representative, .. } => prop_assert_eq!(representative, c.index),
+                        Decision::Retained => prop_assert!(false, "{line}: chunk {} was retained", k + o),
+                    }
                     // In l1-l0 order the representative's text was chunked from the original.
                     if !l0_first {
                         let chunk = &recs[r].observation[c.range.clone()];
