@@ -187,3 +187,16 @@ fn masking_placeholder_counts_lines() {
     assert_eq!(eval::masking_placeholder(b"a\nb"), b"Old environment output: (2 lines omitted)");
     assert_eq!(eval::masking_placeholder(b"\xff"), b"Old environment output: (1 lines omitted)");
 }
+
+/// `--sample N` evaluates N trajectories: a metadata file in the corpus folder
+/// (mini-swe-agent's run-level JSON sorts 15th by the SHA-256 of its name) is
+/// skipped, not counted.
+#[test]
+fn sample_counts_trajectories_not_files() {
+    let dir = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified");
+    let o = Options { sample: Some(15), thresholds: vec![0.95], masking: vec![], semdedup: false, no_locomo: true, ..Options::default() };
+    let mut enc = CachedEncoder::new(HashingEncoder::default());
+    let r = eval::evaluate(&[dir], &mut enc, &o, &mut NoProgress).unwrap();
+    assert_eq!(r.trajectories, 15);
+    assert_eq!(r.with_gold, 15);
+}

@@ -793,17 +793,38 @@ pub fn find_beside(inputs: &[PathBuf], name: &str) -> Option<PathBuf> {
     None
 }
 
-fn sample_files(mut files: Vec<read::Input>, n: Option<usize>) -> Vec<read::Input> {
+/// The input files in the order they are tried: all of them, or with
+/// `--sample` ordered by the SHA-256 of the file name (deterministic; a larger
+/// sample contains a smaller one).
+fn sample_order(mut files: Vec<read::Input>, n: Option<usize>) -> Vec<read::Input> {
     use sha2::{Digest, Sha256};
-    let Some(n) = n else { return files };
-    if files.len() <= n {
-        return files;
+    if n.is_some() {
+        let key = |p: &Path| -> Vec<u8> { Sha256::digest(p.file_name().map(|s| s.as_encoded_bytes()).unwrap_or_default()).to_vec() };
+        files.sort_by_key(|f| key(&f.path));
     }
-    let key = |p: &Path| -> Vec<u8> { Sha256::digest(p.file_name().map(|s| s.as_encoded_bytes()).unwrap_or_default()).to_vec() };
-    files.sort_by_key(|f| key(&f.path));
-    files.truncate(n);
-    files.sort_by(|a, b| a.path.cmp(&b.path));
     files
+}
+
+/// Read the inputs; with `sample = Some(n)`, the first `n` files in sample
+/// order that hold a trajectory with observations (metadata files found in a
+/// folder do not count), then sorted by path.
+fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progress: &mut dyn Progress) -> Result<Vec<(read::Input, Vec<Trajectory>)>> {
+    progress.stage("read", sample.map_or(files.len(), |n| n.min(files.len())) as u64);
+    let mut out = Vec::new();
+    for f in sample_order(files, sample) {
+        if sample.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let trajs: Vec<Trajectory> = read::read_input(&f)?.unwrap_or_default().into_iter().filter(|t| !t.records.is_empty()).collect();
+        if !trajs.is_empty() {
+            out.push((f, trajs));
+            progress.inc(1);
+        }
+    }
+    if sample.is_some() {
+        out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    }
+    Ok(out)
 }
 
 fn prepare(traj: Trajectory, enc: &mut MemoEncoder<'_>, gold: Option<&GoldPatches>, outcomes: &mut evidence::Outcomes, memo: &mut TokMemo) -> Result<Prep> {
@@ -907,7 +928,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
     thresholds.sort_by(|a, b| b.total_cmp(a));
     thresholds.dedup();
     let ths: Vec<Threshold> = thresholds.iter().map(|&t| Threshold::from_cosine(t)).collect::<Result<_, _>>()?;
-    let files = sample_files(read::expand_inputs(inputs)?, o.sample);
+    let files = read_sample(read::expand_inputs(inputs)?, o.sample, progress)?;
     if files.is_empty() {
         bail!("no trajectory files under {inputs:?}");
     }
@@ -921,19 +942,14 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
     let mut menc = MemoEncoder { inner: enc, chunks: RefCell::new(HashMap::new()), chunk_time: RefCell::new(Duration::ZERO), encode_time: Duration::ZERO };
 
     // 1. Read and prepare (chunk, embed, count) every trajectory once.
-    progress.stage("read+embed", files.len() as u64);
+    progress.stage("embed", files.len() as u64);
     let mut preps: Vec<Prep> = Vec::new();
-    for f in &files {
-        if let Some(trajs) = read::read_input(f)? {
-            for t in trajs {
-                if t.records.is_empty() {
-                    continue;
-                }
-                let name = format!("{}: session {}", f.path.display(), t.session);
-                let mut p = prepare(t, &mut menc, gold.as_ref(), &mut outcomes, &mut memo).context(name)?;
-                p.input = inputs.iter().position(|i| f.path.starts_with(i)).unwrap_or(0);
-                preps.push(p);
-            }
+    for (f, trajs) in files {
+        for t in trajs {
+            let name = format!("{}: session {}", f.path.display(), t.session);
+            let mut p = prepare(t, &mut menc, gold.as_ref(), &mut outcomes, &mut memo).context(name)?;
+            p.input = inputs.iter().position(|i| f.path.starts_with(i)).unwrap_or(0);
+            preps.push(p);
         }
         progress.inc(1);
     }
