@@ -816,9 +816,12 @@ fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progress: &mut dy
             break;
         }
         let trajs: Vec<Trajectory> = read::read_input(&f)?.unwrap_or_default().into_iter().filter(|t| !t.records.is_empty()).collect();
+        // The bar counts files tried, or with a sample the trajectories taken.
+        if sample.is_none() || !trajs.is_empty() {
+            progress.inc(1);
+        }
         if !trajs.is_empty() {
             out.push((f, trajs));
-            progress.inc(1);
         }
     }
     if sample.is_some() {
