@@ -19,6 +19,11 @@ fn ev_cells(r: &SettingRow) -> String {
     format!("{} | {} | {} | {} | {}", opct(r.evidence_micro, 3), opct(r.evidence_recoverable, 3), opct(r.trajectories_intact, 1), r.lines_lost, opct(r.rsc, 2))
 }
 
+/// The ECR@tau cells of one family: removal (setting) or "—".
+fn ecr_cells(e: &super::Ecr) -> String {
+    e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect()
+}
+
 /// Render the report as Markdown.
 pub fn markdown(r: &EvalReport) -> String {
     let mut s = String::new();
@@ -100,7 +105,7 @@ pub fn markdown(r: &EvalReport) -> String {
     let _ = writeln!(s, "| family | best |{}", taus.iter().map(|t| format!(" τ={t} |")).collect::<String>());
     let _ = writeln!(s, "|---|---|{}", "---|".repeat(taus.len()));
     for e in &r.ecr {
-        let cells: String = e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect();
+        let cells = ecr_cells(e);
         let _ = writeln!(s, "| {} | {} |{cells}", e.family, opct(e.best, 2));
     }
 
@@ -132,7 +137,7 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(taus.len()));
         for i in &r.by_input {
             for e in &i.ecr {
-                let cells: String = e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect();
+                let cells = ecr_cells(e);
                 let _ = writeln!(s, "| {} | {} | {} |{cells}", i.input, e.family, opct(e.best, 2));
             }
         }

@@ -1042,7 +1042,10 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
                 *sizes.entry(r).or_default() += 1;
             }
             a.retained += sizes.len() as u64;
-            a.cluster_sizes.extend(sizes.values());
+            // In representative order: the entropy sum must not depend on hash order.
+            let mut sizes: Vec<(u32, u64)> = sizes.into_iter().collect();
+            sizes.sort_unstable();
+            a.cluster_sizes.extend(sizes.into_iter().map(|x| x.1));
             let tp = 4.0 * th.cosine() - 3.0;
             if tp >= 0.2 && p.n_chunks() > 0 {
                 let t2 = Threshold::from_cosine(tp)?;
