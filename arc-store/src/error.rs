@@ -64,6 +64,33 @@ pub enum StoreError {
         /// The store directory.
         path: PathBuf,
     },
+    /// A store behind the [`lam_core::ObsStore`] trait failed (see its source).
+    #[error(transparent)]
+    Store(#[from] lam_core::Error),
+    /// A `--store` spec that names no store this build can open.
+    #[error("store `{spec}`: {reason}")]
+    Spec {
+        /// The spec, with any password redacted.
+        spec: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// No session of the store holds the id.
+    #[error("no §{shown} in the archive; nearest: {}", if .nearest.is_empty() { "none".to_string() } else { .nearest.join(", ") })]
+    NotFound {
+        /// The id asked for (without `§`).
+        shown: String,
+        /// The nearest ids, as `§id (session)`.
+        nearest: Vec<String>,
+    },
+    /// Several sessions show the id for different bytes (a true prefix collision).
+    #[error("§{shown} names different observations in sessions {}; pass a session", .sessions.iter().map(|s| s.0.as_str()).collect::<Vec<_>>().join(", "))]
+    Ambiguous {
+        /// The id asked for (without `§`).
+        shown: String,
+        /// The sessions that hold it.
+        sessions: Vec<lam_core::SessionId>,
+    },
 }
 
 fn at(offset: Option<u64>) -> String {

@@ -446,9 +446,11 @@ impl FileStore {
         self.len() == 0
     }
 
-    /// Sessions that hold at least one observation (unordered).
+    /// Sessions that hold at least one observation, sorted.
     pub fn sessions(&self) -> Vec<SessionId> {
-        self.sessions.keys().map(|s| SessionId(s.clone())).collect()
+        let mut v: Vec<SessionId> = self.sessions.keys().map(|s| SessionId(s.clone())).collect();
+        v.sort();
+        v
     }
 
     /// Segment files, in order.
@@ -644,5 +646,13 @@ impl ObsStore for FileStore {
 
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         Ok(self.sessions.get(&session.0).map(SessionIndex::ids).unwrap_or_default())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>, Error> {
+        Ok(self.sessions())
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        Ok(FileStore::flush(self)?)
     }
 }

@@ -22,7 +22,9 @@ mod file;
 pub mod format;
 mod index;
 mod mem;
+mod open;
 
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options, Recovery};
 pub use mem::MemStore;
+pub use open::{Access, AnyStore, Found, StoreSpec, find, open, redact};

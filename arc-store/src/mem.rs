@@ -28,9 +28,11 @@ impl MemStore {
         self.len() == 0
     }
 
-    /// Sessions that hold at least one observation (unordered).
+    /// Sessions that hold at least one observation, sorted.
     pub fn sessions(&self) -> Vec<SessionId> {
-        self.sessions.keys().map(|s| SessionId(s.clone())).collect()
+        let mut v: Vec<SessionId> = self.sessions.keys().map(|s| SessionId(s.clone())).collect();
+        v.sort();
+        v
     }
 }
 
@@ -63,5 +65,9 @@ impl ObsStore for MemStore {
 
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         Ok(self.sessions.get(&session.0).map(SessionIndex::ids).unwrap_or_default())
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionId>, Error> {
+        Ok(self.sessions())
     }
 }

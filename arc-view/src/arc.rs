@@ -2,6 +2,7 @@
 
 use crate::command::{Command, parse_commands};
 use crate::text::{lossy, one_line, push_line_block, verbatim};
+use lam_core::id::nearest;
 use lam_core::{Error, ObsMeta, ObsStore, Record, SessionId, TokenCounter, Turn, ViewPolicy};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -695,22 +696,6 @@ pub fn cut_parts<T: TokenCounter + ?Sized>(tok: &T, body: &[u8], q: usize) -> Ve
         out.push(0..body.len());
     }
     out
-}
-
-/// The ids of `ids` nearest to `shown`: longest common prefix first, then most
-/// equal positions, then creation order.
-pub fn nearest(ids: &[String], shown: &str, n: usize) -> Vec<String> {
-    let mut scored: Vec<(usize, usize, usize)> = ids
-        .iter()
-        .enumerate()
-        .map(|(k, id)| {
-            let prefix = id.bytes().zip(shown.bytes()).take_while(|(a, b)| a == b).count();
-            let same = id.bytes().zip(shown.bytes()).filter(|(a, b)| a == b).count();
-            (prefix, same, k)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
-    scored.into_iter().take(n).map(|(_, _, k)| ids[k].clone()).collect()
 }
 
 impl<S: ObsStore, T: TokenCounter> ViewPolicy for ArcView<S, T> {

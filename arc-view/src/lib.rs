@@ -20,7 +20,8 @@ mod command;
 mod counter;
 mod text;
 
-pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts, nearest};
+pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
+pub use lam_core::id::nearest;
 pub use baselines::{FullContext, ObservationMasking, SlidingWindow};
 pub use command::{Command, parse_commands};
 pub use counter::SimpleCounter;

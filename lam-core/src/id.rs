@@ -69,6 +69,22 @@ impl IdBook {
     }
 }
 
+/// The ids of `ids` nearest to `shown`: longest common prefix first, then most
+/// equal positions, then creation order.
+pub fn nearest(ids: &[String], shown: &str, n: usize) -> Vec<String> {
+    let mut scored: Vec<(usize, usize, usize)> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let prefix = id.bytes().zip(shown.bytes()).take_while(|(a, b)| a == b).count();
+            let same = id.bytes().zip(shown.bytes()).filter(|(a, b)| a == b).count();
+            (prefix, same, k)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    scored.into_iter().take(n).map(|(_, _, k)| ids[k].clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

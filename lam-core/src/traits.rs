@@ -171,6 +171,13 @@ pub trait ObsStore {
     fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error>;
     /// Visible ids of `session`, in creation order.
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error>;
+    /// Sessions that hold at least one observation, sorted.
+    fn sessions(&self) -> Result<Vec<SessionId>, Error>;
+    /// Make every acknowledged append durable under the store's policy now
+    /// (stores that acknowledge only durable appends do nothing).
+    fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
@@ -186,6 +193,12 @@ impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         (**self).ids(session)
     }
+    fn sessions(&self) -> Result<Vec<SessionId>, Error> {
+        (**self).sessions()
+    }
+    fn flush(&mut self) -> Result<(), Error> {
+        (**self).flush()
+    }
 }
 
 impl<S: ObsStore + ?Sized> ObsStore for &mut S {
@@ -200,6 +213,12 @@ impl<S: ObsStore + ?Sized> ObsStore for &mut S {
     }
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         (**self).ids(session)
+    }
+    fn sessions(&self) -> Result<Vec<SessionId>, Error> {
+        (**self).sessions()
+    }
+    fn flush(&mut self) -> Result<(), Error> {
+        (**self).flush()
     }
 }
 

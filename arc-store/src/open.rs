@@ -1,0 +1,212 @@
+//! The store opener: every command and binding turns a `--store` argument
+//! into an [`ObsStore`] here, one way.
+//!
+//! A spec is a directory ([`FileStore`]), `mem:` (a [`MemStore`], for tests
+//! and throwaway runs) or a URL whose scheme a backend registers
+//! (`postgres://` and `postgresql://`, feature `postgres`). A URL spec is never
+//! mistaken for a directory: a spec with a `scheme://` prefix that no backend
+//! claims is an error, not a relative path.
+
+use crate::{FileStore, MemStore, StoreError};
+use lam_core::{ObsStore, SessionId};
+use std::path::PathBuf;
+
+/// Where a store lives, parsed from a `--store` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreSpec {
+    /// A [`FileStore`] directory.
+    Dir(PathBuf),
+    /// A fresh in-memory store (`mem:`).
+    Memory,
+    /// A PostgreSQL database (`postgres://...` or `postgresql://...`).
+    Postgres(String),
+}
+
+impl StoreSpec {
+    /// Parse a spec. Fails on an empty spec and on a URL scheme no backend claims.
+    pub fn parse(spec: &str) -> Result<Self, StoreError> {
+        if spec.is_empty() {
+            return Err(StoreError::Spec { spec: spec.into(), reason: "empty store spec".into() });
+        }
+        if spec == "mem:" {
+            return Ok(StoreSpec::Memory);
+        }
+        if let Some((scheme, _)) = spec.split_once("://") {
+            let plain = !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+            if plain {
+                return match scheme.to_ascii_lowercase().as_str() {
+                    "postgres" | "postgresql" => Ok(StoreSpec::Postgres(spec.to_string())),
+                    "file" => Ok(StoreSpec::Dir(PathBuf::from(&spec["file://".len()..]))),
+                    other => Err(StoreError::Spec {
+                        spec: redact(spec),
+                        reason: format!("unknown store scheme `{other}://` (expected a directory, mem:, or postgres://)"),
+                    }),
+                };
+            }
+        }
+        Ok(StoreSpec::Dir(PathBuf::from(spec)))
+    }
+
+    /// The spec for display: a URL's password is replaced by `***`.
+    pub fn display(&self) -> String {
+        match self {
+            StoreSpec::Dir(d) => d.display().to_string(),
+            StoreSpec::Memory => "mem:".into(),
+            StoreSpec::Postgres(u) => redact(u),
+        }
+    }
+}
+
+impl std::str::FromStr for StoreSpec {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, StoreError> {
+        StoreSpec::parse(s)
+    }
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// The one writer (a [`FileStore`] takes its directory's lock).
+    ReadWrite,
+    /// Reading only (no lock; any number of readers).
+    ReadOnly,
+}
+
+/// A store of any backend, as the opener returns it.
+pub type AnyStore = Box<dyn ObsStore + Send>;
+
+/// Open the store `spec` names.
+pub fn open(spec: &StoreSpec, access: Access) -> Result<AnyStore, StoreError> {
+    match spec {
+        StoreSpec::Dir(d) => Ok(match access {
+            Access::ReadWrite => Box::new(FileStore::open(d)?),
+            Access::ReadOnly => Box::new(FileStore::open_read_only(d)?),
+        }),
+        StoreSpec::Memory => Ok(Box::new(MemStore::new())),
+        StoreSpec::Postgres(url) => open_postgres(url, access),
+    }
+}
+
+// The PostgreSQL backend registers here (feature `postgres`).
+fn open_postgres(url: &str, _access: Access) -> Result<AnyStore, StoreError> {
+    Err(StoreError::Spec { spec: redact(url), reason: "this build has no PostgreSQL backend (arc-store feature `postgres`)".into() })
+}
+
+/// `user:password@` in a URL becomes `user:***@`, and a `password=` query
+/// parameter `password=***`, so specs can be printed and logged.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let mut out = match rest[..auth_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let masked = if userinfo.contains(':') { format!("{user}:***") } else { user.to_string() };
+            format!("{scheme}://{masked}{}", &rest[at..])
+        }
+        None => url.to_string(),
+    };
+    if let Some(q) = out.find('?') {
+        let params: Vec<String> = out[q + 1..]
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{}?{}", &out[..q], params.join("&"));
+    }
+    out
+}
+
+/// One archived observation found by [`find`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Every session that holds the id (sorted); all hold these same bytes.
+    pub sessions: Vec<SessionId>,
+    /// The exact observation bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Recall `shown` (with or without its `§`) from `store`: in `session` when
+/// one is given, else in whichever sessions hold it. Ids are content
+/// addresses, so sessions that hold the same id normally hold the same bytes;
+/// only a true prefix collision (different bytes behind one shown id) is
+/// refused, naming the sessions. An unknown id is an error with the nearest ids.
+pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
+    let shown = shown.trim_start_matches('§').to_ascii_lowercase();
+    let sessions = match session {
+        Some(s) => vec![s.clone()],
+        None => store.sessions()?,
+    };
+    let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
+    for s in &sessions {
+        if let Some(b) = store.get(s, &shown)? {
+            hits.push((s.clone(), b));
+        }
+    }
+    let Some((_, first)) = hits.first() else {
+        let mut nearest = Vec::new();
+        for s in &sessions {
+            for id in lam_core::id::nearest(&store.ids(s)?, &shown, 3) {
+                nearest.push(format!("§{id} ({s})"));
+            }
+        }
+        return Err(StoreError::NotFound { shown, nearest });
+    };
+    if hits.iter().any(|(_, b)| b != first) {
+        return Err(StoreError::Ambiguous { shown, sessions: hits.into_iter().map(|(s, _)| s).collect() });
+    }
+    let bytes = first.clone();
+    Ok(Found { sessions: hits.into_iter().map(|(s, _)| s).collect(), bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lam_core::Record;
+
+    #[test]
+    fn specs() {
+        assert_eq!(StoreSpec::parse("some/dir").unwrap(), StoreSpec::Dir("some/dir".into()));
+        assert_eq!(StoreSpec::parse("mem:").unwrap(), StoreSpec::Memory);
+        assert_eq!(StoreSpec::parse("file:///tmp/x").unwrap(), StoreSpec::Dir("/tmp/x".into()));
+        assert!(matches!(StoreSpec::parse("postgres://u:pw@h/db").unwrap(), StoreSpec::Postgres(_)));
+        assert!(matches!(StoreSpec::parse("PostgreSQL://h/db").unwrap(), StoreSpec::Postgres(_)));
+        let e = StoreSpec::parse("redis://u:secret@h").unwrap_err().to_string();
+        assert!(e.contains("redis://") && !e.contains("secret"), "{e}");
+        assert!(StoreSpec::parse("").is_err());
+        // Not a scheme: a directory whose name holds "://" after a slash.
+        assert_eq!(StoreSpec::parse("a/b://c").unwrap(), StoreSpec::Dir("a/b://c".into()));
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("postgres://u:pw@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("postgres://h/db?sslmode=require&password=x"), "postgres://h/db?sslmode=require&password=***");
+        assert_eq!(StoreSpec::parse("postgres://a:b@c/d").unwrap().display(), "postgres://a:***@c/d");
+    }
+
+    fn rec(i: u32, obs: &[u8]) -> Record {
+        Record { index: i, action: "cat x".into(), observation: obs.to_vec(), returncode: Some(0) }
+    }
+
+    #[test]
+    fn find_across_sessions() {
+        let mut st = MemStore::new();
+        let (a, b) = (SessionId("a".into()), SessionId("b".into()));
+        let m = st.append(&a, &rec(0, b"same"), 1).unwrap();
+        st.append(&b, &rec(0, b"same"), 1).unwrap();
+        st.append(&b, &rec(1, b"other"), 1).unwrap();
+        let f = find(&st, None, &format!("§{}", m.shown)).unwrap();
+        assert_eq!(f.bytes, b"same");
+        assert_eq!(f.sessions, vec![a.clone(), b.clone()]);
+        assert_eq!(find(&st, Some(&b), &m.shown).unwrap().sessions, vec![b.clone()]);
+        let e = find(&st, None, "0000ffff").unwrap_err();
+        assert!(matches!(e, StoreError::NotFound { ref nearest, .. } if nearest.len() == 3), "{e}");
+        assert!(open(&StoreSpec::Memory, Access::ReadWrite).is_ok());
+    }
+}
