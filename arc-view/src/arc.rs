@@ -3,12 +3,19 @@
 use crate::command::{Command, parse_commands};
 use crate::text::{lossy, one_line, push_line_block, verbatim};
 use lam_core::id::nearest;
-use lam_core::{Error, ObsMeta, ObsStore, Record, SessionId, TokenCounter, Turn, ViewPolicy};
+use lam_core::{Error, ObsMeta, ObsStore, Record, Rendered, SessionId, TokenCounter, Turn, ViewPolicy};
 use std::collections::HashMap;
 use std::ops::Range;
 
 fn err(msg: String) -> Error {
     Error::Backend { what: "arc-view", source: msg.into() }
+}
+
+impl ViewStats {
+    /// The stats of a render with its text, as [`ViewPolicy::render`] returns them.
+    pub fn into_rendered(self, text: String) -> Rendered {
+        Rendered { text, tokens: self.tokens, limit: Some(self.limit), citations: self.citations, recalled: self.recalled }
+    }
 }
 
 /// Settings of the ARC view. Token figures are in the counter's tokens.
@@ -255,6 +262,11 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         &mut self.store
     }
 
+    /// The token counter.
+    pub fn counter(&self) -> &T {
+        &self.tok
+    }
+
     /// The archive, consuming the view.
     pub fn into_store(self) -> S {
         self.store
@@ -295,6 +307,19 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     pub fn push_turn_shown(&mut self, thought: &str, record: &Record, shown: &[u8]) -> Result<ObsMeta, Error> {
         let tokens = self.tok.count(&record.observation);
         let meta = self.store.append(&self.session, record, u32::try_from(tokens).unwrap_or(u32::MAX))?;
+        self.add_turn(thought, record, meta.clone(), shown, Some(tokens));
+        Ok(meta)
+    }
+
+    /// Add a completed normal turn whose observation the caller has already
+    /// archived in this view's store and session as `meta` (archive once:
+    /// LAM archives before it admits), showing `shown` in its verbatim form.
+    pub fn push_archived(&mut self, thought: &str, record: &Record, meta: ObsMeta, shown: &[u8]) {
+        self.add_turn(thought, record, meta, shown, None);
+    }
+
+    /// `obs_tokens`: the counter's count of `record.observation`, when known.
+    fn add_turn(&mut self, thought: &str, record: &Record, meta: ObsMeta, shown: &[u8], obs_tokens: Option<usize>) {
         let n = self.entries.len() + 1;
         let body = lossy(shown);
         let v = verbatim(n, Some(&meta.shown), thought, &record.action, &body);
@@ -304,24 +329,17 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let clean = std::ptr::eq(shown, &record.observation[..])
             && shown.first().is_some_and(|b| !b.is_ascii_whitespace())
             && shown.ends_with(b"\n");
-        let vt = if clean {
-            let head = &v[..v.len() - body.len()];
-            self.tok.count(head.as_bytes()) + tokens
-        } else {
-            self.tok.count(v.as_bytes())
+        let vt = match obs_tokens {
+            Some(tokens) if clean => {
+                let head = &v[..v.len() - body.len()];
+                self.tok.count(head.as_bytes()) + tokens
+            }
+            _ => self.tok.count(v.as_bytes()),
         };
         if !self.in_catalog.contains_key(&meta.shown) {
             self.add_to_catalog(&meta);
         }
-        self.entries.push(Entry {
-            thought: thought.to_string(),
-            action: record.action.clone(),
-            kind: Kind::Normal(meta.clone()),
-            verbatim: (v, vt),
-            full: None,
-            bare: None,
-        });
-        Ok(meta)
+        self.entries.push(Entry { thought: thought.to_string(), action: record.action.clone(), kind: Kind::Normal(meta), verbatim: (v, vt), full: None, bare: None });
     }
 
     /// Intercept an action before it reaches the environment. When it is an
@@ -710,7 +728,17 @@ impl<S: ObsStore, T: TokenCounter> ViewPolicy for ArcView<S, T> {
         Ok(())
     }
 
-    fn render(&mut self, out: &mut String) -> Result<usize, Error> {
-        Ok(self.render_view(out)?.tokens)
+    fn act(&mut self, thought: &str, action: &str) -> Result<Option<String>, Error> {
+        ArcView::act(self, thought, action)
+    }
+
+    fn render(&mut self) -> Result<Rendered, Error> {
+        let mut text = String::new();
+        let st = self.render_view(&mut text)?;
+        Ok(st.into_rendered(text))
+    }
+
+    fn recall(&self, id: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.store.get(&self.session, id.trim_start_matches('§'))
     }
 }

@@ -1,7 +1,7 @@
 //! Baseline view policies behind the same trait, for comparison in one harness.
 
 use crate::text::{lossy, push_line_block, verbatim};
-use lam_core::{Error, TokenCounter, Turn, ViewPolicy};
+use lam_core::{Error, Rendered, TokenCounter, Turn, ViewPolicy};
 
 fn err(msg: String) -> Error {
     Error::Backend { what: "arc-view", source: msg.into() }
@@ -42,7 +42,7 @@ impl<T: TokenCounter> History<T> {
 
     /// Render turns `[start..]`, masking those before `keep_from`, dropping the
     /// oldest until the view fits `limit` (when given).
-    fn render(&self, mut start: usize, keep_from: usize, limit: Option<usize>, out: &mut String) -> Result<usize, Error> {
+    fn render(&self, mut start: usize, keep_from: usize, limit: Option<usize>) -> Result<Rendered, Error> {
         let form = |i: usize| if i >= keep_from { &self.turns[i].verbatim } else { &self.turns[i].masked };
         let mut total: usize = self.prefix.1 + (start..self.turns.len()).map(|i| form(i).1).sum::<usize>();
         if let Some(l) = limit {
@@ -54,12 +54,11 @@ impl<T: TokenCounter> History<T> {
                 start += 1;
             }
         }
-        out.clear();
-        out.push_str(&self.prefix.0);
+        let mut text = self.prefix.0.clone();
         for i in start..self.turns.len() {
-            out.push_str(&form(i).0);
+            text.push_str(&form(i).0);
         }
-        Ok(total)
+        Ok(Rendered { text, tokens: total, limit, citations: Vec::new(), recalled: Vec::new() })
     }
 }
 
@@ -84,8 +83,8 @@ impl<T: TokenCounter> ViewPolicy for FullContext<T> {
         self.h.push(turn);
         Ok(())
     }
-    fn render(&mut self, out: &mut String) -> Result<usize, Error> {
-        self.h.render(0, 0, None, out)
+    fn render(&mut self) -> Result<Rendered, Error> {
+        self.h.render(0, 0, None)
     }
 }
 
@@ -112,9 +111,9 @@ impl<T: TokenCounter> ViewPolicy for SlidingWindow<T> {
         self.h.push(turn);
         Ok(())
     }
-    fn render(&mut self, out: &mut String) -> Result<usize, Error> {
+    fn render(&mut self) -> Result<Rendered, Error> {
         let start = self.h.turns.len().saturating_sub(self.n);
-        self.h.render(start, 0, Some(self.limit), out)
+        self.h.render(start, 0, Some(self.limit))
     }
 }
 
@@ -142,8 +141,8 @@ impl<T: TokenCounter> ViewPolicy for ObservationMasking<T> {
         self.h.push(turn);
         Ok(())
     }
-    fn render(&mut self, out: &mut String) -> Result<usize, Error> {
+    fn render(&mut self) -> Result<Rendered, Error> {
         let keep_from = self.h.turns.len().saturating_sub(self.k);
-        self.h.render(0, keep_from, Some(self.limit), out)
+        self.h.render(0, keep_from, Some(self.limit))
     }
 }

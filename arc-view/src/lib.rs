@@ -17,11 +17,10 @@
 mod arc;
 mod baselines;
 mod command;
-mod counter;
 mod text;
 
 pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
 pub use lam_core::id::nearest;
 pub use baselines::{FullContext, ObservationMasking, SlidingWindow};
 pub use command::{Command, parse_commands};
-pub use counter::SimpleCounter;
+pub use lam_core::SimpleCounter;

@@ -187,15 +187,25 @@ fn baselines_keep_what_they_promise() {
             p.push(t).unwrap();
         }
     }
-    let mut out = String::new();
-    full.render(&mut out).unwrap();
+    let out = full.render().unwrap().text;
     assert!(out.contains("f0 line 9") && out.contains("f19 line 9"));
-    win.render(&mut out).unwrap();
+    let out = win.render().unwrap().text;
     assert!(!out.contains("f14 line") && out.contains("f15 line 0") && out.contains("$ cat f15"));
-    mask.render(&mut out).unwrap();
+    let out = mask.render().unwrap().text;
     assert!(out.contains("$ cat f0") && !out.contains("f16 line") && out.contains("f17 line 0") && out.contains("(11 lines omitted)"));
-    let n = tight.render(&mut out).unwrap();
-    assert!(n <= 300 && n == SimpleCounter.count(out.as_bytes()));
+    let r = tight.render().unwrap();
+    assert!(r.tokens <= 300 && r.tokens == SimpleCounter.count(r.text.as_bytes()) && r.limit == Some(300));
+}
+
+#[test]
+fn every_policy_passes_the_view_policy_suite() {
+    use lam_core::testsuite::view_policy;
+    let count = |t: &[u8]| SimpleCounter.count(t);
+    let cited = view_policy(|| ArcView::new(ArcConfig::with_limit(3000), SessionId("s".into()), "fix the bug", MemStore::new(), SimpleCounter).unwrap(), count);
+    assert!(cited > 0, "ARC cited nothing over a session far larger than its limit");
+    view_policy(|| FullContext::new("fix the bug", SimpleCounter), count);
+    view_policy(|| SlidingWindow::new("fix the bug", SimpleCounter, 5, 3000), count);
+    view_policy(|| ObservationMasking::new("fix the bug", SimpleCounter, 3, 3000), count);
 }
 
 #[derive(Debug, Clone)]

@@ -8,15 +8,17 @@
 #![warn(missing_docs)]
 
 pub mod chunk;
+mod counter;
 pub mod digest;
 pub mod embedding;
 mod error;
 pub mod id;
+pub mod stub;
 pub mod threshold;
 pub mod traits;
 mod types;
 
-#[cfg(feature = "testsuite")]
+#[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
 
 pub use chunk::chunk_spans;
@@ -25,5 +27,7 @@ pub use embedding::{check_unit, normalize_in_place};
 pub use error::{BoxError, Error, VectorFault};
 pub use id::{IdBook, ObsId};
 pub use threshold::Threshold;
-pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Shape, TokenCounter, Turn, ViewPolicy, PREVIEW_BYTES};
-pub use types::{Chunk, Decision, Record, SessionId, Stub};
+pub use counter::SimpleCounter;
+pub use stub::Stub;
+pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Rendered, Shape, TokenCounter, Turn, ViewPolicy, PREVIEW_BYTES};
+pub use types::{Chunk, Decision, Record, SessionId};

@@ -1,7 +1,7 @@
 //! Conformance suites every implementation of a lam-core trait runs from its
 //! own tests (feature `testsuite`). They panic with a message on violation.
 
-use crate::{ByteCodec, CandidateIndex, Encoder, Shape, check_unit};
+use crate::{ByteCodec, CandidateIndex, Encoder, Rendered, Shape, TokenCounter, Turn, ViewPolicy, check_unit};
 
 fn lcg_unit(seed: u64, dim: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -179,6 +179,8 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     assert_eq!(s.get(&a, &shown[0][..7]).unwrap(), None);
     assert_eq!(s.get(&sid("nobody"), &shown[0]).unwrap(), None);
     assert!(s.ids(&sid("nobody")).unwrap().is_empty());
+    assert_eq!(s.sessions().unwrap(), vec![a, b], "sessions() lists both, sorted");
+    s.flush().unwrap();
 }
 
 /// Collision extension: the second of two observations sharing 8 hex gets 12.
@@ -252,4 +254,112 @@ pub fn byte_codec<C: ByteCodec>(c: &C, fidelity: impl Fn(&[f32], &[f32]) -> Resu
     assert!(c.encode(&[0.5; 7], Shape { rows: 2, dim: 4 }, &mut out).is_err(), "{name}: 7 values for a 2x4 shape must be an error");
     let mut o = Vec::new();
     assert!(c.decode(b"", &mut o).is_err() && o.is_empty(), "{name}: an empty stream must be an error");
+}
+
+/// Texts every [`TokenCounter`] suite counts: code, prose, whitespace runs,
+/// multibyte and invalid UTF-8, markers the views start entries with.
+fn counter_samples() -> Vec<Vec<u8>> {
+    vec![
+        b"".to_vec(),
+        b"fn main() {\n    println!(\"hi\");\n}\n".to_vec(),
+        b"FAILED tests/test_stats.py::test_mean - AssertionError: 2 != 3\n".to_vec(),
+        "caf\u{e9} \u{3b1}\u{3b2} \u{1f600} end\n".as_bytes().to_vec(),
+        b"bad \xff\xfe bytes\n".to_vec(),
+        b"   \n\n\t  \n".to_vec(),
+        b"[turn 2]\n".to_vec(),
+        b"#3 $ ls -la\n".to_vec(),
+        "\u{a7}a1b2c3d4 #2\n".as_bytes().to_vec(),
+        b"no newline at the end".to_vec(),
+    ]
+}
+
+/// Checks the [`TokenCounter`] contract: spans are ordered, non-empty and
+/// cover the text exactly (invalid UTF-8 included); for valid UTF-8 there are
+/// as many spans as tokens; the empty text has no tokens; and counts are
+/// additive where a text ending in a newline meets one starting with a
+/// non-whitespace byte (the views add up their entries' counts).
+pub fn token_counter<T: TokenCounter>(t: &T) {
+    let texts = counter_samples();
+    let mut spans = Vec::new();
+    for x in &texts {
+        t.spans(x, &mut spans);
+        let mut end = 0;
+        for s in &spans {
+            assert!(s.start == end && s.end > s.start, "spans of {x:?} are not contiguous and non-empty: {spans:?}");
+            end = s.end;
+        }
+        assert_eq!(end, x.len(), "spans of {x:?} do not cover it");
+        if std::str::from_utf8(x).is_ok() {
+            assert_eq!(spans.len(), t.count(x), "spans and count disagree on {x:?}");
+        }
+    }
+    assert_eq!(t.count(b""), 0);
+    for a in texts.iter().filter(|a| a.ends_with(b"\n")) {
+        for b in texts.iter().filter(|b| b.first().is_some_and(|c| !c.is_ascii_whitespace())) {
+            let whole = [a.as_slice(), b.as_slice()].concat();
+            assert_eq!(t.count(&whole), t.count(a) + t.count(b), "not additive: {a:?} + {b:?}");
+        }
+    }
+}
+
+/// A deterministic synthetic session for the [`ViewPolicy`] suite: file reads
+/// that repeat, test runs, a long listing, invalid UTF-8 and an empty output.
+pub fn view_turns() -> Vec<Turn> {
+    let mut turns = Vec::new();
+    for i in 0..36u32 {
+        let (action, obs): (String, Vec<u8>) = match i % 6 {
+            0 => (format!("cat src/mod{}.py", i % 4), (0..40 + i).map(|k| format!("def f{k}(x):\n    return x * {k}  # module {}\n", i % 4)).collect::<String>().into_bytes()),
+            1 => ("pytest -q".into(), format!("..F.\nFAILED tests/test_{}.py::test_x - AssertionError\n1 failed, 3 passed\n", i % 3).into_bytes()),
+            2 => (format!("ls -R pkg{}", i % 2), (0..300).map(|k| format!("pkg/file_{k}_{}.txt\n", i % 2)).collect::<String>().into_bytes()),
+            3 => ("cat data.bin".into(), [b"header \xff\xfe\x00 ".as_slice(), &i.to_le_bytes(), b"\n"].concat()),
+            4 => ("true".into(), Vec::new()),
+            _ => (format!("grep -n x src/mod{}.py", i % 4), format!("{i}: x = {i}\n").into_bytes()),
+        };
+        turns.push(Turn { thought: format!("step {i}: look at the output"), record: Record { index: i, action, observation: obs, returncode: Some(0) } });
+    }
+    turns
+}
+
+/// Checks the [`ViewPolicy`] contract on fresh policies from `make` fed
+/// [`view_turns`] one at a time, rendering before every model call: a bounded
+/// view never exceeds its limit (also after a `_recall` of a citation); every
+/// citation resolves with [`ViewPolicy::recall`] to the exact bytes of an
+/// observation that was pushed; the token count is the rendered text's
+/// (`count`, the policy's own counter); and two fresh policies fed the same
+/// turns render the same views (determinism). Returns how many citations the
+/// renders held in all (baselines cite none; a citing view checks it cited).
+pub fn view_policy<P: ViewPolicy>(mut make: impl FnMut() -> P, count: impl Fn(&[u8]) -> usize) -> usize {
+    let turns = view_turns();
+    let (mut a, mut b) = (make(), make());
+    let mut cited = 0;
+    for (i, t) in turns.iter().enumerate() {
+        a.push(t).unwrap_or_else(|e| panic!("{}: push turn {i}: {e}", a.name()));
+        b.push(t).unwrap_or_else(|e| panic!("{}: push turn {i}: {e}", b.name()));
+        let (ra, rb) = (a.render().expect("render"), b.render().expect("render"));
+        assert_eq!(ra, rb, "{}: two fresh policies render turn {i} differently", a.name());
+        check_rendered(&a, &ra, &turns[..=i], &count);
+        cited += ra.citations.len();
+        if i % 9 == 8 {
+            if let Some(id) = ra.citations.first().cloned() {
+                let cmd = format!("_recall \u{a7}{id}");
+                let (x, y) = (a.act("recall it", &cmd).expect("act"), b.act("recall it", &cmd).expect("act"));
+                assert_eq!(x, y);
+                let r = a.render().expect("render after recall");
+                assert_eq!(r, b.render().expect("render after recall"));
+                check_rendered(&a, &r, &turns[..=i], &count);
+            }
+        }
+    }
+    cited
+}
+
+fn check_rendered<P: ViewPolicy>(p: &P, r: &Rendered, pushed: &[Turn], count: &impl Fn(&[u8]) -> usize) {
+    if let Some(l) = r.limit {
+        assert!(r.tokens <= l, "{}: view of {} tokens exceeds its limit {l}", p.name(), r.tokens);
+    }
+    assert_eq!(r.tokens, count(r.text.as_bytes()), "{}: token count is not the rendered text's", p.name());
+    for id in &r.citations {
+        let bytes = p.recall(id).expect("recall").unwrap_or_else(|| panic!("{}: citation §{id} does not resolve", p.name()));
+        assert!(pushed.iter().any(|t| t.record.observation == bytes), "{}: §{id} recalls bytes no pushed turn observed", p.name());
+    }
 }

@@ -237,6 +237,33 @@ pub trait TokenCounter: Send + Sync {
     fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>);
 }
 
+impl<T: TokenCounter + ?Sized> TokenCounter for &T {
+    fn count(&self, text: &[u8]) -> usize {
+        (**self).count(text)
+    }
+    fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
+        (**self).spans(text, out)
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for std::sync::Arc<T> {
+    fn count(&self, text: &[u8]) -> usize {
+        (**self).count(text)
+    }
+    fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
+        (**self).spans(text, out)
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for Box<T> {
+    fn count(&self, text: &[u8]) -> usize {
+        (**self).count(text)
+    }
+    fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) {
+        (**self).spans(text, out)
+    }
+}
+
 /// One completed agent turn: the model's thought, then its action and observation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -246,16 +273,50 @@ pub struct Turn {
     pub record: Record,
 }
 
+/// One rendered prompt: what a model call would be sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// The prompt text.
+    pub text: String,
+    /// Its tokens, as the policy's counter counts them (the sum of its entries').
+    pub tokens: usize,
+    /// The policy's bound `L`, when it has one.
+    pub limit: Option<usize>,
+    /// Ids (`§id` without the `§`) the view cites in place of observations,
+    /// oldest first; each resolves with [`ViewPolicy::recall`].
+    pub citations: Vec<String>,
+    /// Recalled parts materialised in the view, as `id k/m`.
+    pub recalled: Vec<String>,
+}
+
 /// Builds the prompt the model sees from a session's history (ARC and the
 /// baselines compared with it). Turns arrive in order; `render` is called
 /// before every model call.
+///
+/// An agent loop calls [`ViewPolicy::act`] with each action before running
+/// it: a view command (`_recall §id`, for views that have them) is answered
+/// and recorded by the view, and the loop sends the answer to the model
+/// instead of running the action. Otherwise the loop runs the action and
+/// records the completed turn with [`ViewPolicy::push`].
 pub trait ViewPolicy {
     /// Short name for reports ("arc", "window(5)", "masking(10)", "full").
     fn name(&self) -> String;
-    /// Record one completed turn.
+    /// Answer (and record) `action` when it is a command of this view;
+    /// `None` leaves it to the environment. Views without commands return `None`.
+    fn act(&mut self, thought: &str, action: &str) -> Result<Option<String>, Error> {
+        let _ = (thought, action);
+        Ok(None)
+    }
+    /// Record one completed turn; a turn whose action is a command of this
+    /// view is answered by the view (as [`ViewPolicy::act`]) instead.
     fn push(&mut self, turn: &Turn) -> Result<(), Error>;
-    /// Render the prompt for the next model call into `out` (cleared first)
-    /// and return its token count. Bounded policies never return more than
-    /// their limit; failing to fit the fixed prefix is an error.
-    fn render(&mut self, out: &mut String) -> Result<usize, Error>;
+    /// Render the prompt for the next model call. Bounded policies never
+    /// return more than their limit; failing to fit the fixed prefix is an error.
+    fn render(&mut self) -> Result<Rendered, Error>;
+    /// Exact bytes of the observation a citation (`id`, no `§`) stands for;
+    /// `None` for an id the view does not know. Views that cite nothing keep the default.
+    fn recall(&self, id: &str) -> Result<Option<Vec<u8>>, Error> {
+        let _ = id;
+        Ok(None)
+    }
 }

@@ -1,12 +1,38 @@
 use std::ops::Range;
 
-/// A session (one agent trajectory). Sessions never see each other's records.
+/// A session (one agent trajectory): the namespace of its observations'
+/// ids, its operator state and its archive. Sessions never see each other's
+/// records.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub String);
+
+impl SessionId {
+    /// A session named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        SessionId(name.into())
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(s: &str) -> Self {
+        SessionId(s.to_string())
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(s: String) -> Self {
+        SessionId(s)
     }
 }
 
@@ -58,11 +84,4 @@ impl Decision {
     pub fn is_dropped(&self) -> bool {
         matches!(self, Decision::Dropped { .. })
     }
-}
-
-/// A one-line reference that replaces removed text in the residual.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stub {
-    /// The rendered line, without a trailing newline.
-    pub line: String,
 }

@@ -21,6 +21,7 @@
 //! - lines inside L1 stubs are not hashed.
 #![warn(missing_docs)]
 
+use lam_core::stub::{LineStub, line_stub_len};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -60,7 +61,7 @@ pub struct L0Stats {
 pub struct LineDedup {
     seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
     ids: Vec<String>,
-    stubs: Vec<String>,
+    stubs: Vec<LineStub>,
 }
 
 /// A line to be emitted or replaced.
@@ -101,15 +102,6 @@ impl Out<'_> {
         self.buf.push(b'\n');
         self.line += 1;
     }
-}
-
-fn digits(mut n: u64) -> usize {
-    let mut d = 1;
-    while n >= 10 {
-        n /= 10;
-        d += 1;
-    }
-    d
 }
 
 #[inline]
@@ -210,7 +202,7 @@ impl LineDedup {
     }
 
     /// The stub lines emitted by the last call to [`Self::process`].
-    pub fn last_stubs(&self) -> &[String] {
+    pub fn last_stubs(&self) -> &[LineStub] {
         &self.stubs
     }
 
@@ -220,43 +212,22 @@ impl LineDedup {
         }
     }
 
-    fn flush_run(ids: &[String], stubs: &mut Vec<String>, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
+    fn flush_run(ids: &[String], stubs: &mut Vec<LineStub>, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
         let keep = run.lines.len() - run.trailing_blanks;
         let (body, tail) = run.lines.split_at(keep);
         let bytes: usize = body.iter().map(|l| l.len()).sum();
         let first = run.first.expect("a run starts with a replaced line");
-        let plural = run.replaced != 1;
         let first_id = &ids[first.record as usize];
-        // Length of the stub below, computed without formatting it: most runs
-        // are short and stay verbatim.
-        let stub_len = "[lam: ".len()
-            + digits(run.replaced)
-            + " repeated line".len()
-            + usize::from(plural)
-            + ", first at §".len()
-            + first_id.len()
-            + 1
-            + digits(u64::from(first.line))
-            + "; _recall §".len()
-            + this_id.len()
-            + 1;
         // Replace a run only when it is at least twice the stub's bytes: a
         // stub is mostly hex ids, which cost about twice as many cl100k tokens
         // per byte as code, so a shorter run would grow the prompt in tokens
         // (measured by `lam eval`: net removal rises, gross falls). Short runs
         // stay verbatim (their lines are already in the residual, so the
         // table needs no update).
+        let stub_len = line_stub_len(run.replaced, first_id, first.line, this_id);
         if 2 * (stub_len + 1) <= bytes {
-            let stub = format!(
-                "[lam: {} repeated line{}, first at §{}:{}; _recall §{}]",
-                run.replaced,
-                if plural { "s" } else { "" },
-                first_id,
-                first.line,
-                this_id
-            );
-            debug_assert_eq!(stub.len(), stub_len);
-            w.write_stub(&stub);
+            let stub = LineStub { id: this_id.to_string(), lines: run.replaced, first_id: first_id.clone(), first_line: first.line };
+            w.write_stub(&stub.to_string());
             stubs.push(stub);
             stats.lines_replaced += run.replaced;
             stats.bytes_replaced += bytes as u64;

@@ -46,7 +46,7 @@ fn prepare() -> Vec<Prepared> {
 }
 
 fn replay(p: &Prepared, cfg: Config, lat: Option<&mut Vec<u64>>) -> String {
-    let mut s = Session::new(cfg, 384);
+    let mut s = Session::new(cfg, 384).unwrap();
     let mut lat = lat;
     for ((r, c), v) in p.records.iter().zip(&p.chunks).zip(&p.vectors) {
         let t = Instant::now();

@@ -70,8 +70,8 @@ fn main() {
 
     let mut g = c.benchmark_group("view");
     g.bench_function("arc render (10k archived)", |b| b.iter(|| black_box(arc.render_view(&mut out).unwrap().tokens)));
-    g.bench_function("window(5) render (peer)", |b| b.iter(|| black_box(win.render(&mut out).unwrap())));
-    g.bench_function("masking(10) render (peer)", |b| b.iter(|| black_box(mask.render(&mut out).unwrap())));
+    g.bench_function("window(5) render (peer)", |b| b.iter(|| black_box(win.render().unwrap())));
+    g.bench_function("masking(10) render (peer)", |b| b.iter(|| black_box(mask.render().unwrap())));
     let mut next = ARCHIVED;
     g.bench_function("arc turn: archive + count + render", |b| {
         b.iter(|| {

@@ -524,7 +524,6 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
     let tok = lam::tokens::Cl100k;
     let turns = t.turns();
     let decoded = |turn: &lam_core::Turn| (tok.count(turn.thought.as_bytes()) + tok.count(turn.record.action.as_bytes())) as u64;
-    let mut text = String::new();
     let mut prev = String::new();
     let mut calls = Vec::with_capacity(turns.len());
     // One call per turn; with a prefix cache, the prompt prefix shared with the previous call is not prefilled again.
@@ -538,8 +537,8 @@ fn policy_calls(t: &lam::read::Trajectory, p: crate::view_cli::PolicyArg, o: &Re
     };
     let mut d = crate::view_cli::Driver::new(p, &o.policy, o.enc, t, Box::new(lam::store::MemStore::new()))?;
     for turn in &turns {
-        let (n, _) = d.render(&mut text)?;
-        call(&text, n, decoded(turn));
+        let r = d.render()?;
+        call(&r.text, r.tokens, decoded(turn));
         d.push(turn)?;
     }
     Ok(calls)

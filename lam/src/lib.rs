@@ -8,10 +8,9 @@
 #![warn(missing_docs)]
 
 pub mod eval;
-pub mod operator;
-pub mod read;
 pub mod report;
-pub mod tokens;
+pub use lam_operator as operator;
+pub use lam_trajectory::{read, tokens};
 
 pub use arc_store as store;
 pub use arc_view as view;

@@ -7,7 +7,6 @@ use lam::read::{self, JsonlRecord};
 use lam::report;
 use lam_core::{DeletionDigest, Encoder, Threshold};
 use lam_encode::{CachedEncoder, EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
-use lam_lsh::BandParams;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -143,23 +142,12 @@ enum Cmd {
         /// (`SESSION.retained.lamc`, docs/codec-format.md): szp (fixed, rel 1e-3), szp-plain, f16, int8, binary.
         #[arg(long, requires = "out")]
         codec: Option<String>,
-        /// Archive every observation into this store directory first (ARC FileStore), so every
-        /// stub's `_recall §id` can be answered with `lam recall --store DIR §id`.
+        /// Archive every observation into this store first (a FileStore directory, or
+        /// `postgres://...` where built in), so every stub's `_recall §id` can be answered
+        /// with `lam recall --store STORE §id`.
         #[arg(long)]
-        store: Option<PathBuf>,
+        store: Option<String>,
     },
-}
-
-fn parse_index(s: &str) -> Result<IndexChoice> {
-    Ok(match s {
-        "default" => IndexChoice::Default,
-        "exhaustive" => IndexChoice::Exhaustive,
-        _ => {
-            let Some(rest) = s.strip_prefix("banded:") else { bail!("--index: expected default, exhaustive or banded:R,REL, got `{s}`") };
-            let (r, rel) = rest.split_once(',').context("--index banded:R,REL")?;
-            IndexChoice::Banded(BandParams { r: r.parse().context("band width R")?, rel: rel.parse().context("REL")? })
-        }
-    })
 }
 
 fn main() -> Result<()> {
@@ -178,7 +166,7 @@ fn main() -> Result<()> {
                 OrderArg::L1L0 => Order::L1L0,
                 OrderArg::L0L1 => Order::L0L1,
             };
-            cfg.index = parse_index(&index)?;
+            cfg.index = index.parse::<IndexChoice>()?;
             // Online and batch forms share one memo, persisted between runs:
             // each chunk is encoded once.
             let mut cache_path: Option<PathBuf> = None;
@@ -220,7 +208,10 @@ fn main() -> Result<()> {
             };
             let (mut l2_raw, mut l2_stored) = (0usize, 0usize);
             let mut archive = match &store {
-                Some(d) => Some(lam::store::FileStore::open(d).with_context(|| format!("opening store {}", d.display()))?),
+                Some(s) => {
+                    let spec = arc_store::StoreSpec::parse(s)?;
+                    Some(arc_store::open(&spec, arc_store::Access::ReadWrite).with_context(|| format!("opening store {}", spec.display()))?)
+                }
                 None => None,
             };
             let files = read::expand_inputs(&paths)?;
@@ -243,7 +234,7 @@ fn main() -> Result<()> {
                 };
                 for traj in trajs {
                     let run = match archive.as_mut() {
-                        Some(st) => report::run_archived(cfg, enc.as_dyn(), &traj, !no_tokens, Some(st as &mut dyn lam_core::ObsStore)),
+                        Some(st) => report::run_archived(cfg, enc.as_dyn(), &traj, !no_tokens, Some(st.as_mut() as &mut dyn lam_core::ObsStore)),
                         None => report::run(cfg, enc.as_dyn(), &traj, !no_tokens),
                     }
                     .with_context(|| format!("{}: session {}", f.display(), traj.session))?;
@@ -262,27 +253,17 @@ fn main() -> Result<()> {
                     if let Some(d) = dump.as_mut() {
                         for (rec, a) in traj.records.iter().zip(&run.online) {
                             let ranges: Vec<_> = a.chunks.iter().map(|c| c.range.clone()).collect();
-                            let texts: Vec<&[u8]> = ranges.iter().map(|c| &rec.observation[c.clone()]).collect();
-                            let mut v = vec![0.0; texts.len() * enc.as_dyn().info().dim];
-                            enc.as_dyn().encode_batch(&texts, &mut v)?;
-                            d.observation(&rec.observation, &ranges, &v)?;
+                            d.observation(&rec.observation, &ranges, &a.vectors)?;
                         }
                     }
                     if let Some(dir) = &out {
                         write_outputs(dir, &traj, &run)?;
                         if let Some(c) = &codec {
-                            // L2: the retained chunks' embeddings (from the encoder's memo), through the codec.
-                            let texts: Vec<&[u8]> = traj
-                                .records
-                                .iter()
-                                .zip(&run.online)
-                                .flat_map(|(rec, a)| a.chunks.iter().filter(|c| !c.decision.is_dropped()).map(move |c| &rec.observation[c.range.clone()]))
-                                .collect();
+                            // L2: the retained chunks' embeddings, as the operator kept them, through the codec.
                             let dim = enc.as_dyn().info().dim;
-                            let mut v = vec![0.0; texts.len() * dim];
-                            enc.as_dyn().encode_batch(&texts, &mut v)?;
+                            let v = &run.retained;
                             let mut stream = Vec::new();
-                            c.encode_to(&v, texts.len(), dim, &mut stream)?;
+                            c.encode_to(v, v.len() / dim, dim, &mut stream)?;
                             let safe: String = traj.session.0.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
                             let p = dir.join(format!("{safe}.retained.lamc"));
                             std::fs::write(&p, &stream).with_context(|| format!("writing {}", p.display()))?;
@@ -305,6 +286,9 @@ fn main() -> Result<()> {
             }
             if let Some(d) = dump {
                 d.finish()?;
+            }
+            if let Some(st) = archive.as_mut() {
+                st.flush().context("flushing the store")?;
             }
             if let (Some(p), Enc::Cached(c)) = (&cache_path, &mut enc) {
                 c.save(p).with_context(|| format!("writing embedding cache {}", p.display()))?;

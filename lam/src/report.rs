@@ -5,6 +5,7 @@ use crate::operator::{Admission, Config, Order, Session, compact_batch, without_
 use crate::read::Trajectory;
 use crate::tokens;
 use lam_core::{Encoder, Error};
+use std::sync::Arc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -21,8 +22,8 @@ pub struct Report {
     pub encoder: String,
     /// Candidate index.
     pub index: String,
-    /// Layer order.
-    pub order: Order,
+    /// Layer order (`l1-l0` or `l0-l1`).
+    pub order: &'static str,
     /// Observation records.
     pub records: usize,
     /// Chunks embedded.
@@ -74,6 +75,8 @@ pub struct Run {
     pub report: Report,
     /// Online admissions, in order.
     pub online: Vec<Admission>,
+    /// Unit embeddings of every retained chunk, in arrival order (L2's input).
+    pub retained: Vec<f32>,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -104,11 +107,15 @@ pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: 
 /// (so every stub's `_recall §id` resolves there).
 pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool, mut store: Option<&mut dyn lam_core::ObsStore>) -> Result<Run, Error> {
     let info = enc.info();
-    let mut s = Session::new(cfg, info.dim);
+    let mut s = Session::new(cfg, info.dim)?;
+    if store.is_some() {
+        // The archive records each observation's cl100k tokens.
+        s = s.with_counter(Arc::new(tokens::Cl100k));
+    }
     let mut online = Vec::with_capacity(traj.records.len());
     for r in &traj.records {
         online.push(match store.as_deref_mut() {
-            Some(st) => s.admit_archived(st, &traj.session, tokens::count(&r.observation) as u32, enc, r)?,
+            Some(st) => s.admit_archived(st, &traj.session, enc, r)?,
             None => s.admit(enc, r)?,
         });
     }
@@ -121,8 +128,9 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
     let (mut tin, mut tout, mut tgross, mut tfirst) = (0usize, 0usize, 0usize, 0usize);
     if count_tokens {
         for (r, a) in traj.records.iter().zip(&online) {
-            tin += tokens::count(&r.observation);
-            tout += tokens::count(&a.residual);
+            let t = a.tokens.unwrap_or_else(|| crate::operator::Tokens { input: tokens::count(&r.observation), output: tokens::count(&a.residual) });
+            tin += t.input;
+            tout += t.output;
             tgross += tokens::count(&without_stubs(&a.residual, &a.stubs));
             tfirst += tokens::count(&a.first_layer_plain);
         }
@@ -143,7 +151,7 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
         format: traj.format,
         encoder: info.model_id,
         index: s.index_description(),
-        order: cfg.order,
+        order: cfg.order.as_str(),
         records: traj.records.len(),
         chunks: online.iter().map(|a| a.chunks.len()).sum(),
         chunks_dropped: s.digest().len(),
@@ -166,5 +174,6 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
         admit_us_p99: percentile(&admit, 99.0),
         encode_us_p50: percentile(&encode, 50.0),
     };
-    Ok(Run { report, online })
+    let retained = s.retained_vectors().to_vec();
+    Ok(Run { report, online, retained })
 }

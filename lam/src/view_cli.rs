@@ -4,8 +4,10 @@ use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use lam::read;
 use lam::tokens::Cl100k;
+use lam::operator::LamArcView;
 use lam::view::{ArcConfig, ArcView, FullContext, ObservationMasking, SlidingWindow, cut_parts};
-use lam_core::{ObsStore, SessionId, TokenCounter, ViewPolicy};
+use arc_store::{Access, StoreSpec};
+use lam_core::{ObsStore, Rendered, SessionId, ViewPolicy};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -51,81 +53,45 @@ impl PolicyOpts {
 }
 
 /// One policy's view of a trajectory, turn by turn: ARC (optionally over LAM
-/// residuals, archive first) or a baseline behind `ViewPolicy`.
-pub enum Driver {
-    /// ARC, with the LAM operator and its encoder for `--policy lam`.
-    Arc { view: Box<ArcView<Box<dyn ObsStore>, Cl100k>>, session: SessionId, lam: Option<Box<(lam::operator::Session, Box<dyn lam_core::Encoder>)>> },
-    /// Window, masking or full context.
-    Plain(Box<dyn ViewPolicy>),
-}
+/// residuals, archive first) or a baseline, all behind `ViewPolicy`.
+pub struct Driver(Box<dyn ViewPolicy>);
 
 impl Driver {
     /// The policy `p` over a trajectory with prefix `task`, archiving into `store`.
     pub fn new(p: PolicyArg, o: &PolicyOpts, enc: &crate::EncoderOpts, traj: &read::Trajectory, store: Box<dyn ObsStore>) -> Result<Self> {
         let limit = o.limit()?;
-        Ok(match p {
-            PolicyArg::Arc | PolicyArg::Lam => {
-                let mut cfg = ArcConfig::with_limit(o.budget);
-                cfg.completion = o.completion;
-                let view = Box::new(ArcView::new(cfg, traj.session.clone(), &traj.task, store, Cl100k)?);
-                let lam = if p == PolicyArg::Lam {
-                    let e = crate::make_encoder(enc)?;
-                    let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(o.threshold)?);
-                    c.encode_batch = enc.batch;
-                    Some(Box::new((lam::operator::Session::new(c, e.info().dim), e)))
-                } else {
-                    None
-                };
-                Driver::Arc { view, session: traj.session.clone(), lam }
+        let arc_cfg = || {
+            let mut cfg = ArcConfig::with_limit(o.budget);
+            cfg.completion = o.completion;
+            cfg
+        };
+        Ok(Driver(match p {
+            PolicyArg::Arc => Box::new(ArcView::new(arc_cfg(), traj.session.clone(), &traj.task, store, Cl100k)?),
+            PolicyArg::Lam => {
+                let mut c = lam::operator::Config::new(lam_core::Threshold::from_cosine(o.threshold)?);
+                c.encode_batch = enc.batch;
+                Box::new(LamArcView::new(arc_cfg(), c, traj.session.clone(), &traj.task, store, Cl100k, crate::make_encoder(enc)?)?)
             }
-            PolicyArg::Window => Driver::Plain(Box::new(SlidingWindow::new(&traj.task, Cl100k, o.window, limit))),
-            PolicyArg::Masking => Driver::Plain(Box::new(ObservationMasking::new(&traj.task, Cl100k, o.mask, limit))),
-            PolicyArg::Full => Driver::Plain(Box::new(FullContext::new(&traj.task, Cl100k))),
-        })
+            PolicyArg::Window => Box::new(SlidingWindow::new(&traj.task, Cl100k, o.window, limit)),
+            PolicyArg::Masking => Box::new(ObservationMasking::new(&traj.task, Cl100k, o.mask, limit)),
+            PolicyArg::Full => Box::new(FullContext::new(&traj.task, Cl100k)),
+        }))
     }
 
     /// The policy's name in reports.
     pub fn name(&self) -> String {
-        match self {
-            Driver::Arc { lam: Some(_), .. } => "lam".into(),
-            Driver::Arc { .. } => "arc".into(),
-            Driver::Plain(p) => p.name(),
-        }
+        self.0.name()
     }
 
     /// One turn: the agent's thought and action, then (unless the action is
-    /// an ARC command the view answers itself) the observation.
+    /// a command the view answers itself) the observation.
     pub fn push(&mut self, t: &lam_core::Turn) -> Result<()> {
-        match self {
-            Driver::Arc { view, session, lam } => {
-                if view.act(&t.thought, &t.record.action)?.is_none() {
-                    match lam.as_deref_mut() {
-                        Some((s, enc)) => {
-                            let tokens = Cl100k.count(&t.record.observation) as u32;
-                            let adm = s.admit_archived(view.store_mut(), session, tokens, enc.as_mut(), &t.record)?;
-                            view.push_turn_shown(&t.thought, &t.record, &adm.residual)?;
-                        }
-                        None => {
-                            view.push_turn(&t.thought, &t.record)?;
-                        }
-                    }
-                }
-            }
-            Driver::Plain(p) => p.push(t)?,
-        }
-        Ok(())
+        Ok(self.0.push(t)?)
     }
 
-    /// The prompt the model sees now (ARC compacts here when it would);
-    /// returns its tokens and the ids it cites.
-    pub fn render(&mut self, text: &mut String) -> Result<(usize, Vec<String>)> {
-        Ok(match self {
-            Driver::Arc { view, .. } => {
-                let st = view.render_view(text)?;
-                (st.tokens, st.citations)
-            }
-            Driver::Plain(p) => (p.render(text)?, Vec::new()),
-        })
+    /// The prompt the model sees now (ARC compacts here when it would).
+    pub fn render(&mut self) -> Result<Rendered> {
+        Ok(self.0.render()?)
     }
 }
 
@@ -141,9 +107,9 @@ pub struct ViewArgs {
     /// Render the view the model sees before call N (after N turns); default: after the last turn.
     #[arg(long)]
     at_turn: Option<usize>,
-    /// Archive the trajectory into this store directory (FileStore); default: in memory.
+    /// Archive the trajectory into this store (a FileStore directory; `postgres://...` where built in); default: in memory.
     #[arg(long)]
-    store: Option<PathBuf>,
+    store: Option<String>,
     /// Session within a multi-session JSONL file.
     #[arg(long)]
     session: Option<String>,
@@ -156,24 +122,27 @@ pub struct ViewArgs {
 
 #[derive(clap::Args)]
 pub struct RecallArgs {
-    /// Store directory written by `lam view --store` or `lam compact --store`.
+    /// Store written by `lam view --store` or `lam compact --store`: a directory (or `postgres://...` where built in).
     #[arg(long)]
-    store: PathBuf,
+    store: String,
     /// The id, as cited (`§a1b2c3d4` or `a1b2c3d4`).
     id: String,
     /// Part `K` or `K/N` of the observation in parts of at most --part-tokens tokens.
     chunk: Option<String>,
-    /// Session holding the id (needed only when several sessions show the same id).
+    /// Session holding the id (needed only when sessions show the id for different observations).
     #[arg(long)]
     session: Option<String>,
     /// Payload tokens per part (ARC's q).
-    #[arg(long, default_value_t = 2048)]
-    part_tokens: usize,
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
+    part_tokens: u32,
 }
 
-fn open_store(dir: &Option<PathBuf>) -> Result<Box<dyn ObsStore>> {
-    Ok(match dir {
-        Some(d) => Box::new(lam::store::FileStore::open(d).with_context(|| format!("opening store {}", d.display()))?),
+fn open_store(spec: &Option<String>) -> Result<Box<dyn ObsStore>> {
+    Ok(match spec {
+        Some(s) => {
+            let spec = StoreSpec::parse(s)?;
+            Box::new(arc_store::open(&spec, Access::ReadWrite).with_context(|| format!("opening store {}", spec.display()))?)
+        }
         None => Box::new(lam::store::MemStore::new()),
     })
 }
@@ -191,19 +160,15 @@ pub fn view(a: ViewArgs) -> Result<()> {
     }
     let limit = a.opts.limit()?;
     let mut d = Driver::new(a.policy, &a.opts, &a.enc, &traj, open_store(&a.store)?)?;
-    let mut text = String::new();
-    // One model call after every turn: ARC compacts when it would (the
-    // baselines' views depend on the turns only, so they render once).
+    // One model call after every turn: ARC compacts when it would.
     let mut last = None;
-    for (i, t) in turns[..n].iter().enumerate() {
+    for t in &turns[..n] {
         d.push(t)?;
-        if matches!(d, Driver::Arc { .. }) || i + 1 == n {
-            last = Some(d.render(&mut text)?);
-        }
+        last = Some(d.render()?);
     }
-    let (tokens, citations) = match last {
+    let Rendered { text, tokens, citations, .. } = match last {
         Some(x) => x,
-        None => d.render(&mut text)?,
+        None => d.render()?,
     };
     let name = d.name();
     let whole = lam::tokens::count(text.as_bytes());
@@ -220,43 +185,36 @@ pub fn view(a: ViewArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn recall(a: RecallArgs) -> Result<()> {
-    let store = lam::store::FileStore::open_read_only(&a.store).with_context(|| format!("opening store {}", a.store.display()))?;
-    let shown = a.id.trim_start_matches('§').to_ascii_lowercase();
-    let sessions: Vec<SessionId> = match &a.session {
-        Some(s) => vec![SessionId(s.clone())],
-        None => store.sessions(),
+/// `K` or `K/N` (1-based; `N`, when given, must be the part count).
+fn parse_part(s: &str, parts: usize) -> Result<usize> {
+    let (k, n) = match s.split_once('/') {
+        Some((k, n)) => (k, Some(n)),
+        None => (s, None),
     };
-    let mut found = Vec::new();
-    for s in &sessions {
-        if let Some(b) = store.get(s, &shown)? {
-            found.push((s.clone(), b));
+    let k: usize = k.parse().with_context(|| format!("part `{s}`: expected K or K/N with whole numbers"))?;
+    if let Some(n) = n {
+        let n: usize = n.parse().with_context(|| format!("part `{s}`: expected K or K/N with whole numbers"))?;
+        if n != parts {
+            bail!("part `{s}`: the observation has {parts} part{} at this --part-tokens, not {n}", if parts == 1 { "" } else { "s" });
         }
     }
-    let (session, body) = match found.len() {
-        0 => {
-            let mut near = Vec::new();
-            for s in &sessions {
-                for id in lam::view::nearest(&store.ids(s)?, &shown, 3) {
-                    near.push(format!("§{id} ({s})"));
-                }
-            }
-            bail!("no §{shown} in {}; nearest: {}", a.store.display(), if near.is_empty() { "none".into() } else { near.join(", ") });
-        }
-        1 => found.pop().expect("one"),
-        _ => bail!(
-            "§{shown} exists in several sessions ({}); pass --session",
-            found.iter().map(|(s, _)| s.0.as_str()).collect::<Vec<_>>().join(", ")
-        ),
-    };
+    if k == 0 || k > parts {
+        bail!("part {k} does not exist: the observation has {parts} part{}", if parts == 1 { "" } else { "s" });
+    }
+    Ok(k)
+}
+
+pub fn recall(a: RecallArgs) -> Result<()> {
+    let spec = StoreSpec::parse(&a.store)?;
+    let store = arc_store::open(&spec, Access::ReadOnly).with_context(|| format!("opening store {}", spec.display()))?;
+    let session = a.session.as_deref().map(SessionId::from);
+    let found = arc_store::find(store.as_ref(), session.as_ref(), &a.id).with_context(|| format!("recall from {}", spec.display()))?;
+    let body = found.bytes;
     let out = match &a.chunk {
         None => &body[..],
         Some(c) => {
-            let k: usize = c.split_once('/').map_or(c.as_str(), |(k, _)| k).parse().with_context(|| format!("part `{c}`: expected K or K/N"))?;
-            let parts = cut_parts(&Cl100k, &body, a.part_tokens);
-            if k == 0 || k > parts.len() {
-                bail!("§{shown} (session {session}) has {} parts of at most {} tokens; part {k} does not exist", parts.len(), a.part_tokens);
-            }
+            let parts = cut_parts(&Cl100k, &body, a.part_tokens as usize);
+            let k = parse_part(c, parts.len()).with_context(|| format!("{} (parts of at most {} tokens)", a.id, a.part_tokens))?;
             &body[parts[k - 1].clone()]
         }
     };

@@ -34,16 +34,6 @@ fn mini_swe(n: usize, min_turns: usize) -> Vec<Trajectory> {
     out
 }
 
-/// Parse `_recall §ID` and `first at §ID:LINE` handles out of a stub line.
-fn handles(stub: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, _) in stub.match_indices('§') {
-        let id: String = stub[i + '§'.len_utf8()..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
-        out.push(id);
-    }
-    out
-}
-
 #[test]
 fn every_lam_stub_resolves_to_the_archived_original() {
     let cfg = Config::new(Threshold::from_cosine(0.95).unwrap());
@@ -59,14 +49,16 @@ fn every_lam_stub_resolves_to_the_archived_original() {
             // The archive holds every observation exactly, under the operator's id.
             assert_eq!(store.get(&traj.session, &a.id).unwrap().as_deref(), Some(&r.observation[..]));
             for s in &a.stubs {
-                let ids = handles(s);
-                assert!(!ids.is_empty(), "stub without a handle: {s}");
-                for id in ids {
-                    let body = store.get(&traj.session, &id).unwrap().unwrap_or_else(|| panic!("{}: {s}: §{id} not archived", traj.session));
-                    assert_eq!(body, by_id[&id].observation);
+                // The stub is in the residual and reads back as itself.
+                let line = s.to_string();
+                assert!(a.residual.split(|&b| b == b'\n').any(|l| l == line.as_bytes()), "{line} not in the residual");
+                assert_eq!(lam_core::Stub::parse(&line).map(|p| p.to_string()), Ok(line.clone()));
+                for id in s.cited_ids() {
+                    let body = store.get(&traj.session, id).unwrap().unwrap_or_else(|| panic!("{}: {s}: §{id} not archived", traj.session));
+                    assert_eq!(body, by_id[id].observation);
                 }
                 // The recall handle is the record's own archived original.
-                assert!(s.contains(&format!("_recall §{}", a.id)), "{s}");
+                assert_eq!(s.id(), a.id, "{s}");
                 stubs_checked += 1;
             }
         }
@@ -229,9 +221,9 @@ fn needle_comes_back_exactly_in_every_trial() {
         if answer.as_deref() == Some(needle.as_str()) {
             arc_ok += 1;
         }
-        win.render(&mut out).unwrap();
+        let out = win.render().unwrap().text;
         win_kept += u64::from(find_needle(&out).as_deref() == Some(needle.as_str()));
-        mask.render(&mut out).unwrap();
+        let out = mask.render().unwrap().text;
         mask_kept += u64::from(find_needle(&out).as_deref() == Some(needle.as_str()));
     }
     eprintln!(

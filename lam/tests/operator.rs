@@ -4,7 +4,7 @@
 mod common;
 
 use lam::operator::{Config, Order, Session, compact_batch};
-use lam_core::{Decision, Record, Threshold};
+use lam_core::{Decision, Record, Stub, Threshold};
 use lam_encode::HashingEncoder;
 use proptest::prelude::*;
 
@@ -19,45 +19,21 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Parse `[lam: chunk K of §ID ~ §REP#J, d=...; ...]` or
-/// `[lam: chunks K-M of §ID ~ §REP#J-L,I §REP2#J2, d<=...; ...]` into the
-/// first chunk K and the representative (REP, J) of every chunk of the run,
-/// in order, checking the run's length matches its representatives.
+/// The first chunk and the representative (id, chunk) of every chunk of an
+/// L1 stub line, through the one stub parser.
 fn l1_refs(line: &str) -> Option<(usize, Vec<(String, usize)>)> {
-    let rest = line.strip_prefix("[lam: chunk")?;
-    let (ks, rest) = rest.split_once(" of §")?;
-    let (k, n) = match ks.strip_prefix("s ") {
-        Some(r) => {
-            let (a, b) = r.split_once('-')?;
-            let a: usize = a.parse().ok()?;
-            (a, b.parse::<usize>().ok()? - a + 1)
-        }
-        None => (ks.trim().parse().ok()?, 1),
-    };
-    let (_, rest) = rest.split_once(" ~ ")?;
-    let (reps, _) = rest.split_once(", d")?;
-    let mut out = Vec::new();
-    for r in reps.split(' ') {
-        let (id, list) = r.strip_prefix('§')?.split_once('#')?;
-        for js in list.split(',') {
-            let (a, b) = match js.split_once('-') {
-                Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
-                None => (js.parse().ok()?, js.parse().ok()?),
-            };
-            out.extend((a..=b).map(|j| (id.to_string(), j)));
-        }
+    match Stub::parse(line).ok()? {
+        Stub::Chunks(c) => Some((c.first as usize, c.reps.into_iter().map(|r| (r.id, r.chunk as usize)).collect())),
+        Stub::Lines(_) => None,
     }
-    assert_eq!(out.len(), n, "{line}: {n} chunks, {} representatives", out.len());
-    Some((k, out))
 }
 
-/// Parse `[lam: N repeated line(s), first at §ID:L; ...]` into (ID, L).
+/// (id, line) an L0 stub line cites.
 fn l0_ref(line: &str) -> Option<(String, usize)> {
-    let rest = line.strip_prefix("[lam: ")?;
-    let (_, rest) = rest.split_once("first at §")?;
-    let (id, rest) = rest.split_once(':')?;
-    let (l, _) = rest.split_once(';')?;
-    Some((id.to_string(), l.parse().ok()?))
+    match Stub::parse(line).ok()? {
+        Stub::Lines(l) => Some((l.first_id, l.first_line as usize)),
+        Stub::Chunks(_) => None,
+    }
 }
 
 fn arb_obs() -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -80,7 +56,7 @@ proptest! {
         let mut cfg = Config::new(Threshold::from_cosine(tc).unwrap());
         if l0_first { cfg.order = Order::L0L1; }
         let mut enc = HashingEncoder::new(64, 12);
-        let mut s = Session::new(cfg, 64);
+        let mut s = Session::new(cfg, 64).unwrap();
         let mut adms = Vec::new();
         for r in &recs {
             adms.push(s.admit(&mut enc, r).unwrap());
@@ -134,7 +110,7 @@ fn invalid_utf8_is_preserved_byte_for_byte() {
     let obs = vec![b"caf\xe9 \xff\xfe binary \x00 output\nsecond line\n".to_vec(), b"other \x80\x81 text entirely different here\n".to_vec()];
     let recs = records(&obs);
     let mut enc = HashingEncoder::default();
-    let mut s = Session::new(Config::new(Threshold::from_cosine(0.95).unwrap()), 384);
+    let mut s = Session::new(Config::new(Threshold::from_cosine(0.95).unwrap()), 384).unwrap();
     for r in &recs {
         let a = s.admit(&mut enc, r).unwrap();
         assert_eq!(a.residual, r.observation);
@@ -145,9 +121,9 @@ fn invalid_utf8_is_preserved_byte_for_byte() {
 fn bad_vectors_are_refused_with_an_error() {
     let rec = Record { index: 0, action: "ls".into(), observation: b"a b c".to_vec(), returncode: None };
     for bad in [vec![f32::NAN, 0.0, 0.0], vec![f32::INFINITY, 0.0, 0.0], vec![0.0, 0.0, 0.0]] {
-        let mut s = Session::new(Config::new(Threshold::from_cosine(0.95).unwrap()), 3);
+        let mut s = Session::new(Config::new(Threshold::from_cosine(0.95).unwrap()), 3).unwrap();
         let e = s.admit_embedded(&rec, &[0..5], &bad).unwrap_err().to_string();
-        assert!(e.contains("invalid embedding for chunk 0"), "{e}");
+        assert!(e.contains("invalid embedding for record 0 chunk 1"), "{e}");
     }
 }
 

@@ -193,7 +193,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                 let mut margin: Option<f64> = None;
                 let mut retained: Vec<f32> = Vec::new();
                 for (si, (p, v)) in prepared.iter().zip(&vectors).enumerate() {
-                    let mut s = Session::new(Config::new(th_), info.dim);
+                    let mut s = Session::new(Config::new(th_), info.dim)?;
                     let mut at = 0;
                     for (r, cs) in p.records.iter().zip(&p.chunks) {
                         let n = cs.len() * info.dim;

@@ -15,6 +15,7 @@ mod markdown;
 pub mod svg;
 
 use crate::operator::{Config, Order, without_stubs};
+use lam_core::Stub;
 use crate::read::{self, Trajectory};
 use crate::report;
 use crate::tokens;
@@ -208,23 +209,18 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
 }
 
-/// `_recall §ID` handles cited by stub lines.
-fn recall_ids(stubs: &[String]) -> Vec<String> {
-    let mut ids = Vec::new();
+/// The `_recall §id` handles of stubs, each once, in order.
+fn recall_ids(stubs: &[Stub]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
     for s in stubs {
-        let mut rest = s.as_str();
-        while let Some(at) = rest.find("_recall §") {
-            rest = &rest[at + "_recall §".len()..];
-            let id: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
-            if !id.is_empty() && !ids.contains(&id) {
-                ids.push(id);
-            }
+        if !ids.iter().any(|i| i == s.id()) {
+            ids.push(s.id().to_string());
         }
     }
     ids
 }
 
-fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[String]) -> Scored {
+fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[Stub]) -> Scored {
     let rec_net: Vec<u32> = residuals.iter().zip(&p.traj.records).zip(&p.tok).map(|((r, rec), &t)| if *r == rec.observation.as_slice() { t } else { memo.count(r) }).collect();
     let tok_net: u64 = rec_net.iter().map(|&t| t as u64).sum();
     let tok_gross = gross.map(|g| g.iter().sum()).unwrap_or(tok_net);
@@ -981,7 +977,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
             let id = book.visible(lam_core::ObsId::of(r.action.as_bytes(), &r.observation)).to_string();
             let mut out = Vec::new();
             l0.process(r.index, &id, &[Segment::Text(&r.observation)], &mut out);
-            let st = l0.last_stubs().to_vec();
+            let st: Vec<Stub> = l0.last_stubs().iter().cloned().map(Stub::Lines).collect();
             l0_gross.push(memo.count(&without_stubs(&out, &st)) as u64);
             l0_stubs.extend(st);
             l0_res.push(out);
@@ -1002,7 +998,7 @@ pub fn evaluate(inputs: &[PathBuf], enc: &mut dyn Encoder, o: &Options, progress
                 a.equal &= run.report.online_equals_batch;
                 let res: Vec<&[u8]> = run.online.iter().map(|x| x.residual.as_slice()).collect();
                 let gross: Vec<u64> = run.online.iter().map(|x| if x.stubs.is_empty() { memo.count(&x.residual) as u64 } else { memo.count(&without_stubs(&x.residual, &x.stubs)) as u64 }).collect();
-                let stubs: Vec<String> = run.online.iter().flat_map(|x| x.stubs.iter().cloned()).collect();
+                let stubs: Vec<Stub> = run.online.iter().flat_map(|x| x.stubs.iter().cloned()).collect();
                 let s = score(p, &mut memo, &res, Some(&gross), &stubs);
                 match order {
                     Order::L1L0 => a.l1l0.add(p, &s, o),

@@ -53,6 +53,11 @@ mod tests {
     use lam_core::TokenCounter;
 
     #[test]
+    fn conformance() {
+        lam_core::testsuite::token_counter(&super::Cl100k);
+    }
+
+    #[test]
     fn counts_like_tiktoken() {
         // tiktoken cl100k_base: "hello world" -> [15339, 1917]
         assert_eq!(super::count(b"hello world"), 2);

@@ -1,6 +1,6 @@
 //! A tokenizer-free [`TokenCounter`] for tests and examples.
 
-use lam_core::TokenCounter;
+use crate::TokenCounter;
 use std::ops::Range;
 
 /// Counts a run of letters/digits (and non-ASCII bytes) as one token, every
@@ -49,6 +49,11 @@ impl TokenCounter for SimpleCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conformance() {
+        crate::testsuite::token_counter(&SimpleCounter);
+    }
 
     #[test]
     fn spans_cover_and_match_count() {

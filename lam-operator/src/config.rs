@@ -1,0 +1,137 @@
+//! Operator settings: threshold, layer order, candidate index.
+
+use crate::Error;
+use lam_core::Threshold;
+use lam_lsh::{BandParams, BandedIndex, ExhaustiveIndex, L1Index};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which layer runs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// L1 (near-duplicate chunks) then L0 (lines): the default (LAM B.3).
+    #[default]
+    L1L0,
+    /// L0 then L1 (the paper's ablation "A"); L1 then sees L0's stubs.
+    L0L1,
+}
+
+impl Order {
+    /// `l1-l0` or `l0-l1`, as the command line and reports write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::L1L0 => "l1-l0",
+            Order::L0L1 => "l0-l1",
+        }
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Order {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "l1-l0" => Ok(Order::L1L0),
+            "l0-l1" => Ok(Order::L0L1),
+            _ => Err(Error::Setting(format!("order: expected l1-l0 or l0-l1, got `{s}`"))),
+        }
+    }
+}
+
+/// Candidate index choice.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum IndexChoice {
+    /// Full-recall band setting for the threshold, exhaustive where none is known.
+    #[default]
+    Default,
+    /// Exhaustive scan.
+    Exhaustive,
+    /// Explicit band settings.
+    Banded(BandParams),
+}
+
+impl FromStr for IndexChoice {
+    type Err = Error;
+    /// `default`, `exhaustive` or `banded:R,REL` (R >= 1 coordinates per band,
+    /// REL > 0 the quantisation step relative to `delta`).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = |why: &str| Error::Setting(format!("index `{s}`: {why} (expected default, exhaustive or banded:R,REL)"));
+        match s {
+            "default" => Ok(IndexChoice::Default),
+            "exhaustive" => Ok(IndexChoice::Exhaustive),
+            _ => {
+                let rest = s.strip_prefix("banded:").ok_or_else(|| bad("unknown index"))?;
+                let (r, rel) = rest.split_once(',').ok_or_else(|| bad("missing `,REL`"))?;
+                let r: usize = r.trim().parse().map_err(|_| bad("R is not a whole number"))?;
+                let rel: f32 = rel.trim().parse().map_err(|_| bad("REL is not a number"))?;
+                if r == 0 {
+                    return Err(bad("R must be at least 1"));
+                }
+                if !(rel.is_finite() && rel > 0.0) {
+                    return Err(bad("REL must be a positive finite number"));
+                }
+                Ok(IndexChoice::Banded(BandParams { r, rel }))
+            }
+        }
+    }
+}
+
+impl IndexChoice {
+    /// The index for embeddings of dimension `dim` at threshold `t`.
+    pub fn build(self, dim: usize, t: Threshold) -> Result<L1Index, Error> {
+        Ok(match self {
+            IndexChoice::Default => L1Index::default_for(dim, t),
+            IndexChoice::Exhaustive => L1Index::Exhaustive(ExhaustiveIndex::new()),
+            IndexChoice::Banded(p) => {
+                if p.r == 0 || p.r > dim || !(p.rel.is_finite() && p.rel > 0.0) {
+                    return Err(Error::Setting(format!("banded index R={} REL={}: R must be in 1..={dim} and REL positive", p.r, p.rel)));
+                }
+                L1Index::Banded(BandedIndex::new(dim, p))
+            }
+        })
+    }
+}
+
+/// Operator settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Merge threshold.
+    pub threshold: Threshold,
+    /// Layer order.
+    pub order: Order,
+    /// Candidate index.
+    pub index: IndexChoice,
+    /// Chunks per encoder call in the batch form.
+    pub encode_batch: usize,
+}
+
+impl Config {
+    /// Defaults at threshold `t`.
+    pub fn new(threshold: Threshold) -> Self {
+        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_settings() {
+        assert_eq!("l0-l1".parse::<Order>().unwrap(), Order::L0L1);
+        assert!("l2".parse::<Order>().is_err());
+        assert_eq!("exhaustive".parse::<IndexChoice>().unwrap(), IndexChoice::Exhaustive);
+        assert_eq!("banded:8,0.2".parse::<IndexChoice>().unwrap(), IndexChoice::Banded(BandParams { r: 8, rel: 0.2 }));
+        for bad in ["banded:0,0", "banded:1,0", "banded:8,-1", "banded:8,NaN", "banded:8,inf", "banded:8", "banded:x,1", "lsh"] {
+            assert!(bad.parse::<IndexChoice>().is_err(), "{bad}");
+        }
+        let t = Threshold::from_cosine(0.95).unwrap();
+        assert!(IndexChoice::Banded(BandParams { r: 1000, rel: 1.0 }).build(384, t).is_err());
+        assert!(IndexChoice::Banded(BandParams { r: 8, rel: 0.2 }).build(384, t).is_ok());
+    }
+}

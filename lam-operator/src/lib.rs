@@ -1,0 +1,69 @@
+//! The LAM operator: test every arriving tool observation before it is
+//! prefilled, and replace what the session already holds by one-line stubs.
+//!
+//! For each arrival a [`Session`] (1) gives the observation its content id
+//! (`§id`), (2) cuts it into windows of at most the encoder's `max_tokens`,
+//! (3) embeds each window once, (4) drops windows whose embedding lies within
+//! `delta = sqrt(2 - 2t)` of a retained window (L1: banded LSH candidates,
+//! exact L2, greedy first occurrence), (5) replaces lines already present in
+//! the session's residual text (L0, xxHash3), and (6) returns the residual
+//! the model should see in an [`Admission`]. The batch form
+//! ([`compact_batch`]) runs the same per-record function over a finished
+//! trajectory with its chunks encoded in large batches, so online and batch
+//! residuals are identical by construction.
+//!
+//! Prefix stability: admission only shapes the arriving observation; it never
+//! edits a residual already emitted. With [`Session::admit_archived`] every
+//! observation is archived verbatim first, so every stub's `_recall §id`
+//! resolves to the exact original bytes. With feature `arc`, [`LamArcView`]
+//! puts LAM residuals inside ARC's bounded, recoverable prompt view.
+//!
+//! Dependencies: `lam-core`, `lam-hash`, `lam-lsh` (and `arc-view` with
+//! `arc`). Bring an encoder (`lam-encode`) and, for token counts, a
+//! [`lam_core::TokenCounter`] (cl100k: `lam-trajectory`).
+//!
+//! ```
+//! use lam_core::{Record, Threshold};
+//! use lam_operator::{Config, Session};
+//!
+//! let mut enc = lam_encode::HashingEncoder::default(); // any lam_core::Encoder
+//! let cfg = Config::new(Threshold::from_cosine(0.95)?);
+//! let mut s = Session::new(cfg, lam_core::Encoder::info(&enc).dim)?;
+//! let log: Vec<u8> = (0..30).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect::<String>().into_bytes();
+//! let first = s.admit(&mut enc, &Record { index: 0, action: "pytest".into(), observation: log.clone(), returncode: Some(0) })?;
+//! assert_eq!(first.residual, log); // nothing seen before
+//! let again = s.admit(&mut enc, &Record { index: 1, action: "pytest -x".into(), observation: log.clone(), returncode: Some(0) })?;
+//! assert_eq!(again.stubs.len(), 1); // the rerun became one stub line citing the first run
+//! assert_eq!(again.residual, format!("{}\n", again.stubs[0]).into_bytes());
+//! assert!(again.stubs[0].is_chunks()); // `[lam: chunks 1-2 of §… ~ §…#1-2, d<=0.000; _recall §…]`
+//! assert!(s.delta_hat() <= cfg.threshold.delta());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod admission;
+#[cfg(feature = "arc")]
+mod arc;
+mod batch;
+mod config;
+mod error;
+mod segments;
+mod session;
+
+pub use admission::{Admission, ChunkOutcome, Tokens};
+#[cfg(feature = "arc")]
+pub use arc::LamArcView;
+#[cfg(feature = "arc")]
+pub use arc_view::ArcConfig;
+pub use batch::{BatchOutcome, compact_batch};
+pub use config::{Config, IndexChoice, Order};
+pub use error::Error;
+pub use lam_hash::L0Stats;
+pub use lam_lsh::{BandParams, L1Index, L1Stats};
+pub use session::Session;
+
+/// Remove the given stubs' lines from a residual (for gross accounting).
+pub fn without_stubs(residual: &[u8], stubs: &[lam_core::Stub]) -> Vec<u8> {
+    let lines: Vec<String> = stubs.iter().map(ToString::to_string).collect();
+    segments::strip_lines(residual, &lines)
+}

@@ -1,0 +1,322 @@
+//! One session's operator state and the one per-record function that both
+//! the online form ([`Session::admit`]) and the batch form
+//! ([`crate::compact_batch`]) run.
+
+use crate::admission::{Admission, ChunkOutcome, Tokens};
+use crate::config::{Config, Order};
+use crate::segments::{self, Dropped, Seg};
+use crate::Error;
+use lam_core::stub::ChunkRef;
+use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
+use lam_hash::{L0Stats, LineDedup, Segment};
+use lam_lsh::{Greedy, L1Index, L1Stats};
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One session's online operator state. `Send`: sessions admit in parallel.
+///
+/// Records arrive in order (`Record::index` 0, 1, 2, ...). Every admission
+/// runs the same function, whether its embeddings were computed now
+/// ([`Session::admit`]), given ([`Session::admit_embedded`]) or computed in
+/// one batched pass over a finished trajectory ([`crate::compact_batch`]).
+pub struct Session<I = L1Index> {
+    cfg: Config,
+    dim: usize,
+    greedy: Greedy<I>,
+    l0: LineDedup,
+    book: IdBook,
+    ids: Vec<String>,
+    /// (record, ordinal) of every chunk, by session chunk index.
+    homes: Vec<(u32, u32)>,
+    next_record: u32,
+    digest: DeletionDigest,
+    counter: Option<Arc<dyn TokenCounter>>,
+    poisoned: Option<u32>,
+}
+
+impl<I: std::fmt::Debug> std::fmt::Debug for Session<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("cfg", &self.cfg)
+            .field("dim", &self.dim)
+            .field("records", &self.next_record)
+            .field("chunks", &self.homes.len())
+            .field("digest", &self.digest.hex16())
+            .field("counter", &self.counter.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A record between its first layer and L1: its id and the text L1 chunks.
+#[derive(Debug)]
+pub(crate) struct Begun {
+    record: u32,
+    id: String,
+    started: Instant,
+    /// `l0-l1`: what L0 left (L1 chunks it), its stubs and counters.
+    l0_first: Option<(Vec<u8>, Vec<Stub>, L0Stats)>,
+}
+
+impl Begun {
+    /// The text L1 chunks: the observation, or what L0 left of it.
+    pub(crate) fn text<'a>(&'a self, rec: &'a Record) -> &'a [u8] {
+        self.l0_first.as_ref().map_or(&rec.observation, |(t, _, _)| t)
+    }
+}
+
+impl Session<L1Index> {
+    /// A new session for embeddings of dimension `dim`, with the candidate
+    /// index `cfg.index` names.
+    pub fn new(cfg: Config, dim: usize) -> Result<Self, Error> {
+        let index = cfg.index.build(dim, cfg.threshold)?;
+        Ok(Self::with_index(cfg, dim, index))
+    }
+}
+
+impl<I: CandidateIndex> Session<I> {
+    /// A new session over an empty candidate index of your own.
+    pub fn with_index(cfg: Config, dim: usize, index: I) -> Self {
+        Self {
+            cfg,
+            dim,
+            greedy: Greedy::new(dim, cfg.threshold, index),
+            l0: LineDedup::new(),
+            book: IdBook::new(),
+            ids: Vec::new(),
+            homes: Vec::new(),
+            next_record: 0,
+            digest: DeletionDigest::new(),
+            counter: None,
+            poisoned: None,
+        }
+    }
+
+    /// Count tokens of every admission (and of every archived observation)
+    /// with `counter`; see [`Admission::tokens`].
+    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.counter = Some(counter);
+        self
+    }
+
+    /// Settings.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Embedding dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Records admitted so far (the index the next one must carry).
+    pub fn records(&self) -> u32 {
+        self.next_record
+    }
+
+    /// Largest substitution distance used so far (`delta_hat <= delta`).
+    pub fn delta_hat(&self) -> f64 {
+        self.greedy.stats().delta_hat
+    }
+
+    /// L1 counters.
+    pub fn l1_stats(&self) -> L1Stats {
+        self.greedy.stats()
+    }
+
+    /// Description of the candidate index.
+    pub fn index_description(&self) -> String {
+        self.greedy.index().describe()
+    }
+
+    /// Digest of the deletion set so far (session index 0, `docs/digest.md`).
+    pub fn digest(&self) -> &DeletionDigest {
+        &self.digest
+    }
+
+    /// Unit embeddings of every retained chunk so far, in arrival order
+    /// (`dim` values each): what L2 stores.
+    pub fn retained_vectors(&self) -> &[f32] {
+        self.greedy.retained_vectors()
+    }
+
+    /// Visible ids of the records admitted so far, in order.
+    pub fn ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// Admit one arrival, chunking and encoding it with `enc` (Algorithm 1).
+    pub fn admit<E: Encoder + ?Sized>(&mut self, enc: &mut E, rec: &Record) -> Result<Admission, Error> {
+        self.check_next(rec)?;
+        if self.cfg.order == Order::L1L0 {
+            // Encode before touching the session: an encoder error leaves it as it was.
+            let t = Instant::now();
+            let (chunks, vectors) = embed(enc, &rec.observation)?;
+            let encode_ns = t.elapsed().as_nanos() as u64;
+            let mut a = self.admit_embedded(rec, &chunks, &vectors)?;
+            a.encode_ns = encode_ns;
+            return Ok(a);
+        }
+        let b = self.begin(rec);
+        let t = Instant::now();
+        let embedded = embed(enc, b.text(rec));
+        let encode_ns = t.elapsed().as_nanos() as u64;
+        let a = embedded.and_then(|(chunks, vectors)| self.finish(rec, b, &chunks, &vectors));
+        self.poison_on_error(rec, a).map(|mut a| {
+            a.encode_ns = encode_ns;
+            a.admit_ns = a.admit_ns.saturating_sub(encode_ns);
+            a
+        })
+    }
+
+    /// Admit one arrival whose chunks (a partition of the observation, in
+    /// order) and unit embeddings (`dim` values per chunk) are given. Order
+    /// `l1-l0` only. Nothing changes in the session when the input is refused.
+    pub fn admit_embedded(&mut self, rec: &Record, chunks: &[Range<usize>], vectors: &[f32]) -> Result<Admission, Error> {
+        if self.cfg.order != Order::L1L0 {
+            return Err(Error::EmbeddingsNeedL1First);
+        }
+        self.check_next(rec)?;
+        validate(rec.index, rec.observation.len(), chunks, vectors, self.dim)?;
+        let b = self.begin(rec);
+        let a = self.finish(rec, b, chunks, vectors);
+        self.poison_on_error(rec, a)
+    }
+
+    /// Archive `rec` verbatim in `store` (session `session`) before anything
+    /// else, then admit it with `enc`. Every stub of the admission cites the
+    /// archived original with `_recall §id`, and that id resolves in `store`
+    /// to the exact observation bytes. The archive records the observation's
+    /// tokens by the session's counter (0 without one).
+    pub fn admit_archived<E: Encoder + ?Sized, S: ObsStore + ?Sized>(&mut self, store: &mut S, session: &SessionId, enc: &mut E, rec: &Record) -> Result<Admission, Error> {
+        self.check_next(rec)?;
+        let tokens = self.counter.as_ref().map_or(0, |c| c.count(&rec.observation));
+        let meta = store.append(session, rec, u32::try_from(tokens).unwrap_or(u32::MAX))?;
+        let a = self.admit(enc, rec)?;
+        if a.id != meta.shown {
+            self.poisoned = Some(rec.index);
+            return Err(Error::ArchiveMismatch { record: rec.index, session: session.clone(), archive: meta.shown, operator: a.id });
+        }
+        Ok(a)
+    }
+
+    fn check_next(&self, rec: &Record) -> Result<(), Error> {
+        if let Some(record) = self.poisoned {
+            return Err(Error::Poisoned { record });
+        }
+        if rec.index != self.next_record {
+            return Err(Error::OutOfOrder { expected: self.next_record, got: rec.index });
+        }
+        Ok(())
+    }
+
+    fn poison_on_error(&mut self, rec: &Record, r: Result<Admission, Error>) -> Result<Admission, Error> {
+        if r.is_err() {
+            self.poisoned = Some(rec.index);
+        }
+        r
+    }
+
+    /// The first half of the per-record function: the record's id and, in
+    /// the `l0-l1` order, L0 over the raw observation.
+    pub(crate) fn begin(&mut self, rec: &Record) -> Begun {
+        let started = Instant::now();
+        let record = self.next_record;
+        self.next_record += 1;
+        let id = self.book.visible(ObsId::of(rec.action.as_bytes(), &rec.observation)).to_string();
+        self.ids.push(id.clone());
+        let l0_first = (self.cfg.order == Order::L0L1).then(|| {
+            let mut r0 = Vec::with_capacity(rec.observation.len());
+            let st = self.l0.process(record, &id, &[Segment::Text(&rec.observation)], &mut r0);
+            (r0, self.l0.last_stubs().iter().cloned().map(Stub::Lines).collect(), st)
+        });
+        Begun { record, id, started, l0_first }
+    }
+
+    /// The second half: L1 over the chunks of [`Begun::text`], then L0 (or,
+    /// in `l0-l1`, the rendering of L1's stubs into what L0 left).
+    pub(crate) fn finish(&mut self, rec: &Record, b: Begun, chunks: &[Range<usize>], vectors: &[f32]) -> Result<Admission, Error> {
+        let text = b.text(rec);
+        validate(b.record, text.len(), chunks, vectors, self.dim)?;
+        let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
+        let mut residual = Vec::with_capacity(text.len());
+        let l1_stubs = segs.iter().filter_map(|s| if let Seg::Stub(c, _) = s { Some(Stub::Chunks(c.clone())) } else { None });
+        let (l0, stubs, first_layer_plain) = match &b.l0_first {
+            None => {
+                let l0 = self.l0.process(b.record, &b.id, &segments::to_l0(text, &segs), &mut residual);
+                let mut stubs: Vec<Stub> = l1_stubs.collect();
+                stubs.extend(self.l0.last_stubs().iter().cloned().map(Stub::Lines));
+                (l0, stubs, segments::plain(text, &segs))
+            }
+            Some((r0, l0_stubs, l0)) => {
+                segments::render(r0, &segs, &mut residual);
+                let lines: Vec<String> = l0_stubs.iter().map(ToString::to_string).collect();
+                let mut stubs = l0_stubs.clone();
+                stubs.extend(l1_stubs);
+                (*l0, stubs, segments::strip_lines(r0, &lines))
+            }
+        };
+        let admit_ns = b.started.elapsed().as_nanos() as u64;
+        let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
+        Ok(Admission { record: b.record, id: b.id, residual, chunks: outcomes, stubs, l0, first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns })
+    }
+
+    /// L1: decide every chunk in order and collapse runs of dropped chunks.
+    fn l1(&mut self, b: &Begun, text: &[u8], chunks: &[Range<usize>], vectors: &[f32]) -> Result<(Vec<Seg>, Vec<ChunkOutcome>), Error> {
+        let mut segs = Vec::new();
+        let mut outcomes = Vec::with_capacity(chunks.len());
+        if chunks.is_empty() && !text.is_empty() {
+            segs.push(Seg::Text(0..text.len()));
+        }
+        for (k, (range, v)) in chunks.iter().zip(vectors.chunks_exact(self.dim.max(1))).enumerate() {
+            let index = self.homes.len() as u32;
+            let decision = self.greedy.decide(index, v)?;
+            self.homes.push((b.record, k as u32));
+            match decision {
+                Decision::Retained => segments::push_text(&mut segs, range),
+                Decision::Dropped { representative, distance } => {
+                    self.digest.push(0, index);
+                    let (rr, ro) = self.homes[representative as usize];
+                    let rep = ChunkRef { id: self.ids[rr as usize].clone(), chunk: ro + 1 };
+                    segs.push(Seg::Dropped(Dropped { range: range.clone(), ordinal: k as u32, rep, distance }));
+                }
+            }
+            outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
+        }
+        Ok((segments::collapse(&b.id, segs), outcomes))
+    }
+}
+
+/// Chunk `text` with `enc` and embed every chunk (one batch).
+pub(crate) fn embed<E: Encoder + ?Sized>(enc: &mut E, text: &[u8]) -> Result<(Vec<Range<usize>>, Vec<f32>), Error> {
+    let mut chunks = Vec::new();
+    enc.chunks(text, &mut chunks)?;
+    let dim = enc.info().dim;
+    let texts: Vec<&[u8]> = chunks.iter().map(|c| &text[c.clone()]).collect();
+    let mut v = vec![0.0f32; texts.len() * dim];
+    enc.encode_batch(&texts, &mut v)?;
+    Ok((chunks, v))
+}
+
+/// Chunks partition `len` bytes in order, and every vector is a finite unit
+/// vector of dimension `dim`: checked before any state changes.
+fn validate(record: u32, len: usize, chunks: &[Range<usize>], vectors: &[f32], dim: usize) -> Result<(), Error> {
+    let bad = |reason: String| Error::BadChunks { record, reason };
+    if vectors.len() != chunks.len() * dim {
+        return Err(lam_core::Error::Dimension { expected: chunks.len() * dim, got: vectors.len() }.into());
+    }
+    let mut at = 0;
+    for (k, c) in chunks.iter().enumerate() {
+        if c.start != at || c.end < c.start {
+            return Err(bad(format!("chunk {} is {c:?}, expected it to start at byte {at}", k + 1)));
+        }
+        at = c.end;
+    }
+    if !chunks.is_empty() && at != len {
+        return Err(bad(format!("the chunks end at byte {at} of {len}")));
+    }
+    for (k, v) in vectors.chunks_exact(dim.max(1)).enumerate() {
+        check_unit(v).map_err(|reason| lam_core::Error::InvalidVector { what: format!("record {record} chunk {}", k + 1), reason })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! The operator's contracts seen from outside: typed errors, one code path
+//! for online and batch, admissions that carry what callers need, and
+//! LAM-over-ARC as a conforming `ViewPolicy`.
+
+use lam_core::{Encoder, ObsStore, Record, SessionId, SimpleCounter, Stub, Threshold, TokenCounter};
+use lam_encode::HashingEncoder;
+use lam_operator::{Config, Error, Order, Session, compact_batch};
+use std::sync::Arc;
+
+fn rec(i: u32, action: &str, obs: &[u8]) -> Record {
+    Record { index: i, action: action.into(), observation: obs.to_vec(), returncode: Some(0) }
+}
+
+fn log(n: usize, tag: &str) -> Vec<u8> {
+    (0..n).map(|i| format!("{tag} test_case_{i} ... PASSED in {}ms\n", i * 3)).collect::<String>().into_bytes()
+}
+
+fn cfg() -> Config {
+    Config::new(Threshold::from_cosine(0.95).unwrap())
+}
+
+#[test]
+fn records_must_arrive_in_order() {
+    let mut enc = HashingEncoder::default();
+    let mut s = Session::new(cfg(), 384).unwrap();
+    let e = s.admit(&mut enc, &rec(1, "ls", b"a\n")).unwrap_err();
+    assert!(matches!(e, Error::OutOfOrder { expected: 0, got: 1 }), "{e}");
+    s.admit(&mut enc, &rec(0, "ls", b"a\n")).unwrap();
+    assert!(matches!(s.admit(&mut enc, &rec(0, "ls", b"a\n")), Err(Error::OutOfOrder { expected: 1, got: 0 })));
+    let e = compact_batch(cfg(), &mut enc, &[rec(0, "a", b"x"), rec(2, "b", b"y")]).unwrap_err();
+    assert!(matches!(e, Error::OutOfOrder { expected: 1, got: 2 }), "{e}");
+}
+
+#[test]
+fn refused_input_leaves_the_session_unchanged() {
+    let mut s = Session::new(cfg(), 3).unwrap();
+    let r = rec(0, "ls", b"abcdef");
+    let unit = [1.0f32, 0.0, 0.0];
+    let e = s.admit_embedded(&r, &[0..3, 4..6], &[unit, unit].concat()).unwrap_err();
+    assert!(matches!(e, Error::BadChunks { record: 0, .. }), "{e}");
+    let e = s.admit_embedded(&r, &[0..3], &unit).unwrap_err();
+    assert!(matches!(e, Error::BadChunks { .. }), "chunks must cover the text: {e}");
+    let e = s.admit_embedded(&r, &[0..6], &[f32::NAN, 0.0, 0.0]).unwrap_err();
+    assert!(e.to_string().contains("record 0 chunk 1"), "{e}");
+    assert!(matches!(s.admit_embedded(&r, &[0..6], &[1.0, 0.0]), Err(Error::Core(lam_core::Error::Dimension { .. }))));
+    // Nothing was admitted: record 0 is still next, and goes through.
+    assert_eq!(s.records(), 0);
+    let a = s.admit_embedded(&r, &[0..6], &unit).unwrap();
+    assert_eq!(a.residual, b"abcdef");
+    let mut l0l1 = cfg();
+    l0l1.order = Order::L0L1;
+    let mut s = Session::new(l0l1, 3).unwrap();
+    assert!(matches!(s.admit_embedded(&r, &[0..6], &unit), Err(Error::EmbeddingsNeedL1First)));
+}
+
+/// An encoder that fails on demand.
+struct Flaky(HashingEncoder, bool);
+
+impl Encoder for Flaky {
+    fn info(&self) -> lam_core::EncoderInfo {
+        self.0.info()
+    }
+    fn token_spans(&self, text: &[u8], out: &mut Vec<std::ops::Range<usize>>) -> Result<(), lam_core::Error> {
+        self.0.token_spans(text, out)
+    }
+    fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), lam_core::Error> {
+        if self.1 {
+            return Err(lam_core::Error::Encoder { model: "flaky".into(), source: "device lost".into() });
+        }
+        self.0.encode_batch(texts, out)
+    }
+}
+
+#[test]
+fn an_encoder_error_is_typed_and_never_half_admits() {
+    // l1-l0: encoding happens before the session changes, so a retry works.
+    let mut enc = Flaky(HashingEncoder::default(), true);
+    let mut s = Session::new(cfg(), 384).unwrap();
+    assert!(matches!(s.admit(&mut enc, &rec(0, "ls", b"a b c\n")), Err(Error::Core(lam_core::Error::Encoder { .. }))));
+    enc.1 = false;
+    s.admit(&mut enc, &rec(0, "ls", b"a b c\n")).unwrap();
+    // l0-l1: L0 has run when the encoder fails, so the session stops.
+    let mut c = cfg();
+    c.order = Order::L0L1;
+    let mut s = Session::new(c, 384).unwrap();
+    enc.1 = true;
+    assert!(s.admit(&mut enc, &rec(0, "ls", b"a b c\n")).is_err());
+    enc.1 = false;
+    assert!(matches!(s.admit(&mut enc, &rec(1, "ls", b"x\n")), Err(Error::Poisoned { record: 0 })));
+}
+
+#[test]
+fn online_and_batch_run_one_function_in_both_orders() {
+    let recs: Vec<Record> = (0..12u32).map(|i| rec(i, &format!("cmd {}", i % 4), &log(20 + (i as usize % 5) * 30, &format!("run{}", i % 3)))).collect();
+    for order in [Order::L1L0, Order::L0L1] {
+        let mut c = cfg();
+        c.order = order;
+        c.encode_batch = 7;
+        let mut enc = HashingEncoder::default();
+        let mut s = Session::new(c, 384).unwrap();
+        let online: Vec<_> = recs.iter().map(|r| s.admit(&mut enc, r).unwrap()).collect();
+        let batch = compact_batch(c, &mut enc, &recs).unwrap();
+        assert_eq!(s.digest().hex16(), batch.digest.hex16());
+        assert!(s.digest().len() > 0, "{order}: nothing dropped; the test would not show much");
+        for (a, b) in online.iter().zip(&batch.admissions) {
+            assert_eq!((&a.residual, &a.chunks, &a.stubs, &a.vectors), (&b.residual, &b.chunks, &b.stubs, &b.vectors));
+        }
+    }
+}
+
+#[test]
+fn an_admission_carries_stubs_vectors_and_tokens() {
+    let mut enc = HashingEncoder::default();
+    let counter = Arc::new(SimpleCounter);
+    let mut s = Session::new(cfg(), 384).unwrap().with_counter(counter.clone());
+    let mut store = arc_store::MemStore::new();
+    let sid = SessionId::new("s");
+    let first = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "pytest", &log(300, "a"))).unwrap();
+    let again = s.admit_archived(&mut store, &sid, &mut enc, &rec(1, "pytest -x", &log(300, "a"))).unwrap();
+    assert_eq!(first.tokens.unwrap().input, counter.count(&log(300, "a")));
+    let t = again.tokens.unwrap();
+    assert_eq!(t.output, counter.count(&again.residual));
+    assert!(t.output * 10 < t.input, "{t:?}");
+    assert_eq!(store.meta(&sid, &first.id).unwrap().unwrap().tokens as usize, t.input, "the archive records the counter's tokens");
+    // Stubs: typed, in the residual, parsed back, recalled exactly from the archive.
+    assert!(!again.stubs.is_empty());
+    for st in &again.stubs {
+        let line = st.to_string();
+        assert!(again.residual.split(|&b| b == b'\n').any(|l| l == line.as_bytes()));
+        assert_eq!(Stub::parse(&line).unwrap().to_string(), line, "parsed back (distance to 3 decimals)");
+        assert_eq!(store.get(&sid, st.id()).unwrap().unwrap(), log(300, "a"));
+    }
+    // Vectors: one row per chunk; the retained ones are the session's retained set.
+    let dim = 384;
+    assert_eq!(first.vectors.len(), first.chunks.len() * dim);
+    let kept: Vec<f32> = [&first, &again].iter().flat_map(|a| a.retained().flatten().copied().collect::<Vec<_>>()).collect();
+    assert_eq!(kept, s.retained_vectors());
+    assert!(s.delta_hat() <= cfg().threshold.delta());
+}
+
+#[test]
+fn the_archive_and_the_operator_must_agree_on_ids() {
+    let mut enc = HashingEncoder::default();
+    let mut store = arc_store::MemStore::new();
+    let sid = SessionId::new("s");
+    // The store's session already holds an observation whose id collides in its first 8 hex.
+    let (a, b) = lam_core::testsuite::colliding_pair();
+    store.append(&sid, &rec(0, "cat", &a), 1).unwrap();
+    let mut s = Session::new(cfg(), 384).unwrap();
+    let e = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "cat", &b)).unwrap_err();
+    assert!(matches!(e, Error::ArchiveMismatch { record: 0, .. }), "{e}");
+}

@@ -1,0 +1,31 @@
+//! Agent trajectories for lam: readers and token accounting.
+//!
+//! - [`read`]: mini-swe-agent `.traj.json(.gz)`, SWE-agent `.traj(.gz)`,
+//!   OpenAI chat-completions message lists and lam's JSON Lines
+//!   (`docs/trajectory-format.md`) into [`Trajectory`]s of
+//!   [`lam_core::Record`]s. Every error names the file and the record.
+//! - [`tokens`]: cl100k_base, the papers' accounting tokenizer, as a
+//!   [`lam_core::TokenCounter`] ([`Cl100k`]).
+//!
+//! ```
+//! use lam_core::TokenCounter;
+//! use lam_trajectory::{Cl100k, read};
+//! # let dir = tempfile_dir();
+//! let path = dir.join("s.jsonl");
+//! std::fs::write(&path, r#"{"session":"s","index":0,"action":"ls","observation":"a.txt\n"}"#).unwrap();
+//! let trajs = read::read_path(&path).unwrap();
+//! assert_eq!(trajs[0].records[0].observation, b"a.txt\n");
+//! assert_eq!(Cl100k.count(b"hello world"), 2);
+//! # fn tempfile_dir() -> std::path::PathBuf {
+//! #     let d = std::env::temp_dir().join(format!("lam-trajectory-doc-{}", std::process::id()));
+//! #     std::fs::create_dir_all(&d).unwrap();
+//! #     d
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod read;
+pub mod tokens;
+
+pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};
+pub use tokens::Cl100k;
