@@ -104,7 +104,7 @@ export LAM_TEST_PG_CTL="$tmp/pg_ctl"
 export LAM_TEST_PG_CA="$tmp/ca.crt"
 export LAM_TEST_PSQL="$psql_bin"
 export LAM_REQUIRE_PG=1
-echo "throwaway PostgreSQL $("$bin/postgres" --version | awk '{print $NF}') on 127.0.0.1:$port (data in $data)"
+echo "throwaway PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $data)"
 
 if [[ "$mode" != "--bench-only" ]]; then
     cargo test -p arc-store --features postgres --lib --test pg --test pg_restart

@@ -14,6 +14,9 @@
 //! PgStore: one connection and group commit across the threads; for
 //! FileStore: one writer behind a mutex, since a directory has one writer);
 //! `8 connections` are eight PgStore handles, as eight processes would be.
+//!
+//! `LAM_BENCH_PG_WRITERS` sets `PgOptions::writers`; `LAM_BENCH_ONLY=TEXT`
+//! runs only the append rows whose store or writers column contains TEXT.
 
 use arc_store::{Access, Durability, FileStore, Options, PgOptions, PgStore};
 use lam_core::{ObsStore, Record, SessionId};
@@ -168,8 +171,13 @@ fn main() {
     println!("{} records, {:.1} MB (4-16 KiB tool-output text); median of {reps} runs", records.len(), bytes as f64 / 1e6);
     println!("| store            | writers            |  appends/s |     MB/s |        s |");
     println!("|------------------|--------------------|-----------:|---------:|---------:|");
+    let only = std::env::var("LAM_BENCH_ONLY").unwrap_or_default();
+    let wanted = |name: &str, label: &str| name.contains(&only) || label.contains(&only);
     for (name, durability) in [("FileStore group", Durability::default()), ("FileStore every", Durability::EveryAppend)] {
         for writers in [1usize, 8] {
+            if !wanted(name, if writers == 1 { "1" } else { "8 threads, 1 handle" }) {
+                continue;
+            }
             let d = median(
                 (0..reps)
                     .map(|_| {
@@ -192,6 +200,9 @@ fn main() {
         ("PgStore sync off", "1", 1, true, async_commit),
         ("PgStore sync off", "8 threads, 1 handle", 8, true, async_commit),
     ] {
+        if !wanted(name, label) {
+            continue;
+        }
         let d = median(
             (0..reps)
                 .map(|_| {
@@ -209,7 +220,7 @@ fn main() {
         row(name, label, records.len(), bytes, d);
     }
     for (name, label, s) in pg_commits.iter().step_by(reps) {
-        println!("{name}, {label}: {} appends in {} commits (largest {})", s.appends, s.commits, s.largest_batch);
+        println!("{name}, {label}: {} appends in {} commits (largest {}) on {} writing connections", s.appends, s.commits, s.largest_batch, s.writers);
     }
 
     // Recall, warm: the same 2000 records in one session of each store.

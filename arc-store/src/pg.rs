@@ -13,8 +13,8 @@
 //!   unique constraint on (session, shown) guards the rule.
 //! - **Group commit**: appends from every thread or task sharing a handle
 //!   (clones share it) are inserted in one transaction per batch, and each
-//!   returns only after that transaction committed; two writing connections
-//!   overlap their commits ([`PgOptions`]).
+//!   returns only after that transaction committed; under concurrent load
+//!   up to four writing connections overlap their commits ([`PgOptions`]).
 //! - **Sessions** are namespaces in every query: an id resolves only in its
 //!   own session.
 //! - **Bytes** are `bytea`: invalid UTF-8, NUL bytes, anything, exactly; a
@@ -66,8 +66,9 @@ pub struct PgOptions {
     /// read-only (the schema must already be current; the database session is
     /// read-only).
     pub access: Access,
-    /// Writing connections (default 2): while one commits, the next batch
-    /// gathers and commits on another. 1 commits one batch at a time.
+    /// Most writing connections (default 4). A store starts with one and
+    /// opens another whenever appends wait while every writer is busy, so
+    /// commits overlap under concurrent load; 1 commits one batch at a time.
     pub writers: usize,
     /// Most appends committed in one transaction (default 256).
     pub max_batch: usize,
@@ -86,7 +87,7 @@ impl Default for PgOptions {
     fn default() -> Self {
         Self {
             access: Access::ReadWrite,
-            writers: 2,
+            writers: 4,
             max_batch: 256,
             max_batch_bytes: 16 << 20,
             max_delay: Duration::ZERO,
@@ -123,6 +124,8 @@ pub struct PgStats {
     pub splits: u64,
     /// Connections re-established (writing and reading).
     pub reconnects: u64,
+    /// Writing connections open or opening now.
+    pub writers: u64,
 }
 
 #[derive(Debug, Default)]
@@ -188,7 +191,7 @@ struct Shared {
     spec: Arc<Spec>,
     opts: PgOptions,
     info: PgInfo,
-    writer: Option<mpsc::Sender<Job>>,
+    writer: Option<(Arc<writer::Pool>, mpsc::Sender<Job>)>,
     reader: Mutex<Arc<Conn>>,
     reconnecting: tokio::sync::Mutex<()>,
     stats: Arc<Counters>,
@@ -265,6 +268,7 @@ impl PgStore {
             retries: c.retries.load(Ordering::Relaxed),
             splits: c.splits.load(Ordering::Relaxed),
             reconnects: c.reconnects.load(Ordering::Relaxed),
+            writers: self.shared.writer.as_ref().map_or(0, |(p, _)| p.writers() as u64),
         }
     }
 
@@ -330,14 +334,12 @@ impl Shared {
             .map_err(|reason| StoreError::Postgres { target: target.shown.clone(), op: "TLS set-up", reason })?;
         let spec = Arc::new(Spec { target, tls });
         let stats = Arc::new(Counters::default());
-        // The writers connect first: the first creates or migrates the schema the others check.
-        let mut writer_conns = Vec::new();
-        if opts.access == Access::ReadWrite {
-            for _ in 0..opts.writers.max(1) {
-                writer_conns.push(Conn::open(&spec, true).await?);
-            }
-        }
-        let schema_found = writer_conns.first().map(|c| c.schema_found);
+        // The first writer connects first: it creates or migrates the schema the reader checks.
+        let writer_conn = match opts.access {
+            Access::ReadWrite => Some(Conn::open(&spec, true).await?),
+            Access::ReadOnly => None,
+        };
+        let schema_found = writer_conn.as_ref().map(|c| c.schema_found);
         let reader = Conn::open(&spec, false).await?;
         let row = reader
             .client
@@ -350,24 +352,21 @@ impl Shared {
             tls: row.try_get(1).map_err(|e| spec.err("connect", &e))?,
             schema_found: schema_found.unwrap_or(reader.schema_found),
         };
-        let writer = (!writer_conns.is_empty()).then(|| {
-            let (tx, rx) = mpsc::channel(opts.max_batch.max(1) * 4);
-            let queue: writer::Queue = Arc::new(tokio::sync::Mutex::new(rx));
-            for c in writer_conns {
-                tokio::spawn(writer::run(spec.clone(), c, queue.clone(), opts, stats.clone()));
-            }
-            tx
-        });
+        let writer = writer_conn.map(|c| writer::Pool::start(spec.clone(), opts, stats.clone(), c));
         Ok(Shared { spec, opts, info, writer, reader: Mutex::new(Arc::new(reader)), reconnecting: tokio::sync::Mutex::new(()), stats })
     }
 
     async fn append(&self, ins: Insert) -> Result<ObsMeta, StoreError> {
-        let Some(w) = &self.writer else {
+        let Some((pool, w)) = &self.writer else {
             return Err(StoreError::ReadOnlyStore { store: self.info.target.clone() });
         };
         let (reply, rx) = oneshot::channel();
         let stopped = || self.spec.fail("append", "the writer stopped");
-        w.send(Job { ins, reply }).await.map_err(|_| stopped())?;
+        pool.sending();
+        if w.send(Job { ins, reply }).await.is_err() {
+            pool.unsent();
+            return Err(stopped());
+        }
         rx.await.map_err(|_| stopped())?
     }
 

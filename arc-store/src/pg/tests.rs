@@ -54,6 +54,7 @@ fn concurrent_async_appends_share_commits() {
         }
         let stats = store.stats();
         assert!(stats.largest_batch > 1 && stats.commits < 400, "appends in flight together share commits: {stats:?}");
+        assert!(stats.writers > 1 && stats.writers <= 4, "a busy store opens more writers: {stats:?}");
         for (r, m) in records.iter().zip(&metas) {
             assert_eq!(store.get_async(&s, &m.shown).await.unwrap().as_deref(), Some(&r.observation[..]));
         }

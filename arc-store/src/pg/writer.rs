@@ -1,5 +1,5 @@
-//! Group commit: writer tasks (each with its own connection) take turns at
-//! the store's queue; the one whose turn it is takes every append waiting
+//! Group commit: writer tasks (each with its own connection; see [`Pool`])
+//! take turns at the store's queue; the one whose turn it is takes every append waiting
 //! (up to a batch limit, optionally lingering for more), inserts them in one
 //! transaction, and answers each only after `COMMIT` returned. Appends that
 //! arrive while a commit is in flight form the next batch, which another
@@ -23,7 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -92,29 +92,113 @@ struct Fail {
     reason: String,
 }
 
-/// The queue the writer tasks share: whichever is free takes the next batch.
-pub(crate) type Queue = Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>;
+/// The writer tasks of one store and the queue they share: whichever writer
+/// is free takes the next batch. A store starts with one writer; another
+/// (with its own connection) is added, up to `PgOptions::writers`, whenever
+/// appends are found waiting while every writer is busy, so that commits
+/// overlap under concurrent load while a lone caller uses one connection.
+pub(crate) struct Pool {
+    spec: Arc<Spec>,
+    opts: PgOptions,
+    stats: Arc<Counters>,
+    queue: tokio::sync::Mutex<mpsc::Receiver<Job>>,
+    /// Appends sent and not yet taken by a writer.
+    queued: AtomicUsize,
+    /// Writers running or connecting.
+    live: AtomicUsize,
+    /// Writers waiting for the queue.
+    idle: AtomicUsize,
+}
 
-/// One writer task (a store runs `PgOptions::writers` of them, each with its
-/// own connection, so one commits while another gathers): runs until every
-/// sender is gone.
-pub(crate) async fn run(spec: Arc<Spec>, conn: Conn, queue: Queue, opts: PgOptions, stats: Arc<Counters>) {
+impl Pool {
+    /// Start the first writer on `conn` (on the current runtime); returns the pool and its queue's sender.
+    pub fn start(spec: Arc<Spec>, opts: PgOptions, stats: Arc<Counters>, conn: Conn) -> (Arc<Pool>, mpsc::Sender<Job>) {
+        let (tx, rx) = mpsc::channel(opts.max_batch.max(1) * 4);
+        let pool = Arc::new(Pool {
+            spec,
+            opts,
+            stats,
+            queue: tokio::sync::Mutex::new(rx),
+            queued: AtomicUsize::new(0),
+            live: AtomicUsize::new(1),
+            idle: AtomicUsize::new(0),
+        });
+        tokio::spawn(task(pool.clone(), conn));
+        (pool, tx)
+    }
+
+    /// Count an append about to be sent.
+    pub fn sending(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Uncount an append whose sending failed.
+    pub fn unsent(&self) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Writers running or connecting.
+    pub fn writers(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Add a writer if appends wait and no writer is free.
+    fn grow(self: &Arc<Self>) {
+        if self.idle.load(Ordering::Relaxed) > 0 || self.queued.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let max = self.opts.writers.max(1);
+        if self.live.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1)).is_err() {
+            return;
+        }
+        let pool = self.clone();
+        tokio::spawn(async move {
+            match Conn::open(&pool.spec, true).await {
+                Ok(c) => task(pool, c).await,
+                // The writers already running carry on; a later grow tries again.
+                Err(_) => {
+                    pool.live.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
+/// A writer as a boxed future (a writer may start another).
+fn task(pool: Arc<Pool>, conn: Conn) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(run(pool, conn))
+}
+
+/// One writer: takes batches until every sender is gone.
+async fn run(pool: Arc<Pool>, conn: Conn) {
     let mut conn = Some(conn);
     loop {
-        let batch = {
-            let mut rx = queue.lock().await;
-            let Some(first) = rx.recv().await else { break };
-            let mut bytes = first.ins.len();
-            let mut batch = vec![first];
-            gather(&mut rx, &mut batch, &mut bytes, &opts).await;
-            batch
+        pool.idle.fetch_add(1, Ordering::Relaxed);
+        let taken = {
+            let mut rx = pool.queue.lock().await;
+            match rx.recv().await {
+                Some(first) => {
+                    let mut bytes = first.ins.len();
+                    let mut batch = vec![first];
+                    gather(&mut rx, &mut batch, &mut bytes, &pool.opts).await;
+                    Some(batch)
+                }
+                None => None,
+            }
         };
-        let results = commit(&spec, &mut conn, &batch, &opts, &stats).await;
+        pool.idle.fetch_sub(1, Ordering::Relaxed);
+        let Some(batch) = taken else { break };
+        pool.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+        pool.grow();
+        let results = commit(&pool.spec, &mut conn, &batch, &pool.opts, &pool.stats).await;
+        // Appends that waited for this whole commit with no writer free: add one.
+        pool.grow();
         for (job, r) in batch.into_iter().zip(results) {
             // The caller may have stopped waiting (its future was dropped); the row is stored anyway.
             let _ = job.reply.send(r);
         }
     }
+    pool.live.fetch_sub(1, Ordering::Relaxed);
 }
 
 async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, bytes: &mut usize, opts: &PgOptions) {
