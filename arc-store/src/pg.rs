@@ -142,6 +142,20 @@ pub(crate) struct Counters {
 pub(crate) struct Spec {
     target: config::Target,
     tls: MakeRustlsConnect,
+    /// The connections' driver tasks, so a closing store can let each one
+    /// say goodbye to the server instead of vanishing.
+    drivers: Drivers,
+}
+
+type Drivers = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+
+impl Spec {
+    /// Remember a connection's driver task.
+    fn driving(&self, task: tokio::task::JoinHandle<()>) {
+        let mut d = self.drivers.lock().unwrap_or_else(|p| p.into_inner());
+        d.retain(|t| !t.is_finished());
+        d.push(task);
+    }
 }
 
 impl Spec {
@@ -197,19 +211,32 @@ struct Shared {
     stats: Arc<Counters>,
 }
 
-struct PrivateRuntime(Option<Runtime>);
+struct PrivateRuntime {
+    rt: Option<Runtime>,
+    drivers: Drivers,
+}
 
 impl Drop for PrivateRuntime {
     fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            // Waiting is not allowed inside async code; elsewhere give the
-            // connections a moment to say goodbye to the server.
-            if Handle::try_current().is_ok() {
-                rt.shutdown_background();
-            } else {
-                rt.shutdown_timeout(Duration::from_millis(200));
-            }
+        let Some(rt) = self.rt.take() else { return };
+        // Waiting is not allowed inside async code.
+        if Handle::try_current().is_ok() {
+            rt.shutdown_background();
+            return;
         }
+        // The last handle is gone, so every client is (or is about to be)
+        // dropped: let each connection send its Terminate and finish, rather
+        // than leave a "connection reset" in the server's log.
+        let drivers = std::mem::take(&mut *self.drivers.lock().unwrap_or_else(|p| p.into_inner()));
+        rt.block_on(async {
+            let all = async {
+                for d in drivers {
+                    let _ = d.await;
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_millis(500), all).await;
+        });
+        rt.shutdown_timeout(Duration::from_millis(100));
     }
 }
 
@@ -229,10 +256,11 @@ impl PgStore {
             .build()
             .map_err(|e| StoreError::Postgres { target: redact(url), op: "start runtime", reason: e.to_string() })?;
         let handle = rt.handle().clone();
-        let rt = Arc::new(PrivateRuntime(Some(rt)));
+        let drivers = Drivers::default();
+        let rt = Arc::new(PrivateRuntime { rt: Some(rt), drivers: drivers.clone() });
         let url = url.to_string();
         let shown = redact(&url);
-        let shared = wait(&handle, &shown, async move { Shared::start(&url, opts).await.map(Arc::new) })?;
+        let shared = wait(&handle, &shown, async move { Shared::start(&url, opts, drivers).await.map(Arc::new) })?;
         Ok(PgStore { shared, handle, rt: Some(rt) })
     }
 
@@ -249,7 +277,7 @@ impl PgStore {
             spec: redact(url),
             reason: "PgStore::connect_async must run inside a tokio runtime (use PgStore::connect from synchronous code)".into(),
         })?;
-        let shared = Arc::new(Shared::start(url, opts).await?);
+        let shared = Arc::new(Shared::start(url, opts, Drivers::default()).await?);
         Ok(PgStore { shared, handle, rt: None })
     }
 
@@ -328,11 +356,11 @@ fn wait<T: Send + 'static>(handle: &Handle, target: &str, fut: impl Future<Outpu
 }
 
 impl Shared {
-    async fn start(url: &str, opts: PgOptions) -> Result<Shared, StoreError> {
+    async fn start(url: &str, opts: PgOptions, drivers: Drivers) -> Result<Shared, StoreError> {
         let target = config::resolve(url)?;
         let tls = tls::connector(target.ssl, target.root_cert.as_deref())
             .map_err(|reason| StoreError::Postgres { target: target.shown.clone(), op: "TLS set-up", reason })?;
-        let spec = Arc::new(Spec { target, tls });
+        let spec = Arc::new(Spec { target, tls, drivers });
         let stats = Arc::new(Counters::default());
         // The first writer connects first: it creates or migrates the schema the reader checks.
         let writer_conn = match opts.access {

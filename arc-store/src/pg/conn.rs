@@ -82,13 +82,13 @@ impl Conn {
         let (mut client, connection) = spec.target.config.connect(spec.tls.clone()).await.map_err(|e| spec.err("connect", &e))?;
         let died = Arc::new(Mutex::new(None));
         let slot = died.clone();
-        tokio::spawn(async move {
+        spec.driving(tokio::spawn(async move {
             if let Err(e) = connection.await
                 && let Ok(mut s) = slot.lock()
             {
                 *s = Some(super::describe(&e));
             }
-        });
+        }));
         if !create {
             client.batch_execute("SET default_transaction_read_only = on").await.map_err(|e| spec.err("connect", &e))?;
         }
