@@ -255,6 +255,9 @@ mod tests {
         assert_eq!(t.ssl, SslMode::Prefer);
         assert_eq!(t.config.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
         assert_eq!(t.config.get_application_name(), Some("lam"));
+        // A socket directory as the host, percent-encoded.
+        let sock = resolve_with("postgres://u@%2Ftmp%2Fsock/db", &env(&[])).unwrap();
+        assert!(matches!(sock.config.get_hosts(), [Host::Unix(p)] if p == std::path::Path::new("/tmp/sock")), "{:?}", sock.config.get_hosts());
     }
 
     #[test]
