@@ -91,6 +91,45 @@ pub enum StoreError {
         /// The sessions that hold it.
         sessions: Vec<lam_core::SessionId>,
     },
+    /// A PostgreSQL operation failed: connecting, authenticating, a query, a
+    /// commit. The target never carries a password, and the reason has any
+    /// password scrubbed.
+    #[error("{target}: {op}: {reason}")]
+    Postgres {
+        /// `postgres://user@host:port/db`.
+        target: String,
+        /// What was being done ("connect", "append", "get", "schema", ...).
+        op: &'static str,
+        /// The driver's or the server's message (with SQLSTATE where there is one).
+        reason: String,
+    },
+    /// The database's lam schema is missing (read-only open), older (read-only
+    /// open), or newer than this build.
+    #[error("{target}: {}", schema_problem(*.found, *.supported))]
+    Schema {
+        /// `postgres://user@host:port/db`.
+        target: String,
+        /// The schema version found (`None`: no lam tables).
+        found: Option<i64>,
+        /// The version this build reads and writes.
+        supported: i64,
+    },
+    /// The store was opened read-only (a database store: see [`StoreError::ReadOnly`] for a directory).
+    #[error("archive {store} is open read-only: cannot append")]
+    ReadOnlyStore {
+        /// The store, as it may be printed.
+        store: String,
+    },
+}
+
+fn schema_problem(found: Option<i64>, supported: i64) -> String {
+    match found {
+        None => "no lam archive in this database (no lam_meta table); open it read-write once to create the schema".into(),
+        Some(f) if f > supported => {
+            format!("the lam schema is version {f}, newer than this build supports (version {supported}); upgrade lam to use this database")
+        }
+        Some(f) => format!("the lam schema is version {f}, older than this build's version {supported}; open it read-write once to migrate"),
+    }
 }
 
 fn at(offset: Option<u64>) -> String {

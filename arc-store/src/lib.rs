@@ -8,6 +8,9 @@
 //!   the `format` module), a stated sync policy ([`Durability`], group commit
 //!   by default), torn-tail recovery on open, one writer per store enforced by
 //!   a file lock and any number of read-only handles.
+//! - `PgStore` (feature `postgres`): the archive in a PostgreSQL database,
+//!   shared by writers on many hosts (schema, isolation and durability:
+//!   `docs/postgres.md`).
 //!
 //! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
 //! as 8 hex characters, extended by 4 on a collision within the session.
@@ -23,8 +26,12 @@ pub mod format;
 mod index;
 mod mem;
 mod open;
+#[cfg(feature = "postgres")]
+mod pg;
 
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options, Recovery};
 pub use mem::MemStore;
 pub use open::{Access, AnyStore, Found, StoreSpec, find, open, redact};
+#[cfg(feature = "postgres")]
+pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};

@@ -90,6 +90,12 @@ pub fn open(spec: &StoreSpec, access: Access) -> Result<AnyStore, StoreError> {
 }
 
 // The PostgreSQL backend registers here (feature `postgres`).
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str, access: Access) -> Result<AnyStore, StoreError> {
+    Ok(Box::new(crate::PgStore::connect(url, access)?))
+}
+
+#[cfg(not(feature = "postgres"))]
 fn open_postgres(url: &str, _access: Access) -> Result<AnyStore, StoreError> {
     Err(StoreError::Spec { spec: redact(url), reason: "this build has no PostgreSQL backend (arc-store feature `postgres`)".into() })
 }

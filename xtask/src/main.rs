@@ -37,8 +37,10 @@ mod digests;
 mod gpu;
 
 const CRATES: [&str; 9] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam"];
-// GPU and dynamically loaded model runtimes. candle-core itself is the default CPU encoder runtime.
-const FORBIDDEN: [&str; 8] = ["cudarc", "candle-kernels", "bindgen_cuda", "ort", "ort-sys", "hip-rs", "hip-sys", "libloading"];
+// GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
+// runtime), and the PostgreSQL client (arc-store feature `postgres`).
+const FORBIDDEN: [&str; 10] =
+    ["cudarc", "candle-kernels", "bindgen_cuda", "ort", "ort-sys", "hip-rs", "hip-sys", "libloading", "tokio-postgres", "postgres-protocol"];
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -1,0 +1,143 @@
+//! One connection: the driver's client, its prepared statements, and the
+//! reason its connection task ended (so a later "connection closed" can say
+//! why).
+
+use super::Spec;
+use super::schema;
+use crate::StoreError;
+use std::sync::{Arc, Mutex};
+use tokio_postgres::{Client, Statement};
+
+/// Append one observation, inside a transaction that holds its session's
+/// lock. Returns the row's metadata: the new row's, or the first record's
+/// when the session already holds the id. The shown id is the first of the
+/// candidates (`$3`: the id's hex prefixes of 8, 12, ..., 40 characters)
+/// that no row of the session shows, which is `IdBook::visible` exactly,
+/// because the lock makes this statement the only one assigning ids in the
+/// session until commit.
+const APPEND: &str = r"
+WITH old AS (
+    SELECT shown, action, returncode, step, tokens, bytes, head, tail
+    FROM lam_obs WHERE session = $1 AND id = $2
+), pick AS (
+    SELECT c.p FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
+    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session = $1 AND t.shown = c.p)
+    ORDER BY c.o LIMIT 1
+), ins AS (
+    INSERT INTO lam_obs (session, id, shown, action, returncode, step, tokens, bytes, head, tail, body)
+    SELECT $1, $2, pick.p, $4, $5, $6, $7, $8, $9, $10, $11 FROM pick
+    WHERE NOT EXISTS (SELECT 1 FROM old)
+    RETURNING shown, action, returncode, step, tokens, bytes, head, tail
+)
+SELECT * FROM ins UNION ALL SELECT * FROM old";
+
+const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
+const GET: &str = "SELECT id, action, body FROM lam_obs WHERE session = $1 AND shown = $2";
+const META: &str = "SELECT shown, action, returncode, step, tokens, bytes, head, tail, id FROM lam_obs WHERE session = $1 AND shown = $2";
+const IDS: &str = "SELECT shown FROM lam_obs WHERE session = $1 ORDER BY seq";
+/// Distinct sessions by a skip scan of the primary key (one index probe per
+/// session, not a scan of every row).
+const SESSIONS: &str = r"
+WITH RECURSIVE s(session) AS (
+    (SELECT session FROM lam_obs ORDER BY session LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.session FROM lam_obs t WHERE t.session > s.session ORDER BY t.session LIMIT 1)
+    FROM s WHERE s.session IS NOT NULL
+)
+SELECT session FROM s WHERE session IS NOT NULL";
+
+/// Prepared statements of one connection.
+#[derive(Debug)]
+pub(crate) struct Stmts {
+    pub append: Statement,
+    pub lock: Statement,
+    pub get: Statement,
+    pub meta: Statement,
+    pub ids: Statement,
+    pub sessions: Statement,
+}
+
+/// A live connection.
+pub(crate) struct Conn {
+    pub client: Client,
+    pub st: Stmts,
+    /// The schema version found on connect (before any migration).
+    pub schema_found: i64,
+    /// Why the connection task ended, once it has.
+    died: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").field("closed", &self.client.is_closed()).finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Connect (on the current tokio runtime), check or create the schema,
+    /// and prepare the statements. `create`: migrate a missing or older
+    /// schema (read-write); otherwise it must already be current and the
+    /// session is read-only.
+    pub async fn open(spec: &Spec, create: bool) -> Result<Conn, StoreError> {
+        let (mut client, connection) = spec.target.config.connect(spec.tls.clone()).await.map_err(|e| spec.err("connect", &e))?;
+        let died = Arc::new(Mutex::new(None));
+        let slot = died.clone();
+        spec.driving(tokio::spawn(async move {
+            if let Err(e) = connection.await
+                && let Ok(mut s) = slot.lock()
+            {
+                *s = Some(super::describe(&e));
+            }
+        }));
+        if !create {
+            client.batch_execute("SET default_transaction_read_only = on").await.map_err(|e| spec.err("connect", &e))?;
+        }
+        let schema_found = schema::ensure(&mut client, &spec.target.shown, create).await?;
+        let st = Stmts {
+            append: prepare(spec, &client, APPEND).await?,
+            lock: prepare(spec, &client, LOCK).await?,
+            get: prepare(spec, &client, GET).await?,
+            meta: prepare(spec, &client, META).await?,
+            ids: prepare(spec, &client, IDS).await?,
+            sessions: prepare(spec, &client, SESSIONS).await?,
+        };
+        Ok(Conn { client, st, schema_found, died })
+    }
+
+    /// True when this connection can no longer be used: the client is closed,
+    /// or `e` says the server is going away or not there.
+    pub fn lost(&self, e: &tokio_postgres::Error) -> bool {
+        self.client.is_closed() || lost(e)
+    }
+
+    /// The reason the connection task ended, if it has.
+    pub fn death(&self) -> Option<String> {
+        self.died.lock().ok().and_then(|d| d.clone())
+    }
+}
+
+/// Errors after which a new connection may succeed: the connection closed or
+/// broke, the server shut down or crashed, or is still starting up.
+pub(crate) fn lost(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(c) => {
+            [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(c) || c.code().starts_with("08")
+        }
+        // No SQLSTATE: an I/O, TLS or protocol failure of the connection itself.
+        None => e.as_db_error().is_none() && std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()),
+    }
+}
+
+/// Errors after which the same transaction may succeed when simply run again.
+pub(crate) fn transient(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| [SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED, SqlState::UNIQUE_VIOLATION].contains(c))
+}
+
+async fn prepare(spec: &Spec, client: &Client, sql: &str) -> Result<Statement, StoreError> {
+    client.prepare(sql).await.map_err(|e| spec.err("prepare", &e))
+}

@@ -1,0 +1,97 @@
+//! The async API against a real server (`LAM_TEST_PG_URL`, set by
+//! `scripts/test-postgres.sh`; with `LAM_REQUIRE_PG=1` a missing server is a
+//! failure): concurrent `append_async` calls share commits, and the blocking
+//! facade behaves inside and outside async code.
+
+use super::*;
+use lam_core::testsuite::{rec, sid};
+
+fn admin_url() -> Option<String> {
+    match std::env::var("LAM_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(std::env::var("LAM_REQUIRE_PG").as_deref() != Ok("1"), "LAM_REQUIRE_PG=1 but LAM_TEST_PG_URL is not set");
+            eprintln!("SKIPPED: LAM_TEST_PG_URL is not set (scripts/test-postgres.sh)");
+            None
+        }
+    }
+}
+
+/// A fresh schema named `name` (created through the driver itself), and the URL that uses it.
+async fn scratch(admin: &str, name: &str) -> String {
+    let schema = format!("t_{name}_{}", std::process::id());
+    let target = config::resolve(admin).unwrap();
+    let tls = tls::connector(target.ssl, None).unwrap();
+    let (client, conn) = target.config.connect(tls).await.unwrap();
+    tokio::spawn(conn);
+    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).await.unwrap();
+    format!("{admin}{}options=-csearch_path%3D{schema}", if admin.contains('?') { '&' } else { '?' })
+}
+
+fn runtime(multi: bool) -> Runtime {
+    let mut b = if multi { tokio::runtime::Builder::new_multi_thread() } else { tokio::runtime::Builder::new_current_thread() };
+    b.enable_all().build().unwrap()
+}
+
+#[test]
+fn concurrent_async_appends_share_commits() {
+    let Some(admin) = admin_url() else { return };
+    runtime(true).block_on(async {
+        let url = scratch(&admin, "async").await;
+        let store = PgStore::connect_async(&url, Access::ReadWrite).await.unwrap();
+        let records: Vec<Record> = (0..400u32).map(|i| rec(i, "echo", format!("line {}\n", i % 300).as_bytes(), Some(0))).collect();
+        let s = sid("async");
+        let tasks: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let (store, s, r) = (store.clone(), s.clone(), r.clone());
+                tokio::spawn(async move { store.append_async(&s, &r, 1).await })
+            })
+            .collect();
+        let mut metas = Vec::new();
+        for t in tasks {
+            metas.push(t.await.unwrap().unwrap());
+        }
+        let stats = store.stats();
+        assert!(stats.largest_batch > 1 && stats.commits < 400, "appends in flight together share commits: {stats:?}");
+        assert!(stats.writers > 1 && stats.writers <= 4, "a busy store opens more writers: {stats:?}");
+        for (r, m) in records.iter().zip(&metas) {
+            assert_eq!(store.get_async(&s, &m.shown).await.unwrap().as_deref(), Some(&r.observation[..]));
+        }
+        // 300 distinct observations; the 100 repeats got the first one's metadata.
+        assert_eq!(store.ids_async(&s).await.unwrap().len(), 300);
+        assert_eq!(metas[305], metas[5]);
+        assert_eq!(store.sessions_async().await.unwrap(), vec![s.clone()]);
+        assert_eq!(store.meta_async(&s, &metas[7].shown).await.unwrap().as_ref(), Some(&metas[7]));
+        // The blocking facade on a multi-threaded runtime goes through block_in_place.
+        assert_eq!(ObsStore::ids(&store, &s).unwrap().len(), 300);
+    });
+}
+
+#[test]
+fn blocking_facade_inside_and_outside_async_code() {
+    let Some(admin) = admin_url() else { return };
+    let url = runtime(false).block_on(scratch(&admin, "facade"));
+    // A handle made by connect_async on a current-thread runtime: the blocking
+    // methods there are an error, not a deadlock; the async ones work.
+    let rt = runtime(false);
+    let store = rt.block_on(async {
+        let store = PgStore::connect_async(&url, Access::ReadWrite).await.unwrap();
+        let e = ObsStore::ids(&store, &sid("x")).unwrap_err().to_string();
+        assert!(e.contains("current-thread runtime"), "{e}");
+        store.append_async(&sid("x"), &rec(0, "a", b"b", None), 1).await.unwrap();
+        store
+    });
+    drop(store);
+    drop(rt);
+    // A handle made by connect (private runtime) works inside async code too,
+    // and may be dropped there.
+    runtime(false).block_on(async {
+        let mut s = PgStore::connect(&url, Access::ReadWrite).unwrap();
+        assert_eq!(s.ids(&sid("x")).unwrap().len(), 1);
+        s.append(&sid("x"), &rec(1, "a", b"c", None), 1).unwrap();
+        drop(s);
+    });
+    let e = runtime(false).block_on(async { PgStore::connect_async("postgres://h/db?sslmode=nope", Access::ReadOnly).await.unwrap_err() });
+    assert!(e.to_string().contains("sslmode `nope`"), "{e}");
+}
