@@ -13,6 +13,18 @@ struct Seen {
     masked: (String, usize),
 }
 
+/// What observation masking leaves of an observation older than its window:
+/// SWE-agent's `LastNObservations` placeholder (the masking of Lindenbauer et
+/// al., 2025). An empty observation stays empty. The one definition: the
+/// `masking` view and `lam eval`'s masking baseline both use it.
+pub fn masking_placeholder(obs: &[u8]) -> String {
+    if obs.is_empty() {
+        return String::new();
+    }
+    let lines = obs.split(|&b| b == b'\n').count() - usize::from(obs.ends_with(b"\n"));
+    format!("Old environment output: ({lines} lines omitted)")
+}
+
 /// Turns rendered once, shared by the baselines.
 #[derive(Debug)]
 struct History<T> {
@@ -33,9 +45,7 @@ impl<T: TokenCounter> History<T> {
         let n = self.turns.len() + 1;
         let r = &turn.record;
         let v = verbatim(n, None, &turn.thought, &r.action, &lossy(&r.observation));
-        let lines = r.observation.split(|&b| b == b'\n').count();
-        // SWE-agent's wording for an elided old observation.
-        let m = verbatim(n, None, &turn.thought, &r.action, &format!("[Old environment output: ({lines} lines omitted)]"));
+        let m = verbatim(n, None, &turn.thought, &r.action, &masking_placeholder(&r.observation));
         let (vt, mt) = (self.tok.count(v.as_bytes()), self.tok.count(m.as_bytes()));
         self.turns.push(Seen { verbatim: (v, vt), masked: (m, mt) });
     }

@@ -21,6 +21,6 @@ mod text;
 
 pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
 pub use lam_core::id::nearest;
-pub use baselines::{FullContext, ObservationMasking, SlidingWindow};
+pub use baselines::{FullContext, ObservationMasking, SlidingWindow, masking_placeholder};
 pub use command::{Command, parse_commands};
 pub use lam_core::SimpleCounter;

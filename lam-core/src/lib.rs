@@ -30,4 +30,4 @@ pub use threshold::Threshold;
 pub use counter::SimpleCounter;
 pub use stub::Stub;
 pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Rendered, Shape, TokenCounter, Turn, ViewPolicy, PREVIEW_BYTES};
-pub use types::{Chunk, Decision, Record, SessionId};
+pub use types::{Chunk, Decision, Record, SessionId, file_stem};

@@ -18,6 +18,12 @@ impl SessionId {
     }
 }
 
+/// `name` as a file stem: letters, digits, `-`, `_` and `.` kept, everything
+/// else `_`. The one rule for file names made from session names and model ids.
+pub fn file_stem(name: &str) -> String {
+    name.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)

@@ -15,13 +15,23 @@ pub struct CachedEncoder<E> {
     hits: u64,
     misses: u64,
     autosave: Option<(std::path::PathBuf, usize)>,
+    timing: Timing,
+}
+
+/// Chunkings memoised by content (opt-in: [`CachedEncoder::memo_chunks`]),
+/// and where the wrapped encoder spent its time.
+#[derive(Debug, Default)]
+struct Timing {
+    chunks: Option<std::cell::RefCell<HashMap<u128, Vec<Range<usize>>>>>,
+    chunk_time: std::cell::Cell<std::time::Duration>,
+    encode_time: std::time::Duration,
 }
 
 impl<E: Encoder> CachedEncoder<E> {
     /// Wrap `inner`.
     pub fn new(inner: E) -> Self {
         let dim = inner.info().dim;
-        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0, autosave: None }
+        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0, autosave: None, timing: Timing::default() }
     }
 
     /// Wrap `inner` and preload the persistent cache `path` (a
@@ -97,6 +107,19 @@ impl<E: Encoder> CachedEncoder<E> {
         Ok(n)
     }
 
+    /// Also memoise chunkings by content, so a text chunked again (a
+    /// threshold sweep, both forms of the operator) is tokenised once.
+    pub fn memo_chunks(&mut self) {
+        if self.timing.chunks.is_none() {
+            self.timing.chunks = Some(Default::default());
+        }
+    }
+
+    /// Time the wrapped encoder spent (chunking, encoding), cache misses only.
+    pub fn timings(&self) -> (std::time::Duration, std::time::Duration) {
+        (self.timing.chunk_time.get(), self.timing.encode_time)
+    }
+
     /// (hits, misses) so far.
     pub fn stats(&self) -> (u64, u64) {
         (self.hits, self.misses)
@@ -118,7 +141,21 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
     }
 
     fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        self.inner.chunks(text, out)
+        let key = self.timing.chunks.as_ref().map(|_| xxh3_128(text));
+        if let (Some(memo), Some(k)) = (&self.timing.chunks, key)
+            && let Some(v) = memo.borrow().get(&k)
+        {
+            out.clear();
+            out.extend_from_slice(v);
+            return Ok(());
+        }
+        let t = std::time::Instant::now();
+        self.inner.chunks(text, out)?;
+        self.timing.chunk_time.set(self.timing.chunk_time.get() + t.elapsed());
+        if let (Some(memo), Some(k)) = (&self.timing.chunks, key) {
+            memo.borrow_mut().insert(k, out.clone());
+        }
+        Ok(())
     }
 
     fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
@@ -139,7 +176,10 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
         if !todo.is_empty() {
             let miss: Vec<&[u8]> = todo.iter().map(|&i| texts[i]).collect();
             let mut v = vec![0.0f32; miss.len() * d];
-            self.inner.encode_batch(&miss, &mut v)?;
+            let t = std::time::Instant::now();
+            let r = self.inner.encode_batch(&miss, &mut v);
+            self.timing.encode_time += t.elapsed();
+            r?;
             for (&i, row) in todo.iter().zip(v.chunks_exact(d)) {
                 self.memo.insert(keys[i], row.into());
                 self.fresh.push(keys[i]);

@@ -13,7 +13,10 @@
 //!   the `gemm` crate, one sequence per thread, no padding), loaded
 //!   from a sentence-transformers directory; [`default_model_dir`] is where
 //!   `scripts/install-model.sh` puts all-MiniLM-L6-v2.
-//! - [`CachedEncoder`]: memoises any encoder by chunk content.
+//! - [`CachedEncoder`]: memoises any encoder by chunk content (and, opt-in,
+//!   its chunkings), persisted between runs.
+//! - [`EncoderSpec`]: builds any of them with its cache, one way for every
+//!   command and binding.
 //! - [`OrtEncoder`] (feature `ort`): the same tokenisation and pooling as
 //!   [`BertEncoder`] with the transformer run by ONNX Runtime, loaded at run
 //!   time (`ORT_DYLIB_PATH`); `scripts/install-onnx.sh` installs the library
@@ -26,6 +29,7 @@ mod bert;
 mod forward;
 #[cfg(feature = "ort")]
 mod ort;
+mod builder;
 mod cache;
 mod hashing;
 mod precomputed;
@@ -34,6 +38,7 @@ mod precomputed;
 pub use bert::{BertEncoder, Pooling};
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
+pub use builder::{Backend, Cache, EncoderSpec, default_cache_path, has_model};
 pub use cache::CachedEncoder;
 pub use hashing::HashingEncoder;
 pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};

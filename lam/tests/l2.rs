@@ -20,7 +20,7 @@ fn compact_stores_retained_embeddings_through_the_codec() {
     let mut got = Vec::new();
     let h = lam_codec::decode(&stream, &mut got).unwrap();
     // The retained chunks, in order, from the decisions file.
-    let traj = lam::read::read_path(&ex).unwrap().remove(0);
+    let traj = lam_trajectory::read::read_path(&ex).unwrap().remove(0);
     let decisions = std::fs::read_to_string(dir.join("edit-session.decisions.jsonl")).unwrap();
     let mut enc = lam_encode::HashingEncoder::default();
     let mut want = Vec::new();

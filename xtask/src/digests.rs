@@ -3,7 +3,7 @@
 //! sizes, thread counts, backends and machines (LAM Appendix A, D).
 
 use anyhow::{Context, Result, bail};
-use lam::operator::{Config, Session};
+use lam_operator::{Config, Session};
 use lam_core::{DeletionDigest, Encoder, Record, Threshold};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -26,9 +26,9 @@ struct Args {
     hashing: bool,
 }
 
-fn parse(root: &Path, args: &[String]) -> Result<Args> {
+fn parse(_root: &Path, args: &[String]) -> Result<Args> {
     let mut a = Args {
-        corpus: root.join("../shared/corpus/mini-swe-agent-gemini3pro-swebench-verified/trajs"),
+        corpus: lam_trajectory::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs"),
         sample: DEFAULT_SAMPLE,
         records: None,
         bless: false,
@@ -108,7 +108,6 @@ struct Row {
 }
 
 fn golden_path(root: &Path, model_id: &str, corpus: &Path, n: usize, records: Option<usize>) -> PathBuf {
-    let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect::<String>();
     let cname = corpus
         .components()
         .filter_map(|c| c.as_os_str().to_str())
@@ -117,7 +116,7 @@ fn golden_path(root: &Path, model_id: &str, corpus: &Path, n: usize, records: Op
         .unwrap_or("corpus")
         .to_string();
     let r = records.map_or(String::new(), |m| format!("_r{m}"));
-    root.join("xtask/golden").join(format!("{}__{}__n{n}{r}.json", clean(model_id), clean(&cname)))
+    root.join("xtask/golden").join(format!("{}__{}__n{n}{r}.json", lam_core::file_stem(model_id), lam_core::file_stem(&cname)))
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
@@ -125,7 +124,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if !a.hashing && !a.model.join("model.safetensors").is_file() {
         bail!("no encoder model at {}; install it with: bash scripts/install-model.sh (or pass --encoder hashing)", a.model.display());
     }
-    let mut files = lam::read::expand(std::slice::from_ref(&a.corpus)).with_context(|| format!("corpus {}", a.corpus.display()))?;
+    let mut files = lam_trajectory::read::expand(std::slice::from_ref(&a.corpus)).with_context(|| format!("corpus {}", a.corpus.display()))?;
     files.sort();
     files.truncate(a.sample);
     if files.len() < a.sample {
@@ -137,7 +136,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut n_chunks = 0;
     let mut n_tokens = 0;
     for f in &files {
-        for mut t in lam::read::read_path(f)? {
+        for mut t in lam_trajectory::read::read_path(f)? {
             if let Some(m) = a.records {
                 t.records.truncate(m);
             }

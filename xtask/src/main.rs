@@ -36,7 +36,7 @@ mod codecs;
 mod digests;
 mod gpu;
 
-const CRATES: [&str; 9] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam"];
+const CRATES: [&str; 12] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam"];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
 // runtime), and the PostgreSQL client (arc-store feature `postgres`).
 const FORBIDDEN: [&str; 10] =
@@ -92,7 +92,7 @@ fn check_features() -> Result<()> {
 }
 
 fn bench() -> Result<()> {
-    for (p, b) in [("lam-hash", "l0"), ("lam-lsh", "verify"), ("lam", "admit")] {
+    for (p, b) in [("lam-hash", "l0"), ("lam-lsh", "verify"), ("lam-operator", "admit")] {
         let st = cargo().args(["bench", "-q", "-p", p, "--bench", b]).status()?;
         if !st.success() {
             bail!("bench {p}/{b} failed");

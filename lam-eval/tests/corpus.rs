@@ -3,8 +3,8 @@
 
 mod common;
 
-use lam::operator::Config;
-use lam::read;
+use lam_operator::Config;
+use lam_trajectory::read;
 use lam_core::Threshold;
 use lam_encode::{EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
 use rayon::prelude::*;
@@ -33,7 +33,7 @@ fn online_equals_batch_on_every_supported_trajectory() {
                     for tc in [0.95, 0.99] {
                         let cfg = Config::new(Threshold::from_cosine(tc).unwrap());
                         let mut enc = HashingEncoder::default();
-                        let run = lam::report::run(cfg, &mut enc, &t, false).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+                        let run = lam_eval::report::run(cfg, &mut enc, &t, false).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
                         let r = &run.report;
                         assert!(r.online_equals_batch, "{}: online and batch differ at t={tc}", f.display());
                         assert!(r.delta_hat <= r.delta, "{}: delta_hat {} > delta {}", f.display(), r.delta_hat, r.delta);
@@ -61,7 +61,7 @@ fn precomputed_embeddings_reproduce_the_run() {
     for f in files.iter().take(8) {
         for t in read::read_path(f).unwrap() {
             let mut h = HashingEncoder::default();
-            let a = lam::report::run(cfg, &mut h, &t, false).unwrap();
+            let a = lam_eval::report::run(cfg, &mut h, &t, false).unwrap();
             let mut w = EmbeddingsWriter::new(Vec::new(), &lam_core::Encoder::info(&h)).unwrap();
             for (rec, adm) in t.records.iter().zip(&a.online) {
                 let ranges: Vec<_> = adm.chunks.iter().map(|c| c.range.clone()).collect();
@@ -72,7 +72,7 @@ fn precomputed_embeddings_reproduce_the_run() {
             }
             let file = w.finish().unwrap();
             let mut p = PrecomputedEncoder::read(&file[..], "mem").unwrap();
-            let b = lam::report::run(cfg, &mut p, &t, false).unwrap();
+            let b = lam_eval::report::run(cfg, &mut p, &t, false).unwrap();
             assert_eq!(a.report.digest, b.report.digest, "{}", f.display());
             assert_eq!(a.report.residual_digest, b.report.residual_digest, "{}", f.display());
         }

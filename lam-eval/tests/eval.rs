@@ -6,7 +6,7 @@
 
 mod common;
 
-use lam::eval::{self, NoProgress, Options};
+use lam_eval::{self as eval, NoProgress, Options};
 use lam_encode::{CachedEncoder, HashingEncoder};
 use std::path::PathBuf;
 
@@ -141,9 +141,9 @@ fn locomo_reader_reads_every_dialogue_turn() {
 
 #[test]
 fn evidence_lines_of_a_real_gold_patch_are_witnessed() {
-    let g = eval::GoldPatches::load(&common::corpus().join("swebench-gold-patches")).unwrap();
+    let g = lam_eval::evidence::GoldPatches::load(&common::corpus().join("swebench-gold-patches")).unwrap();
     assert!(g.len() >= 500);
-    let lines = eval::evidence_lines(g.get("django__django-10973").unwrap());
+    let lines = lam_eval::evidence::evidence_lines(g.get("django__django-10973").unwrap());
     assert!(!lines.is_empty());
     assert!(lines.iter().all(|l| l.chars().count() >= 12 && l.trim() == l));
 }
@@ -182,10 +182,10 @@ fn harness_checks_hold_with_minilm() {
 
 #[test]
 fn masking_placeholder_counts_lines() {
-    assert_eq!(eval::masking_placeholder(b""), b"");
-    assert_eq!(eval::masking_placeholder(b"a\nb\n"), b"Old environment output: (2 lines omitted)");
-    assert_eq!(eval::masking_placeholder(b"a\nb"), b"Old environment output: (2 lines omitted)");
-    assert_eq!(eval::masking_placeholder(b"\xff"), b"Old environment output: (1 lines omitted)");
+    assert_eq!(arc_view::masking_placeholder(b""), "");
+    assert_eq!(arc_view::masking_placeholder(b"a\nb\n"), "Old environment output: (2 lines omitted)");
+    assert_eq!(arc_view::masking_placeholder(b"a\nb"), "Old environment output: (2 lines omitted)");
+    assert_eq!(arc_view::masking_placeholder(b"\xff"), "Old environment output: (1 lines omitted)");
 }
 
 /// `--sample N` evaluates N trajectories: a metadata file in the corpus folder

@@ -1,7 +1,7 @@
 //! Gold-patch evidence (SYSTEM.md "Evidence"), resolved outcomes, and the
 //! LoCoMo reader used for the conversational control.
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};

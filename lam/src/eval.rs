@@ -1,9 +1,8 @@
 //! `lam eval`.
 
 use anyhow::{Context, Result};
-use lam::eval::{self, Options, Progress};
-use lam_core::Encoder;
-use lam_encode::CachedEncoder;
+use crate::opts::{EncoderArg, EncoderOpts};
+use lam_eval::{self as eval, Options, Progress};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -43,7 +42,7 @@ pub struct EvalArgs {
     #[arg(long, value_delimiter = ',', default_values_t = eval::DEFAULT_MASKING.to_vec())]
     masking: Vec<usize>,
     #[command(flatten)]
-    enc: super::EncoderOpts,
+    enc: EncoderOpts,
     /// Embedding cache (lam-embeddings/1), default $LAM_HOME/cache/MODEL.lamemb.
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -95,19 +94,11 @@ impl Progress for Bar {
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let inner = super::make_encoder(&a.enc)?;
-    let mut cache_path = None;
-    let mut enc: CachedEncoder<Box<dyn Encoder>> = if a.no_cache || a.enc.encoder == super::EncoderArg::Hashing {
-        CachedEncoder::new(inner)
-    } else {
-        let p = a.cache.clone().unwrap_or_else(|| {
-            let id: String = inner.info().model_id.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-            lam_encode::lam_home().join("cache").join(format!("{id}.lamemb"))
-        });
-        // Saved every 2,048 new embeddings (~5 MB), so an interrupted run keeps its work.
-        let c = CachedEncoder::with_file(inner, &p).autosave(&p, 2048);
-        cache_path = Some(p);
-        c
+    let (enc, cache_path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == EncoderArg::Hashing)?;
+    // Saved every 2,048 new embeddings (~5 MB), so an interrupted run keeps its work.
+    let mut enc = match &cache_path {
+        Some(p) => enc.autosave(p, 2048),
+        None => enc,
     };
     let o = Options {
         thresholds: a.thresholds.clone(),

@@ -4,12 +4,11 @@
 //! against the sequential run.
 
 use criterion::{Criterion, black_box};
-use lam::operator::{Config, Session};
+use lam_operator::{Config, Session};
 use lam_core::{Encoder, Record, Threshold};
 use lam_encode::HashingEncoder;
 use rayon::prelude::*;
 use std::ops::Range;
-use std::path::PathBuf;
 use std::time::Instant;
 
 struct Prepared {
@@ -19,15 +18,13 @@ struct Prepared {
 }
 
 fn prepare() -> Vec<Prepared> {
-    let root = std::env::var_os("LAM_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    let files = lam::read::expand(&[root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs")]).unwrap();
+    let root = lam_trajectory::corpus_dir();
+    let files = lam_trajectory::read::expand(&[root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs")]).unwrap();
     let mut enc = HashingEncoder::default();
     files
         .iter()
         .take(64)
-        .flat_map(|f| lam::read::read_path(f).unwrap())
+        .flat_map(|f| lam_trajectory::read::read_path(f).unwrap())
         .map(|t| {
             let mut chunks = Vec::new();
             let mut vectors = Vec::new();

@@ -1,10 +1,9 @@
 //! Running both operator forms over a trajectory and reporting the contract
 //! fields of `lam compact --json`.
 
-use crate::operator::{Admission, Config, Order, Session, compact_batch, without_stubs};
-use crate::read::Trajectory;
-use crate::tokens;
 use lam_core::{Encoder, Error};
+use lam_operator::{Admission, Config, Session, compact_batch, without_stubs};
+use lam_trajectory::{Trajectory, tokens};
 use std::sync::Arc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -17,7 +16,7 @@ pub struct Report {
     /// Source file.
     pub source: String,
     /// Reader used.
-    pub format: crate::read::Format,
+    pub format: lam_trajectory::Format,
     /// Encoder model id.
     pub encoder: String,
     /// Candidate index.
@@ -128,7 +127,7 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
     let (mut tin, mut tout, mut tgross, mut tfirst) = (0usize, 0usize, 0usize, 0usize);
     if count_tokens {
         for (r, a) in traj.records.iter().zip(&online) {
-            let t = a.tokens.unwrap_or_else(|| crate::operator::Tokens { input: tokens::count(&r.observation), output: tokens::count(&a.residual) });
+            let t = a.tokens.unwrap_or_else(|| lam_operator::Tokens { input: tokens::count(&r.observation), output: tokens::count(&a.residual) });
             tin += t.input;
             tout += t.output;
             tgross += tokens::count(&without_stubs(&a.residual, &a.stubs));
@@ -138,8 +137,8 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
     let share = |x: usize| if tin == 0 { 0.0 } else { (tin as f64 - x as f64) / tin as f64 };
     let (gross, first) = (share(tgross), share(tfirst));
     let (removal_l0, removal_l1) = match cfg.order {
-        Order::L1L0 => (gross - first, first),
-        Order::L0L1 => (first, gross - first),
+        lam_operator::Order::L1L0 => (gross - first, first),
+        lam_operator::Order::L0L1 => (first, gross - first),
     };
     let mut admit: Vec<u64> = online.iter().map(|a| a.admit_ns).collect();
     admit.sort_unstable();

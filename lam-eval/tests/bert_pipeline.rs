@@ -4,17 +4,17 @@
 
 mod common;
 
-use lam::operator::Config;
+use lam_operator::Config;
 use lam_core::Threshold;
 use lam_encode::{BertEncoder, CachedEncoder};
 
-fn sample() -> Vec<lam::read::Trajectory> {
+fn sample() -> Vec<lam_trajectory::read::Trajectory> {
     let root = common::corpus().join("swe-agent-demos/trajectories/demonstrations");
     let files = [
         root.join("function_calling_simple.traj"),
         root.join("replay__marshmallow-code__marshmallow-1867__function_calling_replace__install-1/marshmallow-code__marshmallow-1867.traj"),
     ];
-    files.iter().flat_map(|f| lam::read::read_path(f).unwrap()).collect()
+    files.iter().flat_map(|f| lam_trajectory::read::read_path(f).unwrap()).collect()
 }
 
 #[test]
@@ -30,7 +30,7 @@ fn online_equals_batch_and_digest_is_batch_size_independent() {
         let mut enc = CachedEncoder::new(e);
         let mut ds = Vec::new();
         for t in &trajs {
-            let run = lam::report::run(cfg, &mut enc, t, false).unwrap();
+            let run = lam_eval::report::run(cfg, &mut enc, t, false).unwrap();
             let r = &run.report;
             assert!(r.online_equals_batch, "{}: online and batch differ", r.session);
             assert!(r.delta_hat <= r.delta);
@@ -54,13 +54,13 @@ fn online_equals_batch_with_minilm_on_a_corpus_sample() {
     let root = common::corpus();
     let mut dropped = 0;
     for src in ["mini-swe-agent-gemini3pro-swebench-verified", "coder-swebench-lite", "sweagent-java-multi-swe-bench", "swe-agent-demos"] {
-        let inputs = lam::read::expand_inputs(&[root.join(src)]).unwrap();
+        let inputs = lam_trajectory::read::expand_inputs(&[root.join(src)]).unwrap();
         let mut n = 0;
         for input in &inputs {
-            let Some(trajs) = lam::read::read_input(input).unwrap() else { continue };
+            let Some(trajs) = lam_trajectory::read::read_input(input).unwrap() else { continue };
             for t in trajs {
                 for tc in [0.95, 0.99] {
-                    let run = lam::report::run(Config::new(Threshold::from_cosine(tc).unwrap()), &mut enc, &t, false).unwrap();
+                    let run = lam_eval::report::run(Config::new(Threshold::from_cosine(tc).unwrap()), &mut enc, &t, false).unwrap();
                     let r = &run.report;
                     assert!(r.online_equals_batch, "{}: online and batch differ at t={tc}", input.path.display());
                     assert!(r.delta_hat <= r.delta);

@@ -4,24 +4,21 @@
 //! peers. Tokens are cl100k_base throughout.
 
 use criterion::{Criterion, black_box};
-use lam::store::MemStore;
-use lam::tokens::Cl100k;
-use lam::view::{ArcConfig, ArcView, ObservationMasking, SlidingWindow};
+use arc_store::MemStore;
+use lam_trajectory::Cl100k;
+use arc_view::{ArcConfig, ArcView, ObservationMasking, SlidingWindow};
 use lam_core::{Record, SessionId, Turn, ViewPolicy};
-use std::path::PathBuf;
 use std::time::Instant;
 
 const ARCHIVED: usize = 10_000;
 
 fn real_turns() -> (String, Vec<Turn>) {
-    let root = std::env::var_os("LAM_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    let files = lam::read::expand(&[root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs")]).unwrap();
+    let root = lam_trajectory::corpus_dir();
+    let files = lam_trajectory::read::expand(&[root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs")]).unwrap();
     let mut task = String::new();
     let mut turns = Vec::new();
     for f in files.iter().take(40) {
-        let t = lam::read::read_path(f).unwrap().remove(0);
+        let t = lam_trajectory::read::read_path(f).unwrap().remove(0);
         if task.is_empty() {
             task = t.task.clone();
         }

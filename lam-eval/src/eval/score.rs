@@ -1,0 +1,156 @@
+use super::*;
+
+/// The per-trajectory measurement of one setting.
+pub(super) struct Scored {
+    pub(super) tok_gross: u64,
+    pub(super) tok_net: u64,
+    pub(super) rec_net: Vec<u32>,
+    pub(super) witnessed: u32,
+    pub(super) kept: u32,
+    pub(super) recovered: u32,
+}
+
+pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(hay, needle).is_some()
+}
+
+/// The `_recall §id` handles of stubs, each once, in order.
+pub(super) fn recall_ids(stubs: &[Stub]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for s in stubs {
+        if !ids.iter().any(|i| i == s.id()) {
+            ids.push(s.id().to_string());
+        }
+    }
+    ids
+}
+
+pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[Stub]) -> Scored {
+    let rec_net: Vec<u32> = residuals.iter().zip(&p.traj.records).zip(&p.tok).map(|((r, rec), &t)| if *r == rec.observation.as_slice() { t } else { memo.count(r) }).collect();
+    let tok_net: u64 = rec_net.iter().map(|&t| t as u64).sum();
+    let tok_gross = gross.map(|g| g.iter().sum()).unwrap_or(tok_net);
+    let (mut witnessed, mut kept, mut recovered) = (0, 0, 0);
+    if let Some(ev) = &p.evidence {
+        let mut recalled: Option<Vec<Vec<u8>>> = None;
+        for line in ev {
+            witnessed += 1;
+            if residuals.iter().any(|r| contains(r, line)) {
+                kept += 1;
+                recovered += 1;
+                continue;
+            }
+            let bodies = recalled.get_or_insert_with(|| recall_ids(stubs).iter().filter_map(|id| p.store.get(&p.traj.session, id).ok().flatten()).collect());
+            if bodies.iter().any(|b| contains(b, line)) {
+                recovered += 1;
+            }
+        }
+    }
+    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered }
+}
+
+/// Aggregate of one setting over the corpus.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Agg {
+    pub(super) n: u64,
+    pub(super) tok_in: u64,
+    pub(super) tok_gross: u64,
+    pub(super) tok_net: u64,
+    pub(super) witnessed: u64,
+    pub(super) kept: u64,
+    pub(super) recovered: u64,
+    pub(super) traj_ev: u64,
+    pub(super) intact: u64,
+    pub(super) intact_rec: u64,
+    pub(super) n_outcome: u64,
+    pub(super) resolved: u64,
+    pub(super) rsc_hits: u64,
+    pub(super) bfr_fit: Vec<u64>,
+    pub(super) size_in: Vec<u64>,
+    pub(super) size_out: Vec<u64>,
+    pub(super) size_n: Vec<u64>,
+}
+
+impl Agg {
+    pub(super) fn add(&mut self, p: &Prep, s: &Scored, o: &Options) {
+        if self.bfr_fit.is_empty() {
+            self.bfr_fit = vec![0; o.budgets.len()];
+            self.size_in = vec![0; o.sizes.len()];
+            self.size_out = vec![0; o.sizes.len()];
+            self.size_n = vec![0; o.sizes.len()];
+        }
+        self.n += 1;
+        let tin = p.tok_in();
+        self.tok_in += tin;
+        self.tok_gross += s.tok_gross;
+        self.tok_net += s.tok_net;
+        for (i, &b) in o.budgets.iter().enumerate() {
+            if s.tok_net <= b as u64 {
+                self.bfr_fit[i] += 1;
+            }
+        }
+        for (i, &t) in o.sizes.iter().enumerate() {
+            if tin < t as u64 {
+                continue;
+            }
+            // The shortest prefix of records reaching T input tokens.
+            let (mut a, mut b) = (0u64, 0u64);
+            for (ti, ri) in p.tok.iter().zip(&s.rec_net) {
+                a += *ti as u64;
+                b += *ri as u64;
+                if a >= t as u64 {
+                    break;
+                }
+            }
+            self.size_in[i] += a;
+            self.size_out[i] += b;
+            self.size_n[i] += 1;
+        }
+        if p.evidence.is_some() {
+            self.traj_ev += 1;
+            self.witnessed += s.witnessed as u64;
+            self.kept += s.kept as u64;
+            self.recovered += s.recovered as u64;
+            let intact = s.kept == s.witnessed;
+            self.intact += intact as u64;
+            self.intact_rec += (s.recovered == s.witnessed) as u64;
+            if let Some(r) = p.resolved {
+                self.n_outcome += 1;
+                self.resolved += r as u64;
+                self.rsc_hits += (r && intact) as u64;
+            }
+        }
+    }
+
+    pub(super) fn removal(&self, out: u64) -> f64 {
+        if self.tok_in == 0 { 0.0 } else { (self.tok_in as f64 - out as f64) / self.tok_in as f64 }
+    }
+
+    pub(super) fn row(&self, o: &Options) -> SettingRow {
+        let frac = |a: u64, b: u64| if b == 0 { None } else { Some(a as f64 / b as f64) };
+        SettingRow {
+            removal_gross: self.removal(self.tok_gross),
+            removal_net: self.removal(self.tok_net),
+            tokens_in: self.tok_in,
+            tokens_out: self.tok_net,
+            evidence_micro: frac(self.kept, self.witnessed),
+            evidence_recoverable: frac(self.recovered, self.witnessed),
+            trajectories_intact: frac(self.intact, self.traj_ev),
+            trajectories_intact_recoverable: frac(self.intact_rec, self.traj_ev),
+            lines_witnessed: self.witnessed,
+            lines_lost: self.witnessed - self.kept,
+            lines_lost_recoverable: self.witnessed - self.recovered,
+            rsc: frac(self.rsc_hits, self.n_outcome),
+            bfr: o.budgets.iter().zip(&self.bfr_fit).map(|(&b, &f)| Bfr { budget: b, fits: f as f64 / self.n.max(1) as f64 }).collect(),
+            by_size: o
+                .sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| SizePoint {
+                    size: t,
+                    trajectories: self.size_n[i],
+                    removal: if self.size_in[i] == 0 { None } else { Some((self.size_in[i] as f64 - self.size_out[i] as f64) / self.size_in[i] as f64) },
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! `lam compact`: the LAM admission test over trajectories, online and batch.
+
+use crate::opts::{EncoderArg, EncoderOpts};
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use lam_core::{DeletionDigest, Encoder, Threshold};
+use lam_encode::{CachedEncoder, EmbeddingsWriter, PrecomputedEncoder};
+use lam_eval::report::{self, Run};
+use lam_operator::{Config, IndexChoice, Order};
+use lam_trajectory::read::{self, JsonlRecord, Trajectory};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OrderArg {
+    #[value(name = "l1-l0")]
+    L1L0,
+    #[value(name = "l0-l1")]
+    L0L1,
+}
+
+#[derive(clap::Args)]
+pub struct CompactArgs {
+    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
+    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
+    threshold: f64,
+    /// Layer order.
+    #[arg(long, value_enum, default_value = "l1-l0")]
+    order: OrderArg,
+    /// Print one JSON object per trajectory.
+    #[arg(long)]
+    json: bool,
+    /// Write each residual (lam JSONL) and its decisions into DIR.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    enc: EncoderOpts,
+    /// Use precomputed embeddings (lam-embeddings/1 file) instead of an encoder.
+    #[arg(long)]
+    embeddings: Option<PathBuf>,
+    /// Write the embeddings used to FILE (lam-embeddings/1).
+    #[arg(long)]
+    dump_embeddings: Option<PathBuf>,
+    /// Candidate index: `default` (full-recall bands for t, else exhaustive), `exhaustive`, or `banded:R,REL`.
+    #[arg(long, default_value = "default", value_parser = index)]
+    index: IndexChoice,
+    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Do not read or write the embedding cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Skip cl100k_base token accounting (faster).
+    #[arg(long)]
+    no_tokens: bool,
+    /// L2: store each session's retained embeddings through this codec in `--out DIR`
+    /// (`SESSION.retained.lamc`, docs/codec-format.md): szp (fixed, rel 1e-3), szp-plain, f16, int8, binary.
+    #[arg(long, requires = "out", value_parser = codec)]
+    codec: Option<lam_codec::Codec>,
+    /// Archive every observation into this store first (a FileStore directory, or
+    /// `postgres://...` where built in), so every stub's `_recall §id` can be answered
+    /// with `lam recall --store STORE §id`.
+    #[arg(long)]
+    store: Option<String>,
+}
+
+fn index(s: &str) -> Result<IndexChoice, String> {
+    s.parse().map_err(|e: lam_operator::Error| e.to_string())
+}
+
+fn codec(s: &str) -> Result<lam_codec::Codec, String> {
+    use lam_codec::{Bound, Codec, SzpMode};
+    Ok(match s {
+        "szp" => Codec::Szp { mode: SzpMode::Fixed, bound: Bound::Rel(1e-3) },
+        "szp-plain" => Codec::Szp { mode: SzpMode::Plain, bound: Bound::Rel(1e-3) },
+        "f16" => Codec::F16,
+        "int8" => Codec::Int8PerVector,
+        "binary" => Codec::SignBinary,
+        other => return Err(format!("expected szp, szp-plain, f16, int8 or binary, got `{other}`")),
+    })
+}
+
+/// Where embeddings come from: a precomputed file or an encoder behind its cache.
+enum Enc {
+    Pre(PrecomputedEncoder),
+    Cached(CachedEncoder<Box<dyn Encoder>>, Option<PathBuf>),
+}
+
+impl Enc {
+    fn new(a: &CompactArgs) -> Result<Self> {
+        Ok(match &a.embeddings {
+            Some(p) => Enc::Pre(PrecomputedEncoder::open(p)?),
+            // Online and batch forms share one memo, persisted between runs: each chunk is encoded once.
+            None => {
+                let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == EncoderArg::Hashing)?;
+                Enc::Cached(c, path)
+            }
+        })
+    }
+
+    fn as_dyn(&mut self) -> &mut dyn Encoder {
+        match self {
+            Enc::Pre(p) => p,
+            Enc::Cached(c, _) => c,
+        }
+    }
+
+    fn save(&mut self) -> Result<()> {
+        if let Enc::Cached(c, Some(p)) = self {
+            c.save(p).with_context(|| format!("writing embedding cache {}", p.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Totals over every trajectory of the run.
+#[derive(Default)]
+struct Totals {
+    corpus: DeletionDigest,
+    sessions: u32,
+    tokens_in: usize,
+    tokens_out: usize,
+    all_equal: bool,
+    l2_raw: usize,
+    l2_stored: usize,
+}
+
+pub fn run(a: CompactArgs) -> Result<()> {
+    let t = Threshold::from_cosine(a.threshold)?;
+    let mut cfg = Config::new(t);
+    cfg.order = match a.order {
+        OrderArg::L1L0 => Order::L1L0,
+        OrderArg::L0L1 => Order::L0L1,
+    };
+    cfg.index = a.index;
+    let mut enc = Enc::new(&a)?;
+    let mut dump = match &a.dump_embeddings {
+        Some(p) => Some(EmbeddingsWriter::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?), &enc.as_dyn().info())?),
+        None => None,
+    };
+    if let Some(d) = &a.out {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let mut archive = a.store.as_deref().map(|s| crate::opts::open_store(s, arc_store::Access::ReadWrite)).transpose()?;
+    let files = read::expand_inputs(&a.paths)?;
+    if files.is_empty() {
+        bail!("no trajectory files under {:?}", a.paths);
+    }
+    let stdout = std::io::stdout();
+    let mut so = stdout.lock();
+    if !a.json {
+        writeln!(so, "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}", "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us")?;
+    }
+    let mut tot = Totals { all_equal: true, ..Totals::default() };
+    for input in &files {
+        let f = &input.path;
+        let Some(trajs) = read::read_input(input)? else {
+            eprintln!("note: skipping {} (not a trajectory)", f.display());
+            continue;
+        };
+        for traj in trajs {
+            let st = archive.as_mut().map(|s| s.as_mut() as &mut dyn lam_core::ObsStore);
+            let run = report::run_archived(cfg, enc.as_dyn(), &traj, !a.no_tokens, st).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
+            account(&mut tot, &run);
+            if let Some(d) = dump.as_mut() {
+                for (rec, adm) in traj.records.iter().zip(&run.online) {
+                    let ranges: Vec<_> = adm.chunks.iter().map(|c| c.range.clone()).collect();
+                    d.observation(&rec.observation, &ranges, &adm.vectors)?;
+                }
+            }
+            if let Some(dir) = &a.out {
+                write_outputs(dir, &traj, &run)?;
+                if let Some(c) = &a.codec {
+                    write_retained(dir, &traj, &run, c, enc.as_dyn().info().dim, &mut tot)?;
+                }
+            }
+            print_row(&mut so, a.json, &run.report)?;
+        }
+    }
+    if let Some(d) = dump {
+        d.finish()?;
+    }
+    if let Some(st) = archive.as_mut() {
+        st.flush().context("flushing the store")?;
+    }
+    enc.save()?;
+    if !a.json {
+        let share = if tot.tokens_in == 0 { 0.0 } else { 100.0 * (tot.tokens_in as f64 - tot.tokens_out as f64) / tot.tokens_in as f64 };
+        writeln!(
+            so,
+            "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
+            tot.sessions,
+            enc.as_dyn().info().model_id,
+            a.threshold,
+            t.delta(),
+            share,
+            tot.tokens_in,
+            tot.corpus.hex16(),
+            if tot.all_equal { "all" } else { "NOT ALL" }
+        )?;
+        if a.codec.is_some() {
+            writeln!(so, "retained embeddings (L2): {} bytes as f32, {} bytes stored ({:.2}x)", tot.l2_raw, tot.l2_stored, tot.l2_raw as f64 / tot.l2_stored.max(1) as f64)?;
+        }
+    }
+    if !tot.all_equal {
+        bail!("online and batch residuals differ");
+    }
+    Ok(())
+}
+
+fn account(tot: &mut Totals, run: &Run) {
+    for adm in &run.online {
+        for c in adm.chunks.iter().filter(|c| c.decision.is_dropped()) {
+            tot.corpus.push(tot.sessions, c.index);
+        }
+    }
+    tot.sessions += 1;
+    tot.tokens_in += run.report.tokens_in;
+    tot.tokens_out += run.report.tokens_out;
+    tot.all_equal &= run.report.online_equals_batch;
+}
+
+fn print_row(so: &mut impl Write, json: bool, r: &report::Report) -> Result<()> {
+    if json {
+        serde_json::to_writer(&mut *so, r)?;
+        writeln!(so)?;
+    } else {
+        writeln!(
+            so,
+            "{:<44} {:>5} {:>6} {:>9} {:>7.2} {:>7.2} {:>6.2} {:>6.2} {:>7.4} {:>16} {:>4} {:>8.1}",
+            truncate(&r.session, 44),
+            r.records,
+            r.chunks,
+            r.tokens_in,
+            100.0 * r.removal_gross,
+            100.0 * r.removal_net,
+            100.0 * r.removal_l1,
+            100.0 * r.removal_l0,
+            r.delta_hat,
+            r.digest,
+            if r.online_equals_batch { "yes" } else { "NO" },
+            r.admit_us_p50
+        )?;
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).chain(std::iter::once('…')).collect() }
+}
+
+/// L2: the retained chunks' embeddings, as the operator kept them, through the codec.
+fn write_retained(dir: &Path, traj: &Trajectory, run: &Run, c: &lam_codec::Codec, dim: usize, tot: &mut Totals) -> Result<()> {
+    let v = &run.retained;
+    let mut stream = Vec::new();
+    c.encode_to(v, v.len() / dim, dim, &mut stream)?;
+    let p = dir.join(format!("{}.retained.lamc", lam_core::file_stem(traj.session.as_str())));
+    std::fs::write(&p, &stream).with_context(|| format!("writing {}", p.display()))?;
+    tot.l2_raw += v.len() * 4;
+    tot.l2_stored += stream.len();
+    Ok(())
+}
+
+fn write_outputs(dir: &Path, traj: &Trajectory, run: &Run) -> Result<()> {
+    let safe = lam_core::file_stem(traj.session.as_str());
+    let mut res = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.residual.jsonl")))?);
+    let mut dec = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.decisions.jsonl")))?);
+    for (rec, adm) in traj.records.iter().zip(&run.online) {
+        let r = lam_core::Record { index: rec.index, action: rec.action.clone(), observation: adm.residual.clone(), returncode: rec.returncode };
+        serde_json::to_writer(&mut res, &JsonlRecord::from_record(&traj.session.0, &r))?;
+        writeln!(res)?;
+        for c in &adm.chunks {
+            let (decision, rep, d) = match c.decision {
+                lam_core::Decision::Retained => ("retained", None, None),
+                lam_core::Decision::Dropped { representative, distance } => ("dropped", Some(representative), Some(distance)),
+            };
+            serde_json::to_writer(
+                &mut dec,
+                &serde_json::json!({"record": adm.record, "id": adm.id, "chunk": c.index, "ordinal": c.ordinal, "start": c.range.start, "end": c.range.end, "decision": decision, "representative": rep, "distance": d}),
+            )?;
+            writeln!(dec)?;
+        }
+    }
+    Ok(())
+}

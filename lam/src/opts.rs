@@ -1,0 +1,128 @@
+//! Options shared by several commands: the encoder, the view policy and its
+//! budget, the store.
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use lam_encode::{Backend, Cache, CachedEncoder, EncoderSpec};
+use lam_eval::policy::{PolicyKind, PolicySettings};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum EncoderArg {
+    /// BERT-family sentence encoder on the CPU (default model: all-MiniLM-L6-v2).
+    Bert,
+    /// Model-free lexical hashing encoder (no weights needed; not the papers' encoder).
+    Hashing,
+    /// The BERT encoder's tokenisation and pooling with the transformer in ONNX Runtime (scripts/install-onnx.sh).
+    #[cfg(feature = "ort")]
+    Ort,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct EncoderOpts {
+    /// Encoder backend.
+    #[arg(long, value_enum, default_value = "bert")]
+    pub encoder: EncoderArg,
+    /// Model directory (sentence-transformers layout); default $LAM_MODEL or $LAM_HOME/models/all-MiniLM-L6-v2.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Texts per encoder forward pass.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
+}
+
+impl EncoderOpts {
+    pub fn spec(&self) -> EncoderSpec {
+        let backend = match self.encoder {
+            EncoderArg::Bert => Backend::Bert,
+            EncoderArg::Hashing => Backend::Hashing,
+            #[cfg(feature = "ort")]
+            EncoderArg::Ort => Backend::Ort,
+        };
+        EncoderSpec { backend, model: self.model.clone(), batch: self.batch as usize }
+    }
+
+    pub fn load(&self) -> Result<Box<dyn lam_core::Encoder>> {
+        Ok(self.spec().load()?)
+    }
+
+    /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
+    /// and the file to save the cache to.
+    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(CachedEncoder<Box<dyn lam_core::Encoder>>, Option<PathBuf>)> {
+        let c = match (no_cache, cache) {
+            (true, _) => Cache::Off,
+            (false, Some(p)) => Cache::File(p.clone()),
+            (false, None) => Cache::Default,
+        };
+        Ok(self.spec().load_cached(&c)?)
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum PolicyArg {
+    /// ARC: summary with citations, catalog page, exact recall.
+    Arc,
+    /// ARC over LAM residuals: near-duplicate chunks and repeated lines as stubs citing the archive.
+    Lam,
+    /// The last N turns (--window).
+    Window,
+    /// Every action, the last K observations (--mask).
+    Masking,
+    /// Everything verbatim (overflows).
+    Full,
+}
+
+impl PolicyArg {
+    pub fn kind(self) -> PolicyKind {
+        match self {
+            PolicyArg::Arc => PolicyKind::Arc,
+            PolicyArg::Lam => PolicyKind::Lam,
+            PolicyArg::Window => PolicyKind::Window,
+            PolicyArg::Masking => PolicyKind::Masking,
+            PolicyArg::Full => PolicyKind::Full,
+        }
+    }
+}
+
+/// The budget and policy parameters shared by `lam view` and `lam costmodel replay`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct PolicyOpts {
+    /// Context window L_ctx in cl100k_base tokens.
+    #[arg(long, default_value_t = 16_000)]
+    pub budget: usize,
+    /// Tokens reserved for the completion G_max (the view limit is L = budget - completion).
+    #[arg(long, default_value_t = 0)]
+    pub completion: usize,
+    /// Turns kept by the `window` policy.
+    #[arg(long, default_value_t = 5)]
+    pub window: usize,
+    /// Observations kept by the `masking` policy.
+    #[arg(long, default_value_t = 10)]
+    pub mask: usize,
+    /// Merge threshold of the `lam` policy.
+    #[arg(long, default_value_t = 0.95, value_parser = threshold)]
+    pub threshold: f64,
+}
+
+impl PolicyOpts {
+    pub fn settings(&self, encode_batch: usize) -> PolicySettings {
+        PolicySettings { budget: self.budget, completion: self.completion, window: self.window, mask: self.mask, threshold: self.threshold, encode_batch }
+    }
+
+    /// The view limit L = budget - completion.
+    pub fn limit(&self) -> Result<usize> {
+        self.budget.checked_sub(self.completion).context("--completion exceeds --budget")
+    }
+}
+
+/// A merge threshold t in (-1, 1].
+pub fn threshold(s: &str) -> Result<f64, String> {
+    let t: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())
+}
+
+/// Open the store a `--store` argument names (a directory, `postgres://...` where built in).
+pub fn open_store(spec: &str, access: arc_store::Access) -> Result<arc_store::AnyStore> {
+    let spec = arc_store::StoreSpec::parse(spec)?;
+    arc_store::open(&spec, access).with_context(|| format!("opening store {}", spec.display()))
+}

@@ -1,0 +1,57 @@
+//! The `lam` program end to end: `lam view` archives, `lam recall` returns
+//! exact bytes (whole and in parts), bad arguments get errors, not panics.
+
+mod common;
+
+use lam_trajectory::read;
+
+#[test]
+fn lam_view_archives_and_lam_recall_returns_exact_bytes() {
+    let bin = env!("CARGO_BIN_EXE_lam");
+    let dir = std::env::temp_dir().join(format!("lam-arc-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ex = common::example();
+    let o = std::process::Command::new(bin)
+        .args(["view", ex.to_str().unwrap(), "--budget", "4000", "--json", "--store", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["policy"], "arc");
+    assert!(v["tokens"].as_u64().unwrap() <= v["limit"].as_u64().unwrap());
+    assert_eq!(v["limit"], 4000);
+    let text = v["text"].as_str().unwrap();
+    assert_eq!(lam_trajectory::tokens::count(text.as_bytes()) as u64, v["tokens"].as_u64().unwrap());
+    let cited: Vec<&str> = v["citations"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert!(!cited.is_empty());
+
+    let traj = read::read_path(&ex).unwrap().remove(0);
+    assert!(traj.records.iter().any(|r| std::str::from_utf8(&r.observation).is_err()), "the example keeps one non-UTF-8 observation");
+    let mut book = lam_core::IdBook::new();
+    for r in &traj.records {
+        let id = book.visible(lam_core::ObsId::of(r.action.as_bytes(), &r.observation)).to_string();
+        let o = std::process::Command::new(bin).args(["recall", "--store", dir.to_str().unwrap(), &format!("§{id}")]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.stdout, r.observation, "record {}", r.index);
+        // Parts of at most 50 tokens concatenate to the same bytes (a few records: each part is a process).
+        if r.index % 8 != 0 && std::str::from_utf8(&r.observation).is_ok() {
+            continue;
+        }
+        let mut joined = Vec::new();
+        for k in 1.. {
+            let o = std::process::Command::new(bin)
+                .args(["recall", "--store", dir.to_str().unwrap(), &id, &k.to_string(), "--part-tokens", "50"])
+                .output()
+                .unwrap();
+            if !o.status.success() {
+                assert!(String::from_utf8_lossy(&o.stderr).contains("does not exist"));
+                break;
+            }
+            joined.extend_from_slice(&o.stdout);
+        }
+        assert_eq!(joined, r.observation, "record {} in parts", r.index);
+    }
+    let o = std::process::Command::new(bin).args(["recall", "--store", dir.to_str().unwrap(), "§0000000f"]).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("nearest: §"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
