@@ -202,7 +202,8 @@ fn classify(cx: &Ctx<'_>, data: &[u8], off: usize, last: bool, bad: Bad) -> (usi
     }
     let plen = u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) as usize;
     let declared = off + FRAME_LEN + plen;
-    let payload = |to: usize| &data[off + FRAME_LEN..to];
+    // A valid record can start inside this one's frame, so `to` may come before the payload.
+    let payload = |to: usize| data.get(off + FRAME_LEN..to).unwrap_or_default();
     let next = find_valid_after(data, off + 1);
     let end = next.unwrap_or(len);
     // Proof first: the bytes up to the next valid record verify as one
