@@ -54,6 +54,8 @@ fn finding_1_a_flipped_byte_in_the_last_record_is_damage_not_a_torn_tail() {
     assert!(!who.content_matches_id);
     expect_damaged(&r, "t", &recs[3].0);
     assert!(r.get(&sid("t"), &recs[3].0).unwrap_err().to_string().contains("damaged"));
+    // Through the trait and the opener's `find` (what `lam recall` uses) it stays a typed error.
+    assert!(matches!(arc_store::find(&r, None, &format!("§{}", recs[3].0)), Err(StoreError::Damaged { .. })));
     assert!(matches!(r.meta_of(&sid("t"), &recs[3].0), Err(StoreError::Damaged { .. })));
     assert_intact(&r, "t", &recs[..3]);
     assert_eq!(r.ids(&sid("t")).unwrap().len(), 3, "ids lists what can be recalled");
@@ -523,7 +525,8 @@ fn apply(dir: &Path, f: &Fault) -> (PathBuf, u64, u64) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    // 64 cases by default (each builds and reopens a store); PROPTEST_CASES raises it.
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64), .. ProptestConfig::default() })]
 
     /// Any single media fault: both handles open (unless the fault made a
     /// header claim a newer version), every record outside the fault reads
