@@ -251,7 +251,7 @@ fn fixed_length(cx: &Ctx<'_>, data: &[u8], off: usize, end: usize) -> Option<Dam
         return None;
     }
     let said = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
-    let reason = format!("length field damaged: it says {said}, the record is {plen} bytes and verifies with that length");
+    let reason = format!("length field damaged: it says {said}, the payload is {plen} bytes and verifies with that length");
     Some(cx.damage(DamageKind::Record, off, end, reason, claim(payload, true)))
 }
 
