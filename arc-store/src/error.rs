@@ -21,9 +21,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A record or segment header failed its checks somewhere other than the
-    /// torn tail of the last segment. Nothing is skipped silently: the store
-    /// refuses to open (or to recall) until the damage is dealt with.
+    /// The store cannot be read at all: a segment written by a newer format
+    /// version. (Damage to records and headers does not stop a store from
+    /// opening: it is skipped and reported in [`crate::Recovery`].)
     #[error("corrupt archive: {path} at byte offset {offset}: {reason}")]
     Corrupt {
         /// The segment file.
@@ -66,7 +66,36 @@ pub enum StoreError {
     },
     /// A store behind the [`lam_core::ObsStore`] trait failed (see its source).
     #[error(transparent)]
-    Store(#[from] lam_core::Error),
+    Store(lam_core::Error),
+    /// The record asked for is damaged: found damaged on open (and skipped),
+    /// or failing its checksum or its content address (SHA-1 over action,
+    /// 0x1F, observation) when read. Its bytes are never returned.
+    #[error("§{shown} in session {session} is damaged: {path} at byte offset {offset}: {reason}")]
+    Damaged {
+        /// The session asked.
+        session: String,
+        /// The visible id asked for (without `§`).
+        shown: String,
+        /// The segment file.
+        path: PathBuf,
+        /// Byte offset of the damaged record in that file.
+        offset: u64,
+        /// What check failed (and where a copy of the damaged bytes is, when
+        /// a writer made one).
+        reason: String,
+    },
+    /// A directory holds no segment file, so it is not a store (`check`, `salvage`).
+    #[error("{path} holds no arc-store segment (seg-NNNNNN.log): not a store directory")]
+    NotAStore {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// `salvage` writes only into a directory that does not exist yet.
+    #[error("{path} already exists; salvage writes a fresh store and never overwrites one")]
+    Exists {
+        /// The destination.
+        path: PathBuf,
+    },
     /// A `--store` spec that names no store this build can open.
     #[error("store `{spec}`: {reason}")]
     Spec {
@@ -136,6 +165,21 @@ fn at(offset: Option<u64>) -> String {
     match offset {
         Some(o) => format!(" at byte offset {o}"),
         None => String::new(),
+    }
+}
+
+impl From<lam_core::Error> for StoreError {
+    /// An `arc-store` error that crossed the [`lam_core::ObsStore`] boundary
+    /// comes back as itself (so `Damaged` stays matchable); anything else is
+    /// wrapped.
+    fn from(e: lam_core::Error) -> Self {
+        match e {
+            lam_core::Error::Backend { what: "arc-store", source } => match source.downcast::<StoreError>() {
+                Ok(mine) => *mine,
+                Err(source) => StoreError::Store(lam_core::Error::Backend { what: "arc-store", source }),
+            },
+            e => StoreError::Store(e),
+        }
     }
 }
 

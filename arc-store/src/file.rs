@@ -42,17 +42,30 @@
 //! Every segment is read and every record's checksum verified; the index
 //! (session -> [`lam_core::IdBook`], visible id -> segment, offset, length,
 //! metadata) is rebuilt in record order, so visible ids, including collision
-//! extensions, come out as they were first given. The first bad record of
-//! the *last* segment starts a torn tail when no valid record can be found
-//! anywhere after it: a writer truncates it (reported in [`Recovery`]); a
-//! reader ignores it. Any other damage (a bad record with a valid one after
-//! it, a bad record in an earlier segment, a missing segment, a bad header)
-//! is a [`StoreError::Corrupt`] naming the file and offset; nothing is
-//! skipped silently.
+//! extensions, come out as they were first given. Damage never stops a store
+//! from opening (the rules: `FORMAT.md`, "Reading and recovery"):
+//!
+//! - an incomplete final record of the last segment (or a zero-filled tail,
+//!   or a never-written segment header) is a *torn tail*: a writer copies it
+//!   to `DIR/quarantine/` and then cuts it; a reader ignores it;
+//! - any other damaged record or region is skipped and kept in place; a
+//!   writer copies it to the quarantine too, and appends after it; every
+//!   intact record before and after it stays readable;
+//! - a damaged record whose header still parses keeps its visible id in its
+//!   session, and recall of it is [`StoreError::Damaged`], never "not found";
+//! - everything found is in [`FileStore::recovery`] ([`Recovery`], which
+//!   prints one line per finding), and new quarantine copies get a line in
+//!   `DIR/REPAIR.log`.
+//!
+//! Recall (`get`) verifies the record's checksum and its content address
+//! (SHA-1 over action, 0x1F, observation) before returning bytes.
 
 use crate::error::{Result, StoreError, io};
-use crate::format::{self, Bad, FRAME_LEN, HEADER_LEN, KIND_OBS, MIN_PAYLOAD, RecordRef};
+use crate::format::{self, Bad, HEADER_LEN, RecordRef};
 use crate::index::SessionIndex;
+use crate::quarantine::{Keeper, sync_dir};
+use crate::recovery::{Damage, DamageKind, DamagedRecord, Recovery};
+use crate::scan::{Event, Header, scan};
 use lam_core::{Error, ObsId, ObsMeta, ObsStore, Record, SessionId};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
@@ -101,20 +114,6 @@ impl Default for Options {
     }
 }
 
-/// What opening the store found and did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// Segment files read.
-    pub segments: u32,
-    /// Valid records indexed.
-    pub records: u64,
-    /// Bytes of torn tail found at the end of the last segment (a writer
-    /// truncated them; a reader ignored them).
-    pub torn_bytes: u64,
-    /// Where the torn tail began (segment file, byte offset), if there was one.
-    pub torn_at: Option<(PathBuf, u64)>,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Loc {
     seg: u32,
@@ -125,10 +124,18 @@ struct Loc {
 
 #[derive(Debug)]
 struct Segment {
+    number: u32,
     path: PathBuf,
     file: File,
-    /// Bytes of valid data (header and whole records).
+    /// Where the scanned bytes end, less any torn tail: the append position
+    /// of the last segment, and where a reader's next scan starts.
     len: u64,
+    /// The header's state, as the last scan saw it.
+    header: Header,
+    /// A writer never appends here (its header is damaged): it rolls first.
+    sealed: bool,
+    /// Offset of a torn tail found by the last scan.
+    torn: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -145,7 +152,8 @@ struct Writer {
 /// The durable [`ObsStore`]: append-only, checksummed segment files in one
 /// directory, one writer (file lock) and any number of read-only handles.
 /// Recall (`get`) is one positioned read from an open file handle plus a
-/// checksum check; metadata and ids are answered from memory.
+/// checksum and content-address check; metadata and ids are answered from
+/// memory.
 #[derive(Debug)]
 pub struct FileStore {
     dir: PathBuf,
@@ -154,83 +162,76 @@ pub struct FileStore {
     sessions: HashMap<String, SessionIndex<Loc>>,
     writer: Option<Writer>,
     recovery: Recovery,
+    /// Recompute every record's content address while scanning (`check`).
+    verify_ids: bool,
 }
 
-fn seg_name(n: u32) -> String {
-    format!("seg-{n:06}.log")
+/// Where a scan's events go: the index, and the damage list.
+struct Sink<'a> {
+    sessions: &'a mut HashMap<String, SessionIndex<Loc>>,
+    damage: &'a mut Vec<Damage>,
+    path: &'a Path,
+    seg: u32,
+    verify_ids: bool,
+    records: u64,
 }
 
-fn parse_seg_name(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix("seg-")?.strip_suffix(".log")?;
-    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io("fsync directory", dir, None))
-}
-
-/// First offset at or after `from` where a complete, valid record starts.
-fn find_valid_after(data: &[u8], from: usize) -> Option<usize> {
-    let last = data.len().checked_sub(FRAME_LEN + MIN_PAYLOAD)?;
-    (from..=last).find(|&p| {
-        let plen = u32::from_le_bytes(data[p..p + 4].try_into().unwrap()) as usize;
-        plen >= MIN_PAYLOAD && plen <= data.len() - p - FRAME_LEN && data[p + FRAME_LEN] == KIND_OBS && format::decode(&data[p..]).is_ok()
-    })
-}
-
-/// Outcome of scanning one segment's bytes.
-struct Scan {
-    /// End of the valid data (file offset).
-    valid: u64,
-    /// Bytes after `valid` that form a torn tail.
-    torn: u64,
-}
-
-/// Scan `data` (the segment's bytes from file offset `base`; `base == 0`
-/// means the header is included), calling `each(offset, record)` for every
-/// valid record. `last`: whether this is the last segment (the only place a
-/// torn tail may be).
-fn scan(path: &Path, n: u32, data: &[u8], base: u64, last: bool, mut each: impl FnMut(u64, &RecordRef<'_>) -> Result<()>) -> Result<Scan> {
-    let corrupt = |offset: u64, reason: String| StoreError::Corrupt { path: path.to_path_buf(), offset, reason };
-    let mut off = 0usize;
-    if base == 0 {
-        if data.len() < HEADER_LEN {
-            let expected = format::header(n);
-            if last && (expected.starts_with(data) || data.iter().all(|&b| b == 0)) {
-                return Ok(Scan { valid: 0, torn: data.len() as u64 });
-            }
-        }
-        format::check_header(data, n).map_err(|r| corrupt(0, r))?;
-        off = HEADER_LEN;
-    }
-    while off < data.len() {
-        match format::decode(&data[off..]) {
-            Ok((rec, len)) => {
-                each(base + off as u64, &rec)?;
-                off += len;
-            }
-            Err(bad) => {
-                let reason = match bad {
-                    Bad::Short => format!("record runs past the end of the file ({} bytes left)", data.len() - off),
-                    Bad::Invalid(r) => r,
-                };
-                if !last {
-                    return Err(corrupt(base + off as u64, format!("{reason} (not the last segment, so not a torn tail)")));
+impl Sink<'_> {
+    fn event(&mut self, e: Event<'_>) {
+        match e {
+            Event::Record(off, rec) => match self.check(&rec) {
+                Ok(session) => {
+                    let loc = Loc { seg: self.seg, off, len: rec.framed_len() as u64, obs_off: rec.obs_offset() as u32 };
+                    if !self.sessions.contains_key(session) {
+                        self.sessions.insert(session.to_string(), SessionIndex::default());
+                    }
+                    let s = self.sessions.get_mut(session).unwrap();
+                    // A repeated id cannot come from this writer; the first answers for it.
+                    s.add(rec.id, rec.action, rec.observation, rec.returncode, rec.step, rec.tokens, loc);
+                    self.records += 1;
                 }
-                if let Some(p) = find_valid_after(data, off + 1) {
-                    return Err(corrupt(
-                        base + off as u64,
-                        format!("{reason}; a valid record follows at offset {}, so this is not a torn tail", base + p as u64),
-                    ));
+                Err((kind, reason)) => {
+                    let record = DamagedRecord {
+                        session: std::str::from_utf8(rec.session).ok().map(str::to_string),
+                        id: rec.id,
+                        shown: None,
+                        content_matches_id: kind != DamageKind::IdMismatch && ObsId::of(rec.action, rec.observation) == rec.id,
+                        verified: false,
+                    };
+                    let d = Damage { kind, path: self.path.to_path_buf(), offset: off, len: rec.framed_len() as u64, reason, record: Some(record), quarantine: None };
+                    self.damage_event(d);
                 }
-                return Ok(Scan { valid: base + off as u64, torn: (data.len() - off) as u64 });
-            }
+            },
+            Event::Damage(d) => self.damage_event(d),
         }
     }
-    Ok(Scan { valid: base + off as u64, torn: 0 })
+
+    /// A record that passed its checksum: its session name, or why it is damaged anyway.
+    fn check<'r>(&self, rec: &RecordRef<'r>) -> std::result::Result<&'r str, (DamageKind, String)> {
+        let session = std::str::from_utf8(rec.session).map_err(|_| (DamageKind::Record, "session name is not UTF-8".to_string()))?;
+        if std::str::from_utf8(rec.action).is_err() {
+            return Err((DamageKind::Record, "action is not UTF-8".into()));
+        }
+        if self.verify_ids {
+            let got = ObsId::of(rec.action, rec.observation);
+            if got != rec.id {
+                return Err((DamageKind::IdMismatch, format!("content hashes to {}, the record says {}", got.hex(), rec.id.hex())));
+            }
+        }
+        Ok(session)
+    }
+
+    fn damage_event(&mut self, mut d: Damage) {
+        // A torn tail is cut (or, for a reader, not yet complete): its id is not registered.
+        if !d.is_torn_tail()
+            && let Some(r) = d.record.as_mut()
+            && let Some(session) = r.session.as_deref()
+        {
+            let handle = self.damage.len();
+            r.shown = Some(self.sessions.entry(session.to_string()).or_default().add_damaged(r.id, handle));
+        }
+        self.damage.push(d);
+    }
 }
 
 impl FileStore {
@@ -243,8 +244,11 @@ impl FileStore {
     /// Open (creating if needed) the store in `dir` as its one writer.
     ///
     /// Takes the writer lock (`DIR/LOCK`; a second writer gets
-    /// [`StoreError::Locked`]), rebuilds the index and truncates a torn tail
-    /// of the last segment (see [`FileStore::recovery`]).
+    /// [`StoreError::Locked`]) and rebuilds the index. Damage is copied to
+    /// `DIR/quarantine/` (new copies logged in `DIR/REPAIR.log`); then a torn
+    /// tail of the last segment is cut, and a never-written header
+    /// rewritten. Damage elsewhere stays in place and is skipped. All of it is
+    /// reported in [`FileStore::recovery`].
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(io("create directory", &dir, None))?;
@@ -262,112 +266,152 @@ impl FileStore {
             Err(TryLockError::Error(e)) => return Err(io("lock", &lock_path, None)(e)),
         }
         let writer = Writer { _lock: lock, pending: 0, oldest: None, buf: Vec::new(), poisoned: false, inflight: None };
-        let mut s = Self::load(dir, opts, true)?;
+        let mut s = Self::load(dir, opts, true, false)?;
         s.writer = Some(writer);
-        if s.segs.is_empty() {
-            s.create_segment(1)?;
-        } else {
-            let last = s.segs.last().unwrap();
-            if last.len < HEADER_LEN as u64 {
+        s.quarantine_damage()?;
+        let Some(last) = s.segs.last_mut() else { return s.create_segment(1).map(|()| s) };
+        let (path, file) = (&last.path, &last.file);
+        match (last.header, last.torn) {
+            (Header::Torn, _) => {
                 // A segment whose header never fully reached the file: rewrite it.
-                let n = s.segs.len() as u32;
-                let (path, file) = (last.path.clone(), &last.file);
-                file.set_len(0).map_err(io("truncate", &path, Some(0)))?;
-                file.write_all_at(&format::header(n), 0).map_err(io("write header", &path, Some(0)))?;
-                file.sync_all().map_err(io("fsync", &path, None))?;
-                s.segs.last_mut().unwrap().len = HEADER_LEN as u64;
-            } else if s.recovery.torn_bytes > 0 {
-                let (path, file, len) = (&last.path, &last.file, last.len);
-                file.set_len(len).map_err(io("truncate torn tail of", path, Some(len)))?;
+                file.set_len(0).map_err(io("truncate", path, Some(0)))?;
+                file.write_all_at(&format::header(last.number), 0).map_err(io("write header", path, Some(0)))?;
+                file.sync_all().map_err(io("fsync", path, None))?;
+                last.len = HEADER_LEN as u64;
+            }
+            (_, Some(at)) => {
+                file.set_len(at).map_err(io("truncate torn tail of", path, Some(at)))?;
                 file.sync_all().map_err(io("fsync", path, None))?;
             }
+            _ => {}
         }
+        last.torn = None;
+        last.sealed = last.header == Header::Damaged;
         Ok(s)
+    }
+
+    /// Copy every damaged place found by `load` into the quarantine (once:
+    /// an identical copy already there is reused) and note where.
+    fn quarantine_damage(&mut self) -> Result<()> {
+        let mut keeper = Keeper::new(&self.dir, "open (writer)");
+        for k in 0..self.recovery.damage.len() {
+            let d = &self.recovery.damage[k];
+            let bytes = self.damaged_bytes(d)?;
+            let what = match d.kind {
+                DamageKind::TornTail => "cut from the segment after this copy was made; the copy is all that remains",
+                DamageKind::MissingSegment => "nothing to copy: the file is missing",
+                _ => "kept in place in the segment and skipped; this is a copy",
+            };
+            let q = keeper.keep(d, &bytes, what)?;
+            self.recovery.damage[k].quarantine = Some(q);
+        }
+        if keeper.logged {
+            self.recovery.repair_log = Some(keeper.log_path());
+        }
+        Ok(())
+    }
+
+    /// The bytes a damage entry of this store's recovery report covers.
+    pub(crate) fn damaged_bytes(&self, d: &Damage) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; d.len as usize];
+        if let Some(seg) = self.segs.iter().find(|s| s.path == d.path)
+            && d.kind != DamageKind::MissingSegment
+        {
+            seg.file.read_exact_at(&mut bytes, d.offset).map_err(io("read", &seg.path, Some(d.offset)))?;
+        }
+        Ok(bytes)
     }
 
     /// Open the store in `dir` for reading only: no lock is taken, so any
     /// number of readers may open it, also while a writer appends. Nothing is
-    /// modified; a torn tail is ignored. The index is a snapshot as of open;
-    /// [`FileStore::refresh`] picks up later appends.
+    /// modified: damage is reported in [`FileStore::recovery`] but not
+    /// copied, and a torn tail is ignored. The index is a snapshot as of
+    /// open; [`FileStore::refresh`] picks up later appends.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
-        fs::metadata(&dir).map_err(io("open", &dir, None))?;
-        Self::load(dir, Options::default(), false)
+        Self::open_reader(dir.as_ref(), false)
     }
 
-    fn load(dir: PathBuf, opts: Options, writable: bool) -> Result<Self> {
+    /// A read-only handle; `verify_ids`: recompute every record's content
+    /// address while scanning (a mismatch is damage).
+    pub(crate) fn open_reader(dir: &Path, verify_ids: bool) -> Result<Self> {
+        fs::metadata(dir).map_err(io("open", dir, None))?;
+        Self::load(dir.to_path_buf(), Options::default(), false, verify_ids)
+    }
+
+    fn load(dir: PathBuf, opts: Options, writable: bool, verify_ids: bool) -> Result<Self> {
         let mut numbers = Vec::new();
         for e in fs::read_dir(&dir).map_err(io("read directory", &dir, None))? {
             let e = e.map_err(io("read directory", &dir, None))?;
-            if let Some(n) = e.file_name().to_str().and_then(parse_seg_name) {
+            let name = e.file_name();
+            // Only canonical names count, so one number never has two files.
+            if let Some(n) = name.to_str().and_then(format::parse_segment_file_name).filter(|&n| name.to_str() == Some(&format::segment_file_name(n))) {
                 numbers.push(n);
             }
         }
         numbers.sort_unstable();
+        let mut s = FileStore { dir, opts, segs: Vec::new(), sessions: HashMap::new(), writer: None, recovery: Recovery::default(), verify_ids };
+        let mut expect = 1u32;
         for (i, &n) in numbers.iter().enumerate() {
-            let want = i as u32 + 1;
-            if n != want {
-                return Err(StoreError::Corrupt {
-                    path: dir.join(seg_name(want)),
-                    offset: 0,
-                    reason: format!("segment {want} is missing (segments present: {numbers:?})"),
-                });
+            if n > expect {
+                s.missing(expect, n - 1);
             }
-        }
-        let mut s = FileStore { dir, opts, segs: Vec::new(), sessions: HashMap::new(), writer: None, recovery: Recovery::default() };
-        let count = numbers.len();
-        for n in numbers {
-            let path = s.dir.join(seg_name(n));
+            expect = n.saturating_add(1);
+            let path = s.dir.join(format::segment_file_name(n));
             let file = OpenOptions::new().read(true).write(writable).open(&path).map_err(io("open", &path, None))?;
-            s.segs.push(Segment { path, file, len: 0 });
-            s.scan_from(n as usize == count, 0)?;
+            s.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
+            s.scan_from(i + 1 == numbers.len(), 0)?;
         }
-        s.recovery.segments = count as u32;
+        s.recovery.segments = numbers.len() as u32;
         Ok(s)
     }
 
+    /// Report segments `from..=to` as missing (one entry per gap).
+    fn missing(&mut self, from: u32, to: u32) {
+        let reason = if from == to {
+            format!("segment {from} is missing")
+        } else {
+            format!("segments {from} to {to} are missing")
+        };
+        let path = self.dir.join(format::segment_file_name(from));
+        self.recovery.damage.push(Damage { kind: DamageKind::MissingSegment, path, offset: 0, len: 0, reason, record: None, quarantine: None });
+    }
+
     /// Scan the last-loaded segment from file offset `from` (its current
-    /// valid length) to its end, indexing every record.
+    /// scanned length) to its end, indexing every record and reporting damage.
     fn scan_from(&mut self, last: bool, from: u64) -> Result<u64> {
         let si = self.segs.len() - 1;
         let seg = &self.segs[si];
         let flen = seg.file.metadata().map_err(io("stat", &seg.path, None))?.len();
         let mut data = vec![0u8; flen.saturating_sub(from) as usize];
         seg.file.read_exact_at(&mut data, from).map_err(io("read", &seg.path, Some(from)))?;
-        let (path, n) = (seg.path.clone(), si as u32 + 1);
-        let sessions = &mut self.sessions;
-        let mut added = 0u64;
-        let r = scan(&path, n, &data, from, last, |off, rec| {
-            let session = std::str::from_utf8(rec.session).map_err(|_| StoreError::Corrupt {
-                path: path.clone(),
-                offset: off,
-                reason: "session name is not UTF-8".into(),
-            })?;
-            let loc = Loc { seg: si as u32, off, len: rec.framed_len() as u64, obs_off: rec.obs_offset() as u32 };
-            if !sessions.contains_key(session) {
-                sessions.insert(session.to_string(), SessionIndex::default());
-            }
-            let s = sessions.get_mut(session).unwrap();
-            // A repeated id cannot come from this writer; keep the first anyway.
-            s.add(rec.id, rec.action, rec.observation, rec.returncode, rec.step, rec.tokens, loc);
-            added += 1;
-            Ok(())
-        })?;
-        self.segs[si].len = r.valid;
+        let path = seg.path.clone();
+        let mut sink = Sink { sessions: &mut self.sessions, damage: &mut self.recovery.damage, path: &path, seg: si as u32, verify_ids: self.verify_ids, records: 0 };
+        let out = scan(&path, seg.number, &data, from, last, |e| sink.event(e))?;
+        let added = sink.records;
+        let seg = &mut self.segs[si];
+        seg.len = out.end;
+        seg.torn = out.torn;
+        if out.header != Header::NotRead {
+            seg.header = out.header;
+        }
         self.recovery.records += added;
-        if r.torn > 0 {
-            self.recovery.torn_bytes = r.torn;
-            self.recovery.torn_at = Some((path, r.valid));
-        } else {
-            self.recovery.torn_bytes = 0;
-            self.recovery.torn_at = None;
+        match out.torn {
+            Some(at) => {
+                self.recovery.torn_bytes = flen - at;
+                self.recovery.torn_at = Some((path, at));
+            }
+            None => {
+                self.recovery.torn_bytes = 0;
+                self.recovery.torn_at = None;
+            }
         }
         Ok(added)
     }
 
     /// For a read-only handle: index records appended (and segments created)
-    /// by the writer since open or the last refresh. Returns how many records
-    /// were added. A torn tail (a write in progress) is left for later.
+    /// by the writer since open or the last refresh, and report damage found
+    /// in them. Returns how many records were added. A torn tail (a write in
+    /// progress) is left for later.
     pub fn refresh(&mut self) -> Result<u64> {
         if self.writer.is_some() {
             return Ok(0);
@@ -375,10 +419,11 @@ impl FileStore {
         let mut added = 0;
         if self.segs.is_empty() {
             // Not even segment 1 existed at open.
-            match File::open(self.dir.join(seg_name(1))) {
-                Ok(file) => self.segs.push(Segment { path: self.dir.join(seg_name(1)), file, len: 0 }),
+            let path = self.dir.join(format::segment_file_name(1));
+            match File::open(&path) {
+                Ok(file) => self.segs.push(Segment { number: 1, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-                Err(e) => return Err(io("open", self.dir.join(seg_name(1)), None)(e)),
+                Err(e) => return Err(io("open", &path, None)(e)),
             }
             self.recovery.segments = 1;
         }
@@ -387,36 +432,41 @@ impl FileStore {
             // finishes a segment before it creates the next, so if the next
             // exists, this one is complete; if not, whatever is half-written
             // is left as a torn tail for the next refresh.
-            let n = self.segs.len() as u32 + 1;
-            let path = self.dir.join(seg_name(n));
+            let n = self.segs.last().unwrap().number.saturating_add(1);
+            let path = self.dir.join(format::segment_file_name(n));
             let next = match File::open(&path) {
                 Ok(f) => Some(f),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io("open", &path, None)(e)),
             };
+            // The torn tail of the last scan is scanned again: it may be whole now.
+            if self.recovery.damage.last().is_some_and(|d| d.is_torn_tail() && d.path == self.segs.last().unwrap().path) {
+                self.recovery.damage.pop();
+            }
             let from = self.segs.last().unwrap().len;
             added += self.scan_from(next.is_none(), from)?;
             let Some(file) = next else { break };
-            self.segs.push(Segment { path, file, len: 0 });
+            self.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
             self.recovery.segments += 1;
         }
         Ok(added)
     }
 
     fn create_segment(&mut self, n: u32) -> Result<()> {
-        let path = self.dir.join(seg_name(n));
+        let path = self.dir.join(format::segment_file_name(n));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io("create", &path, None))?;
         file.write_all_at(&format::header(n), 0).map_err(io("write header", &path, Some(0)))?;
         if self.opts.durability != Durability::None {
             file.sync_all().map_err(io("fsync", &path, None))?;
             sync_dir(&self.dir)?;
         }
-        self.segs.push(Segment { path, file, len: HEADER_LEN as u64 });
+        self.segs.push(Segment { number: n, path, file, len: HEADER_LEN as u64, header: Header::Good, sealed: false, torn: None });
         self.recovery.segments = self.segs.len() as u32;
         Ok(())
     }
 
-    /// What opening found: segments, records, and any torn tail.
+    /// What opening (and any [`FileStore::refresh`] since) found: segments,
+    /// records, the torn tail, damage, quarantine copies.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
     }
@@ -446,9 +496,9 @@ impl FileStore {
         self.len() == 0
     }
 
-    /// Sessions that hold at least one observation, sorted.
+    /// Sessions that hold at least one intact observation, sorted.
     pub fn sessions(&self) -> Vec<SessionId> {
-        let mut v: Vec<SessionId> = self.sessions.keys().map(|s| SessionId(s.clone())).collect();
+        let mut v: Vec<SessionId> = self.sessions.iter().filter(|(_, s)| s.len() > 0).map(|(k, _)| SessionId(k.clone())).collect();
         v.sort();
         v
     }
@@ -566,12 +616,15 @@ impl FileStore {
     fn write_record(&mut self, buf: &[u8]) -> Result<Loc> {
         let len = buf.len() as u64;
         let cur = self.segs.last().unwrap();
-        if cur.len > HEADER_LEN as u64 && cur.len + len > self.opts.segment_bytes {
+        let number = cur.number;
+        if cur.sealed || (cur.len > HEADER_LEN as u64 && cur.len + len > self.opts.segment_bytes) {
             if self.opts.durability != Durability::None {
                 // Earlier segments are complete and synced, so damage can only ever be in the last one.
                 self.flush()?;
             }
-            let n = self.segs.len() as u32 + 1;
+            let Some(n) = number.checked_add(1) else {
+                return Err(StoreError::TooLarge { what: "segment number", len: u64::from(number) + 1, limit: u64::from(u32::MAX) });
+            };
             if let Err(e) = self.create_segment(n) {
                 // A half-made segment file would block every later roll; reopening repairs it.
                 self.writer.as_mut().unwrap().poisoned = true;
@@ -601,25 +654,83 @@ impl FileStore {
     }
 
     /// Exact bytes of the observation shown as `shown` in `session`: the
-    /// inherent form of [`ObsStore::get`]. The record's checksum is verified.
+    /// inherent form of [`ObsStore::get`]. The record's checksum and its
+    /// content address (SHA-1 over action, 0x1F, observation, against the
+    /// stored id) are verified first; a record that fails either, or that was
+    /// found damaged on open, is [`StoreError::Damaged`].
     pub fn get_bytes(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>> {
-        let Some((meta, loc)) = self.sessions.get(&session.0).and_then(|s| s.lookup(shown)) else {
-            return Ok(None);
+        let Some(index) = self.sessions.get(&session.0) else { return Ok(None) };
+        let Some((meta, loc)) = index.lookup(shown) else {
+            return match index.damaged(shown) {
+                Some(k) => Err(self.damaged(session, shown, k)),
+                None => Ok(None),
+            };
         };
         let seg = &self.segs[loc.seg as usize];
         let mut buf = vec![0u8; loc.len as usize];
         seg.file.read_exact_at(&mut buf, loc.off).map_err(io("read", &seg.path, Some(loc.off)))?;
-        let corrupt = |reason: String| StoreError::Corrupt { path: seg.path.clone(), offset: loc.off, reason };
+        let damaged = |reason: String| StoreError::Damaged {
+            session: session.0.clone(),
+            shown: shown.to_string(),
+            path: seg.path.clone(),
+            offset: loc.off,
+            reason,
+        };
         match format::decode(&buf) {
-            Ok((r, n)) if n == buf.len() && r.id == meta.id => {}
-            Ok(_) => return Err(corrupt("record changed since it was indexed".into())),
-            Err(Bad::Short) => return Err(corrupt("record changed since it was indexed".into())),
-            Err(Bad::Invalid(r)) => return Err(corrupt(r)),
+            Ok((r, n)) if n == buf.len() && r.id == meta.id => {
+                let got = ObsId::of(r.action, r.observation);
+                if got != r.id {
+                    return Err(damaged(format!("content does not match its id: it hashes to {}, the record says {}", got.hex(), r.id.hex())));
+                }
+            }
+            Ok(_) | Err(Bad::Short) => return Err(damaged("record changed since it was indexed".into())),
+            Err(Bad::Invalid(r)) => return Err(damaged(r)),
         }
         let start = loc.obs_off as usize;
         buf.copy_within(start.., 0);
         buf.truncate(meta.bytes as usize);
         Ok(Some(buf))
+    }
+
+    /// The error for recall of damaged record `k` of the recovery report.
+    fn damaged(&self, session: &SessionId, shown: &str, k: usize) -> StoreError {
+        let d = &self.recovery.damage[k];
+        StoreError::Damaged {
+            session: session.0.clone(),
+            shown: shown.to_string(),
+            path: d.path.clone(),
+            offset: d.offset,
+            reason: match &d.quarantine {
+                Some(q) => format!("{}: {}; a copy of the damaged bytes is in {}", d.kind.describe(), d.reason, q.display()),
+                None => format!("{}: {}", d.kind.describe(), d.reason),
+            },
+        }
+    }
+
+    /// Metadata of the observation shown as `shown` in `session`: the
+    /// inherent form of [`ObsStore::meta`]; a damaged record is
+    /// [`StoreError::Damaged`].
+    pub fn meta_of(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>> {
+        let Some(index) = self.sessions.get(&session.0) else { return Ok(None) };
+        match index.lookup(shown) {
+            Some((m, _)) => Ok(Some(m.clone())),
+            None => match index.damaged(shown) {
+                Some(k) => Err(self.damaged(session, shown, k)),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Every intact record's session, metadata and place, in file order
+    /// (for `salvage`).
+    pub(crate) fn records_in_file_order(&self) -> Vec<(&str, &ObsMeta, (u32, u64))> {
+        let mut v: Vec<_> = self
+            .sessions
+            .iter()
+            .flat_map(|(s, index)| index.entries().iter().map(move |(m, loc)| (s.as_str(), m, (loc.seg, loc.off))))
+            .collect();
+        v.sort_by_key(|&(_, _, at)| at);
+        v
     }
 }
 
@@ -641,7 +752,7 @@ impl ObsStore for FileStore {
     }
 
     fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error> {
-        Ok(self.sessions.get(&session.0).and_then(|s| s.lookup(shown)).map(|(m, _)| m.clone()))
+        Ok(self.meta_of(session, shown)?)
     }
 
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {

@@ -31,6 +31,21 @@ pub const MIN_PAYLOAD: usize = 1 + 20 + 4 + 4 + 4 + 4 + 1 + 4 + 8;
 /// Largest payload the u32 length prefix can describe.
 pub const MAX_PAYLOAD: u64 = u32::MAX as u64;
 
+/// The file name of segment number `n` (`seg-000001.log`; six digits or more).
+pub fn segment_file_name(n: u32) -> String {
+    format!("seg-{n:06}.log")
+}
+
+/// The segment number a file name stands for, if it is a segment's
+/// (`seg-` six or more digits `.log`).
+pub fn parse_segment_file_name(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("seg-")?.strip_suffix(".log")?;
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// The segment header for segment number `n`.
 pub fn header(n: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
@@ -163,7 +178,58 @@ pub fn decode(buf: &[u8]) -> Result<(RecordRef<'_>, usize), Bad> {
     parse_payload(payload).map(|r| (r, FRAME_LEN + plen)).map_err(Bad::Invalid)
 }
 
-fn parse_payload(p: &[u8]) -> Result<RecordRef<'_>, String> {
+/// The identity a payload claims, read without trusting its checksum: what
+/// recovery can still say about a damaged record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim<'a> {
+    /// The id field as stored.
+    pub id: ObsId,
+    /// The session field as stored.
+    pub session: &'a [u8],
+    /// Action and observation, when the rest of the payload parses too.
+    pub content: Option<(&'a [u8], &'a [u8])>,
+}
+
+/// Read the kind, id and session of a (possibly damaged or cut) payload;
+/// `None` when even those do not parse.
+pub(crate) fn peek(p: &[u8]) -> Option<Claim<'_>> {
+    // The kind byte is not required: version 1 has one kind, so a damaged
+    // kind byte still leaves the layout readable.
+    if p.len() < 25 {
+        return None;
+    }
+    let id = ObsId(p[1..21].try_into().unwrap());
+    let n = u32::from_le_bytes(p[21..25].try_into().unwrap()) as usize;
+    let session = p.get(25..25usize.checked_add(n)?)?;
+    let content = parse_payload(p).ok().map(|r| (r.action, r.observation));
+    Some(Claim { id, session, content })
+}
+
+/// Payload length of a structurally sound frame at `p` (length in range,
+/// kind byte, field lengths that add up exactly), without checking its CRC.
+pub(crate) fn frame_at(data: &[u8], p: usize) -> Option<usize> {
+    let rem = data.len().checked_sub(p)?;
+    if rem < FRAME_LEN + MIN_PAYLOAD {
+        return None;
+    }
+    let plen = u32::from_le_bytes(data[p..p + 4].try_into().unwrap()) as usize;
+    if plen < MIN_PAYLOAD || plen > rem - FRAME_LEN || data[p + FRAME_LEN] != KIND_OBS {
+        return None;
+    }
+    parse_payload(&data[p + FRAME_LEN..p + FRAME_LEN + plen]).ok().map(|_| plen)
+}
+
+/// True when a complete, valid record (structure and CRC) starts at `p`.
+pub(crate) fn valid_at(data: &[u8], p: usize) -> bool {
+    // The structure test is O(1) and rejects almost every offset, so the CRC
+    // (O(record)) runs only where a record plausibly starts.
+    frame_at(data, p).is_some_and(|plen| {
+        let stored = u32::from_le_bytes(data[p + 4..p + 8].try_into().unwrap());
+        crc(&data[p..p + 4], &data[p + FRAME_LEN..p + FRAME_LEN + plen]) == stored
+    })
+}
+
+pub(crate) fn parse_payload(p: &[u8]) -> Result<RecordRef<'_>, String> {
     struct Cur<'a>(&'a [u8]);
     impl<'a> Cur<'a> {
         fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {

@@ -12,11 +12,15 @@ pub(crate) struct SessionIndex<L> {
     book: IdBook,
     by_id: HashMap<ObsId, usize>,
     entries: Vec<(ObsMeta, L)>,
+    /// Ids of damaged records (`FileStore`), with the caller's handle on the
+    /// damage: they hold their visible id in the book, so ids given out after
+    /// them keep their extensions, and recall of them says they are damaged.
+    damaged: HashMap<ObsId, usize>,
 }
 
 impl<L> Default for SessionIndex<L> {
     fn default() -> Self {
-        Self { book: IdBook::new(), by_id: HashMap::new(), entries: Vec::new() }
+        Self { book: IdBook::new(), by_id: HashMap::new(), entries: Vec::new(), damaged: HashMap::new() }
     }
 }
 
@@ -56,6 +60,29 @@ impl<L> SessionIndex<L> {
     pub fn lookup(&self, shown: &str) -> Option<&(ObsMeta, L)> {
         let id = self.book.resolve(shown)?;
         self.by_id.get(&id).map(|&i| &self.entries[i])
+    }
+
+    /// Register a damaged record's id (in file order, like `add`); returns
+    /// its visible id. An intact record of the same id, earlier or later,
+    /// answers for it instead.
+    pub fn add_damaged(&mut self, id: ObsId, handle: usize) -> String {
+        self.damaged.entry(id).or_insert(handle);
+        self.book.visible(id).to_string()
+    }
+
+    /// The handle of the damaged record shown as `shown`, when no intact
+    /// record answers for that id.
+    pub fn damaged(&self, shown: &str) -> Option<usize> {
+        let id = self.book.resolve(shown)?;
+        if self.by_id.contains_key(&id) {
+            return None;
+        }
+        self.damaged.get(&id).copied()
+    }
+
+    /// Every entry, in creation order.
+    pub fn entries(&self) -> &[(ObsMeta, L)] {
+        &self.entries
     }
 
     /// Visible ids in creation order.

@@ -1,16 +1,26 @@
 //! Append-only, content-addressed, crash-safe observation archive (ARC).
 //!
-//! Two implementations of [`lam_core::ObsStore`]:
+//! Implementations of [`lam_core::ObsStore`]:
 //!
 //! - [`MemStore`]: in memory, for tests and short-lived sessions.
 //! - [`FileStore`]: the durable default, a directory of length-prefixed,
 //!   CRC-32-checksummed records in segment files (format: `FORMAT.md` and
 //!   the `format` module), a stated sync policy ([`Durability`], group commit
-//!   by default), torn-tail recovery on open, one writer per store enforced by
-//!   a file lock and any number of read-only handles.
+//!   by default), recovery on open that never destroys bytes (a torn tail
+//!   is copied to `DIR/quarantine/` before it is cut; damage elsewhere is
+//!   skipped, kept in place, copied and reported in [`Recovery`]), one
+//!   writer per store enforced by a file lock and any number of read-only
+//!   handles.
 //! - `PgStore` (feature `postgres`): the archive in a PostgreSQL database,
 //!   shared by writers on many hosts (schema, isolation and durability:
 //!   `docs/postgres.md`).
+//!
+//! [`check`] verifies every record of a store without writing anything;
+//! [`salvage`] rewrites the intact records into a fresh store. Recall
+//! verifies each record's checksum and content address and answers
+//! [`StoreError::Damaged`] for a damaged record. The rules:
+//! `docs/store-recovery.md` and `FORMAT.md`. [`open`] opens any store from
+//! a `--store` spec (a directory, `mem:`, `postgres://...`).
 //!
 //! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
 //! as 8 hex characters, extended by 4 on a collision within the session.
@@ -26,12 +36,20 @@ pub mod format;
 mod index;
 mod mem;
 mod open;
+mod quarantine;
+mod recovery;
+mod repair;
+mod scan;
 #[cfg(feature = "postgres")]
 mod pg;
 
 pub use error::{Result, StoreError};
-pub use file::{Durability, FileStore, Options, Recovery};
+pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
 pub use open::{Access, AnyStore, Found, StoreSpec, find, open, redact};
+pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
+pub use recovery::{Damage, DamageKind, DamagedRecord, Recovery};
+pub use repair::{CheckReport, Renamed, SalvageReport, check, salvage};
+pub use scan::{SegmentReport, inspect_segment};
 #[cfg(feature = "postgres")]
 pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};

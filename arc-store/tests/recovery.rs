@@ -1,59 +1,13 @@
-//! Opening after damage: torn tails are cut, other corruption is an error
-//! that names the file and offset; the writer lock; read-only handles.
+//! Opening after a crash: torn tails are copied to the quarantine and cut;
+//! a bad segment of a newer version is an error naming the file; the writer
+//! lock; read-only handles. (Damage other than a torn tail: `damage.rs`.)
 
 mod common;
 
-use arc_store::{Durability, FileStore, Options, StoreError};
+use arc_store::{Durability, FileStore, Options, StoreError, format};
 use common::*;
 use lam_core::ObsStore;
 use std::fs::{self, OpenOptions};
-use std::path::{Path, PathBuf};
-
-const OPTS: Options = Options { durability: Durability::None, segment_bytes: 64 << 20 };
-
-/// Write `n` records to a fresh store in `dir`; returns (shown, observation) and the file offsets
-/// (start, end) of each record in the last segment.
-fn fill(dir: &Path, n: u32, opts: Options) -> Vec<(String, Vec<u8>)> {
-    let mut s = FileStore::open_with(dir, opts).unwrap();
-    (0..n)
-        .map(|i| {
-            let mut obs = format!("observation {i}\n").repeat(3 + i as usize).into_bytes();
-            obs.push(0xff);
-            let m = s.append(&sid("t"), &rec(i, "run", &obs, Some(i as i32)), 5).unwrap();
-            (m.shown, obs)
-        })
-        .collect()
-}
-
-fn last_segment(dir: &Path) -> PathBuf {
-    let mut v: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("seg-"))
-        .collect();
-    v.sort();
-    v.pop().unwrap()
-}
-
-/// File offsets of the records of a (well-formed) segment.
-fn record_offsets(seg: &Path) -> Vec<u64> {
-    let b = fs::read(seg).unwrap();
-    let mut v = Vec::new();
-    let mut o = 16usize;
-    while o < b.len() {
-        v.push(o as u64);
-        o += 8 + u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize;
-    }
-    v
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
 
 #[test]
 fn torn_tail_at_every_byte_of_the_last_record_is_cut() {
@@ -125,88 +79,64 @@ fn garbage_or_zeros_after_the_last_record_are_a_torn_tail() {
     }
 }
 
-fn expect_corrupt(r: Result<FileStore, StoreError>, file: &Path, offset: u64) -> String {
-    match r {
-        Err(e @ StoreError::Corrupt { .. }) => {
-            let msg = e.to_string();
-            let StoreError::Corrupt { path, offset: o, .. } = &e else { unreachable!() };
-            assert_eq!(path, file, "{msg}");
-            assert_eq!(*o, offset, "{msg}");
-            assert!(msg.contains(file.to_str().unwrap()) && msg.contains(&offset.to_string()), "{msg}");
-            // The shared error names them too.
-            let core: lam_core::Error = e.into();
-            assert!(core.to_string().contains(file.to_str().unwrap()));
-            msg
-        }
-        Err(e) => panic!("expected Corrupt, got {e}"),
-        Ok(_) => panic!("a corrupt store opened"),
-    }
-}
-
 #[test]
-fn corrupt_middle_record_is_an_error_naming_file_and_offset() {
-    let d = tempfile::tempdir().unwrap();
-    fill(d.path(), 5, OPTS);
-    let seg = last_segment(d.path());
-    let mut bytes = fs::read(&seg).unwrap();
-    let second = record_offsets(&seg)[1];
-    let flip = second as usize + 40;
-    bytes[flip] ^= 0x20;
-    fs::write(&seg, &bytes).unwrap();
-    let msg = expect_corrupt(FileStore::open(d.path()), &seg, second);
-    assert!(msg.contains("checksum") && msg.contains("not a torn tail"), "{msg}");
-    expect_corrupt(FileStore::open_read_only(d.path()), &seg, second);
-    assert_eq!(fs::read(&seg).unwrap(), bytes, "nothing was truncated");
-    // A corrupt length field in the middle is caught the same way.
-    bytes[flip] ^= 0x20;
-    bytes[second as usize + 2] = 0x7f;
-    fs::write(&seg, &bytes).unwrap();
-    expect_corrupt(FileStore::open(d.path()), &seg, second);
-}
-
-#[test]
-fn damage_in_an_earlier_segment_is_an_error() {
-    let d = tempfile::tempdir().unwrap();
-    fill(d.path(), 12, Options { durability: Durability::None, segment_bytes: 400 });
-    let s = FileStore::open_read_only(d.path()).unwrap();
-    let segs = s.segment_paths();
-    drop(s);
-    assert!(segs.len() >= 3);
-    // A torn end of a non-last segment is corruption, not a torn tail.
-    let len = fs::metadata(&segs[0]).unwrap().len();
-    let last = *record_offsets(&segs[0]).last().unwrap();
-    OpenOptions::new().write(true).open(&segs[0]).unwrap().set_len(len - 3).unwrap();
-    let msg = expect_corrupt(FileStore::open(d.path()), &segs[0], last);
-    assert!(msg.contains("not the last segment"), "{msg}");
-    // A missing segment is named.
-    let d = tempfile::tempdir().unwrap();
-    fill(d.path(), 12, Options { durability: Durability::None, segment_bytes: 400 });
-    fs::remove_file(d.path().join("seg-000002.log")).unwrap();
-    expect_corrupt(FileStore::open(d.path()), &d.path().join("seg-000002.log"), 0);
-    // A bad header is named.
+fn a_segment_of_a_newer_version_is_an_error_naming_it() {
     let d = tempfile::tempdir().unwrap();
     fill(d.path(), 2, OPTS);
     let seg = last_segment(d.path());
+    // A version 1 record after a version 2 header proves the version field is damaged.
     let mut b = fs::read(&seg).unwrap();
-    b[0] = b'X';
+    b[8] = 2;
     fs::write(&seg, &b).unwrap();
-    let msg = expect_corrupt(FileStore::open(d.path()), &seg, 0);
-    assert!(msg.contains("magic"), "{msg}");
+    let r = FileStore::open_read_only(d.path()).unwrap();
+    assert_eq!(r.recovery().damage[0].kind, arc_store::DamageKind::Header, "{}", r.recovery());
+    assert_eq!(r.ids(&sid("t")).unwrap().len(), 2);
+    drop(r);
+    // A newer writer's segment: its records are not version 1.
+    let mut b = format::header(2).to_vec();
+    b[8] = 2;
+    b.extend_from_slice(b"records of a later format");
+    let seg = d.path().join("seg-000002.log");
+    fs::write(&seg, &b).unwrap();
+    for r in [FileStore::open(d.path()), FileStore::open_read_only(d.path())] {
+        match r {
+            Err(e @ StoreError::Corrupt { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(seg.to_str().unwrap()) && msg.contains("version 2"), "{msg}");
+            }
+            Err(e) => panic!("expected Corrupt, got {e}"),
+            Ok(_) => panic!("a newer segment was read as version 1"),
+        }
+    }
+    assert_eq!(fs::read(&seg).unwrap(), b, "nothing was changed");
 }
 
 #[test]
-fn damage_after_open_is_reported_by_get() {
+fn the_torn_tail_is_copied_to_the_quarantine_before_it_is_cut() {
     let d = tempfile::tempdir().unwrap();
     let recs = fill(d.path(), 3, OPTS);
-    let r = FileStore::open_read_only(d.path()).unwrap();
     let seg = last_segment(d.path());
-    let mut b = fs::read(&seg).unwrap();
-    let n = b.len();
-    b[n - 5] ^= 1;
-    fs::write(&seg, &b).unwrap();
-    let e = r.get(&sid("t"), &recs[2].0).unwrap_err().to_string();
-    assert!(e.contains("arc-store") && e.contains(seg.to_str().unwrap()) && e.contains("checksum"), "{e}");
-    assert_eq!(r.get(&sid("t"), &recs[0].0).unwrap().as_ref(), Some(&recs[0].1));
+    let len = fs::metadata(&seg).unwrap().len();
+    let torn = b"\x40\x00\x00\x00\x01\x02\x03\x04\xa1partial";
+    let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, torn).unwrap();
+    drop(f);
+    let s = FileStore::open_with(d.path(), OPTS).unwrap();
+    let r = s.recovery().clone();
+    assert_eq!(r.damage.len(), 1, "{r}");
+    let q = r.damage[0].quarantine.clone().expect("a quarantine copy");
+    assert_eq!(fs::read(&q).unwrap(), torn);
+    assert!(q.starts_with(d.path().join("quarantine")));
+    let note = fs::read_to_string(q.with_extension("txt")).unwrap();
+    assert!(note.contains(&format!("offset: {len}")) && note.contains("torn tail") && note.contains("found: "), "{note}");
+    let log = fs::read_to_string(d.path().join("REPAIR.log")).unwrap();
+    assert!(log.contains("torn tail") && log.contains(&format!("offset {len}")), "{log}");
+    assert_eq!(r.repair_log, Some(d.path().join("REPAIR.log")));
+    assert_eq!(fs::metadata(&seg).unwrap().len(), len);
+    assert!(r.to_string().contains("torn tail"), "{r}");
+    for (shown, obs) in &recs {
+        assert_eq!(s.get(&sid("t"), shown).unwrap().as_ref(), Some(obs));
+    }
 }
 
 #[test]

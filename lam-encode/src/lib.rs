@@ -39,7 +39,7 @@ pub use bert::{BertEncoder, Pooling};
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
 pub use builder::{Backend, Cache, EncoderSpec, default_cache_path, has_model};
-pub use cache::CachedEncoder;
+pub use cache::{CacheReport, CachedEncoder};
 pub use hashing::HashingEncoder;
 pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};
 

@@ -26,8 +26,100 @@ pub(crate) struct Header {
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
 enum Line {
-    Obs { obs: String, len: usize, cuts: Vec<usize> },
-    Chunk { chunk: String, e: String },
+    Obs {
+        obs: String,
+        len: usize,
+        cuts: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        x: Option<String>,
+    },
+    Chunk {
+        chunk: String,
+        e: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        x: Option<String>,
+    },
+}
+
+/// The checksum field `x` of a line: XXH3-64 (16 lowercase hex digits) of
+/// its fields' text joined by byte 0x1F: `chunk`, `e` for a chunk line;
+/// `obs`, `len` and the `cuts` in decimal joined by `,` for an
+/// observation line (`docs/embeddings-format.md`).
+fn checksum(fields: &[&str]) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            h.update(&[0x1F]);
+        }
+        h.update(f.as_bytes());
+    }
+    format!("{:016x}", h.digest())
+}
+
+fn cuts_text(cuts: &[usize]) -> String {
+    cuts.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// One parsed line of a `lam-embeddings/1` file.
+#[derive(Debug)]
+pub(crate) enum Entry {
+    /// An observation's chunk ends (its cuts, then its length).
+    Obs(u128, Vec<usize>),
+    /// A chunk's unit vector.
+    Chunk(u128, Vec<f32>),
+}
+
+/// Parse one line (without its newline) for a file of dimension `dim`.
+/// Returns the entry and whether it carried a checksum (which then held).
+pub(crate) fn parse_line(line: &[u8], dim: usize) -> Result<(Entry, bool), String> {
+    let parsed: Line = serde_json::from_slice(line).map_err(|e| format!("not an obs or chunk record: {e}"))?;
+    let check = |x: &Option<String>, fields: &[&str]| match x {
+        Some(x) if *x != checksum(fields) => Err(format!("checksum mismatch (line says {x}, content gives {})", checksum(fields))),
+        Some(_) => Ok(true),
+        None => Ok(false),
+    };
+    match parsed {
+        Line::Obs { obs, len, cuts, x } => {
+            let checked = check(&x, &[&obs, &len.to_string(), &cuts_text(&cuts)])?;
+            let k = parse_key(&obs).ok_or_else(|| format!("bad key `{obs}`"))?;
+            if cuts.first().is_some_and(|&s| s != 0) || !cuts.windows(2).all(|w| w[0] < w[1]) || cuts.last().is_some_and(|&s| s >= len) {
+                return Err("cuts must start at 0, increase and stay below len".into());
+            }
+            Ok((Entry::Obs(k, [cuts, vec![len]].concat()), checked))
+        }
+        Line::Chunk { chunk, e, x } => {
+            let checked = check(&x, &[&chunk, &e])?;
+            let k = parse_key(&chunk).ok_or_else(|| format!("bad key `{chunk}`"))?;
+            let bytes = B64.decode(e.as_bytes()).map_err(|e| format!("bad base64: {e}"))?;
+            if bytes.len() != dim * 4 {
+                return Err(format!("vector has {} bytes, expected {}", bytes.len(), dim * 4));
+            }
+            let v: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            check_unit(&v).map_err(|f| format!("invalid embedding: {f}"))?;
+            Ok((Entry::Chunk(k, v), checked))
+        }
+    }
+}
+
+/// A chunk line with its checksum, newline included.
+pub(crate) fn chunk_line(k: u128, v: &[f32], checked: bool, out: &mut Vec<u8>) {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let (chunk, e) = (format!("{k:032x}"), B64.encode(bytes));
+    let x = checked.then(|| checksum(&[&chunk, &e]));
+    serde_json::to_writer(&mut *out, &Line::Chunk { chunk, e, x }).expect("writing JSON to a Vec cannot fail");
+    out.push(b'\n');
+}
+
+/// Parse a header line; `Err` says why it is refused.
+pub(crate) fn parse_header(line: &[u8]) -> Result<Header, String> {
+    let h: Header = serde_json::from_slice(line).map_err(|e| format!("bad header: {e}"))?;
+    if h.format != FORMAT {
+        return Err(format!("format `{}` is not `{FORMAT}`", h.format));
+    }
+    if h.dim == 0 || h.max_tokens == 0 {
+        return Err("dim and max_tokens must be positive".into());
+    }
+    Ok(h)
 }
 
 /// Embeddings computed elsewhere, looked up by the content of each chunk.
@@ -49,46 +141,33 @@ impl PrecomputedEncoder {
         Self::read(std::io::BufReader::new(f), &p)
     }
 
-    /// Read from any reader; `name` is used in error messages.
-    pub fn read(r: impl BufRead, name: &str) -> Result<Self, EncError> {
+    /// Read from any reader; `name` is used in error messages. Strict: a
+    /// malformed line, or one whose checksum (`x`) does not hold, is an
+    /// error naming the line.
+    pub fn read(mut r: impl BufRead, name: &str) -> Result<Self, EncError> {
         let fmt = |line: usize, message: String| EncError::Format { path: name.to_string(), line, message };
-        let mut lines = r.lines();
-        let first = lines
-            .next()
-            .ok_or_else(|| fmt(1, "empty file".into()))?
-            .map_err(|source| EncError::Io { path: name.to_string(), source })?;
-        let h: Header = serde_json::from_str(&first).map_err(|e| fmt(1, format!("bad header: {e}")))?;
-        if h.format != FORMAT {
-            return Err(fmt(1, format!("format `{}` is not `{FORMAT}`", h.format)));
+        let io = |source| EncError::Io { path: name.to_string(), source };
+        let mut buf = Vec::new();
+        if r.read_until(b'\n', &mut buf).map_err(io)? == 0 {
+            return Err(fmt(1, "empty file".into()));
         }
-        if h.dim == 0 || h.max_tokens == 0 {
-            return Err(fmt(1, "dim and max_tokens must be positive".into()));
-        }
+        let h = parse_header(trim_newline(&buf)).map_err(|m| fmt(1, m))?;
         let mut cuts = HashMap::new();
         let mut vectors = HashMap::new();
-        for (i, l) in lines.enumerate() {
-            let n = i + 2;
-            let l = l.map_err(|source| EncError::Io { path: name.to_string(), source })?;
-            if l.trim().is_empty() {
+        for n in 2.. {
+            buf.clear();
+            if r.read_until(b'\n', &mut buf).map_err(io)? == 0 {
+                break;
+            }
+            let l = trim_newline(&buf);
+            if l.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed: Line = serde_json::from_str(&l).map_err(|e| fmt(n, format!("not an obs or chunk record: {e}")))?;
-            match parsed {
-                Line::Obs { obs, len, cuts: c } => {
-                    let k = parse_key(&obs).ok_or_else(|| fmt(n, format!("bad key `{obs}`")))?;
-                    if c.first().is_some_and(|&s| s != 0) || !c.windows(2).all(|w| w[0] < w[1]) || c.last().is_some_and(|&s| s >= len) {
-                        return Err(fmt(n, "cuts must start at 0, increase and stay below len".into()));
-                    }
-                    cuts.insert(k, [c, vec![len]].concat());
+            match parse_line(l, h.dim).map_err(|m| fmt(n, m))?.0 {
+                Entry::Obs(k, ends) => {
+                    cuts.insert(k, ends);
                 }
-                Line::Chunk { chunk, e } => {
-                    let k = parse_key(&chunk).ok_or_else(|| fmt(n, format!("bad key `{chunk}`")))?;
-                    let bytes = B64.decode(e.as_bytes()).map_err(|e| fmt(n, format!("bad base64: {e}")))?;
-                    if bytes.len() != h.dim * 4 {
-                        return Err(fmt(n, format!("vector has {} bytes, expected {}", bytes.len(), h.dim * 4)));
-                    }
-                    let v: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-                    check_unit(&v).map_err(|f| fmt(n, format!("invalid embedding: {f}")))?;
+                Entry::Chunk(k, v) => {
                     vectors.insert(k, v);
                 }
             }
@@ -117,6 +196,12 @@ impl PrecomputedEncoder {
             source: Box::new(EncError::Missing { what, key: format!("{k:032x}"), model: self.info.model_id.clone() }),
         }
     }
+}
+
+/// A line without its `\n` (and a `\r` before it).
+pub(crate) fn trim_newline(l: &[u8]) -> &[u8] {
+    let l = l.strip_suffix(b"\n").unwrap_or(l);
+    l.strip_suffix(b"\r").unwrap_or(l)
 }
 
 fn parse_key(s: &str) -> Option<u128> {
@@ -185,17 +270,18 @@ impl<W: Write> EmbeddingsWriter<W> {
     pub fn observation(&mut self, obs: &[u8], chunks: &[Range<usize>], vectors: &[f32]) -> std::io::Result<()> {
         assert_eq!(vectors.len(), chunks.len() * self.dim);
         if self.seen_obs.insert(key(obs)) {
-            let l = Line::Obs { obs: format!("{:032x}", key(obs)), len: obs.len(), cuts: chunks.iter().map(|c| c.start).collect() };
-            serde_json::to_writer(&mut self.w, &l)?;
+            let (k, cuts): (String, Vec<usize>) = (format!("{:032x}", key(obs)), chunks.iter().map(|c| c.start).collect());
+            let x = Some(checksum(&[&k, &obs.len().to_string(), &cuts_text(&cuts)]));
+            serde_json::to_writer(&mut self.w, &Line::Obs { obs: k, len: obs.len(), cuts, x })?;
             self.w.write_all(b"\n")?;
         }
+        let mut line = Vec::new();
         for (c, v) in chunks.iter().zip(vectors.chunks_exact(self.dim)) {
             let k = key(&obs[c.clone()]);
             if self.seen_chunks.insert(k) {
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                let l = Line::Chunk { chunk: format!("{k:032x}"), e: B64.encode(bytes) };
-                serde_json::to_writer(&mut self.w, &l)?;
-                self.w.write_all(b"\n")?;
+                line.clear();
+                chunk_line(k, v, true, &mut line);
+                self.w.write_all(&line)?;
             }
         }
         Ok(())
@@ -234,7 +320,7 @@ mod tests {
         let mut v2 = vec![0.0; v.len()];
         p.encode_batch(&texts, &mut v2).unwrap();
         assert_eq!(v, v2, "bit-exact round trip");
-        let err = p.encode_batch(&[b"unknown"], &mut vec![0.0; 32]).unwrap_err();
+        let err = p.encode_batch(&[b"unknown"], &mut [0.0; 32]).unwrap_err();
         assert!(err.to_string().contains("no precomputed embedding"), "{err}");
     }
 

@@ -12,7 +12,11 @@
 //!   writes a `lam-costmodel` device profile (`lam costmodel calibrate`, release
 //!   build; default `$LAM_HOME/costmodel/profile.json`, or `--out FILE`).
 //! - `soak`: the arc-store crash test at length (SIGKILL a writing child
-//!   10,000 times, `ARC_SOAK_ITERS` to change).
+//!   10,000 times, `ARC_SOAK_ITERS` to change), with media faults between
+//!   kills (bit flips, zero-filled tails, zeroed new segments, short writes
+//!   under a file-size limit; `ARC_SOAK_FAULTS=0` turns them off).
+//! - `fuzz [--secs N] [--runs M] [--only TARGET]`: builds every cargo-fuzz
+//!   target on the stable toolchain and runs each for N seconds (`fuzz.rs`).
 //!
 //! - `verify-digests [--corpus DIR] [--sample [N]] [--records M] [--bless]`:
 //!   the deletion-set digests at t = 0.99 and 0.95 across encoder batch sizes
@@ -34,6 +38,7 @@ use std::process::Command;
 
 mod codecs;
 mod digests;
+mod fuzz;
 mod gpu;
 
 const CRATES: [&str; 12] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam"];
@@ -159,10 +164,11 @@ fn main() -> Result<()> {
             digests::run(&workspace_root(), &rest)
         }
         "check-features" => check_features(),
+        "fuzz" => fuzz::fuzz(&workspace_root(), &std::env::args().skip(2).collect::<Vec<_>>()),
         "build-kernels" => gpu::build_kernels(&workspace_root()),
         "gpu-check" => gpu::gpu_check(&workspace_root()),
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing] [--bless] | build-kernels | gpu-check | bench | bench-encoder | soak | calibrate [--out FILE] [--seconds S]>");
+            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing] [--bless] | build-kernels | gpu-check | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>");
             std::process::exit(2);
         }
     }
