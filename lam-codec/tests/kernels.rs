@@ -15,10 +15,15 @@ fn required(var: &str) -> bool {
 
 #[allow(dead_code)]
 fn fixture() -> Vec<f32> {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/minilm-embeddings-2371x384.f32");
+    // LAM_FIXTURES: where the GPU bundle puts them (the checkout's path does not exist there).
+    let dir = std::env::var_os("LAM_FIXTURES").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"));
+    let p = dir.join("minilm-embeddings-2371x384.f32");
     match std::fs::read(&p) {
         Ok(b) => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        Err(_) => (0..100_000).map(|i| ((i as f32) * 0.731).sin() * 0.1).collect(),
+        Err(e) => {
+            assert!(!gpu_required(), "{}: {e} (set LAM_FIXTURES)", p.display());
+            (0..100_000).map(|i| ((i as f32) * 0.731).sin() * 0.1).collect()
+        }
     }
 }
 

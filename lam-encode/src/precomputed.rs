@@ -234,7 +234,7 @@ mod tests {
         let mut v2 = vec![0.0; v.len()];
         p.encode_batch(&texts, &mut v2).unwrap();
         assert_eq!(v, v2, "bit-exact round trip");
-        let err = p.encode_batch(&[b"unknown"], &mut vec![0.0; 32]).unwrap_err();
+        let err = p.encode_batch(&[b"unknown"], &mut [0.0; 32]).unwrap_err();
         assert!(err.to_string().contains("no precomputed embedding"), "{err}");
     }
 

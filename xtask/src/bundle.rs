@@ -51,10 +51,10 @@ fn test_exe(root: &Path, pkg: &str, features: &str, test: &str) -> Result<PathBu
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-        if let Some(exe) = v["executable"].as_str() {
-            if v["target"]["name"] == test {
-                return Ok(PathBuf::from(exe));
-            }
+        if let Some(exe) = v["executable"].as_str()
+            && v["target"]["name"] == test
+        {
+            return Ok(PathBuf::from(exe));
         }
     }
     bail!("cargo did not report the executable of {pkg} `{test}`")

@@ -173,8 +173,7 @@ fn golden_path(dir: &Path, model_id: &str, corpus: &Path, n: usize, records: Opt
     let cname = corpus
         .components()
         .filter_map(|c| c.as_os_str().to_str())
-        .filter(|s| *s != "trajs")
-        .last()
+        .rfind(|s| *s != "trajs")
         .unwrap_or("corpus")
         .to_string();
     let r = records.map_or(String::new(), |m| format!("_r{m}"));
