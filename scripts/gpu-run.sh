@@ -94,23 +94,27 @@ say "  host: $(nproc) cores; nvcc: $(command -v nvcc || echo none); cmake: $(com
 
 # ---- 2. cuSZp
 cusz="$work/cuSZp-build"
-step "build cuSZp (sm_$cap)" 240 bash -c "cmake -S '$here/cuSZp' -B '$cusz' -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$cap -DcuSZp_BUILD_EXAMPLES=OFF >/dev/null && cmake --build '$cusz' -j $(nproc) --target cuSZp_shared"
+# cuSZp's CMakeLists sets its own architecture list (60..86), which shadows
+# -DCMAKE_CUDA_ARCHITECTURES: build a copy for this GPU only.
+cp -r "$here/cuSZp" "$work/cuSZp"
+sed -i "s/^set(CMAKE_CUDA_ARCHITECTURES .*)/set(CMAKE_CUDA_ARCHITECTURES $cap)/" "$work/cuSZp/CMakeLists.txt"
+step "build cuSZp (sm_$cap)" 120 bash -c "cmake -S '$work/cuSZp' -B '$cusz' -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$cap -DcuSZp_BUILD_EXAMPLES=OFF >/dev/null && cmake --build '$cusz' -j $(nproc) --target cuSZp_shared"
 export CUSZP_DIR="$cusz"
 
 # ---- 3. GPU tests
 export LAM_REQUIRE_GPU=1 LAM_REQUIRE_NVRTC=1 LAM_MODEL="$model" LAM_FIXTURES="$here/fixtures"
 [ -e "$cusz/libcuSZp.so" ] && export LAM_REQUIRE_CUSZP=1
-step "tests lam-codec (cuda, cuszp)" 120 "$work/bin/test-lam-codec-kernels" --nocapture --test-threads 1
-step "tests lam-encode (cuda)" 180 "$work/bin/test-lam-encode-cuda" --nocapture --test-threads 1
+step "tests lam-codec (cuda, cuszp)" 45 "$work/bin/test-lam-codec-kernels" --nocapture --test-threads 1
+step "tests lam-encode (cuda)" 60 "$work/bin/test-lam-encode-cuda" --nocapture --test-threads 1
 
 # ---- 4. digests across CPU and GPU
 corpus="$here/corpus/mini-swe-agent-gemini3pro-swebench-verified/trajs"
 dig=(verify-digests --corpus "$corpus" --sample 6 --model "$model" --golden "$here/golden" --compare-cpu)
-step "verify-digests cuda fp32 (= CPU golden)" 240 "$work/bin/xtask" "${dig[@]}" --encoder cuda --batches "8,32,128"
-step "verify-digests cuda bf16 (reported)" 180 "$work/bin/xtask" "${dig[@]}" --encoder cuda-bf16 --batches 32
+step "verify-digests cuda fp32 (= CPU golden)" 75 "$work/bin/xtask" "${dig[@]}" --encoder cuda --batches "8,32,128"
+step "verify-digests cuda bf16 (reported)" 45 "$work/bin/xtask" "${dig[@]}" --encoder cuda-bf16 --batches 32
 
 # ---- 5. benchmarks
-step "gpu-bench (encoder vs PyTorch, codec vs cuSZp)" 300 "$work/bin/xtask" gpu-bench --bundle "$here" --out "$OUT" --python "$py"
+step "gpu-bench (encoder vs PyTorch, codec vs cuSZp)" 135 "$work/bin/xtask" gpu-bench --bundle "$here" --out "$OUT" --python "$py"
 
 say ""
 say "| step | seconds | status |"

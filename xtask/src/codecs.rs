@@ -65,6 +65,5 @@ pub fn backend_lines() -> Vec<String> {
         Ok(_) => v.push("codec    rocm: device 0, Szp streams compared with the CPU".into()),
         Err(e) => v.push(format!("codec    rocm: skipped ({e})")),
     }
-    v.push("encoder  cuda/rocm: skipped (no GPU encoder backend exists; the encoder runs on the CPU)".into());
     v
 }
