@@ -91,16 +91,16 @@ pub fn round_weights_to_f16(src: &Path, dst: &Path) -> Result<()> {
     use safetensors::{Dtype, SafeTensors, tensor::TensorView};
     let bytes = std::fs::read(src).with_context(|| format!("{}", src.display()))?;
     let st = SafeTensors::deserialize(&bytes).with_context(|| format!("{}: not safetensors", src.display()))?;
-    let mut data: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, t) in st.tensors() {
-        let f16: Vec<u8> = match t.dtype() {
-            Dtype::F32 => t.data().chunks_exact(4).flat_map(|b| half::f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes()).collect(),
-            Dtype::F16 => t.data().to_vec(),
-            other => bail!("{}: tensor {name} has dtype {other:?}", src.display()),
+        // Float weights become fp16; anything else (e.g. the I64 `position_ids` buffer) is kept.
+        let (dtype, bytes): (Dtype, Vec<u8>) = match t.dtype() {
+            Dtype::F32 => (Dtype::F16, t.data().chunks_exact(4).flat_map(|b| half::f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes()).collect()),
+            other => (other, t.data().to_vec()),
         };
-        data.push((name, t.shape().to_vec(), f16));
+        data.push((name, dtype, t.shape().to_vec(), bytes));
     }
-    let views = data.iter().map(|(n, s, d)| Ok((n.clone(), TensorView::new(Dtype::F16, s.clone(), d)?))).collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+    let views = data.iter().map(|(n, dt, s, d)| Ok((n.clone(), TensorView::new(*dt, s.clone(), d)?))).collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     safetensors::serialize_to_file(views, None, dst).with_context(|| format!("{}", dst.display()))?;
     Ok(())
 }
@@ -188,7 +188,8 @@ pub fn gpu_bundle(root: &Path, args: &[String]) -> Result<()> {
     // CPU reference digests from the rounded weights (one configuration: the
     // CPU encoder's independence of batch and threads is the main golden run's job).
     let xtask = root.join("target/release/xtask");
-    run(Command::new(&xtask).args(["verify-digests", "--sample", &SAMPLE.to_string(), "--batches", "32", "--bless"]).args(["--corpus".as_ref(), corpus.as_os_str()]).args(["--model".as_ref(), m.as_os_str()]).args(["--golden".as_ref(), out.join("golden").as_os_str()]))?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+    run(Command::new(&xtask).args(["verify-digests", "--sample", &SAMPLE.to_string(), "--batches", "32", "--threads", &threads, "--bless"]).args(["--corpus".as_ref(), corpus.as_os_str()]).args(["--model".as_ref(), m.as_os_str()]).args(["--golden".as_ref(), out.join("golden").as_os_str()]))?;
     let t256 = windows(&m, &corpus, 256, &out.join("bench/windows-256.json"))?;
     let t512 = windows(&m, &corpus, 512, &out.join("bench/windows-512.json"))?;
     println!("benchmark windows: {t256} tokens at 256, {t512} at 512");
