@@ -80,6 +80,14 @@ pub enum Error {
         /// Codec in the stream.
         found: &'static str,
     },
+    /// A codec name that [`crate::parse_codec`] does not know.
+    #[error("unknown codec `{name}`: expected {expected}")]
+    UnknownCodec {
+        /// The name given.
+        name: String,
+        /// The grammar of known names.
+        expected: &'static str,
+    },
     /// The GPU backend was not compiled into this build (feature off).
     #[error("the {0} backend is not compiled in (enable the lam-codec `{1}` feature)")]
     BackendNotCompiled(&'static str, &'static str),
@@ -91,6 +99,9 @@ pub enum Error {
         /// What is missing.
         why: String,
     },
+    /// cuSZp's library (feature `cuszp`) could not be loaded.
+    #[error("cuSZp unavailable: {0}")]
+    CuszpUnavailable(String),
     /// A GPU runtime call failed.
     #[error("{backend} error: {msg}")]
     Gpu {

@@ -20,11 +20,13 @@
 mod error;
 pub mod format;
 pub mod gpu;
+mod name;
 mod simple;
 pub mod szp;
 
 pub use error::Error;
 pub use format::{CodecId, Header, SzpMode};
+pub use name::{DEFAULT_SZP_BOUND, parse_codec};
 pub use simple::{decode_binary, decode_f16, decode_int8, encode_binary, encode_f16, encode_int8};
 pub use szp::{Bound, Resolved, SzpReader};
 

@@ -21,6 +21,11 @@
 //!   [`BertEncoder`] with the transformer run by ONNX Runtime, loaded at run
 //!   time (`ORT_DYLIB_PATH`); `scripts/install-onnx.sh` installs the library
 //!   and builds the model's `onnx/model.onnx`.
+//! - [`CudaEncoder`] (feature `cuda`): the same tokenisation, chunking and
+//!   pooling with the transformer on an NVIDIA GPU (cuBLAS GEMMs and NVRTC
+//!   kernels through cudarc, loaded at run time: builds without a toolkit;
+//!   needs the driver, NVRTC and cuBLAS of CUDA 12 or 13 when it runs), in
+//!   [`Precision::F32`] (TF32 off), `Bf16` or `F16` (fp32 accumulation).
 #![warn(missing_docs)]
 
 #[cfg(feature = "bert")]
@@ -30,6 +35,10 @@ mod forward;
 #[cfg(feature = "ort")]
 mod ort;
 mod builder;
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_forward;
 mod cache;
 mod hashing;
 mod precomputed;
@@ -38,6 +47,8 @@ mod precomputed;
 pub use bert::{BertEncoder, Pooling};
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
+#[cfg(feature = "cuda")]
+pub use cuda::{BERT_KERNELS, BERT_KERNEL_SRC, CudaEncoder, DEFAULT_BATCH_TOKENS, Precision, cuda_libraries, nvrtc_compile_bert_ptx};
 pub use builder::{Backend, Cache, EncoderSpec, default_cache_path, has_model};
 pub use cache::{CacheReport, CachedEncoder};
 pub use hashing::HashingEncoder;

@@ -29,6 +29,12 @@
 //!   targets this machine can build (nvcc: sm_80/sm_90 PTX and cubin; hipcc:
 //!   gfx90a/gfx942; else NVRTC/hiprtc with the `cuda`/`rocm` features), or
 //!   which toolkit is missing. The runtime path stays the default.
+//! - `gpu-bundle [--out DIR]`: builds here (no GPU needed) the folder a GPU
+//!   machine without Rust runs as one command (`bash .gpu-bundle/run.sh`):
+//!   stripped `cuda` binaries, GPU test executables, fixtures, cuSZp's source,
+//!   the fp16-rounded model and its CPU reference digests (`bundle.rs`).
+//! - `gpu-bench --bundle DIR` (xtask built with `cuszp`, on the GPU machine):
+//!   CUDA encoder and codec beside PyTorch and cuSZp (`gpubench.rs`).
 //! - `gpu-check`: the one script for a lent GPU machine (build with `cuda`,
 //!   GPU tests, verify-digests across CPU and GPU, codec bench, encoder rate),
 //!   a short table last, the full log in `$OUT/gpu-check.log`.
@@ -36,10 +42,13 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
+mod bundle;
 mod codecs;
 mod digests;
 mod fuzz;
 mod gpu;
+#[cfg(feature = "cuda")]
+mod gpubench;
 
 const CRATES: [&str; 12] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam"];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
@@ -167,8 +176,19 @@ fn main() -> Result<()> {
         "fuzz" => fuzz::fuzz(&workspace_root(), &std::env::args().skip(2).collect::<Vec<_>>()),
         "build-kernels" => gpu::build_kernels(&workspace_root()),
         "gpu-check" => gpu::gpu_check(&workspace_root()),
+        "gpu-bundle" => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            bundle::gpu_bundle(&workspace_root(), &rest)
+        }
+        #[cfg(feature = "cuda")]
+        "gpu-bench" => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            gpubench::gpu_bench(&rest)
+        }
+        #[cfg(not(feature = "cuda"))]
+        "gpu-bench" => bail!("gpu-bench needs xtask built with `--features cuszp` (the GPU bundle's binary is)"),
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing] [--bless] | build-kernels | gpu-check | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>");
+            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing|cuda|cuda-bf16|cuda-f16] [--compare-cpu] [--golden DIR] [--batches N,..] [--threads N,..] [--bless] | build-kernels | gpu-check | gpu-bundle [--out DIR] | gpu-bench --bundle DIR | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>");
             std::process::exit(2);
         }
     }

@@ -42,12 +42,15 @@ pub fn nvrtc_compile_ptx(arch: Option<&'static str>) -> Result<String, Error> {
 }
 
 /// The Szp codec on one CUDA device; streams are byte-identical to the CPU's.
+/// As a [`lam_core::ByteCodec`] it encodes with the mode and bound of
+/// [`CudaSzp::with_codec`] (default: fixed, [`crate::DEFAULT_SZP_BOUND`]).
 #[derive(Debug)]
 pub struct CudaSzp {
     stream: Arc<CudaStream>,
     widths: CudaFunction,
     pack: CudaFunction,
     unpack: CudaFunction,
+    params: super::Params,
 }
 
 fn grid(nblocks: usize) -> Result<LaunchConfig, Error> {
@@ -71,7 +74,18 @@ impl CudaSzp {
             widths: module.load_function("szp_widths").map_err(gpu)?,
             pack: module.load_function("szp_pack").map_err(gpu)?,
             unpack: module.load_function("szp_unpack").map_err(gpu)?,
+            params: super::Params::new("cuda", SzpMode::Fixed, crate::DEFAULT_SZP_BOUND),
         })
+    }
+
+    /// The mode and bound [`lam_core::ByteCodec::encode`] uses.
+    pub fn with_codec(mut self, mode: SzpMode, bound: Bound) -> Self {
+        self.params = super::Params::new("cuda", mode, bound);
+        self
+    }
+
+    pub(super) fn params(&self) -> &super::Params {
+        &self.params
     }
 
     /// Encode like [`crate::szp::encode`], quantising and packing on the device.

@@ -104,6 +104,8 @@ const D2H: c_int = 2;
 const THREADS: u32 = 256;
 
 /// The Szp codec on one AMD GPU; streams are byte-identical to the CPU's.
+/// As a [`lam_core::ByteCodec`] it encodes with the mode and bound of
+/// [`RocmSzp::with_codec`] (default: fixed, [`crate::DEFAULT_SZP_BOUND`]).
 #[derive(Debug)]
 pub struct RocmSzp {
     _lib: Library,
@@ -113,6 +115,7 @@ pub struct RocmSzp {
     launch: Launch,
     sync: DevSync,
     functions: [usize; 3],
+    params: super::Params,
 }
 
 // SAFETY: the HIP runtime is thread-safe; the function handles are plain ids.
@@ -182,7 +185,18 @@ impl RocmSzp {
             sync: sym!(lib, "hipDeviceSynchronize", DevSync),
             _lib: lib,
             functions,
+            params: super::Params::new("rocm", SzpMode::Fixed, crate::DEFAULT_SZP_BOUND),
         })
+    }
+
+    /// The mode and bound [`lam_core::ByteCodec::encode`] uses.
+    pub fn with_codec(mut self, mode: SzpMode, bound: Bound) -> Self {
+        self.params = super::Params::new("rocm", mode, bound);
+        self
+    }
+
+    pub(super) fn params(&self) -> &super::Params {
+        &self.params
     }
 
     fn alloc(&self, len: usize) -> Result<DevBuf<'_>, Error> {
