@@ -57,7 +57,7 @@ pub struct CompactArgs {
     #[arg(long)]
     no_tokens: bool,
     /// L2: store each session's retained embeddings through this codec in `--out DIR`
-    /// (`SESSION.retained.lamc`, docs/codec-format.md): szp (fixed, rel 1e-3), szp-plain, f16, int8, binary.
+    /// (`SESSION.retained.lamc`, docs/codec-format.md): f16, int8, binary, or szp[-fixed|-plain][-rel<B>|-abs<B>] (szp: fixed, rel 1e-3).
     #[arg(long, requires = "out", value_parser = codec)]
     codec: Option<lam_codec::Codec>,
     /// Archive every observation into this store first (a FileStore directory, or
@@ -72,15 +72,7 @@ fn index(s: &str) -> Result<IndexChoice, String> {
 }
 
 fn codec(s: &str) -> Result<lam_codec::Codec, String> {
-    use lam_codec::{Bound, Codec, SzpMode};
-    Ok(match s {
-        "szp" => Codec::Szp { mode: SzpMode::Fixed, bound: Bound::Rel(1e-3) },
-        "szp-plain" => Codec::Szp { mode: SzpMode::Plain, bound: Bound::Rel(1e-3) },
-        "f16" => Codec::F16,
-        "int8" => Codec::Int8PerVector,
-        "binary" => Codec::SignBinary,
-        other => return Err(format!("expected szp, szp-plain, f16, int8 or binary, got `{other}`")),
-    })
+    lam_codec::parse_codec(s).map_err(|e| e.to_string())
 }
 
 /// Where embeddings come from: a precomputed file or an encoder behind its cache.
