@@ -28,6 +28,24 @@
 //! in another. Observations are bytes; invalid UTF-8 is kept exactly.
 //! Recall bookkeeping (what was recalled, when) is not stored here: it
 //! belongs to the view.
+//!
+//! ```
+//! use arc_store::{Access, StoreSpec};
+//! use lam_core::{ObsStore, Record, SessionId};
+//!
+//! let dir = std::env::temp_dir().join(format!("arc-store-doc-{}", std::process::id()));
+//! let mut store = arc_store::open(&StoreSpec::parse(dir.to_str().unwrap())?, Access::ReadWrite)?;
+//! let s = SessionId::new("run-1");
+//! let rec = Record { index: 0, action: "cat a.bin".into(), observation: b"\xff not utf-8\n".to_vec(), returncode: Some(0) };
+//! let meta = store.append(&s, &rec, 5)?;
+//! store.flush()?;
+//! assert_eq!(store.get(&s, &meta.shown)?.as_deref(), Some(&rec.observation[..]));
+//! // Recall by id alone, across sessions that agree on the bytes.
+//! assert_eq!(arc_store::find(store.as_ref(), None, &format!("§{}", meta.shown))?.bytes, rec.observation);
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod error;

@@ -12,6 +12,23 @@
 //!
 //! Baselines behind the same [`lam_core::ViewPolicy`] trait: [`FullContext`],
 //! [`SlidingWindow`], [`ObservationMasking`].
+//!
+//! ```
+//! use arc_view::{ArcConfig, ArcView};
+//! use lam_core::{Record, SessionId, SimpleCounter, ViewPolicy};
+//!
+//! let mut v = ArcView::new(ArcConfig::with_limit(2_000), SessionId::new("s"), "Fix the failing test.", arc_store::MemStore::new(), SimpleCounter)?;
+//! for i in 0..40u32 {
+//!     let obs: String = (0..30).map(|k| format!("line {k} of output {i}\n")).collect();
+//!     v.push_turn("look", &Record { index: i, action: format!("cat f{i}.txt"), observation: obs.into_bytes(), returncode: Some(0) })?;
+//!     assert!(ViewPolicy::render(&mut v)?.tokens <= 2_000); // K <= L before every call
+//! }
+//! let cited = ViewPolicy::render(&mut v)?.citations[0].clone();
+//! let answer = v.act("recall it", &format!("_recall §{cited}"))?.expect("a view command");
+//! assert!(answer.contains("recall section"));
+//! assert!(ViewPolicy::recall(&v, &cited)?.is_some()); // exact archived bytes
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod arc;

@@ -15,6 +15,21 @@
 //! [`gpu::RocmSzp`] run the same Szp codec as a kernel (`kernels/szp.cu`) and
 //! produce byte-identical streams; without the feature those types still
 //! exist and return [`Error::BackendNotCompiled`].
+//!
+//! ```
+//! use lam_core::{ByteCodec, Shape};
+//!
+//! let codec = lam_codec::parse_codec("szp-fixed-rel1e-2")?;
+//! let v: Vec<f32> = (0..384 * 3).map(|i| ((i as f32) * 0.1).sin() / 14.0).collect();
+//! let mut stream = Vec::new();
+//! codec.encode(&v, Shape { rows: 3, dim: 384 }, &mut stream)?;
+//! let mut back = Vec::new();
+//! assert_eq!(codec.decode(&stream, &mut back)?, Shape { rows: 3, dim: 384 });
+//! let range = v.iter().cloned().fold(f32::MIN, f32::max) - v.iter().cloned().fold(f32::MAX, f32::min);
+//! assert!(v.iter().zip(&back).all(|(a, b)| (a - b).abs() <= 1e-2 * range));
+//! assert!(stream.len() < v.len() * 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod error;

@@ -5,6 +5,23 @@
 //! [`ByteCodec`], [`ObsStore`], [`ViewPolicy`]), the `t <-> delta` relation and
 //! the deletion-set digest. It names no device, no model runtime and no file
 //! format: those live in the crates that implement the traits.
+//!
+//! ```
+//! use lam_core::{DeletionDigest, ObsId, Stub, Threshold};
+//!
+//! // The merge threshold t and the distance bound delta = sqrt(2 - 2t).
+//! let t = Threshold::from_cosine(0.95)?;
+//! assert!((t.delta() - 0.1f64.sqrt()).abs() < 1e-12);
+//! // Content ids (`§id`) and stubs, written and parsed in one place.
+//! let id = &ObsId::of(b"cat a.py", b"print(1)\n").hex()[..8];
+//! let line = format!("[lam: 3 repeated lines, first at §{id}:2; _recall §{id}]");
+//! assert_eq!(Stub::parse(&line)?.to_string(), line);
+//! // The deletion-set digest of a run (docs/digest.md).
+//! let mut d = DeletionDigest::new();
+//! d.push(0, 7);
+//! assert_eq!(d.hex16().len(), 16);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod chunk;
@@ -20,6 +37,13 @@ mod types;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
+
+/// Where the shared evaluation corpus of real trajectories lives: `$LAM_CORPUS`,
+/// else `shared/corpus` beside the checkout (as CI lays it out). Tests,
+/// benchmarks and xtask find it here, one way.
+pub fn corpus_dir() -> std::path::PathBuf {
+    std::env::var_os("LAM_CORPUS").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"))
+}
 
 pub use chunk::chunk_spans;
 pub use digest::{DeletionDigest, ChunkKey};

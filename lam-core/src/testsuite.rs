@@ -3,6 +3,19 @@
 
 use crate::{ByteCodec, CandidateIndex, Encoder, Rendered, Shape, TokenCounter, Turn, ViewPolicy, check_unit};
 
+/// The shared corpus ([`crate::corpus_dir`]); tests that need it fail with
+/// instructions instead of skipping silently.
+pub fn corpus() -> std::path::PathBuf {
+    let p = crate::corpus_dir();
+    assert!(p.is_dir(), "corpus not found at {}: check out the repository beside `shared/` (as CI does) or set LAM_CORPUS", p.display());
+    p
+}
+
+/// The session the project recorded itself: `examples/edit-session.jsonl`.
+pub fn example() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edit-session.jsonl")
+}
+
 fn lcg_unit(seed: u64, dim: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let mut v: Vec<f32> = (0..dim)

@@ -15,6 +15,16 @@
 //! - [`paper`]: our values beside the papers' (snapshot-tested).
 //!
 //! Units are SI throughout: bytes, bytes/s, FLOP/s, seconds, tokens.
+//!
+//! ```
+//! use lam_costmodel::{Deployment, Efficiency, phi_table};
+//!
+//! // LAM Table 7: phi, the context-scaling share of a turn, and its Amdahl ceiling.
+//! let dep = Deployment::preset("gb10", "qwen3-8b")?;
+//! let rows = phi_table(&dep, Efficiency::MEASURED, 1024.0, 256.0, &[1.0], &[32_768.0, 131_072.0])?;
+//! assert!(rows[1].phi > rows[0].phi && rows[1].ceiling >= 1.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod classes;

@@ -26,6 +26,21 @@
 //!   kernels through cudarc, loaded at run time: builds without a toolkit;
 //!   needs the driver, NVRTC and cuBLAS of CUDA 12 or 13 when it runs), in
 //!   [`Precision::F32`] (TF32 off), `Bf16` or `F16` (fp32 accumulation).
+//!
+//! ```
+//! use lam_core::Encoder;
+//! use lam_encode::{Backend, Cache, EncoderSpec};
+//!
+//! // The model-free encoder needs no weights; `Backend::Bert` loads all-MiniLM-L6-v2.
+//! let (mut enc, _file) = EncoderSpec::new(Backend::Hashing).load_cached(&Cache::Off)?;
+//! let mut chunks = Vec::new();
+//! enc.chunks(b"FAILED tests/test_stats.py::test_mean\n", &mut chunks)?;
+//! let dim = enc.info().dim;
+//! let mut v = vec![0.0f32; chunks.len() * dim];
+//! enc.encode_batch(&[b"FAILED tests/test_stats.py::test_mean\n".as_slice()], &mut v)?;
+//! assert!(lam_core::check_unit(&v).is_ok()); // a unit vector
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 #[cfg(feature = "bert")]

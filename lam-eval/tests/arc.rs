@@ -2,8 +2,6 @@
 //! the archive, the view bound holds for the whole text, the needle comes
 //! back, and rendered views stay as reviewed.
 
-mod common;
-
 use arc_store::MemStore;
 use arc_view::{ArcConfig, ArcView, ObservationMasking, SlidingWindow};
 use lam_eval::report;
@@ -17,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 fn mini_swe(n: usize, min_turns: usize) -> Vec<Trajectory> {
-    let dir = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let dir = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     let mut out = Vec::new();
@@ -38,7 +36,7 @@ fn mini_swe(n: usize, min_turns: usize) -> Vec<Trajectory> {
 fn every_lam_stub_resolves_to_the_archived_original() {
     let cfg = Config::new(Threshold::from_cosine(0.95).unwrap());
     let mut trajs = mini_swe(4, 10);
-    trajs.push(read::read_path(&common::example()).unwrap().remove(0));
+    trajs.push(read::read_path(&lam_core::testsuite::example()).unwrap().remove(0));
     let mut stubs_checked = 0;
     for traj in &trajs {
         let mut store = MemStore::new();

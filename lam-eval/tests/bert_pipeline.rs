@@ -2,14 +2,12 @@
 //! equals batch on real trajectories, and the deletion-set digest does not
 //! depend on the encoder batch size.
 
-mod common;
-
 use lam_operator::Config;
 use lam_core::Threshold;
 use lam_encode::{BertEncoder, CachedEncoder};
 
 fn sample() -> Vec<lam_trajectory::read::Trajectory> {
-    let root = common::corpus().join("swe-agent-demos/trajectories/demonstrations");
+    let root = lam_core::testsuite::corpus().join("swe-agent-demos/trajectories/demonstrations");
     let files = [
         root.join("function_calling_simple.traj"),
         root.join("replay__marshmallow-code__marshmallow-1867__function_calling_replace__install-1/marshmallow-code__marshmallow-1867.traj"),
@@ -51,7 +49,7 @@ fn online_equals_batch_with_minilm_on_a_corpus_sample() {
     let dir = lam_encode::default_model_dir();
     assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
     let mut enc = CachedEncoder::new(BertEncoder::load(&dir).unwrap());
-    let root = common::corpus();
+    let root = lam_core::testsuite::corpus();
     let mut dropped = 0;
     for src in ["mini-swe-agent-gemini3pro-swebench-verified", "coder-swebench-lite", "sweagent-java-multi-swe-bench", "swe-agent-demos"] {
         let inputs = lam_trajectory::read::expand_inputs(&[root.join(src)]).unwrap();

@@ -1,8 +1,6 @@
 //! Online and batch residuals are byte-identical on every trajectory of
 //! `../shared/corpus` that the readers support, L0 and L1 (hashing encoder).
 
-mod common;
-
 use lam_operator::Config;
 use lam_trajectory::read;
 use lam_core::Threshold;
@@ -18,7 +16,7 @@ const SOURCES: [&str; 4] = [
 
 #[test]
 fn online_equals_batch_on_every_supported_trajectory() {
-    let root = common::corpus();
+    let root = lam_core::testsuite::corpus();
     for src in SOURCES {
         let inputs = read::expand_inputs(&[root.join(src)]).unwrap();
         // Folders also hold run metadata (results.json); those are skipped, trajectories are not.
@@ -55,7 +53,7 @@ fn online_equals_batch_on_every_supported_trajectory() {
 
 #[test]
 fn precomputed_embeddings_reproduce_the_run() {
-    let root = common::corpus();
+    let root = lam_core::testsuite::corpus();
     let files = read::expand(&[root.join("swe-agent-demos")]).unwrap();
     let cfg = Config::new(Threshold::from_cosine(0.95).unwrap());
     for f in files.iter().take(8) {

@@ -4,14 +4,12 @@
 //! masking with k = infinity removes nothing, online equals batch at every
 //! threshold; plus a snapshot of the headline rows on a small fixed sample.
 
-mod common;
-
 use lam_eval::{self as eval, NoProgress, Options};
 use lam_encode::{CachedEncoder, HashingEncoder};
 use std::path::PathBuf;
 
 fn sample() -> Vec<PathBuf> {
-    let c = common::corpus();
+    let c = lam_core::testsuite::corpus();
     let m = c.join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let s = c.join("coder-swebench-lite/trajs");
     vec![
@@ -133,7 +131,7 @@ fn round(v: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn locomo_reader_reads_every_dialogue_turn() {
-    let turns = eval::evidence::read_locomo(&common::corpus().join("locomo/locomo10.json")).unwrap();
+    let turns = eval::evidence::read_locomo(&lam_core::testsuite::corpus().join("locomo/locomo10.json")).unwrap();
     // LAM B.2: 17,296,021 pairs = 5,882 choose 2.
     assert_eq!(turns.len(), 5882);
     assert!(turns.iter().all(|t| !t.text.is_empty()));
@@ -141,7 +139,7 @@ fn locomo_reader_reads_every_dialogue_turn() {
 
 #[test]
 fn evidence_lines_of_a_real_gold_patch_are_witnessed() {
-    let g = lam_eval::evidence::GoldPatches::load(&common::corpus().join("swebench-gold-patches")).unwrap();
+    let g = lam_eval::evidence::GoldPatches::load(&lam_core::testsuite::corpus().join("swebench-gold-patches")).unwrap();
     assert!(g.len() >= 500);
     let lines = lam_eval::evidence::evidence_lines(g.get("django__django-10973").unwrap());
     assert!(!lines.is_empty());
@@ -155,7 +153,7 @@ fn evidence_lines_of_a_real_gold_patch_are_witnessed() {
 fn harness_checks_hold_with_minilm() {
     let dir = lam_encode::default_model_dir();
     assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
-    let m = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let m = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let inputs = vec![m.join("django__django-16255.traj.json.gz"), m.join("django__django-17029.traj.json.gz")];
     let o = Options { thresholds: vec![0.95, 0.85], masking: vec![5, usize::MAX], no_locomo: true, semdedup: false, ..Options::default() };
     let mut enc = CachedEncoder::new(lam_encode::BertEncoder::load(&dir).unwrap());
@@ -193,7 +191,7 @@ fn masking_placeholder_counts_lines() {
 /// skipped, not counted.
 #[test]
 fn sample_counts_trajectories_not_files() {
-    let dir = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified");
+    let dir = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified");
     let o = Options { sample: Some(15), thresholds: vec![0.95], masking: vec![], semdedup: false, no_locomo: true, ..Options::default() };
     let mut enc = CachedEncoder::new(HashingEncoder::default());
     let r = eval::evaluate(&[dir], &mut enc, &o, &mut NoProgress).unwrap();

@@ -1,8 +1,6 @@
 //! Reports of the operator on the example session and a real trajectory,
 //! snapshotted (stubs and fingerprints only: no corpus text is stored).
 
-mod common;
-
 use lam_core::Threshold;
 use lam_encode::HashingEncoder;
 use lam_eval::report;
@@ -10,7 +8,7 @@ use lam_operator::Config;
 
 #[test]
 fn example_session_snapshot() {
-    let t = lam_trajectory::read::read_path(&common::example()).unwrap().remove(0);
+    let t = lam_trajectory::read::read_path(&lam_core::testsuite::example()).unwrap().remove(0);
     let mut enc = HashingEncoder::default();
     let run = report::run(Config::new(Threshold::from_cosine(0.95).unwrap()), &mut enc, &t, true).unwrap();
     assert!(run.report.online_equals_batch);
@@ -36,7 +34,7 @@ fn example_session_snapshot() {
 #[test]
 fn real_trajectory_stub_snapshot() {
     // Stubs and residual fingerprints only: no corpus text enters the repository.
-    let f = common::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs/astropy__astropy-12907.traj.json.gz");
+    let f = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs/astropy__astropy-12907.traj.json.gz");
     let t = lam_trajectory::read::read_path(&f).unwrap().remove(0);
     let mut enc = HashingEncoder::default();
     let run = report::run(Config::new(Threshold::from_cosine(0.95).unwrap()), &mut enc, &t, false).unwrap();

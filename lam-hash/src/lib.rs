@@ -19,6 +19,20 @@
 //!   (stub ids cost about twice the tokens per byte of code), so L0 never
 //!   lengthens the text and, in practice, shortens it in tokens too;
 //! - lines inside L1 stubs are not hashed.
+//!
+//! ```
+//! use lam_hash::{LineDedup, Segment};
+//!
+//! let mut d = LineDedup::new();
+//! let file: String = (0..40).map(|i| format!("    let value_{i} = compute(input, {i});\n")).collect();
+//! let mut out = Vec::new();
+//! d.process(0, "a1b2c3d4", &[Segment::Text(file.as_bytes())], &mut out);
+//! assert_eq!(out, file.as_bytes()); // nothing seen before
+//! out.clear();
+//! let st = d.process(1, "e5f6a7b8", &[Segment::Text(file.as_bytes())], &mut out);
+//! assert_eq!(st.lines_replaced, 40);
+//! assert_eq!(out, b"[lam: 40 repeated lines, first at \xc2\xa7a1b2c3d4:1; _recall \xc2\xa7e5f6a7b8]\n");
+//! ```
 #![warn(missing_docs)]
 
 use lam_core::stub::{LineStub, line_stub_len};

@@ -9,6 +9,21 @@
 //! - [`Greedy`]: the rule of LAM Algorithms 1 and 2: a chunk is dropped iff a
 //!   retained chunk lies within `delta`; its representative is the lowest such
 //!   index; `delta_hat` tracks the largest distance used.
+//!
+//! ```
+//! use lam_core::{Decision, Threshold};
+//! use lam_lsh::{Greedy, L1Index};
+//!
+//! let dim = 4;
+//! let t = Threshold::from_cosine(0.95)?;
+//! let mut g = Greedy::new(dim, t, L1Index::default_for(dim, t));
+//! let a = [1.0f32, 0.0, 0.0, 0.0];
+//! let near = [0.999f32, 0.0447, 0.0, 0.0]; // cosine 0.999 to `a`
+//! assert_eq!(g.decide(0, &a)?, Decision::Retained);
+//! assert!(matches!(g.decide(1, &near)?, Decision::Dropped { representative: 0, .. }));
+//! assert!(g.stats().delta_hat <= t.delta());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 mod band;

@@ -29,10 +29,5 @@ pub mod tokens;
 
 pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};
 
-/// Where the shared evaluation corpus of real trajectories lives: `$LAM_CORPUS`,
-/// else `shared/corpus` beside the checkout (as CI lays it out). Tests and
-/// benchmarks find it here, one way.
-pub fn corpus_dir() -> std::path::PathBuf {
-    std::env::var_os("LAM_CORPUS").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"))
-}
+pub use lam_core::corpus_dir;
 pub use tokens::Cl100k;

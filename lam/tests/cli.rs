@@ -1,8 +1,6 @@
 //! The `lam` program end to end: `lam view` archives, `lam recall` returns
 //! exact bytes (whole and in parts), bad arguments get errors, not panics.
 
-mod common;
-
 use lam_trajectory::read;
 
 #[test]
@@ -10,7 +8,7 @@ fn lam_view_archives_and_lam_recall_returns_exact_bytes() {
     let bin = env!("CARGO_BIN_EXE_lam");
     let dir = std::env::temp_dir().join(format!("lam-arc-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let ex = common::example();
+    let ex = lam_core::testsuite::example();
     let o = std::process::Command::new(bin)
         .args(["view", ex.to_str().unwrap(), "--budget", "4000", "--json", "--store", dir.to_str().unwrap()])
         .output()

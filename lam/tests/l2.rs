@@ -1,15 +1,13 @@
 //! L2 in the pipeline: `lam compact --out DIR --codec` stores exactly the
 //! retained chunks' embeddings through the codec, within its bound.
 
-mod common;
-
 use lam_core::Encoder;
 
 #[test]
 fn compact_stores_retained_embeddings_through_the_codec() {
     let dir = std::env::temp_dir().join(format!("lam-l2-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let ex = common::example();
+    let ex = lam_core::testsuite::example();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_lam"))
         .args(["compact", ex.to_str().unwrap(), "--encoder", "hashing", "--no-tokens", "--out", dir.to_str().unwrap(), "--codec", "szp"])
         .output()

@@ -56,6 +56,9 @@ const CRATES: [&str; 12] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam
 const FORBIDDEN: [&str; 10] =
     ["cudarc", "candle-kernels", "bindgen_cuda", "ort", "ort-sys", "hip-rs", "hip-sys", "libloading", "tokio-postgres", "postgres-protocol"];
 
+// The command line's crates: only the `lam` program (and xtask) may pull them in.
+const CLI_ONLY: [&str; 3] = ["clap", "indicatif", "anyhow"];
+
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -77,6 +80,15 @@ fn check_default_deps() -> Result<()> {
             .collect();
         if !bad.is_empty() {
             bail!("{c}: default build pulls in {bad:?}");
+        }
+        if c != "lam" {
+            // Direct dependencies only: tiktoken-rs, for one, uses anyhow inside.
+            let direct = cargo().args(["tree", "-q", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", c]).output().with_context(|| format!("cargo tree -p {c}"))?;
+            let direct = String::from_utf8_lossy(&direct.stdout);
+            let cli: Vec<&str> = direct.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| CLI_ONLY.contains(n)).collect();
+            if !cli.is_empty() {
+                bail!("{c}: a library crate depends on {cli:?} (command-line crates live in `lam` only)");
+            }
         }
         let unique: std::collections::BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
         println!("{c:<14} ok ({} crates in its default tree)", unique.len());
