@@ -145,12 +145,25 @@ impl Agg {
                 .sizes
                 .iter()
                 .enumerate()
-                .map(|(i, &t)| SizePoint {
-                    size: t,
-                    trajectories: self.size_n[i],
-                    removal: if self.size_in[i] == 0 { None } else { Some((self.size_in[i] as f64 - self.size_out[i] as f64) / self.size_in[i] as f64) },
+                .map(|(i, &t)| {
+                    // An aggregate nothing was added to (an input the sample left out) has no sizes.
+                    let (n, tin, tout) = (self.size_n.get(i).copied().unwrap_or(0), self.size_in.get(i).copied().unwrap_or(0), self.size_out.get(i).copied().unwrap_or(0));
+                    SizePoint { size: t, trajectories: n, removal: if tin == 0 { None } else { Some((tin as f64 - tout as f64) / tin as f64) } }
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_aggregate_has_a_row() {
+        // Per-input rows of an input that the sample left without trajectories.
+        let r = Agg::default().row(&Options::default());
+        assert_eq!(r.tokens_in, 0);
+        assert!(r.by_size.iter().all(|p| p.trajectories == 0 && p.removal.is_none()));
     }
 }
