@@ -19,6 +19,29 @@ fn hex16(b: &[u8]) -> String {
     Sha256::digest(b).iter().take(8).map(|x| format!("{x:02x}")).collect()
 }
 
+/// First 16 hex of the SHA-256 of `v`'s little-endian bytes: identifies the
+/// exact bits the codecs were given.
+pub fn f32_digest(v: &[f32]) -> String {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    hex16(&bytes)
+}
+
+/// The fixed codec input: `minilm-embeddings-2371x384.f32` from
+/// `LAM_FIXTURES` (default `../shared/fixtures` beside the checkout). Its
+/// bits are stored, so its streams are comparable on every machine.
+pub const FIXTURE: &str = "minilm-embeddings-2371x384.f32";
+pub const FIXTURE_DIM: usize = 384;
+
+pub fn read_fixture(root: &std::path::Path) -> Result<Vec<f32>> {
+    let dir = std::env::var_os("LAM_FIXTURES").map(std::path::PathBuf::from).unwrap_or_else(|| root.join("../shared/fixtures"));
+    let p = dir.join(FIXTURE);
+    let b = std::fs::read(&p).map_err(|e| anyhow::anyhow!("{}: {e} (set LAM_FIXTURES to the shared fixtures folder)", p.display()))?;
+    if b.len() % (4 * FIXTURE_DIM) != 0 {
+        bail!("{}: {} bytes is not a whole number of {FIXTURE_DIM}-float rows", p.display(), b.len());
+    }
+    Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
 /// `(codec name, first 16 hex of the SHA-256 of its stream)` for the CPU, and
 /// a check that every available GPU backend writes the same bytes.
 pub fn stream_digests(retained: &[f32], dim: usize) -> Result<Vec<(String, String)>> {
