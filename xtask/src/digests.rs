@@ -303,10 +303,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         }
     }
     let gpath = golden_path(&a.golden, &info.model_id, &a.corpus, a.sample, a.records);
-    let golden: Option<serde_json::Value> = match std::fs::read(&gpath) {
-        Ok(b) => Some(serde_json::from_slice(&b).with_context(|| format!("{}: not JSON", gpath.display()))?),
-        Err(_) => None,
-    };
+    let golden = read_golden(&gpath)?;
     let golden_digest = |t: f64| golden.as_ref().and_then(|g| g["digests"][format!("{t}")].as_str().map(str::to_string));
 
     println!("{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7}", "backend", "batch", "threads", "t", "digest", "dropped", "match", "min_margin", "enc_s");
@@ -333,10 +330,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     let fixture = crate::codecs::stream_digests(&crate::codecs::read_fixture(root)?, crate::codecs::FIXTURE_DIM)?;
     let fpath = a.golden.join(format!("codec-fixture__{}.json", crate::codecs::FIXTURE.trim_end_matches(".f32")));
-    let fgolden: Option<serde_json::Value> = match std::fs::read(&fpath) {
-        Ok(b) => Some(serde_json::from_slice(&b).with_context(|| format!("{}: not JSON", fpath.display()))?),
-        Err(_) => None,
-    };
+    let fgolden = read_golden(&fpath)?;
     ok &= print_fixture_streams(fgolden.as_ref(), &fixture) || a.bless;
     let retained_bits: BTreeMap<String, String> = bits.iter().map(|(t, v)| (t.clone(), v[0].clone())).collect();
     codec_ok &= bits.values().all(|v| v.iter().all(|d| *d == v[0]));
@@ -370,6 +364,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     println!("all digests match ({} configurations)", rows.len());
     Ok(())
+}
+
+/// A golden file's JSON, or `None` when there is none yet.
+fn read_golden(path: &Path) -> Result<Option<serde_json::Value>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| format!("{}: not JSON", path.display()))?)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The codec streams of the stored fixture embeddings against the golden
