@@ -7,7 +7,7 @@
 //! mistaken for a directory: a spec with a `scheme://` prefix that no backend
 //! claims is an error, not a relative path.
 
-use crate::{FileStore, MemStore, StoreError};
+use crate::{FileStore, MemStore, Recovery, StoreError};
 use lam_core::{ObsStore, SessionId};
 use std::path::PathBuf;
 
@@ -79,13 +79,25 @@ pub type AnyStore = Box<dyn ObsStore + Send>;
 
 /// Open the store `spec` names.
 pub fn open(spec: &StoreSpec, access: Access) -> Result<AnyStore, StoreError> {
+    open_reported(spec, access).map(|(store, _)| store)
+}
+
+/// Open like [`open`], and say what opening found and did: a [`FileStore`]'s
+/// [`Recovery`] (torn tail cut, damage skipped, quarantine copies made);
+/// an empty report for the other backends. Commands print it, so a user
+/// learns of damage when it is found, not when a recall fails.
+pub fn open_reported(spec: &StoreSpec, access: Access) -> Result<(AnyStore, Recovery), StoreError> {
     match spec {
-        StoreSpec::Dir(d) => Ok(match access {
-            Access::ReadWrite => Box::new(FileStore::open(d)?),
-            Access::ReadOnly => Box::new(FileStore::open_read_only(d)?),
-        }),
-        StoreSpec::Memory => Ok(Box::new(MemStore::new())),
-        StoreSpec::Postgres(url) => open_postgres(url, access),
+        StoreSpec::Dir(d) => {
+            let s = match access {
+                Access::ReadWrite => FileStore::open(d)?,
+                Access::ReadOnly => FileStore::open_read_only(d)?,
+            };
+            let r = s.recovery().clone();
+            Ok((Box::new(s), r))
+        }
+        StoreSpec::Memory => Ok((Box::new(MemStore::new()), Recovery::default())),
+        StoreSpec::Postgres(url) => Ok((open_postgres(url, access)?, Recovery::default())),
     }
 }
 

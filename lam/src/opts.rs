@@ -121,8 +121,19 @@ pub fn threshold(s: &str) -> Result<f64, String> {
     lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())
 }
 
-/// Open the store a `--store` argument names (a directory, `postgres://...` where built in).
+/// Open the store a `--store` argument names (a directory, `postgres://...`),
+/// printing on stderr what opening found and did (torn tail cut, damage
+/// skipped, quarantine copies).
 pub fn open_store(spec: &str, access: arc_store::Access) -> Result<arc_store::AnyStore> {
+    open_store_reported(spec, access).map(|(s, _)| s)
+}
+
+/// [`open_store`], also returning the recovery report.
+pub fn open_store_reported(spec: &str, access: arc_store::Access) -> Result<(arc_store::AnyStore, arc_store::Recovery)> {
     let spec = arc_store::StoreSpec::parse(spec)?;
-    arc_store::open(&spec, access).with_context(|| format!("opening store {}", spec.display()))
+    let (store, rec) = arc_store::open_reported(&spec, access).with_context(|| format!("opening store {}", spec.display()))?;
+    if !rec.is_clean() {
+        eprintln!("{rec}");
+    }
+    Ok((store, rec))
 }
