@@ -21,7 +21,7 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-const FAST: [&str; 5] = ["--encoder", "hashing", "--no-cache", "--no-tokens", "--json"];
+const FAST: [&str; 6] = ["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", "--json"];
 
 /// Sessions of `lam compact --json` rows.
 fn sessions(o: &Output) -> Vec<String> {
