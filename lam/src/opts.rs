@@ -121,6 +121,24 @@ pub fn threshold(s: &str) -> Result<f64, String> {
     lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())
 }
 
+/// A finite number > 0 (rates, sizes, batches of the cost models).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err(format!("`{s}` must be a finite number greater than 0")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+/// A share in [0, 1].
+pub fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Ok(_) => Err(format!("`{s}` must be a share between 0 and 1")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
 /// Open the store a `--store` argument names (a directory, `postgres://...`),
 /// printing on stderr what opening found and did (torn tail cut, damage
 /// skipped, quarantine copies).

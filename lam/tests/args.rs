@@ -43,6 +43,17 @@ fn store() -> &'static (PathBuf, String) {
     })
 }
 
+/// 1,536 float32 values (rows of 8, 384, ...).
+fn floats() -> &'static PathBuf {
+    static F: OnceLock<PathBuf> = OnceLock::new();
+    F.get_or_init(|| {
+        let p = std::env::temp_dir().join(format!("lam-args-{}.f32", std::process::id()));
+        let v: Vec<u8> = (0..1536).flat_map(|i| (i as f32 / 1536.0).to_le_bytes()).collect();
+        std::fs::write(&p, v).unwrap();
+        p
+    })
+}
+
 fn compact(extra: &[&str]) -> Vec<String> {
     let ex = lam_core::testsuite::example();
     let mut v: Vec<String> = ["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", "--json"].map(String::from).to_vec();
@@ -76,6 +87,20 @@ fn the_values_the_issue_found_are_clear_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("has 1 part"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = no_panic(&recall(&["1/1", "--part-tokens", "1000000"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Numbers the cost models and the codec cannot use are refused at parse time.
+    let raw = floats().to_str().unwrap();
+    for args in [
+        vec!["costmodel", "phi", "--delta", "NaN"],
+        vec!["costmodel", "phi", "--decoded", "inf"],
+        vec!["costmodel", "schedules", "--removal", "1.5"],
+        vec!["costmodel", "schedules", "--bytes-per-token", "0"],
+        vec!["eval", "--thresholds", "0.9,NaN", "/nonexistent"],
+        vec!["codec", "compress", "--codec", "f16", "--dim", "0", raw, "/dev/null"],
+        vec!["codec", "compress", "--codec", "szp", "--dim", "8", "--rel", "NaN", raw, "/dev/null"],
+    ] {
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        assert_eq!(no_panic(&args).status.code(), Some(2), "{args:?}");
+    }
 }
 
 fn num() -> impl Strategy<Value = String> {
@@ -111,11 +136,20 @@ fn case() -> impl Strategy<Value = Vec<String>> {
             ["view", ex.to_str().unwrap(), "--policy", "window", "--budget", &b, "--completion", &c, "--at-turn", &t, "--window", &w].map(String::from).to_vec()
         }),
         num().prop_map(|b| ["embed", "--encoder", "hashing", "--batch", &b].map(String::from).to_vec()),
+        (num(), num()).prop_map(|(d, b)| {
+            let raw = floats();
+            ["codec", "compress", "--codec", "szp", "--dim", &d, "--rel", &b, raw.to_str().unwrap(), raw.with_extension("lamc").to_str().unwrap()].map(String::from).to_vec()
+        }),
+        (num(), num(), num()).prop_map(|(d, g, b)| ["costmodel", "phi", "--delta", &d, "--decoded", &g, "--batch", &b].map(String::from).to_vec()),
+        (num(), num(), num(), num()).prop_map(|(t, r, b, s)| {
+            ["costmodel", "schedules", "--turns", &t, "--removal", &r, "--batch", &b, "--invalidated-share", &s].map(String::from).to_vec()
+        }),
+        (num(), num()).prop_map(|(t, r)| ["costmodel", "classes", "--tokens", &t, "--rho", &r].map(String::from).to_vec()),
     ]
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn no_argument_value_panics(args in case()) {
         no_panic(&args);
