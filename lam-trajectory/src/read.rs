@@ -327,26 +327,24 @@ fn action_of(m: &Value, content: &str) -> String {
             return parts.join("; ");
         }
     }
-    if let Some(end) = content.rfind("```") {
-        if let Some(start) = content[..end].rfind("```") {
-            let block = &content[start + 3..end];
-            let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
-            return block.trim().to_string();
-        }
+    if let Some(end) = content.rfind("```")
+        && let Some(start) = content[..end].rfind("```")
+    {
+        let block = &content[start + 3..end];
+        let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
+        return block.trim().to_string();
     }
     content.trim().to_string()
 }
 
 /// The assistant text around its action: the content without the fenced action block.
 fn thought_of(content: &str, action: &str) -> String {
-    if !action.is_empty() {
-        if let Some(end) = content.rfind("```") {
-            if let Some(start) = content[..end].rfind("```") {
-                if content[start + 3..end].contains(action) {
-                    return format!("{}{}", &content[..start], &content[end + 3..]).trim().to_string();
-                }
-            }
-        }
+    if !action.is_empty()
+        && let Some(end) = content.rfind("```")
+        && let Some(start) = content[..end].rfind("```")
+        && content[start + 3..end].contains(action)
+    {
+        return format!("{}{}", &content[..start], &content[end + 3..]).trim().to_string();
     }
     content.trim().to_string()
 }

@@ -79,7 +79,7 @@ fn codec(s: &str) -> Result<lam_codec::Codec, String> {
 /// Where embeddings come from: a precomputed file or an encoder behind its cache.
 enum Enc {
     Pre(PrecomputedEncoder),
-    Cached(CachedEncoder<Box<dyn Encoder>>, Option<PathBuf>),
+    Cached(Box<CachedEncoder<Box<dyn Encoder>>>, Option<PathBuf>),
 }
 
 impl Enc {
@@ -89,7 +89,7 @@ impl Enc {
             // Online and batch forms share one memo, persisted between runs: each chunk is encoded once.
             None => {
                 let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == EncoderArg::Hashing)?;
-                Enc::Cached(c, path)
+                Enc::Cached(Box::new(c), path)
             }
         })
     }
@@ -97,7 +97,7 @@ impl Enc {
     fn as_dyn(&mut self) -> &mut dyn Encoder {
         match self {
             Enc::Pre(p) => p,
-            Enc::Cached(c, _) => c,
+            Enc::Cached(c, _) => c.as_mut(),
         }
     }
 

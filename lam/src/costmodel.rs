@@ -244,9 +244,9 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
 }
 
 fn phi(device: &str, model: &str, delta: f64, decoded: f64, batch: &[f64], context: &[String], json: bool) -> Result<()> {
-    let dep = Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?;
+    let dep = Deployment::new(Device::preset(device)?, Model::preset(model)?, 0.0)?;
     let contexts = context.iter().map(|c| parse_tokens(c)).collect::<Result<Vec<_>>>()?;
-    let rows = phi_table(&dep, Efficiency::MEASURED, delta, decoded, &batch, &contexts)?;
+    let rows = phi_table(&dep, Efficiency::MEASURED, delta, decoded, batch, &contexts)?;
     if json {
         return print_json(&rows);
     }
@@ -381,8 +381,8 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
 }
 
 fn classes(device: &str, model: &str, tokens: &[String], rho: f64, profile: Option<&Path>, json: bool) -> Result<()> {
-    let dep = Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?;
-    let rates = rates_from(profile.as_deref(), CompactionRates::LAM_GB10.bytes_per_token)?;
+    let dep = Deployment::new(Device::preset(device)?, Model::preset(model)?, 0.0)?;
+    let rates = rates_from(profile, CompactionRates::LAM_GB10.bytes_per_token)?;
     let comp = Compressor::xlm_roberta_large();
     #[derive(Serialize)]
     struct Row {

@@ -18,6 +18,9 @@ pub enum EncoderArg {
     Ort,
 }
 
+/// The encoder behind its embedding cache.
+pub type Cached = CachedEncoder<Box<dyn lam_core::Encoder>>;
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct EncoderOpts {
     /// Encoder backend.
@@ -48,7 +51,7 @@ impl EncoderOpts {
 
     /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
     /// and the file to save the cache to.
-    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(CachedEncoder<Box<dyn lam_core::Encoder>>, Option<PathBuf>)> {
+    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
         let c = match (no_cache, cache) {
             (true, _) => Cache::Off,
             (false, Some(p)) => Cache::File(p.clone()),

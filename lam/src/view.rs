@@ -55,7 +55,7 @@ pub fn run(a: ViewArgs) -> Result<()> {
         None => Box::new(arc_store::MemStore::new()),
     };
     let settings = a.opts.settings(a.enc.batch as usize);
-    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || Ok(a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}")))?))?;
+    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}"))))?;
     // One model call after every turn: ARC compacts when it would.
     let mut last = None;
     for t in &turns[..n] {
