@@ -182,11 +182,20 @@ pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     } else {
         raw
     };
+    read_bytes(&bytes, path)
+}
+
+/// Read the (decompressed) contents of the file `path` names: lam JSONL when
+/// the name ends in `.jsonl` (or `.jsonl.gz`), else one JSON document whose
+/// format is recognised by its content. `path` names the input in errors and
+/// gives the default session name; nothing is read from it.
+pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    let name = path.display().to_string();
     let stem = name.trim_end_matches(".gz");
     if stem.ends_with(".jsonl") {
-        return read_jsonl(&bytes, path);
+        return read_jsonl(bytes, path);
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| ReadError::Json {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| ReadError::Json {
         path: name.clone(),
         line: e.line(),
         column: e.column(),

@@ -23,7 +23,7 @@ use std::time::Instant;
 /// its targets built and run: e.g. `"lam-trajectory/fuzz"` for the
 /// trajectory readers. A `*/fuzz/Cargo.toml` missing from this list is
 /// reported, so none is forgotten.
-pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz"];
+pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz", "lam-trajectory/fuzz"];
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 
