@@ -152,7 +152,8 @@ pub struct Found {
 /// one is given, else in whichever sessions hold it. Ids are content
 /// addresses, so sessions that hold the same id normally hold the same bytes;
 /// only a true prefix collision (different bytes behind one shown id) is
-/// refused, naming the sessions. An unknown id is an error with the nearest ids.
+/// refused, naming the sessions. An id whose only copies are damaged is
+/// [`StoreError::Damaged`]; an unknown id is an error with the nearest ids.
 pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
     let shown = shown.trim_start_matches('§').to_ascii_lowercase();
     let sessions = match session {
@@ -160,10 +161,18 @@ pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> R
         None => store.sessions()?,
     };
     let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
+    // A damaged copy in one session does not hide an intact one in another.
+    let mut damaged = None;
     for s in &sessions {
-        if let Some(b) = store.get(s, &shown)? {
-            hits.push((s.clone(), b));
+        match store.get(s, &shown).map_err(StoreError::from) {
+            Ok(Some(b)) => hits.push((s.clone(), b)),
+            Ok(None) => {}
+            Err(e @ StoreError::Damaged { .. }) => damaged = damaged.or(Some(e)),
+            Err(e) => return Err(e),
         }
+    }
+    if let (None, Some(e)) = (hits.first(), damaged) {
+        return Err(e);
     }
     let Some((_, first)) = hits.first() else {
         let mut nearest = Vec::new();

@@ -146,3 +146,34 @@ fn check_refuses_what_is_not_a_store_directory() {
     assert!(!o.status.success() && text(&o.stderr).contains("not a store directory"), "{}", text(&o.stderr));
     std::fs::remove_dir_all(&empty).unwrap();
 }
+
+#[test]
+fn a_damaged_copy_in_one_session_does_not_hide_an_intact_copy_in_another() {
+    let dir = scratch("two-copies");
+    let ex = lam_core::testsuite::example();
+    let e = ex.to_str().unwrap();
+    // The same file given twice is two sessions (the second named `NAME~HASH`).
+    let o = lam(&["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", e, e, "--store", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = lam(&["recall", "--store", dir.to_str().unwrap(), "--list"]);
+    let sessions: Vec<String> = text(&o.stdout).lines().map(|l| l.split('\t').next().unwrap().to_string()).collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let recs = {
+        let d2 = scratch("two-copies-ref");
+        let r = archived(&d2);
+        std::fs::remove_dir_all(&d2).unwrap();
+        r
+    };
+    let seg = dir.join("seg-000001.log");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let (id, obs) = recs.iter().find(|(_, o)| o.len() > 64).unwrap();
+    let first = bytes.windows(obs.len()).position(|w| w == obs.as_slice()).unwrap();
+    bytes[first + obs.len() / 2] ^= 0x20;
+    std::fs::write(&seg, &bytes).unwrap();
+    let o = lam(&["recall", "--store", dir.to_str().unwrap(), id]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(&o.stdout, obs);
+    let damaged = sessions.iter().filter(|s| !lam(&["recall", "--store", dir.to_str().unwrap(), "--session", s, id]).status.success()).count();
+    assert_eq!(damaged, 1, "exactly one session's copy is damaged");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each target uses part of it
 //! What every reader target checks: reading never panics; an error names the
 //! input; a trajectory read has consecutive record indices and at most one
 //! thought per record.
