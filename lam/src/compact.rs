@@ -153,7 +153,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
     let mut failed = Vec::new();
     for input in &files {
         if let Err(e) = r.input(input, &mut so) {
-            eprintln!("lam compact: {e:#}");
+            eprintln!("lam compact: {}", crate::opts::one_line(&e));
             failed.push(input.path.display().to_string());
         }
     }

@@ -124,6 +124,22 @@ pub fn threshold(s: &str) -> Result<f64, String> {
     lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())
 }
 
+/// An error with its causes on one line, leaving out a cause that the
+/// message before it already ends with (errors that print their source too).
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let c = c.to_string();
+        if !out.ends_with(&c) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
 /// A finite number > 0 (rates, sizes, batches of the cost models).
 pub fn positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -157,4 +173,15 @@ pub fn open_store_reported(spec: &str, access: arc_store::Access) -> Result<(arc
         eprintln!("{rec}");
     }
     Ok((store, rec))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_leaves_out_repeated_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let read = lam_trajectory::ReadError::Io { path: "a.jsonl".into(), source: io };
+        let e = anyhow::Error::new(read).context("reading inputs");
+        assert_eq!(super::one_line(&e), "reading inputs: a.jsonl: gone");
+    }
 }
