@@ -11,7 +11,7 @@
 //! 2. a later one is qualified by its folder relative to the inputs' common
 //!    folder: `NAME@REL` (`fasterxml__jackson-core-370@gpt-4o/trajs`);
 //! 3. when that is taken too (or the folder is the common one), by a short
-//!    hash of its file's relative path and its name: `NAME~1a2b3c4d`;
+//!    hash of its file's name and its own name: `NAME~1a2b3c4d`;
 //! 4. the same file given twice gets `~HASH-2`, `~HASH-3`, ...
 //!
 //! The same inputs give the same names on every run. A different set of
@@ -65,10 +65,10 @@ impl SessionNames {
         if self.taken.insert(file_stem(&name)) {
             return None;
         }
-        let file = std::fs::canonicalize(&t.source).unwrap_or_else(|_| t.source.clone());
-        let rel_file = slash_path(file.strip_prefix(&self.root).unwrap_or(&file));
+        let file_name = t.source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let rel_dir = slash_path(folder_of(&t.source).strip_prefix(&self.root).unwrap_or(Path::new("")));
-        let hash = ObsId::of(rel_file.as_bytes(), name.as_bytes()).hex()[..8].to_string();
+        // The file's name, not its path, so `lam view FILE` and `lam compact DIR` agree.
+        let hash = ObsId::of(file_name.as_bytes(), name.as_bytes()).hex()[..8].to_string();
         let mut candidates = Vec::new();
         if !rel_dir.is_empty() {
             candidates.push(format!("{name}@{rel_dir}"));
