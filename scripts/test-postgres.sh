@@ -112,3 +112,9 @@ fi
 if [[ "$mode" == "--bench" || "$mode" == "--bench-only" ]]; then
     cargo bench -p arc-store --features postgres --bench pg
 fi
+# The lam program on the server: compact --store postgres://..., recall byte-exact, --list
+# (target/debug/lam as `cargo test --workspace` built it; built here when missing).
+if [[ "$mode" != "--bench-only" ]]; then
+    [[ -x target/debug/lam ]] || cargo build -q -p lam
+    python3 scripts/test-postgres-cli.py target/debug/lam "$LAM_TEST_PG_URL"
+fi

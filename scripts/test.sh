@@ -12,3 +12,5 @@ cargo xtask verify-digests --sample
 bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
 bash scripts/check-ort.sh
+# The PostgreSQL archive (arc-store feature postgres) and the lam program on it: installs PostgreSQL, runs a throwaway cluster
+bash scripts/test-postgres.sh

@@ -64,7 +64,7 @@ mod pg;
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
-pub use open::{Access, AnyStore, Found, StoreSpec, find, open, redact};
+pub use open::{Access, AnyStore, Found, StoreSpec, find, open, open_reported, redact};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
 pub use recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 pub use repair::{CheckReport, Renamed, SalvageReport, check, salvage};

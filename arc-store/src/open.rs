@@ -7,7 +7,7 @@
 //! mistaken for a directory: a spec with a `scheme://` prefix that no backend
 //! claims is an error, not a relative path.
 
-use crate::{FileStore, MemStore, StoreError};
+use crate::{FileStore, MemStore, Recovery, StoreError};
 use lam_core::{ObsStore, SessionId};
 use std::path::PathBuf;
 
@@ -79,13 +79,25 @@ pub type AnyStore = Box<dyn ObsStore + Send>;
 
 /// Open the store `spec` names.
 pub fn open(spec: &StoreSpec, access: Access) -> Result<AnyStore, StoreError> {
+    open_reported(spec, access).map(|(store, _)| store)
+}
+
+/// Open like [`open`], and say what opening found and did: a [`FileStore`]'s
+/// [`Recovery`] (torn tail cut, damage skipped, quarantine copies made);
+/// an empty report for the other backends. Commands print it, so a user
+/// learns of damage when it is found, not when a recall fails.
+pub fn open_reported(spec: &StoreSpec, access: Access) -> Result<(AnyStore, Recovery), StoreError> {
     match spec {
-        StoreSpec::Dir(d) => Ok(match access {
-            Access::ReadWrite => Box::new(FileStore::open(d)?),
-            Access::ReadOnly => Box::new(FileStore::open_read_only(d)?),
-        }),
-        StoreSpec::Memory => Ok(Box::new(MemStore::new())),
-        StoreSpec::Postgres(url) => open_postgres(url, access),
+        StoreSpec::Dir(d) => {
+            let s = match access {
+                Access::ReadWrite => FileStore::open(d)?,
+                Access::ReadOnly => FileStore::open_read_only(d)?,
+            };
+            let r = s.recovery().clone();
+            Ok((Box::new(s), r))
+        }
+        StoreSpec::Memory => Ok((Box::new(MemStore::new()), Recovery::default())),
+        StoreSpec::Postgres(url) => Ok((open_postgres(url, access)?, Recovery::default())),
     }
 }
 
@@ -140,7 +152,8 @@ pub struct Found {
 /// one is given, else in whichever sessions hold it. Ids are content
 /// addresses, so sessions that hold the same id normally hold the same bytes;
 /// only a true prefix collision (different bytes behind one shown id) is
-/// refused, naming the sessions. An unknown id is an error with the nearest ids.
+/// refused, naming the sessions. An id whose only copies are damaged is
+/// [`StoreError::Damaged`]; an unknown id is an error with the nearest ids.
 pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
     let shown = shown.trim_start_matches('§').to_ascii_lowercase();
     let sessions = match session {
@@ -148,10 +161,18 @@ pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> R
         None => store.sessions()?,
     };
     let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
+    // A damaged copy in one session does not hide an intact one in another.
+    let mut damaged = None;
     for s in &sessions {
-        if let Some(b) = store.get(s, &shown)? {
-            hits.push((s.clone(), b));
+        match store.get(s, &shown).map_err(StoreError::from) {
+            Ok(Some(b)) => hits.push((s.clone(), b)),
+            Ok(None) => {}
+            Err(e @ StoreError::Damaged { .. }) => damaged = damaged.or(Some(e)),
+            Err(e) => return Err(e),
         }
+    }
+    if let (None, Some(e)) = (hits.first(), damaged) {
+        return Err(e);
     }
     let Some((_, first)) = hits.first() else {
         let mut nearest = Vec::new();

@@ -4,6 +4,8 @@
 //!   OpenAI chat-completions message lists and lam's JSON Lines
 //!   (`docs/trajectory-format.md`) into [`Trajectory`]s of
 //!   [`lam_core::Record`]s. Every error names the file and the record.
+//! - [`names`]: the session naming rule of a run over many inputs
+//!   ([`SessionNames`]): two inputs never share a session.
 //! - [`tokens`]: cl100k_base, the papers' accounting tokenizer, as a
 //!   [`lam_core::TokenCounter`] ([`Cl100k`]).
 //!
@@ -24,9 +26,11 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod names;
 pub mod read;
 pub mod tokens;
 
+pub use names::SessionNames;
 pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};
 
 pub use lam_core::corpus_dir;

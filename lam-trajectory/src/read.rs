@@ -182,11 +182,20 @@ pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     } else {
         raw
     };
+    read_bytes(&bytes, path)
+}
+
+/// Read the (decompressed) contents of the file `path` names: lam JSONL when
+/// the name ends in `.jsonl` (or `.jsonl.gz`), else one JSON document whose
+/// format is recognised by its content. `path` names the input in errors and
+/// gives the default session name; nothing is read from it.
+pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    let name = path.display().to_string();
     let stem = name.trim_end_matches(".gz");
     if stem.ends_with(".jsonl") {
-        return read_jsonl(&bytes, path);
+        return read_jsonl(bytes, path);
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| ReadError::Json {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| ReadError::Json {
         path: name.clone(),
         line: e.line(),
         column: e.column(),
@@ -327,26 +336,24 @@ fn action_of(m: &Value, content: &str) -> String {
             return parts.join("; ");
         }
     }
-    if let Some(end) = content.rfind("```") {
-        if let Some(start) = content[..end].rfind("```") {
-            let block = &content[start + 3..end];
-            let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
-            return block.trim().to_string();
-        }
+    if let Some(end) = content.rfind("```")
+        && let Some(start) = content[..end].rfind("```")
+    {
+        let block = &content[start + 3..end];
+        let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
+        return block.trim().to_string();
     }
     content.trim().to_string()
 }
 
 /// The assistant text around its action: the content without the fenced action block.
 fn thought_of(content: &str, action: &str) -> String {
-    if !action.is_empty() {
-        if let Some(end) = content.rfind("```") {
-            if let Some(start) = content[..end].rfind("```") {
-                if content[start + 3..end].contains(action) {
-                    return format!("{}{}", &content[..start], &content[end + 3..]).trim().to_string();
-                }
-            }
-        }
+    if !action.is_empty()
+        && let Some(end) = content.rfind("```")
+        && let Some(start) = content[..end].rfind("```")
+        && content[start + 3..end].contains(action)
+    {
+        return format!("{}{}", &content[..start], &content[end + 3..]).trim().to_string();
     }
     content.trim().to_string()
 }

@@ -26,6 +26,15 @@ enum ModeArg {
     Plain,
 }
 
+/// An error bound: a finite number >= 0.
+fn bound(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(_) => Err(format!("`{s}` must be a finite number >= 0")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
 #[derive(Subcommand)]
 enum CodecCmd {
     /// Compress a raw little-endian float32 file (rows of --dim values) into a LAMC stream.
@@ -37,14 +46,14 @@ enum CodecCmd {
         #[arg(long, value_enum, default_value = "fixed")]
         mode: ModeArg,
         /// Relative error bound: a fraction of the batch's value range (max - min); szp only.
-        #[arg(long, conflicts_with = "abs")]
+        #[arg(long, conflicts_with = "abs", value_parser = bound)]
         rel: Option<f64>,
         /// Absolute error bound; szp only.
-        #[arg(long)]
+        #[arg(long, value_parser = bound)]
         abs: Option<f64>,
         /// Vector dimension (values per row).
-        #[arg(long)]
-        dim: usize,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        dim: u32,
         /// Print {"codec","mode","bound_abs","bytes_in","bytes_out","ratio","max_abs_error"} as JSON
         /// (the error measured by decoding what was written).
         #[arg(long)]
@@ -80,8 +89,9 @@ fn write_f32(p: &PathBuf, v: &[f32]) -> Result<()> {
 pub fn run(a: CodecArgs) -> Result<()> {
     match a.cmd {
         CodecCmd::Compress { codec, mode, rel, abs, dim, json, input, output } => {
+            let dim = dim as usize;
             let values = read_f32(&input)?;
-            if dim == 0 || values.len() % dim != 0 {
+            if values.len() % dim != 0 {
                 bail!("{}: {} values are not rows of --dim {dim}", input.display(), values.len());
             }
             let rows = values.len() / dim;

@@ -7,6 +7,7 @@ use lam_core::{DeletionDigest, Encoder, Threshold};
 use lam_encode::{CachedEncoder, EmbeddingsWriter, PrecomputedEncoder};
 use lam_eval::report::{self, Run};
 use lam_operator::{Config, IndexChoice, Order};
+use lam_trajectory::SessionNames;
 use lam_trajectory::read::{self, JsonlRecord, Trajectory};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,7 +79,7 @@ fn codec(s: &str) -> Result<lam_codec::Codec, String> {
 /// Where embeddings come from: a precomputed file or an encoder behind its cache.
 enum Enc {
     Pre(PrecomputedEncoder),
-    Cached(CachedEncoder<Box<dyn Encoder>>, Option<PathBuf>),
+    Cached(Box<CachedEncoder<Box<dyn Encoder>>>, Option<PathBuf>),
 }
 
 impl Enc {
@@ -88,7 +89,7 @@ impl Enc {
             // Online and batch forms share one memo, persisted between runs: each chunk is encoded once.
             None => {
                 let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == EncoderArg::Hashing)?;
-                Enc::Cached(c, path)
+                Enc::Cached(Box::new(c), path)
             }
         })
     }
@@ -96,7 +97,7 @@ impl Enc {
     fn as_dyn(&mut self) -> &mut dyn Encoder {
         match self {
             Enc::Pre(p) => p,
-            Enc::Cached(c, _) => c,
+            Enc::Cached(c, _) => c.as_mut(),
         }
     }
 
@@ -129,14 +130,14 @@ pub fn run(a: CompactArgs) -> Result<()> {
     };
     cfg.index = a.index;
     let mut enc = Enc::new(&a)?;
-    let mut dump = match &a.dump_embeddings {
+    let dump = match &a.dump_embeddings {
         Some(p) => Some(EmbeddingsWriter::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?), &enc.as_dyn().info())?),
         None => None,
     };
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
-    let mut archive = a.store.as_deref().map(|s| crate::opts::open_store(s, arc_store::Access::ReadWrite)).transpose()?;
+    let archive = a.store.as_deref().map(|s| crate::opts::open_store(s, arc_store::Access::ReadWrite)).transpose()?;
     let files = read::expand_inputs(&a.paths)?;
     if files.is_empty() {
         bail!("no trajectory files under {:?}", a.paths);
@@ -146,32 +147,17 @@ pub fn run(a: CompactArgs) -> Result<()> {
     if !a.json {
         writeln!(so, "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}", "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us")?;
     }
-    let mut tot = Totals { all_equal: true, ..Totals::default() };
+    let names = SessionNames::new(files.iter().map(|i| i.path.as_path()));
+    let mut r = Runner { a: &a, cfg, enc: &mut enc, dump, archive, names, tot: Totals { all_equal: true, ..Totals::default() } };
+    // Every readable input is processed; each bad one is named with its error, and the run fails at the end.
+    let mut failed = Vec::new();
     for input in &files {
-        let f = &input.path;
-        let Some(trajs) = read::read_input(input)? else {
-            eprintln!("note: skipping {} (not a trajectory)", f.display());
-            continue;
-        };
-        for traj in trajs {
-            let st = archive.as_mut().map(|s| s.as_mut() as &mut dyn lam_core::ObsStore);
-            let run = report::run_archived(cfg, enc.as_dyn(), &traj, !a.no_tokens, st).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
-            account(&mut tot, &run);
-            if let Some(d) = dump.as_mut() {
-                for (rec, adm) in traj.records.iter().zip(&run.online) {
-                    let ranges: Vec<_> = adm.chunks.iter().map(|c| c.range.clone()).collect();
-                    d.observation(&rec.observation, &ranges, &adm.vectors)?;
-                }
-            }
-            if let Some(dir) = &a.out {
-                write_outputs(dir, &traj, &run)?;
-                if let Some(c) = &a.codec {
-                    write_retained(dir, &traj, &run, c, enc.as_dyn().info().dim, &mut tot)?;
-                }
-            }
-            print_row(&mut so, a.json, &run.report)?;
+        if let Err(e) = r.input(input, &mut so) {
+            eprintln!("lam compact: {}", crate::opts::one_line(&e));
+            failed.push(input.path.display().to_string());
         }
     }
+    let Runner { dump, mut archive, tot, .. } = r;
     if let Some(d) = dump {
         d.finish()?;
     }
@@ -180,25 +166,82 @@ pub fn run(a: CompactArgs) -> Result<()> {
     }
     enc.save()?;
     if !a.json {
-        let share = if tot.tokens_in == 0 { 0.0 } else { 100.0 * (tot.tokens_in as f64 - tot.tokens_out as f64) / tot.tokens_in as f64 };
-        writeln!(
-            so,
-            "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
-            tot.sessions,
-            enc.as_dyn().info().model_id,
-            a.threshold,
-            t.delta(),
-            share,
-            tot.tokens_in,
-            tot.corpus.hex16(),
-            if tot.all_equal { "all" } else { "NOT ALL" }
-        )?;
-        if a.codec.is_some() {
-            writeln!(so, "retained embeddings (L2): {} bytes as f32, {} bytes stored ({:.2}x)", tot.l2_raw, tot.l2_stored, tot.l2_raw as f64 / tot.l2_stored.max(1) as f64)?;
-        }
+        summary(&mut so, &a, t, &tot, enc.as_dyn())?;
+    }
+    if !failed.is_empty() {
+        bail!("{} of {} input(s) failed (errors above): {}", failed.len(), files.len(), failed.join(", "));
     }
     if !tot.all_equal {
         bail!("online and batch residuals differ");
+    }
+    Ok(())
+}
+
+/// The run's state while it goes through the inputs.
+struct Runner<'a> {
+    a: &'a CompactArgs,
+    cfg: Config,
+    enc: &'a mut Enc,
+    dump: Option<EmbeddingsWriter<std::io::BufWriter<std::fs::File>>>,
+    archive: Option<arc_store::AnyStore>,
+    names: SessionNames,
+    tot: Totals,
+}
+
+impl Runner<'_> {
+    /// Every trajectory of one input file.
+    fn input(&mut self, input: &read::Input, so: &mut impl Write) -> Result<()> {
+        let f = &input.path;
+        let Some(trajs) = read::read_input(input)? else {
+            eprintln!("note: skipping {} (not a trajectory)", f.display());
+            return Ok(());
+        };
+        for mut traj in trajs {
+            if let Some(own) = self.names.assign(&mut traj) {
+                eprintln!("note: {}: session `{own}` is named `{}` in this run (an earlier input has a session named like it)", f.display(), traj.session);
+            }
+            self.trajectory(&traj, so).with_context(|| format!("{}: session {}", f.display(), traj.session))?;
+        }
+        Ok(())
+    }
+
+    fn trajectory(&mut self, traj: &Trajectory, so: &mut impl Write) -> Result<()> {
+        let a = self.a;
+        let st = self.archive.as_mut().map(|s| s.as_mut() as &mut dyn lam_core::ObsStore);
+        let run = report::run_archived(self.cfg, self.enc.as_dyn(), traj, !a.no_tokens, st)?;
+        account(&mut self.tot, &run);
+        if let Some(d) = self.dump.as_mut() {
+            for (rec, adm) in traj.records.iter().zip(&run.online) {
+                let ranges: Vec<_> = adm.chunks.iter().map(|c| c.range.clone()).collect();
+                d.observation(&rec.observation, &ranges, &adm.vectors)?;
+            }
+        }
+        if let Some(dir) = &a.out {
+            write_outputs(dir, traj, &run)?;
+            if let Some(c) = &a.codec {
+                write_retained(dir, traj, &run, c, self.enc.as_dyn().info().dim, &mut self.tot)?;
+            }
+        }
+        print_row(so, a.json, &run.report)
+    }
+}
+
+fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc: &mut dyn Encoder) -> Result<()> {
+    let share = if tot.tokens_in == 0 { 0.0 } else { 100.0 * (tot.tokens_in as f64 - tot.tokens_out as f64) / tot.tokens_in as f64 };
+    writeln!(
+        so,
+        "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
+        tot.sessions,
+        enc.info().model_id,
+        a.threshold,
+        t.delta(),
+        share,
+        tot.tokens_in,
+        tot.corpus.hex16(),
+        if tot.all_equal { "all" } else { "NOT ALL" }
+    )?;
+    if a.codec.is_some() {
+        writeln!(so, "retained embeddings (L2): {} bytes as f32, {} bytes stored ({:.2}x)", tot.l2_raw, tot.l2_stored, tot.l2_raw as f64 / tot.l2_stored.max(1) as f64)?;
     }
     Ok(())
 }

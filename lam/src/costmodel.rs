@@ -59,13 +59,13 @@ enum CostCmd {
         #[arg(long, default_value = "llama-3.1-8b")]
         model: String,
         /// Arriving tokens per turn (Delta).
-        #[arg(long, default_value_t = 637.0)]
+        #[arg(long, default_value_t = 637.0, value_parser = crate::opts::positive)]
         delta: f64,
         /// Decoded tokens per turn (G_a).
-        #[arg(long, default_value_t = 39.0)]
+        #[arg(long, default_value_t = 39.0, value_parser = crate::opts::positive)]
         decoded: f64,
         /// Decode batch sizes, comma-separated.
-        #[arg(long, default_value = "1,32", value_delimiter = ',')]
+        #[arg(long, default_value = "1,32", value_delimiter = ',', value_parser = crate::opts::positive)]
         batch: Vec<f64>,
         /// Context lengths, comma-separated.
         #[arg(long, default_value = "3K,8K,32K,128K", value_delimiter = ',')]
@@ -93,13 +93,13 @@ enum CostCmd {
         #[arg(long, default_value_t = 39)]
         decoded: u64,
         /// Removal rate r of arriving tokens.
-        #[arg(long, default_value_t = 0.2247)]
+        #[arg(long, default_value_t = 0.2247, value_parser = crate::opts::fraction)]
         removal: f64,
         /// Candidate pairs verified per arrival.
         #[arg(long, default_value_t = 0)]
         pairs: u64,
         /// Decode batch.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = crate::opts::positive)]
         batch: f64,
         /// Hard context budget (tokens); without it, the growth regime.
         #[arg(long)]
@@ -111,13 +111,13 @@ enum CostCmd {
         #[arg(long)]
         evict_reprefill: bool,
         /// Share of the context a deletion invalidates (LAM charges 1.0; measured mean 0.94).
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = crate::opts::fraction)]
         invalidated_share: f64,
         /// Compaction rates from a device profile (cargo xtask calibrate); default LAM Table 1 (GB10).
         #[arg(long)]
         profile: Option<PathBuf>,
         /// Text bytes per token (beta) with --profile.
-        #[arg(long, default_value_t = 3.68)]
+        #[arg(long, default_value_t = 3.68, value_parser = crate::opts::positive)]
         bytes_per_token: f64,
         /// JSON rows.
         #[arg(long)]
@@ -135,7 +135,7 @@ enum CostCmd {
         #[arg(long, default_value_t = 512)]
         decoded: u64,
         /// Fixed batch instead of ARC's capacity rule.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::opts::positive)]
         batch: Option<f64>,
         /// Count generated tokens in L_k (exact growth) instead of L_k = prompt.
         #[arg(long)]
@@ -156,7 +156,7 @@ enum CostCmd {
         #[arg(long, default_value = "1000,10000,100000,1000000", value_delimiter = ',')]
         tokens: Vec<String>,
         /// Summarization ratio rho (class 1 decodes T/rho tokens; the paper does not state it).
-        #[arg(long, default_value_t = 10.0)]
+        #[arg(long, default_value_t = 10.0, value_parser = crate::opts::positive)]
         rho: f64,
         /// Compaction rates from a device profile; default LAM Table 1 (GB10).
         #[arg(long)]
@@ -244,9 +244,9 @@ pub fn run(a: CostmodelArgs) -> Result<()> {
 }
 
 fn phi(device: &str, model: &str, delta: f64, decoded: f64, batch: &[f64], context: &[String], json: bool) -> Result<()> {
-    let dep = Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?;
+    let dep = Deployment::new(Device::preset(device)?, Model::preset(model)?, 0.0)?;
     let contexts = context.iter().map(|c| parse_tokens(c)).collect::<Result<Vec<_>>>()?;
-    let rows = phi_table(&dep, Efficiency::MEASURED, delta, decoded, &batch, &contexts)?;
+    let rows = phi_table(&dep, Efficiency::MEASURED, delta, decoded, batch, &contexts)?;
     if json {
         return print_json(&rows);
     }
@@ -381,8 +381,8 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
 }
 
 fn classes(device: &str, model: &str, tokens: &[String], rho: f64, profile: Option<&Path>, json: bool) -> Result<()> {
-    let dep = Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?;
-    let rates = rates_from(profile.as_deref(), CompactionRates::LAM_GB10.bytes_per_token)?;
+    let dep = Deployment::new(Device::preset(device)?, Model::preset(model)?, 0.0)?;
+    let rates = rates_from(profile, CompactionRates::LAM_GB10.bytes_per_token)?;
     let comp = Compressor::xlm_roberta_large();
     #[derive(Serialize)]
     struct Row {

@@ -12,7 +12,7 @@ pub struct EvalArgs {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Merge thresholds t (cosine), comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = eval::DEFAULT_THRESHOLDS.to_vec())]
+    #[arg(long, value_delimiter = ',', default_values_t = eval::DEFAULT_THRESHOLDS.to_vec(), value_parser = crate::opts::threshold)]
     thresholds: Vec<f64>,
     /// Evaluate a deterministic sample of N files (by SHA-256 of the file name).
     #[arg(long)]
@@ -142,6 +142,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
         let end = md.find("\n## ECR").unwrap_or(md.len());
         write!(so, "{}", &md[..end])?;
         writeln!(so, "\n(full report: {})", a.report.as_ref().map(|d| d.join("report.md").display().to_string()).unwrap_or_else(|| "pass --report DIR".into()))?;
+    }
+    // Every readable input was evaluated; the bad ones are named here and fail the run.
+    for f in &r.failed {
+        eprintln!("lam eval: {}", f.error);
+    }
+    if !r.failed.is_empty() {
+        let paths: Vec<&str> = r.failed.iter().map(|f| f.path.as_str()).collect();
+        anyhow::bail!("{} input(s) failed (errors above; the report covers the others): {}", r.failed.len(), paths.join(", "));
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ mod embed;
 mod eval;
 mod opts;
 mod recall;
+mod store;
 mod view;
 
 #[derive(Parser)]
@@ -36,6 +37,8 @@ enum Cmd {
     Embed(embed::EmbedArgs),
     /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
     Compact(compact::CompactArgs),
+    /// Check a FileStore archive for damage, or salvage its intact records into a fresh one.
+    Store(store::StoreArgs),
 }
 
 fn main() -> Result<()> {
@@ -47,5 +50,6 @@ fn main() -> Result<()> {
         Cmd::View(a) => view::run(a),
         Cmd::Recall(a) => recall::run(a),
         Cmd::Compact(a) => compact::run(a),
+        Cmd::Store(a) => store::run(a),
     }
 }

@@ -18,6 +18,9 @@ pub enum EncoderArg {
     Ort,
 }
 
+/// The encoder behind its embedding cache.
+pub type Cached = CachedEncoder<Box<dyn lam_core::Encoder>>;
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct EncoderOpts {
     /// Encoder backend.
@@ -48,7 +51,7 @@ impl EncoderOpts {
 
     /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
     /// and the file to save the cache to.
-    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(CachedEncoder<Box<dyn lam_core::Encoder>>, Option<PathBuf>)> {
+    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
         let c = match (no_cache, cache) {
             (true, _) => Cache::Off,
             (false, Some(p)) => Cache::File(p.clone()),
@@ -121,8 +124,64 @@ pub fn threshold(s: &str) -> Result<f64, String> {
     lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())
 }
 
-/// Open the store a `--store` argument names (a directory, `postgres://...` where built in).
+/// An error with its causes on one line, leaving out a cause that the
+/// message before it already ends with (errors that print their source too).
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let c = c.to_string();
+        if !out.ends_with(&c) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
+/// A finite number > 0 (rates, sizes, batches of the cost models).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err(format!("`{s}` must be a finite number greater than 0")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+/// A share in [0, 1].
+pub fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Ok(_) => Err(format!("`{s}` must be a share between 0 and 1")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+/// Open the store a `--store` argument names (a directory, `postgres://...`),
+/// printing on stderr what opening found and did (torn tail cut, damage
+/// skipped, quarantine copies).
 pub fn open_store(spec: &str, access: arc_store::Access) -> Result<arc_store::AnyStore> {
+    open_store_reported(spec, access).map(|(s, _)| s)
+}
+
+/// [`open_store`], also returning the recovery report.
+pub fn open_store_reported(spec: &str, access: arc_store::Access) -> Result<(arc_store::AnyStore, arc_store::Recovery)> {
     let spec = arc_store::StoreSpec::parse(spec)?;
-    arc_store::open(&spec, access).with_context(|| format!("opening store {}", spec.display()))
+    let (store, rec) = arc_store::open_reported(&spec, access).with_context(|| format!("opening store {}", spec.display()))?;
+    if !rec.is_clean() {
+        eprintln!("{rec}");
+    }
+    Ok((store, rec))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_leaves_out_repeated_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let read = lam_trajectory::ReadError::Io { path: "a.jsonl".into(), source: io };
+        let e = anyhow::Error::new(read).context("reading inputs");
+        assert_eq!(super::one_line(&e), "reading inputs: a.jsonl: gone");
+    }
 }

@@ -1,59 +1,94 @@
-//! `lam recall`: the exact bytes of an archived observation, or one part.
+//! `lam recall`: the exact bytes of an archived observation, or one part;
+//! `--list`: what a session (or the store) holds.
 
 use anyhow::{Context, Result, bail};
-use arc_store::Access;
+use arc_store::{Access, StoreError};
 use arc_view::cut_parts;
-use lam_core::SessionId;
+use lam_core::{ObsStore, SessionId};
 use lam_trajectory::Cl100k;
 use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct RecallArgs {
-    /// Store written by `lam view --store` or `lam compact --store`: a directory (or `postgres://...` where built in).
+    /// Store written by `lam view --store` or `lam compact --store`: a directory or `postgres://...`.
     #[arg(long)]
     store: String,
     /// The id, as cited (`§a1b2c3d4` or `a1b2c3d4`).
-    id: String,
-    /// Part `K` or `K/N` of the observation in parts of at most --part-tokens tokens.
-    chunk: Option<String>,
+    #[arg(required_unless_present = "list")]
+    id: Option<String>,
+    /// Part `K` or `K/N` of the observation in parts of at most --part-tokens tokens (1 <= K <= N).
+    #[arg(value_parser = part)]
+    chunk: Option<Part>,
     /// Session holding the id (needed only when sessions show the id for different observations).
     #[arg(long)]
     session: Option<String>,
     /// Payload tokens per part (ARC's q).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
     part_tokens: u32,
+    /// List instead of recalling: with --session one line per archived observation (`§id`, bytes,
+    /// first line); without, one line per session (name, observations).
+    #[arg(long, conflicts_with_all = ["id", "chunk"])]
+    list: bool,
 }
 
-/// `K` or `K/N` (1-based; `N`, when given, must be the part count).
-fn parse_part(s: &str, parts: usize) -> Result<usize> {
+/// A part as asked: `K`, or `K/N` (N, when given, must be the part count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    k: usize,
+    n: Option<usize>,
+}
+
+/// Parse `K` or `K/N` with whole numbers, 1 <= K (<= N).
+fn part(s: &str) -> Result<Part, String> {
+    let whole = |x: &str| x.parse::<usize>().map_err(|_| format!("`{s}`: expected K or K/N with whole numbers >= 1"));
     let (k, n) = match s.split_once('/') {
-        Some((k, n)) => (k, Some(n)),
-        None => (s, None),
+        Some((k, n)) => (whole(k)?, Some(whole(n)?)),
+        None => (whole(s)?, None),
     };
-    let whole = |x: &str| x.parse::<usize>().with_context(|| format!("part `{s}`: expected K or K/N with whole numbers"));
-    let k = whole(k)?;
-    let plural = if parts == 1 { "" } else { "s" };
-    if let Some(n) = n.map(whole).transpose()?
-        && n != parts
-    {
-        bail!("part `{s}`: the observation has {parts} part{plural} at this --part-tokens, not {n}");
+    if k == 0 || n == Some(0) {
+        return Err(format!("`{s}`: parts are numbered from 1"));
     }
-    if k == 0 || k > parts {
-        bail!("part {k} does not exist: the observation has {parts} part{plural}");
+    if n.is_some_and(|n| k > n) {
+        return Err(format!("`{s}`: part {k} of {} does not exist", n.unwrap_or(0)));
     }
-    Ok(k)
+    Ok(Part { k, n })
+}
+
+impl Part {
+    /// The 1-based part, checked against the observation's part count.
+    fn resolve(self, parts: usize) -> Result<usize> {
+        let plural = if parts == 1 { "" } else { "s" };
+        if let Some(n) = self.n.filter(|&n| n != parts) {
+            bail!("part {}/{n}: the observation has {parts} part{plural} at this --part-tokens, not {n}", self.k);
+        }
+        if self.k > parts {
+            bail!("part {} does not exist: the observation has {parts} part{plural}", self.k);
+        }
+        Ok(self.k)
+    }
 }
 
 pub fn run(a: RecallArgs) -> Result<()> {
-    let store = crate::opts::open_store(&a.store, Access::ReadOnly)?;
+    let (store, recovery) = crate::opts::open_store_reported(&a.store, Access::ReadOnly)?;
     let session = a.session.as_deref().map(SessionId::from);
-    let found = arc_store::find(store.as_ref(), session.as_ref(), &a.id).with_context(|| format!("recall from {}", a.store))?;
+    if a.list {
+        return list(store.as_ref(), session.as_ref());
+    }
+    let id = a.id.as_deref().unwrap_or_default();
+    let found = match arc_store::find(store.as_ref(), session.as_ref(), id) {
+        Ok(f) => f,
+        Err(e @ StoreError::NotFound { .. }) if recovery.damaged().next().is_some() => {
+            let n = recovery.damaged().count();
+            return Err(e).with_context(|| format!("recall from {}: the store has {n} damaged places (listed above); the id may be in one of them", a.store));
+        }
+        Err(e) => return Err(e).with_context(|| format!("recall from {}", a.store)),
+    };
     let body = found.bytes;
-    let out = match &a.chunk {
+    let out = match a.chunk {
         None => &body[..],
-        Some(c) => {
+        Some(p) => {
             let parts = cut_parts(&Cl100k, &body, a.part_tokens as usize);
-            let k = parse_part(c, parts.len()).with_context(|| format!("{} (parts of at most {} tokens)", a.id, a.part_tokens))?;
+            let k = p.resolve(parts.len()).with_context(|| format!("{id} (parts of at most {} tokens)", a.part_tokens))?;
             &body[parts[k - 1].clone()]
         }
     };
@@ -64,14 +99,70 @@ pub fn run(a: RecallArgs) -> Result<()> {
     Ok(())
 }
 
+/// One line per observation of `session` (`§id`, bytes, first line), or per session.
+fn list(store: &dyn ObsStore, session: Option<&SessionId>) -> Result<()> {
+    let so = std::io::stdout();
+    let mut so = std::io::BufWriter::new(so.lock());
+    let Some(s) = session else {
+        for s in store.sessions()? {
+            writeln!(so, "{}\t{} observations", s, store.ids(&s)?.len())?;
+        }
+        return Ok(so.flush()?);
+    };
+    let ids = store.ids(s)?;
+    if ids.is_empty() {
+        bail!("no session `{s}` in the store (list the sessions with `lam recall --store STORE --list`)");
+    }
+    let mut damaged = 0;
+    for id in ids {
+        match store.meta(s, &id) {
+            Ok(Some(m)) => writeln!(so, "§{id}\t{} bytes\t{}", m.bytes, first_line(&m.head))?,
+            Ok(None) => writeln!(so, "§{id}\t(missing)")?,
+            Err(e) => {
+                damaged += 1;
+                writeln!(so, "§{id}\tDAMAGED: {}", StoreError::from(e))?;
+            }
+        }
+    }
+    so.flush()?;
+    if damaged > 0 {
+        bail!("{damaged} observations of session {s} are damaged");
+    }
+    Ok(())
+}
+
+/// The first line of a preview, printable on one line (invalid UTF-8 and control characters escaped).
+fn first_line(head: &[u8]) -> String {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    line.utf8_chunks()
+        .flat_map(|c| {
+            let valid = c.valid().chars().flat_map(|ch| if ch.is_control() { ch.escape_default().collect::<Vec<_>>() } else { vec![ch] });
+            let bad = c.invalid().iter().flat_map(|b| format!("\\x{b:02x}").chars().collect::<Vec<_>>());
+            valid.chain(bad).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn parts_are_checked() {
-        assert_eq!(super::parse_part("2", 3).unwrap(), 2);
-        assert_eq!(super::parse_part("2/3", 3).unwrap(), 2);
-        for bad in ["0", "4", "1/banana", "1/0", "2/4", "x", "-1", ""] {
-            assert!(super::parse_part(bad, 3).is_err(), "{bad}");
+        assert_eq!(part("2").unwrap().resolve(3).unwrap(), 2);
+        assert_eq!(part("2/3").unwrap().resolve(3).unwrap(), 2);
+        for bad in ["0", "1/banana", "1/0", "0/3", "4/3", "x", "-1", "", "1/", "/1"] {
+            assert!(part(bad).is_err(), "{bad}");
         }
+        assert!(part("4").unwrap().resolve(3).is_err());
+        assert!(part("2/4").unwrap().resolve(3).is_err());
+        assert!(part("2/3").unwrap().resolve(19_849).is_err());
+    }
+
+    #[test]
+    fn first_lines_are_one_printable_line() {
+        assert_eq!(first_line(b"abc\ndef"), "abc");
+        assert_eq!(first_line(b"a\tb\xffc\r"), "a\\tb\\xffc\\r");
+        assert_eq!(first_line(b""), "");
     }
 }

@@ -33,10 +33,16 @@ pub struct ViewArgs {
 }
 
 pub fn run(a: ViewArgs) -> Result<()> {
-    let trajs = read::read_path(&a.trajectory)?;
+    // Sessions named as `lam compact` names them (lam_trajectory::names), so both archive into the same session.
+    let mut names = lam_trajectory::SessionNames::new([a.trajectory.as_path()]);
+    let mut trajs = Vec::new();
+    for mut t in read::read_path(&a.trajectory)? {
+        let own = names.assign(&mut t).unwrap_or_else(|| t.session.0.clone());
+        trajs.push((own, t));
+    }
     let traj = match &a.session {
-        Some(s) => trajs.into_iter().find(|t| &t.session.0 == s).with_context(|| format!("{}: no session `{s}`", a.trajectory.display()))?,
-        None => trajs.into_iter().next().with_context(|| format!("{}: no session", a.trajectory.display()))?,
+        Some(s) => trajs.into_iter().find(|(own, t)| own == s || &t.session.0 == s).with_context(|| format!("{}: no session `{s}`", a.trajectory.display()))?.1,
+        None => trajs.into_iter().next().with_context(|| format!("{}: no session", a.trajectory.display()))?.1,
     };
     let turns = traj.turns();
     let n = a.at_turn.unwrap_or(turns.len());
@@ -49,7 +55,7 @@ pub fn run(a: ViewArgs) -> Result<()> {
         None => Box::new(arc_store::MemStore::new()),
     };
     let settings = a.opts.settings(a.enc.batch as usize);
-    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || Ok(a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}")))?))?;
+    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}"))))?;
     // One model call after every turn: ARC compacts when it would.
     let mut last = None;
     for t in &turns[..n] {

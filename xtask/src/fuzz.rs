@@ -20,10 +20,9 @@ use std::time::Instant;
 
 /// The fuzz crates (cargo-fuzz layout: `Cargo.toml` with `[[bin]]` targets
 /// under `fuzz_targets/`, not workspace members). Add a crate here to have
-/// its targets built and run: e.g. `"lam-trajectory/fuzz"` for the
-/// trajectory readers. A `*/fuzz/Cargo.toml` missing from this list is
+/// its targets built and run. A `*/fuzz/Cargo.toml` missing from this list is
 /// reported, so none is forgotten.
-pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz"];
+pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz", "lam-trajectory/fuzz"];
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 

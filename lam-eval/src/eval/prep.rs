@@ -71,15 +71,22 @@ pub(super) fn sample_order(mut files: Vec<read::Input>, n: Option<usize>) -> Vec
 
 /// Read the inputs; with `sample = Some(n)`, the first `n` files in sample
 /// order that hold a trajectory with observations (metadata files found in a
-/// folder do not count), then sorted by path.
-pub(super) fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progress: &mut dyn Progress) -> Result<Vec<(read::Input, Vec<Trajectory>)>> {
+/// folder do not count), then sorted by path. A file that cannot be read is
+/// added to `failed` and the others are still read.
+pub(super) fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progress: &mut dyn Progress, failed: &mut Vec<FailedInput>) -> Result<Vec<(read::Input, Vec<Trajectory>)>> {
     progress.stage("read", sample.map_or(files.len(), |n| n.min(files.len())) as u64);
     let mut out = Vec::new();
     for f in sample_order(files, sample) {
         if sample.is_some_and(|n| out.len() >= n) {
             break;
         }
-        let trajs: Vec<Trajectory> = read::read_input(&f)?.unwrap_or_default().into_iter().filter(|t| !t.records.is_empty()).collect();
+        let trajs: Vec<Trajectory> = match read::read_input(&f) {
+            Ok(t) => t.unwrap_or_default().into_iter().filter(|t| !t.records.is_empty()).collect(),
+            Err(e) => {
+                failed.push(FailedInput { path: f.path.display().to_string(), error: e.to_string() });
+                Vec::new()
+            }
+        };
         // The bar counts files tried, or with a sample the trajectories taken.
         if sample.is_none() || !trajs.is_empty() {
             progress.inc(1);

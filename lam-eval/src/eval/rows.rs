@@ -249,6 +249,15 @@ pub struct Timing {
     pub baselines_s: f64,
 }
 
+/// An input `lam eval` could not use.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FailedInput {
+    /// The file.
+    pub path: String,
+    /// Why (the error names the file and the record).
+    pub error: String,
+}
+
 /// The report of `lam eval`.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
@@ -292,6 +301,10 @@ pub struct EvalReport {
     pub locomo: Option<Locomo>,
     /// Timing.
     pub timing: Timing,
+    /// Inputs (files, or one trajectory of a file) that could not be read or
+    /// prepared, each with its error; every other input was evaluated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<FailedInput>,
 }
 
 /// One headline row of `--json`.

@@ -45,9 +45,11 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     thresholds.sort_by(|a, b| b.total_cmp(a));
     thresholds.dedup();
     let ths: Vec<Threshold> = thresholds.iter().map(|&t| Threshold::from_cosine(t)).collect::<Result<_, _>>()?;
-    let files = read_sample(read::expand_inputs(inputs)?, o.sample, progress)?;
+    let mut failed = Vec::new();
+    let files = read_sample(read::expand_inputs(inputs)?, o.sample, progress, &mut failed)?;
     if files.is_empty() {
-        bail!("no trajectory files under {inputs:?}");
+        let why: Vec<String> = failed.iter().map(|f| f.error.clone()).collect();
+        bail!("no readable trajectory files under {inputs:?}{}", if why.is_empty() { String::new() } else { format!(": {}", why.join("; ")) });
     }
     let gold_path = o.gold.clone().or_else(|| find_beside(inputs, "swebench-gold-patches"));
     let gold = match &gold_path {
@@ -65,7 +67,13 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     for (f, trajs) in files {
         for t in trajs {
             let name = format!("{}: session {}", f.path.display(), t.session);
-            let mut p = prepare(t, &mut *enc, gold.as_ref(), &mut outcomes, &mut memo).context(name)?;
+            let mut p = match prepare(t, &mut *enc, gold.as_ref(), &mut outcomes, &mut memo).context(name) {
+                Ok(p) => p,
+                Err(e) => {
+                    failed.push(FailedInput { path: f.path.display().to_string(), error: e.to_string() });
+                    continue;
+                }
+            };
             p.input = inputs.iter().position(|i| f.path.starts_with(i)).unwrap_or(0);
             preps.push(p);
         }
@@ -343,5 +351,6 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
         by_input,
         locomo,
         timing: Timing { wall_s, encode_s, chunking_s, encode_share: if wall_s > 0.0 { (encode_s + chunking_s) / wall_s } else { 0.0 }, sweep_s, baselines_s },
+        failed,
     })
 }
