@@ -1,6 +1,6 @@
 //! `lam recall`: the exact bytes of an archived observation, or one part.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arc_store::Access;
 use arc_view::cut_parts;
 use lam_core::SessionId;
@@ -26,22 +26,7 @@ pub struct RecallArgs {
 
 /// `K` or `K/N` (1-based; `N`, when given, must be the part count).
 fn parse_part(s: &str, parts: usize) -> Result<usize> {
-    let (k, n) = match s.split_once('/') {
-        Some((k, n)) => (k, Some(n)),
-        None => (s, None),
-    };
-    let whole = |x: &str| x.parse::<usize>().with_context(|| format!("part `{s}`: expected K or K/N with whole numbers"));
-    let k = whole(k)?;
-    let plural = if parts == 1 { "" } else { "s" };
-    if let Some(n) = n.map(whole).transpose()?
-        && n != parts
-    {
-        bail!("part `{s}`: the observation has {parts} part{plural} at this --part-tokens, not {n}");
-    }
-    if k == 0 || k > parts {
-        bail!("part {k} does not exist: the observation has {parts} part{plural}");
-    }
-    Ok(k)
+    arc_view::parse_part(s, parts).map_err(anyhow::Error::msg)
 }
 
 pub fn run(a: RecallArgs) -> Result<()> {
