@@ -16,24 +16,42 @@ def _fingerprint(m: Any) -> str:
     return hashlib.sha1(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _fenced_block(content: str) -> str:
+    """The last fenced code block of an assistant text (the text-based action)."""
+    end = content.rfind("```")
+    start = content.rfind("```", 0, end) if end > 0 else -1
+    if start < 0:
+        return content.strip()
+    block = content[start + 3 : end]
+    lang, nl, rest = block.partition("\n")
+    if nl and all(ch.isalnum() for ch in lang.strip()):
+        block = rest
+    return block.strip()
+
+
 def _action_for(messages: List[dict], i: int) -> str:
-    """The action whose result messages[i] is: the tool call it answers, or
-    the command of the assistant turn before it."""
-    m = messages[i]
-    call_id = m.get("tool_call_id")
+    """The action whose result messages[i] is, as lam's OpenAI reader names
+    it: the assistant's tool calls as ``name(arguments)`` joined by ``"; "``,
+    mini-swe-agent's recorded command, or the last fenced code block."""
     for prev in reversed(messages[:i]):
         if not isinstance(prev, dict) or prev.get("role") != "assistant":
             continue
+        if isinstance(prev.get("action"), str):
+            return prev["action"].strip()
+        calls = []
         for call in prev.get("tool_calls") or []:
-            if call_id is not None and call.get("id") != call_id:
-                continue
-            fn = call.get("function") or {}
-            return f"{fn.get('name', '')} {fn.get('arguments', '')}".strip()
+            fn = call.get("function") or call
+            args = fn.get("arguments", "")
+            if not isinstance(args, str):
+                args = json.dumps(args, separators=(",", ":"), sort_keys=True)
+            calls.append("%s(%s)" % (fn.get("name", "tool"), args))
+        if calls:
+            return "; ".join(calls)
         actions = (prev.get("extra") or {}).get("actions") or []
         if actions and isinstance(actions[0], dict) and "command" in actions[0]:
             return str(actions[0]["command"])
         content = prev.get("content")
-        return content if isinstance(content, str) else ""
+        return _fenced_block(content) if isinstance(content, str) else ""
     return ""
 
 
@@ -98,12 +116,11 @@ class Compactor:
         if isinstance(content, str):
             out["content"] = self._admit(action, content, i)
         elif isinstance(content, list):
-            parts = []
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                    part = {**part, "text": self._admit(action, part["text"], i)}
-                parts.append(part)
-            out["content"] = parts
+            # As lam's reader: the text parts together are the observation.
+            is_text = lambda p: isinstance(p, str) or (isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
+            text = "".join(p if isinstance(p, str) else p["text"] for p in content if is_text(p))
+            rest = [p for p in content if not is_text(p)]
+            out["content"] = [{"type": "text", "text": self._admit(action, text, i)}] + rest
         return out
 
     def compact(self, messages: Iterable[dict]) -> List[dict]:
