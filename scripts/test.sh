@@ -12,3 +12,5 @@ cargo xtask verify-digests --sample
 bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
 bash scripts/check-ort.sh
+# The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
+bash scripts/test-python.sh

@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", tempfile.mkdtemp(prefix="mswea-"))
 
-minisweagent = pytest.importorskip("minisweagent")  # scripts/test-python.sh installs it; absent only outside that script
+import minisweagent  # noqa: E402  (scripts/test-python.sh installs the pinned release)
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel, make_output  # noqa: E402
