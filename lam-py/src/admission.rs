@@ -70,7 +70,11 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub) -> PyResult<Bound<'py, PyDict>>
     match s {
         Stub::Chunks(c) => {
             d.set_item("kind", "chunks")?;
-            let reps: Vec<String> = c.reps.iter().map(|r| format!("§{}#{}", r.id, r.chunk)).collect();
+            let reps: Vec<String> = c
+                .reps
+                .iter()
+                .map(|r| format!("§{}#{}", r.id, r.chunk))
+                .collect();
             d.set_item("representative", reps.first().cloned())?;
             d.set_item("representatives", reps)?;
             d.set_item("distance", c.distance)?;
@@ -79,7 +83,10 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub) -> PyResult<Bound<'py, PyDict>>
         }
         Stub::Lines(l) => {
             d.set_item("kind", "lines")?;
-            d.set_item("representative", format!("§{}:{}", l.first_id, l.first_line))?;
+            d.set_item(
+                "representative",
+                format!("§{}:{}", l.first_id, l.first_line),
+            )?;
             d.set_item("distance", py.None())?;
             d.set_item("lines", l.lines)?;
         }

@@ -27,8 +27,12 @@ pub fn operator(e: lam_operator::Error) -> PyErr {
 pub fn core(e: lam_core::Error) -> PyErr {
     use lam_core::Error as E;
     match e {
-        E::InvalidVector { .. } | E::Dimension { .. } | E::Threshold(_) => PyValueError::new_err(e.to_string()),
-        E::Backend { what: "arc-store", .. } => PyOSError::new_err(e.to_string()),
+        E::InvalidVector { .. } | E::Dimension { .. } | E::Threshold(_) => {
+            PyValueError::new_err(e.to_string())
+        }
+        E::Backend {
+            what: "arc-store", ..
+        } => PyOSError::new_err(e.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
     }
 }
@@ -37,7 +41,9 @@ pub fn core(e: lam_core::Error) -> PyErr {
 /// naming `store`, the rest `OSError`.
 pub fn store(e: StoreError) -> PyErr {
     match e {
-        StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => PyKeyError::new_err(e.to_string()),
+        StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => {
+            PyKeyError::new_err(e.to_string())
+        }
         StoreError::Spec { .. } => arg("store", e),
         StoreError::Store(c) => core(c),
         other => PyOSError::new_err(other.to_string()),
@@ -47,7 +53,9 @@ pub fn store(e: StoreError) -> PyErr {
 /// An encoder set-up error (a missing model says how to install it).
 pub fn encoder(e: lam_encode::Error) -> PyErr {
     match e {
-        lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => PyOSError::new_err(format!("encoder: {e}")),
+        lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => {
+            PyOSError::new_err(format!("encoder: {e}"))
+        }
         other => PyValueError::new_err(format!("encoder: {other}")),
     }
 }
@@ -55,7 +63,9 @@ pub fn encoder(e: lam_encode::Error) -> PyErr {
 /// A trajectory reader error: the file (`OSError`) or its content (`ValueError`).
 pub fn read(e: lam_trajectory::ReadError) -> PyErr {
     match e {
-        lam_trajectory::ReadError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        lam_trajectory::ReadError::Io { ref source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
             pyo3::exceptions::PyFileNotFoundError::new_err(e.to_string())
         }
         lam_trajectory::ReadError::Io { .. } => PyOSError::new_err(e.to_string()),

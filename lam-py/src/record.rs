@@ -31,8 +31,20 @@ pub struct Record {
 impl Record {
     #[new]
     #[pyo3(signature = (action, observation, index=0, returncode=None, thought=String::new()))]
-    fn new(action: &Bound<'_, PyAny>, observation: &Bound<'_, PyAny>, index: u32, returncode: Option<i32>, thought: String) -> PyResult<Self> {
-        Ok(Self { index, action: args::text_of("action", action)?, observation: args::bytes_of("observation", observation)?, returncode, thought })
+    fn new(
+        action: &Bound<'_, PyAny>,
+        observation: &Bound<'_, PyAny>,
+        index: u32,
+        returncode: Option<i32>,
+        thought: String,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            index,
+            action: args::text_of("action", action)?,
+            observation: args::bytes_of("observation", observation)?,
+            returncode,
+            thought,
+        })
     }
 
     /// The observation, byte for byte.
@@ -48,7 +60,13 @@ impl Record {
     }
 
     fn __repr__(&self) -> String {
-        format!("Record(index={}, action={:?}, observation=<{} bytes>, returncode={:?})", self.index, self.action, self.observation.len(), self.returncode)
+        format!(
+            "Record(index={}, action={:?}, observation=<{} bytes>, returncode={:?})",
+            self.index,
+            self.action,
+            self.observation.len(),
+            self.returncode
+        )
     }
 }
 
@@ -71,7 +89,12 @@ pub struct Trajectory {
 #[pymethods]
 impl Trajectory {
     fn __repr__(&self) -> String {
-        format!("Trajectory(session={:?}, format={:?}, records={})", self.session, self.format, self.records.len())
+        format!(
+            "Trajectory(session={:?}, format={:?}, records={})",
+            self.session,
+            self.format,
+            self.records.len()
+        )
     }
 }
 
@@ -89,16 +112,30 @@ fn convert(t: lam_trajectory::Trajectory) -> Trajectory {
         .records
         .into_iter()
         .enumerate()
-        .map(|(i, r)| Record { index: r.index, action: r.action, observation: r.observation, returncode: r.returncode, thought: t.thoughts.get(i).cloned().unwrap_or_default() })
+        .map(|(i, r)| Record {
+            index: r.index,
+            action: r.action,
+            observation: r.observation,
+            returncode: r.returncode,
+            thought: t.thoughts.get(i).cloned().unwrap_or_default(),
+        })
         .collect();
-    Trajectory { session: t.session.0, format: format_name(t.format).into(), source: t.source, task: t.task, records }
+    Trajectory {
+        session: t.session.0,
+        format: format_name(t.format).into(),
+        source: t.source,
+        task: t.task,
+        records,
+    }
 }
 
 /// Every session in a trajectory file (mini-swe-agent `.traj.json`, SWE-agent
 /// `.traj`, OpenAI chat messages, lam JSON Lines; `.gz` ok).
 #[pyfunction]
 pub fn read_trajectories(py: Python<'_>, path: PathBuf) -> PyResult<Vec<Trajectory>> {
-    let ts = py.allow_threads(|| lam_trajectory::read::read_path(&path)).map_err(errors::read)?;
+    let ts = py
+        .allow_threads(|| lam_trajectory::read::read_path(&path))
+        .map_err(errors::read)?;
     Ok(ts.into_iter().map(convert).collect())
 }
 
@@ -110,7 +147,15 @@ pub fn read_trajectory(py: Python<'_>, path: PathBuf) -> PyResult<Vec<Record>> {
     let mut ts = read_trajectories(py, path.clone())?;
     if ts.len() != 1 {
         let names: Vec<&str> = ts.iter().map(|t| t.session.as_str()).collect();
-        return Err(errors::arg("path", format!("{} holds {} sessions ({}); use read_trajectories", path.display(), ts.len(), names.join(", "))));
+        return Err(errors::arg(
+            "path",
+            format!(
+                "{} holds {} sessions ({}); use read_trajectories",
+                path.display(),
+                ts.len(),
+                names.join(", ")
+            ),
+        ));
     }
     Ok(ts.pop().expect("one").records)
 }
@@ -127,8 +172,13 @@ pub fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> 
 /// next|prev|page N`), as dicts (a recall's `part` is `k`, `part_spec` the
 /// `k/m` as written); `None` for an ordinary action.
 #[pyfunction]
-pub fn parse_commands<'py>(py: Python<'py>, action: &str) -> PyResult<Option<Vec<Bound<'py, PyDict>>>> {
-    let Some(cmds) = arc_view::parse_commands(action) else { return Ok(None) };
+pub fn parse_commands<'py>(
+    py: Python<'py>,
+    action: &str,
+) -> PyResult<Option<Vec<Bound<'py, PyDict>>>> {
+    let Some(cmds) = arc_view::parse_commands(action) else {
+        return Ok(None);
+    };
     // Every non-empty line is one command: keep a recall's part as written (`k/m`).
     let lines = action.lines().map(str::trim).filter(|l| !l.is_empty());
     let out = cmds

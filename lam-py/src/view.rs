@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 enum View {
-    Arc(Arc_<AnyStore, Cl100k>),
-    Lam(LamArcView<AnyStore, Cl100k, Enc>, Option<PathBuf>),
+    Arc(Box<Arc_<AnyStore, Cl100k>>),
+    Lam(Box<LamArcView<AnyStore, Cl100k, Enc>>, Option<PathBuf>),
 }
 
 impl View {
@@ -37,8 +37,8 @@ impl View {
 
     fn render(&mut self) -> Result<Rendered, lam_core::Error> {
         match self {
-            View::Arc(v) => ViewPolicy::render(v),
-            View::Lam(v, _) => ViewPolicy::render(v),
+            View::Arc(v) => ViewPolicy::render(v.as_mut()),
+            View::Lam(v, _) => ViewPolicy::render(v.as_mut()),
         }
     }
 }
@@ -61,13 +61,17 @@ pub struct ArcView {
 
 impl std::fmt::Debug for ArcView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArcView").field("policy", &self.policy).finish_non_exhaustive()
+        f.debug_struct("ArcView")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
     }
 }
 
 impl ArcView {
     fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
-        self.state.lock().map_err(|_| PyRuntimeError::new_err("the view stopped after a panic in another thread"))
+        self.state.lock().map_err(|_| {
+            PyRuntimeError::new_err("the view stopped after a panic in another thread")
+        })
     }
 }
 
@@ -76,8 +80,20 @@ fn rendered_dict<'py>(py: Python<'py>, r: Rendered) -> PyResult<Bound<'py, PyDic
     d.set_item("text", r.text)?;
     d.set_item("tokens", r.tokens)?;
     d.set_item("limit", r.limit)?;
-    d.set_item("citations", r.citations.iter().map(|c| format!("§{c}")).collect::<Vec<_>>())?;
-    d.set_item("recalled", r.recalled.iter().map(|c| format!("§{c}")).collect::<Vec<_>>())?;
+    d.set_item(
+        "citations",
+        r.citations
+            .iter()
+            .map(|c| format!("§{c}"))
+            .collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "recalled",
+        r.recalled
+            .iter()
+            .map(|c| format!("§{c}"))
+            .collect::<Vec<_>>(),
+    )?;
     Ok(d)
 }
 
@@ -105,7 +121,11 @@ impl ArcView {
         recent_turns: Option<usize>,
         rho: Option<usize>,
     ) -> PyResult<Self> {
-        let mut cfg = ArcConfig { context: budget, completion, ..ArcConfig::default() };
+        let mut cfg = ArcConfig {
+            context: budget,
+            completion,
+            ..ArcConfig::default()
+        };
         cfg.recent_turns = recent_turns.unwrap_or(cfg.recent_turns);
         cfg.rho = rho.unwrap_or(cfg.rho);
         if session.is_empty() {
@@ -114,33 +134,63 @@ impl ArcView {
         let policy: &'static str = match policy {
             "arc" => "arc",
             "lam" => "lam",
-            other => return Err(errors::arg("policy", format!("expected \"arc\" or \"lam\", got {other:?}"))),
+            other => {
+                return Err(errors::arg(
+                    "policy",
+                    format!("expected \"arc\" or \"lam\", got {other:?}"),
+                ));
+            }
         };
         let st = py.allow_threads(|| args::store(store.unwrap_or("mem:"), Access::ReadWrite))?;
-        let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k).map_err(|e| errors::arg("budget", e))?;
+        let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k)
+            .map_err(|e| errors::arg("budget", e))?;
         let view = if policy == "lam" {
-            let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
-            let op = lam_operator::Session::new(Config::new(args::threshold(threshold)?), enc.info().dim).map_err(errors::operator)?.with_counter(Arc::new(Cl100k));
-            View::Lam(LamArcView::from_parts(view, op, enc), cache_file)
+            let (enc, cache_file) =
+                args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
+            let op = lam_operator::Session::new(
+                Config::new(args::threshold(threshold)?),
+                enc.info().dim,
+            )
+            .map_err(errors::operator)?
+            .with_counter(Arc::new(Cl100k));
+            View::Lam(Box::new(LamArcView::from_parts(view, op, enc)), cache_file)
         } else {
-            View::Arc(view)
+            View::Arc(Box::new(view))
         };
-        Ok(Self { state: Mutex::new(State { view, next: 0 }), policy })
+        Ok(Self {
+            state: Mutex::new(State { view, next: 0 }),
+            policy,
+        })
     }
 
     /// Record a completed turn: archive its observation (`str` or `bytes`)
     /// once and show it (under `policy="lam"` as its LAM residual). Returns
     /// `{"id": "§id", "admission": Admission or None}`.
     #[pyo3(signature = (action, observation, thought="", returncode=None))]
-    fn push_turn<'py>(&self, py: Python<'py>, action: &Bound<'py, PyAny>, observation: &Bound<'py, PyAny>, thought: &str, returncode: Option<i32>) -> PyResult<Bound<'py, PyDict>> {
+    fn push_turn<'py>(
+        &self,
+        py: Python<'py>,
+        action: &Bound<'py, PyAny>,
+        observation: &Bound<'py, PyAny>,
+        thought: &str,
+        returncode: Option<i32>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let action = args::text_of("action", action)?;
         let observation = args::bytes_of("observation", observation)?;
         let bytes_in = observation.len();
         let (id, adm) = py.allow_threads(|| -> PyResult<_> {
             let mut g = self.lock()?;
-            let rec = Record { index: g.next, action, observation, returncode };
+            let rec = Record {
+                index: g.next,
+                action,
+                observation,
+                returncode,
+            };
             let out = match &mut g.view {
-                View::Arc(v) => (v.push_turn(thought, &rec).map_err(errors::core)?.shown, None),
+                View::Arc(v) => (
+                    v.push_turn(thought, &rec).map_err(errors::core)?.shown,
+                    None,
+                ),
                 View::Lam(v, _) => {
                     let a = v.push_turn(thought, &rec).map_err(errors::operator)?;
                     (a.id.clone(), Some(Admission::new(a, bytes_in)))
@@ -160,7 +210,13 @@ impl ArcView {
     /// and recorded as a turn; `None` leaves the action to the environment.
     #[pyo3(signature = (action, thought=""))]
     fn act(&self, py: Python<'_>, action: &str, thought: &str) -> PyResult<Option<String>> {
-        py.allow_threads(|| self.lock()?.view.arc_mut().act(thought, action).map_err(errors::core))
+        py.allow_threads(|| {
+            self.lock()?
+                .view
+                .arc_mut()
+                .act(thought, action)
+                .map_err(errors::core)
+        })
     }
 
     /// The prompt for the next model call: `text, tokens, limit, citations, recalled`.
@@ -177,7 +233,9 @@ impl ArcView {
             let v = g.view.arc();
             v.store().get(v.session(), &shown).map_err(errors::core)?
         };
-        let body = body.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no §{shown} in this view's session")))?;
+        let body = body.ok_or_else(|| {
+            pyo3::exceptions::PyKeyError::new_err(format!("no §{shown} in this view's session"))
+        })?;
         Ok(PyBytes::new(py, &body))
     }
 
@@ -197,7 +255,16 @@ impl ArcView {
     fn budgets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let b = self.lock()?.view.arc().budgets();
         let d = PyDict::new(py);
-        for (k, v) in [("limit", b.limit), ("prefix", b.prefix), ("summary", b.summary), ("recent", b.recent), ("page", b.page), ("recall", b.recall), ("part", b.part), ("eta", b.eta)] {
+        for (k, v) in [
+            ("limit", b.limit),
+            ("prefix", b.prefix),
+            ("summary", b.summary),
+            ("recent", b.recent),
+            ("page", b.page),
+            ("recall", b.recall),
+            ("part", b.part),
+            ("eta", b.eta),
+        ] {
             d.set_item(k, v)?;
         }
         Ok(d)
@@ -230,7 +297,9 @@ impl ArcView {
             let mut g = self.lock()?;
             g.view.arc_mut().store_mut().flush().map_err(errors::core)?;
             if let View::Lam(v, Some(p)) = &mut g.view {
-                v.encoder_mut().save(p).map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display())))?;
+                v.encoder_mut().save(p).map_err(|e| {
+                    pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display()))
+                })?;
             }
             Ok(())
         })
