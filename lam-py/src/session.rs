@@ -290,7 +290,8 @@ impl Session {
         part: Option<&Bound<'py, PyAny>>,
         part_tokens: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let body = {
+        let sid = &self.sid;
+        let body = py.allow_threads(|| {
             let g = self.lock()?;
             let st = g.store.as_ref().ok_or_else(|| {
                 errors::arg(
@@ -298,10 +299,10 @@ impl Session {
                     "this session has no store: pass store=DIR (or \"mem:\") to Session",
                 )
             })?;
-            arc_store::find(st.as_ref(), Some(&self.sid), id)
-                .map_err(errors::store)?
-                .bytes
-        };
+            arc_store::find(st.as_ref(), Some(sid), id)
+                .map(|f| f.bytes)
+                .map_err(errors::store)
+        })?;
         crate::store::select(py, &body, part, part_tokens)
     }
 

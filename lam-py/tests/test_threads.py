@@ -1,6 +1,8 @@
 """Sessions admitted from several Python threads at once give the digests of a sequential run."""
 
+import sys
 import threading
+import time
 
 import lam
 from conftest import EXAMPLES
@@ -77,3 +79,37 @@ def test_bad_argument_in_a_thread_is_an_exception():
     th.start()
     th.join()
     assert caught and "observation" in caught[0]
+
+
+def test_the_gil_is_released_while_admitting():
+    # A Python thread keeps running while another thread is inside admit():
+    # were the GIL held for the whole call, it could not run at all between
+    # the first switch interval after the call began and the call's end.
+    big = "".join(f"{i:08x} {i * 2654435761 % 4294967296:08x} {'word%d' % (i % 977)}\n" for i in range(120_000))
+    s = lam.Session(encoder="hashing", cache=False, count_tokens=False)
+    seen = []
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            seen.append(time.perf_counter())
+            time.sleep(0)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        while not seen:
+            time.sleep(0.001)
+        t0 = time.perf_counter()
+        a = s.admit("cat big.log", big)
+        t1 = time.perf_counter()
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(old)
+    assert a.bytes_in == len(big)
+    assert t1 - t0 > 0.05, "the admission is long enough to tell"
+    inside = [t for t in seen if t0 + 0.02 < t < t1]
+    assert len(inside) > 10, (len(inside), t1 - t0)
