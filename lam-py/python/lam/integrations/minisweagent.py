@@ -22,7 +22,9 @@ in place; it works for any agent class that calls ``self.env.execute`` and
   message with the task, a summary in which older observations became
   citations, the recent turns (as LAM residuals) verbatim, a catalog page and
   recalled bodies; system message and view together never exceed ``budget``
-  cl100k tokens (``completion`` of them kept for the answer).
+  cl100k tokens (``completion`` of them kept for the answer). The view holds
+  the agent's turns (thought, command, output); other messages the agent adds
+  to its history (format-error notices) are not shown to the model.
 
 In both modes an action ``_recall §id [k/m]`` is answered from the archive
 and never reaches the shell: in ``"lam"`` the observation is the exact
