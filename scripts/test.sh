@@ -14,3 +14,5 @@ bash scripts/check-kernels.sh
 bash scripts/check-ort.sh
 # The PostgreSQL archive (arc-store feature postgres) and the lam program on it: installs PostgreSQL, runs a throwaway cluster
 bash scripts/test-postgres.sh
+# The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
+bash scripts/test-python.sh

@@ -39,5 +39,5 @@ mod text;
 pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
 pub use lam_core::id::nearest;
 pub use baselines::{FullContext, ObservationMasking, SlidingWindow, masking_placeholder};
-pub use command::{Command, parse_commands};
+pub use command::{Command, parse_commands, parse_part};
 pub use lam_core::SimpleCounter;

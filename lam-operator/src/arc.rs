@@ -75,6 +75,11 @@ impl<S: ObsStore, T: TokenCounter, E: Encoder, I: CandidateIndex> LamArcView<S, 
         &self.lam
     }
 
+    /// The encoder (to save its embedding cache, for one).
+    pub fn encoder_mut(&mut self) -> &mut E {
+        &mut self.enc
+    }
+
     /// The view, the session and the encoder.
     pub fn into_parts(self) -> (ArcView<S, T>, Session<I>, E) {
         (self.view, self.lam, self.enc)

@@ -57,14 +57,11 @@ fn part(s: &str) -> Result<Part, String> {
 impl Part {
     /// The 1-based part, checked against the observation's part count.
     fn resolve(self, parts: usize) -> Result<usize> {
-        let plural = if parts == 1 { "" } else { "s" };
-        if let Some(n) = self.n.filter(|&n| n != parts) {
-            bail!("part {}/{n}: the observation has {parts} part{plural} at this --part-tokens, not {n}", self.k);
-        }
-        if self.k > parts {
-            bail!("part {} does not exist: the observation has {parts} part{plural}", self.k);
-        }
-        Ok(self.k)
+        let spec = match self.n {
+            Some(n) => format!("{}/{n}", self.k),
+            None => self.k.to_string(),
+        };
+        arc_view::parse_part(&spec, parts).map_err(anyhow::Error::msg)
     }
 }
 

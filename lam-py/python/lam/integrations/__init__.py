@@ -1,0 +1,1 @@
+"""Integrations of lam into agent frameworks (import the one you use)."""

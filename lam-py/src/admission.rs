@@ -1,0 +1,129 @@
+//! `lam.Admission`: what admitting one observation produced, as plain data.
+
+use lam_core::Stub;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+/// What admitting one observation produced.
+#[pyclass(frozen, module = "lam._lam", name = "Admission")]
+#[derive(Debug)]
+pub struct Admission {
+    /// Record index in the session.
+    #[pyo3(get)]
+    pub record: u32,
+    /// `§id` of the archived original.
+    #[pyo3(get)]
+    pub id: String,
+    pub residual: Vec<u8>,
+    /// cl100k_base tokens of the observation (0 when the session counts no tokens).
+    #[pyo3(get)]
+    pub tokens_in: usize,
+    /// cl100k_base tokens of the residual, stubs included.
+    #[pyo3(get)]
+    pub tokens_out: usize,
+    /// Chunks the observation was cut into, and how many L1 dropped.
+    #[pyo3(get)]
+    pub chunks: usize,
+    #[pyo3(get)]
+    pub dropped: usize,
+    /// Microseconds spent encoding, and deciding + rendering.
+    #[pyo3(get)]
+    pub encode_us: f64,
+    #[pyo3(get)]
+    pub admit_us: f64,
+    /// Bytes of the observation.
+    #[pyo3(get)]
+    pub bytes_in: usize,
+    pub stubs: Vec<Stub>,
+}
+
+impl Admission {
+    /// From the operator's admission.
+    pub fn new(a: lam_operator::Admission, bytes_in: usize) -> Self {
+        let tokens = a.tokens.unwrap_or_default();
+        Self {
+            record: a.record,
+            id: format!("§{}", a.id),
+            tokens_in: tokens.input,
+            tokens_out: tokens.output,
+            chunks: a.chunks.len(),
+            dropped: a.dropped(),
+            encode_us: a.encode_ns as f64 / 1e3,
+            admit_us: a.admit_ns as f64 / 1e3,
+            residual: a.residual,
+            stubs: a.stubs,
+            bytes_in,
+        }
+    }
+}
+
+/// One stub as a dict: `kind` (`"chunks"` L1 / `"lines"` L0), `id` (the
+/// `§id` whose `_recall` restores the removed bytes), `representative`
+/// (where an equivalent copy is readable: `§id#chunk` or `§id:line`),
+/// `distance` (L1: the largest embedding distance in the run; L0: `None`,
+/// the lines are exact repeats), `text` (the stub line) and the extent
+/// (`first`/`last` chunk, or `lines`).
+pub fn stub_dict<'py>(py: Python<'py>, s: &Stub) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("id", format!("§{}", s.id()))?;
+    d.set_item("text", s.to_string())?;
+    match s {
+        Stub::Chunks(c) => {
+            d.set_item("kind", "chunks")?;
+            let reps: Vec<String> = c
+                .reps
+                .iter()
+                .map(|r| format!("§{}#{}", r.id, r.chunk))
+                .collect();
+            d.set_item("representative", reps.first().cloned())?;
+            d.set_item("representatives", reps)?;
+            d.set_item("distance", c.distance)?;
+            d.set_item("first", c.first)?;
+            d.set_item("last", c.last)?;
+        }
+        Stub::Lines(l) => {
+            d.set_item("kind", "lines")?;
+            d.set_item(
+                "representative",
+                format!("§{}:{}", l.first_id, l.first_line),
+            )?;
+            d.set_item("distance", py.None())?;
+            d.set_item("lines", l.lines)?;
+        }
+    }
+    Ok(d)
+}
+
+#[pymethods]
+impl Admission {
+    /// The residual as text (invalid UTF-8 replaced; exact bytes in `residual_bytes`).
+    #[getter]
+    fn residual(&self) -> String {
+        String::from_utf8_lossy(&self.residual).into_owned()
+    }
+
+    /// The residual, byte for byte: what the model should see.
+    #[getter]
+    fn residual_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.residual)
+    }
+
+    /// Every stub of this admission, in the order the layers wrote them.
+    #[getter]
+    fn stubs<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.stubs.iter().map(|s| stub_dict(py, s)).collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Admission(record={}, id='{}', tokens_in={}, tokens_out={}, stubs={}, bytes {} -> {})",
+            self.record,
+            self.id,
+            self.tokens_in,
+            self.tokens_out,
+            self.stubs.len(),
+            self.bytes_in,
+            self.residual.len()
+        )
+    }
+}
