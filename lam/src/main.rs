@@ -11,6 +11,7 @@ mod embed;
 mod eval;
 mod opts;
 mod recall;
+mod serve;
 mod view;
 
 #[derive(Parser)]
@@ -36,6 +37,8 @@ enum Cmd {
     Embed(embed::EmbedArgs),
     /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
     Compact(compact::CompactArgs),
+    /// OpenAI/Anthropic-compatible proxy: archive every tool result, forward its residual, prefix-stable (docs/serve.md).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> Result<()> {
@@ -47,5 +50,6 @@ fn main() -> Result<()> {
         Cmd::View(a) => view::run(a),
         Cmd::Recall(a) => recall::run(a),
         Cmd::Compact(a) => compact::run(a),
+        Cmd::Serve(a) => serve::run(a),
     }
 }
