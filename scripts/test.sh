@@ -12,3 +12,5 @@ cargo xtask verify-digests --sample
 bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
 bash scripts/check-ort.sh
+# lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
+bash scripts/test-serve.sh
