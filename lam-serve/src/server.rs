@@ -44,6 +44,10 @@ pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
     let client = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let app = App { proxy, client };
+    // Small SSE events go out at once (no Nagle delay waiting for an ACK).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(app)).with_graceful_shutdown(shutdown).await.map_err(io("serving"))
 }
 

@@ -87,6 +87,9 @@ pub async fn start_upstream() -> (SocketAddr, Upstream) {
     let app = axum::Router::new().fallback(answer).with_state(up.clone());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
+    let l = axum::serve::ListenerExt::tap_io(l, |tcp: &mut tokio::net::TcpStream| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
     (addr, up)
 }
