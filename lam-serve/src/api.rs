@@ -106,19 +106,46 @@ impl Api {
         };
         match self {
             Api::ChatCompletions => {
-                for c in v.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                for c in v
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let f = c.get("function").unwrap_or(&Value::Null);
-                    note(str_at(c, "id"), str_at(f, "name"), str_at(f, "arguments").unwrap_or_default().to_string());
+                    note(
+                        str_at(c, "id"),
+                        str_at(f, "name"),
+                        str_at(f, "arguments").unwrap_or_default().to_string(),
+                    );
                 }
             }
             Api::Messages => {
-                for b in v.get("content").and_then(Value::as_array).into_iter().flatten().filter(|b| str_at(b, "type") == Some("tool_use")) {
-                    note(str_at(b, "id"), str_at(b, "name"), b.get("input").map(Value::to_string).unwrap_or_default());
+                for b in v
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| str_at(b, "type") == Some("tool_use"))
+                {
+                    note(
+                        str_at(b, "id"),
+                        str_at(b, "name"),
+                        b.get("input").map(Value::to_string).unwrap_or_default(),
+                    );
                 }
             }
             Api::Responses => match str_at(v, "type") {
-                Some("function_call") => note(str_at(v, "call_id"), str_at(v, "name"), str_at(v, "arguments").unwrap_or_default().to_string()),
-                Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), str_at(v, "input").unwrap_or_default().to_string()),
+                Some("function_call") => note(
+                    str_at(v, "call_id"),
+                    str_at(v, "name"),
+                    str_at(v, "arguments").unwrap_or_default().to_string(),
+                ),
+                Some("custom_tool_call") => note(
+                    str_at(v, "call_id"),
+                    str_at(v, "name"),
+                    str_at(v, "input").unwrap_or_default().to_string(),
+                ),
                 _ => {}
             },
         }
@@ -128,30 +155,71 @@ impl Api {
     /// With `user_turns`, user turns after the task are observations too
     /// (agents that send tool output as user messages).
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, user_turns: bool) -> Vec<Slot> {
-        let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(|| id.unwrap_or_default().to_string());
-        let with = |ptrs: Vec<String>, action: String| ptrs.into_iter().map(|pointer| Slot { pointer, action: action.clone() }).collect::<Vec<_>>();
-        let user_obs = || user_turns && role(v) == Some("user") && self.is_message(v) && cx.task.is_some_and(|t| i > t);
+        let action = |id: Option<&str>| {
+            id.and_then(|id| cx.actions.get(id))
+                .cloned()
+                .unwrap_or_else(|| id.unwrap_or_default().to_string())
+        };
+        let with = |ptrs: Vec<String>, action: String| {
+            ptrs.into_iter()
+                .map(|pointer| Slot {
+                    pointer,
+                    action: action.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let user_obs = || {
+            user_turns
+                && role(v) == Some("user")
+                && self.is_message(v)
+                && cx.task.is_some_and(|t| i > t)
+        };
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
-            Api::ChatCompletions if role(v) == Some("tool") => with(text_slots(content, "/content", &["text"]), action(str_at(v, "tool_call_id"))),
+            Api::ChatCompletions if role(v) == Some("tool") => with(
+                text_slots(content, "/content", &["text"]),
+                action(str_at(v, "tool_call_id")),
+            ),
             Api::Messages => {
                 let mut out = Vec::new();
-                for (k, b) in content.as_array().into_iter().flatten().enumerate().filter(|(_, b)| str_at(b, "type") == Some("tool_result")) {
+                for (k, b) in content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .filter(|(_, b)| str_at(b, "type") == Some("tool_result"))
+                {
                     let inner = b.get("content").unwrap_or(&Value::Null);
-                    out.extend(with(text_slots(inner, &format!("/content/{k}/content"), &["text"]), action(str_at(b, "tool_use_id"))));
+                    out.extend(with(
+                        text_slots(inner, &format!("/content/{k}/content"), &["text"]),
+                        action(str_at(b, "tool_use_id")),
+                    ));
                 }
-                let has_results = content.as_array().is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
+                let has_results = content
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
                 if !has_results && user_obs() {
                     out = with(text_slots(content, "/content", &["text"]), said());
                 }
                 out
             }
-            Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output")) => {
+            Api::Responses
+                if matches!(
+                    str_at(v, "type"),
+                    Some("function_call_output" | "custom_tool_call_output")
+                ) =>
+            {
                 let output = v.get("output").unwrap_or(&Value::Null);
-                with(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(str_at(v, "call_id")))
+                with(
+                    text_slots(output, "/output", &["input_text", "output_text", "text"]),
+                    action(str_at(v, "call_id")),
+                )
             }
-            _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
+            _ if user_obs() => with(
+                text_slots(content, "/content", &["text", "input_text"]),
+                said(),
+            ),
             _ => Vec::new(),
         }
     }
@@ -173,7 +241,10 @@ fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
         Value::Array(parts) => parts
             .iter()
             .enumerate()
-            .filter(|(_, p)| str_at(p, "type").is_some_and(|t| types.contains(&t)) && str_at(p, "text").is_some_and(|t| !t.is_empty()))
+            .filter(|(_, p)| {
+                str_at(p, "type").is_some_and(|t| types.contains(&t))
+                    && str_at(p, "text").is_some_and(|t| !t.is_empty())
+            })
             .map(|(k, _)| format!("{base}/{k}/text"))
             .collect(),
         _ => Vec::new(),
@@ -184,7 +255,11 @@ fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
 fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| str_at(p, "text")).collect::<Vec<_>>().join("\n"),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| str_at(p, "text"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         _ => String::new(),
     }
 }
@@ -196,7 +271,11 @@ mod tests {
 
     fn slots(api: Api, items: &[Value], user: bool) -> Vec<(usize, Slot)> {
         let cx = api.context(items.iter());
-        items.iter().enumerate().flat_map(|(i, v)| api.slots(v, i, &cx, user).into_iter().map(move |s| (i, s))).collect()
+        items
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| api.slots(v, i, &cx, user).into_iter().map(move |s| (i, s)))
+            .collect()
     }
 
     #[test]
@@ -211,11 +290,42 @@ mod tests {
         ];
         let s = slots(Api::ChatCompletions, &items, false);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash {\"cmd\":\"ls\"}".into() }));
-        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "c2".into() }));
+        assert_eq!(
+            s[0],
+            (
+                3,
+                Slot {
+                    pointer: "/content".into(),
+                    action: "bash {\"cmd\":\"ls\"}".into()
+                }
+            )
+        );
+        assert_eq!(
+            s[1],
+            (
+                4,
+                Slot {
+                    pointer: "/content/0/text".into(),
+                    action: "c2".into()
+                }
+            )
+        );
         let u = slots(Api::ChatCompletions, &items, true);
-        assert_eq!(u.len(), 3, "the task is not an observation, later user turns are");
-        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "run it".into() }));
+        assert_eq!(
+            u.len(),
+            3,
+            "the task is not an observation, later user turns are"
+        );
+        assert_eq!(
+            u[2],
+            (
+                5,
+                Slot {
+                    pointer: "/content".into(),
+                    action: "run it".into()
+                }
+            )
+        );
     }
 
     #[test]
@@ -228,7 +338,14 @@ mod tests {
         ];
         let s = slots(Api::Messages, &items, true);
         let ptrs: Vec<_> = s.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
-        assert_eq!(ptrs, [(2, "/content/0/content"), (2, "/content/1/content/0/text"), (3, "/content/0/text")]);
+        assert_eq!(
+            ptrs,
+            [
+                (2, "/content/0/content"),
+                (2, "/content/1/content/0/text"),
+                (3, "/content/0/text")
+            ]
+        );
         assert_eq!(s[0].1.action, "bash {\"command\":\"ls\"}");
         assert_eq!(s[2].1.action, "t");
     }
@@ -241,7 +358,16 @@ mod tests {
             json!({"type":"function_call_output","call_id":"f1","output":"res"}),
             json!({"type":"message","role":"user","content":[{"type":"input_text","text":"obs"}]}),
         ];
-        assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell {}".into() })]);
+        assert_eq!(
+            slots(Api::Responses, &items, false),
+            [(
+                2,
+                Slot {
+                    pointer: "/output".into(),
+                    action: "shell {}".into()
+                }
+            )]
+        );
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
     }
 }

@@ -44,13 +44,18 @@ impl Members {
 
     /// The value of the first member named `name`, parsed.
     pub(crate) fn value(&self, name: &str) -> Option<Value> {
-        self.position(name).and_then(|i| serde_json::from_str(self.0[i].1.get()).ok())
+        self.position(name)
+            .and_then(|i| serde_json::from_str(self.0[i].1.get()).ok())
     }
 
     /// The object again, member `at` replaced by `replacement` (raw JSON):
     /// every other member's value byte for byte as received.
     pub(crate) fn write_with(&self, at: usize, replacement: &[u8]) -> Vec<u8> {
-        let len: usize = self.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
+        let len: usize = self
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum();
         let mut out = Vec::with_capacity(len + replacement.len());
         out.push(b'{');
         for (i, (k, v)) in self.0.iter().enumerate() {
@@ -60,7 +65,11 @@ impl Members {
             // Writing a String to a Vec cannot fail.
             serde_json::to_writer(&mut out, k).expect("string to vec");
             out.push(b':');
-            out.extend_from_slice(if i == at { replacement } else { v.get().as_bytes() });
+            out.extend_from_slice(if i == at {
+                replacement
+            } else {
+                v.get().as_bytes()
+            });
         }
         out.push(b'}');
         out
@@ -105,7 +114,10 @@ mod tests {
     fn members_keep_order_and_bytes() {
         let body = br#"{"z": 1, "messages" : [ {"a":1} ], "a":{"k" : "v"}}"#;
         let m = Members::parse(body).unwrap();
-        assert_eq!(m.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["z", "messages", "a"]);
+        assert_eq!(
+            m.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["z", "messages", "a"]
+        );
         let at = m.position("messages").unwrap();
         let out = m.write_with(at, b"[]");
         assert_eq!(out, br#"{"z":1,"messages":[],"a":{"k" : "v"}}"#);
@@ -120,7 +132,10 @@ mod tests {
         let c: Value = serde_json::from_str(r#"{"role":"tool","content":"y"}"#).unwrap();
         assert_eq!(content_key(&a), content_key(&b));
         assert_ne!(content_key(&a), content_key(&c));
-        assert_ne!(occurrence_key(content_key(&a), 0), occurrence_key(content_key(&a), 1));
+        assert_ne!(
+            occurrence_key(content_key(&a), 0),
+            occurrence_key(content_key(&a), 1)
+        );
         assert_eq!(write_array([&b"1"[..], b"{}"]), b"[1,{}]");
     }
 }

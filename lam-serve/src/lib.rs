@@ -71,7 +71,7 @@ pub enum Error {
         /// The store, as given (passwords redacted).
         spec: String,
         /// Why.
-        source: arc_store::StoreError,
+        source: Box<arc_store::StoreError>,
     },
     /// The encoder could not be loaded.
     #[error(transparent)]
@@ -136,7 +136,12 @@ impl ServeConfig {
 
     /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
     pub fn for_tests(upstream: &str) -> Self {
-        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::new(upstream) }
+        Self {
+            encoder: EncoderSpec::new(lam_encode::Backend::Hashing),
+            cache: Cache::Off,
+            encoders: 2,
+            ..Self::new(upstream)
+        }
     }
 }
 
@@ -204,8 +209,13 @@ impl Proxy {
         if cfg.encoders == 0 {
             return Err(Error::Setting("--encoders must be at least 1".into()));
         }
-        let threshold = Threshold::from_cosine(cfg.threshold).map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
-        let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source })?;
+        let threshold = Threshold::from_cosine(cfg.threshold)
+            .map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
+        let store =
+            arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store {
+                spec: cfg.store.display(),
+                source: Box::new(source),
+            })?;
         let mut encoders = Vec::with_capacity(cfg.encoders);
         let mut cache = None;
         for _ in 0..cfg.encoders {
@@ -222,9 +232,19 @@ impl Proxy {
             dim,
             user_turns: cfg.user_turns,
         };
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let run = format!("serve-{secs}-{}", std::process::id());
-        Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters: Counters::default(), run }) })
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                engine,
+                sessions: Mutex::new(Registry::default()),
+                counters: Counters::default(),
+                run,
+            }),
+        })
     }
 
     /// The settings.
@@ -240,7 +260,10 @@ impl Proxy {
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
             c.unparsed.fetch_add(1, Ordering::Relaxed);
-            return Rewritten { body: body.to_vec(), session: None };
+            return Rewritten {
+                body: body.to_vec(),
+                session: None,
+            };
         };
         let handle = match self.session_for(session, &req.keys) {
             Ok(h) => h,
@@ -249,13 +272,19 @@ impl Proxy {
                 if self.inner.cfg.log {
                     eprintln!("lam serve: no session ({e}); forwarding the request as it came");
                 }
-                return Rewritten { body: body.to_vec(), session: None };
+                return Rewritten {
+                    body: body.to_vec(),
+                    session: None,
+                };
             }
         };
         let (out, delta) = lock(&handle.conv).rewrite(&req, &self.inner.engine);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
-        Rewritten { body: out, session: Some(st.session.clone()) }
+        Rewritten {
+            body: out,
+            session: Some(st.session.clone()),
+        }
     }
 
     /// The session `keys` continue, or a new one.
@@ -266,8 +295,15 @@ impl Proxy {
         }
         let label = self.new_label(name, reg.made() + 1)?;
         let op = self.inner.engine.operator_session()?;
-        let stats = SessionStats { session: label.clone(), name: name.map(str::to_string), ..SessionStats::default() };
-        let h = Arc::new(Handle { conv: Mutex::new(Conversation::new(SessionId::new(label), op)), stats: Mutex::new(stats) });
+        let stats = SessionStats {
+            session: label.clone(),
+            name: name.map(str::to_string),
+            ..SessionStats::default()
+        };
+        let h = Arc::new(Handle {
+            conv: Mutex::new(Conversation::new(SessionId::new(label), op)),
+            stats: Mutex::new(stats),
+        });
         reg.insert(name, keys, h.clone());
         Ok(h)
     }
@@ -276,9 +312,15 @@ impl Proxy {
     /// store does not hold it yet, else the name with this run's id.
     fn new_label(&self, name: Option<&str>, n: u64) -> Result<String, Error> {
         let run = &self.inner.run;
-        let Some(name) = name else { return Ok(format!("{run}-{n}")) };
+        let Some(name) = name else {
+            return Ok(format!("{run}-{n}"));
+        };
         let held = lam_core::ObsStore::ids(&&self.inner.engine.store, &SessionId::new(name))?;
-        Ok(if held.is_empty() { name.to_string() } else { format!("{name}@{run}") })
+        Ok(if held.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}@{run}")
+        })
     }
 
     /// Every session's counters and the proxy's.
@@ -287,7 +329,10 @@ impl Proxy {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
             sessions: lock(&self.inner.sessions).stats(),
-            requests: Api::ALL.iter().map(|a| (a.name(), get(&c.requests[*a as usize]))).collect(),
+            requests: Api::ALL
+                .iter()
+                .map(|a| (a.name(), get(&c.requests[*a as usize])))
+                .collect(),
             passthrough: get(&c.passthrough),
             bypassed: get(&c.bypassed),
             unparsed: get(&c.unparsed),

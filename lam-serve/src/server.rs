@@ -2,12 +2,12 @@
 //! back as it arrives, and shutting down without cutting streams.
 
 use crate::{Api, Error, Proxy, ServeConfig};
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -17,7 +17,17 @@ const SESSION: &str = "x-lam-session";
 const BYPASS: &str = "x-lam-bypass";
 
 /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client library recomputes.
-const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"];
+const HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
 
 #[derive(Debug, Clone)]
 struct App {
@@ -28,37 +38,69 @@ struct App {
 fn router(app: App) -> Router {
     let mut r = Router::new();
     for api in Api::ALL {
-        r = r.route(api.path(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
+        r = r.route(
+            api.path(),
+            post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough),
+        );
     }
-    r.route("/lam/stats", get(stats)).route("/metrics", get(metrics)).fallback(passthrough).with_state(app)
+    r.route("/lam/stats", get(stats))
+        .route("/metrics", get(metrics))
+        .fallback(passthrough)
+        .with_state(app)
 }
 
 /// Serve `proxy` on `listener` until `shutdown` completes, then finish the
 /// requests in flight (streams included) and return.
-pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+pub async fn serve(
+    proxy: Proxy,
+    listener: std::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| Error::Io { what, source }
     };
     listener.set_nonblocking(true).map_err(io("listening"))?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
-    let client = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let app = App { proxy, client };
     // Small SSE events go out at once (no Nagle delay waiting for an ACK).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router(app)).with_graceful_shutdown(shutdown).await.map_err(io("serving"))
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(io("serving"))
 }
 
 /// Listen on `listen`, call `ready` with the bound address, serve until
 /// SIGINT or SIGTERM, finish what is in flight, then make the archive
 /// durable and save the embedding cache.
-pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> Result<(), Error> {
+pub fn run(
+    cfg: ServeConfig,
+    listen: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), Error> {
     let proxy = Proxy::open(cfg)?;
-    let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io { what: format!("listening on {listen}"), source })?;
-    let addr = listener.local_addr().map_err(|source| Error::Io { what: "listening".into(), source })?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|source| Error::Io { what: "starting the runtime".into(), source })?;
+    let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io {
+        what: format!("listening on {listen}"),
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| Error::Io {
+        what: "listening".into(),
+        source,
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            what: "starting the runtime".into(),
+            source,
+        })?;
     ready(addr);
     let served = rt.block_on(serve(proxy.clone(), listener, signalled()));
     let closed = proxy.close();
@@ -70,10 +112,11 @@ async fn signalled() {
     let int = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(t) => t,
-            Err(_) => return std::mem::drop(int.await),
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => return std::mem::drop(int.await),
+            };
         tokio::select! {
             _ = int => {},
             _ = term.recv() => {},
@@ -89,10 +132,21 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     let max = app.proxy.config().max_body;
     let Ok(bytes) = axum::body::to_bytes(body, max).await else {
         app.proxy.count(|c| &c.too_large);
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "lam_request_too_large", &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"));
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "lam_request_too_large",
+            &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"),
+        );
     };
-    let bypass = parts.headers.get(BYPASS).is_some_and(|v| v.as_bytes() == b"1");
-    let name = parts.headers.get(SESSION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let bypass = parts
+        .headers
+        .get(BYPASS)
+        .is_some_and(|v| v.as_bytes() == b"1");
+    let name = parts
+        .headers
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let (body, session) = if bypass {
         app.proxy.count(|c| &c.bypassed);
         (bytes, None)
@@ -100,12 +154,19 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
         let p = app.proxy.clone();
         match tokio::task::spawn_blocking(move || p.rewrite(api, name.as_deref(), &bytes)).await {
             Ok(r) => (Bytes::from(r.body), r.session),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "lam_internal_error", &format!("lam serve: rewriting failed: {e}")),
+            Err(e) => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "lam_internal_error",
+                    &format!("lam serve: rewriting failed: {e}"),
+                );
+            }
         }
     };
     let mut resp = forward(&app, &parts, reqwest::Body::from(body)).await;
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
-        resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
+        resp.headers_mut()
+            .insert(HeaderName::from_static(SESSION), s);
     }
     log(&app, &parts, &resp, started);
     resp
@@ -115,7 +176,12 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     let started = Instant::now();
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
-    let resp = forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream())).await;
+    let resp = forward(
+        &app,
+        &parts,
+        reqwest::Body::wrap_stream(body.into_data_stream()),
+    )
+    .await;
     log(&app, &parts, &resp, started);
     resp
 }
@@ -125,13 +191,24 @@ async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::B
     let cfg = app.proxy.config();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{pq}", cfg.upstream);
-    let sent = app.client.request(parts.method.clone(), &url).headers(filtered(&parts.headers, true)).body(body).send().await;
+    let sent = app
+        .client
+        .request(parts.method.clone(), &url)
+        .headers(filtered(&parts.headers, true))
+        .body(body)
+        .send()
+        .await;
     let up = match sent {
         Ok(r) => r,
         Err(e) => {
             app.proxy.count(|c| &c.unreachable);
-            let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
-            return error(StatusCode::BAD_GATEWAY, "lam_upstream_unreachable", &format!("lam serve: upstream {} unreachable: {why}", cfg.upstream));
+            let why = std::error::Error::source(&e)
+                .map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "lam_upstream_unreachable",
+                &format!("lam serve: upstream {} unreachable: {why}", cfg.upstream),
+            );
         }
     };
     if up.status().as_u16() >= 400 {
@@ -144,7 +221,14 @@ async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::B
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
         }
     }
-    resp.body(Body::from_stream(up.bytes_stream())).unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "lam_internal_error", &format!("lam serve: {e}")))
+    resp.body(Body::from_stream(up.bytes_stream()))
+        .unwrap_or_else(|e| {
+            error(
+                StatusCode::BAD_GATEWAY,
+                "lam_internal_error",
+                &format!("lam serve: {e}"),
+            )
+        })
 }
 
 /// Headers without hop-by-hop ones (and, going upstream, without the proxy's own).
@@ -163,7 +247,12 @@ fn filtered(h: &HeaderMap, upstream: bool) -> HeaderMap {
 /// A JSON error both SDKs read (`error.type`, `error.message`).
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     let body = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 async fn stats(State(app): State<App>) -> Response {
@@ -172,13 +261,27 @@ async fn stats(State(app): State<App>) -> Response {
 }
 
 async fn metrics(State(app): State<App>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.proxy.metrics()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.proxy.metrics(),
+    )
+        .into_response()
 }
 
 /// One line per request when `--log` is on: never a header, never a body.
 fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant) {
     if app.proxy.config().log {
-        let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
-        eprintln!("lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent)", parts.method, parts.uri.path(), resp.status().as_u16(), started.elapsed().as_secs_f64() * 1e3);
+        let session = resp
+            .headers()
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-");
+        eprintln!(
+            "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent)",
+            parts.method,
+            parts.uri.path(),
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
 }

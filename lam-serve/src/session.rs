@@ -80,7 +80,11 @@ impl SessionStats {
         if d.last_error.is_some() {
             self.last_error.clone_from(&d.last_error);
         }
-        self.removal = if self.tokens_in == 0 { 0.0 } else { 1.0 - self.tokens_out as f64 / self.tokens_in as f64 };
+        self.removal = if self.tokens_in == 0 {
+            0.0
+        } else {
+            1.0 - self.tokens_out as f64 / self.tokens_in as f64
+        };
     }
 }
 
@@ -94,7 +98,11 @@ pub(crate) struct Conversation {
 
 impl Conversation {
     pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self { store_session, op, forwarded: HashMap::new() }
+        Self {
+            store_session,
+            op,
+            forwarded: HashMap::new(),
+        }
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -127,19 +135,40 @@ impl Conversation {
     /// Archive and admit every observation of `item`; the item with each
     /// observation replaced by its residual (as received when nothing changed).
     /// An observation whose admission fails is forwarded verbatim.
-    fn admit(&mut self, item: &Item, slots: &[Slot], engine: &Engine, loan: &mut Loan<'_>, d: &mut Delta) -> Vec<u8> {
+    fn admit(
+        &mut self,
+        item: &Item,
+        slots: &[Slot],
+        engine: &Engine,
+        loan: &mut Loan<'_>,
+        d: &mut Delta,
+    ) -> Vec<u8> {
         let mut v = item.value.clone();
         let mut changed = false;
         for s in slots {
-            let Some(text) = v.pointer(&s.pointer).and_then(Value::as_str) else { continue };
-            let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
-            match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
+            let Some(text) = v.pointer(&s.pointer).and_then(Value::as_str) else {
+                continue;
+            };
+            let rec = Record {
+                index: self.op.records(),
+                action: s.action.clone(),
+                observation: text.as_bytes().to_vec(),
+                returncode: None,
+            };
+            match self.op.admit_archived(
+                &mut &engine.store,
+                &self.store_session,
+                loan.encoder(),
+                &rec,
+            ) {
                 Ok(a) => {
                     d.add(&a);
                     if a.residual != rec.observation
                         && let Some(slot) = v.pointer_mut(&s.pointer)
                     {
-                        *slot = Value::String(String::from_utf8(a.residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()));
+                        *slot = Value::String(String::from_utf8(a.residual).unwrap_or_else(|e| {
+                            String::from_utf8_lossy(e.as_bytes()).into_owned()
+                        }));
                         changed = true;
                     }
                 }
@@ -149,7 +178,11 @@ impl Conversation {
                 }
             }
         }
-        if changed { serde_json::to_vec(&v).expect("a JSON value serialises") } else { item.raw.get().as_bytes().to_vec() }
+        if changed {
+            serde_json::to_vec(&v).expect("a JSON value serialises")
+        } else {
+            item.raw.get().as_bytes().to_vec()
+        }
     }
 }
 
@@ -185,7 +218,11 @@ impl Registry {
         self.clock += 1;
         let e = match name {
             Some(n) => self.named.get_mut(n)?,
-            None => self.open.iter_mut().filter(|e| keys.starts_with(&e.keys)).max_by_key(|e| (e.keys.len(), e.used))?,
+            None => self
+                .open
+                .iter_mut()
+                .filter(|e| keys.starts_with(&e.keys))
+                .max_by_key(|e| (e.keys.len(), e.used))?,
         };
         e.keys = keys.to_vec();
         e.used = self.clock;
@@ -196,7 +233,11 @@ impl Registry {
     pub(crate) fn insert(&mut self, name: Option<&str>, keys: &[u128], handle: Arc<Handle>) {
         self.clock += 1;
         self.made += 1;
-        let e = Entry { handle, keys: keys.to_vec(), used: self.clock };
+        let e = Entry {
+            handle,
+            keys: keys.to_vec(),
+            used: self.clock,
+        };
         match name {
             Some(n) => {
                 self.named.insert(n.to_string(), e);
@@ -214,6 +255,10 @@ impl Registry {
     pub(crate) fn stats(&self) -> Vec<SessionStats> {
         let mut named: Vec<_> = self.named.iter().collect();
         named.sort_by(|a, b| a.0.cmp(b.0));
-        self.open.iter().chain(named.into_iter().map(|(_, e)| e)).map(|e| lock(&e.handle.stats).clone()).collect()
+        self.open
+            .iter()
+            .chain(named.into_iter().map(|(_, e)| e))
+            .map(|e| lock(&e.handle.stats).clone())
+            .collect()
     }
 }

@@ -55,10 +55,14 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> Result<()> {
     let upstream = a.upstream.trim_end_matches('/');
     if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
-        bail!("--upstream `{}`: expected an http:// or https:// origin", a.upstream);
+        bail!(
+            "--upstream `{}`: expected an http:// or https:// origin",
+            a.upstream
+        );
     }
     let mut cfg = ServeConfig::new(upstream);
-    cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", a.store))?;
+    cfg.store =
+        arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", a.store))?;
     cfg.encoder = a.enc.spec();
     cfg.cache = match (a.no_cache, a.cache) {
         (true, _) => Cache::Off,
