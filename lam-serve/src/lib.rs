@@ -112,6 +112,9 @@ pub struct ServeConfig {
     pub user_turns: bool,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
+    /// Sessions held at most; beyond, the least recently used is dropped
+    /// (its archive stays; a later request of it starts a new session).
+    pub max_sessions: usize,
     /// One line per request on standard error (method, path, status, session; never headers).
     pub log: bool,
 }
@@ -130,6 +133,7 @@ impl ServeConfig {
             threshold: 0.95,
             user_turns: false,
             max_body: 32 << 20,
+            max_sessions: 4096,
             log: false,
         }
     }
@@ -170,8 +174,12 @@ struct Counters {
 /// `GET /lam/stats`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
-    /// Every session.
+    /// Every session held.
     pub sessions: Vec<SessionStats>,
+    /// Sessions dropped to stay within `max_sessions`.
+    pub evicted_sessions: u64,
+    /// Their counters, summed (`session` empty).
+    pub evicted: SessionStats,
     /// Requests per compacted route (`chat`, `messages`, `responses`).
     pub requests: std::collections::BTreeMap<&'static str, u64>,
     /// Requests passed through unchanged on other paths.
@@ -304,7 +312,7 @@ impl Proxy {
             conv: Mutex::new(Conversation::new(SessionId::new(label), op)),
             stats: Mutex::new(stats),
         });
-        reg.insert(name, keys, h.clone());
+        reg.insert(name, keys, h.clone(), self.inner.cfg.max_sessions);
         Ok(h)
     }
 
@@ -319,7 +327,7 @@ impl Proxy {
         Ok(if held.is_empty() {
             name.to_string()
         } else {
-            format!("{name}@{run}")
+            format!("{name}@{run}-{n}")
         })
     }
 
@@ -327,8 +335,14 @@ impl Proxy {
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (sessions, (evicted_sessions, evicted)) = {
+            let reg = lock(&self.inner.sessions);
+            (reg.stats(), reg.evicted())
+        };
         Stats {
-            sessions: lock(&self.inner.sessions).stats(),
+            sessions,
+            evicted_sessions,
+            evicted,
             requests: Api::ALL
                 .iter()
                 .map(|a| (a.name(), get(&c.requests[*a as usize])))

@@ -15,7 +15,9 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
 
 pub(crate) fn render(s: &Stats) -> String {
     let mut o = String::new();
-    let sum = |f: fn(&crate::SessionStats) -> u64| s.sessions.iter().map(f).sum::<u64>() as f64;
+    let sum = |f: fn(&crate::SessionStats) -> u64| {
+        (s.sessions.iter().map(f).sum::<u64>() + f(&s.evicted)) as f64
+    };
     let one = |v: f64| vec![(String::new(), v)];
     let routes: Vec<(String, f64)> = s
         .requests
@@ -80,6 +82,13 @@ pub(crate) fn render(s: &Stats) -> String {
     );
     family(
         &mut o,
+        "lam_serve_evicted_sessions_total",
+        "counter",
+        "Sessions dropped to stay within --max-sessions.",
+        &one(s.evicted_sessions as f64),
+    );
+    family(
+        &mut o,
         "lam_serve_observations_total",
         "counter",
         "Observations archived and admitted.",
@@ -113,7 +122,8 @@ pub(crate) fn render(s: &Stats) -> String {
         "Observations forwarded verbatim because admission failed.",
         &one(sum(|x| x.admission_errors)),
     );
-    let secs: f64 = s.sessions.iter().map(|x| x.admit_seconds).sum();
+    let secs: f64 =
+        s.sessions.iter().map(|x| x.admit_seconds).sum::<f64>() + s.evicted.admit_seconds;
     family(
         &mut o,
         "lam_serve_admit_seconds_total",

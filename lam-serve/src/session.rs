@@ -45,6 +45,14 @@ pub struct SessionStats {
     pub admit_seconds: f64,
 }
 
+fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
+    if tokens_in == 0 {
+        0.0
+    } else {
+        1.0 - tokens_out as f64 / tokens_in as f64
+    }
+}
+
 /// What admitting one request's new observations changed.
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
@@ -69,6 +77,18 @@ impl Delta {
 }
 
 impl SessionStats {
+    /// Add another session's counters (totals of evicted sessions).
+    pub(crate) fn absorb(&mut self, o: &SessionStats) {
+        self.requests += o.requests;
+        self.observations += o.observations;
+        self.tokens_in += o.tokens_in;
+        self.tokens_out += o.tokens_out;
+        self.stubs += o.stubs;
+        self.admission_errors += o.admission_errors;
+        self.admit_seconds += o.admit_seconds;
+        self.removal = removal(self.tokens_in, self.tokens_out);
+    }
+
     pub(crate) fn apply(&mut self, d: &Delta) {
         self.requests += 1;
         self.observations += d.observations;
@@ -209,6 +229,9 @@ pub(crate) struct Registry {
     named: HashMap<String, Entry>,
     clock: u64,
     made: u64,
+    /// Sessions dropped to stay within the limit, and their summed counters.
+    evicted: u64,
+    retired: SessionStats,
 }
 
 impl Registry {
@@ -229,8 +252,18 @@ impl Registry {
         Some(e.handle.clone())
     }
 
-    /// Add a new session continued by `keys`.
-    pub(crate) fn insert(&mut self, name: Option<&str>, keys: &[u128], handle: Arc<Handle>) {
+    /// Add a new session continued by `keys`, first dropping the least
+    /// recently used sessions so that at most `max` are held.
+    pub(crate) fn insert(
+        &mut self,
+        name: Option<&str>,
+        keys: &[u128],
+        handle: Arc<Handle>,
+        max: usize,
+    ) {
+        while self.open.len() + self.named.len() >= max.max(1) {
+            self.evict_oldest();
+        }
         self.clock += 1;
         self.made += 1;
         let e = Entry {
@@ -244,6 +277,33 @@ impl Registry {
             }
             None => self.open.push(e),
         }
+    }
+
+    fn evict_oldest(&mut self) {
+        let open = self
+            .open
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(i, e)| (e.used, i));
+        let named = self
+            .named
+            .iter()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(k, e)| (e.used, k.clone()));
+        let e = match (open, named) {
+            (Some((uo, i)), Some((un, _))) if uo <= un => self.open.remove(i),
+            (Some((_, i)), None) => self.open.remove(i),
+            (_, Some((_, k))) => self.named.remove(&k).expect("present"),
+            (None, None) => return,
+        };
+        self.evicted += 1;
+        self.retired.absorb(&lock(&e.handle.stats));
+    }
+
+    /// Sessions dropped so far and their summed counters.
+    pub(crate) fn evicted(&self) -> (u64, SessionStats) {
+        (self.evicted, self.retired.clone())
     }
 
     /// Sessions made so far (numbers new sessions).

@@ -307,3 +307,41 @@ fn user_turn_observations_when_asked() {
         "the task goes as it came"
     );
 }
+
+#[test]
+fn least_recently_used_sessions_are_evicted_beyond_the_limit() {
+    let t = &trajectories(1, 3)[0];
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+    cfg.store = StoreSpec::Dir(dir.path().to_path_buf());
+    cfg.max_sessions = 2;
+    let p = Proxy::open(cfg).unwrap();
+    let api = Api::ChatCompletions;
+    let tagged = |i: usize| {
+        let mut u = t.clone();
+        u.task = format!("{} #{i}", u.task);
+        u
+    };
+    let s0 = p.rewrite(api, None, &body(api, &tagged(0), 2)).session;
+    let s1 = p.rewrite(api, None, &body(api, &tagged(1), 2)).session;
+    assert_eq!(
+        p.rewrite(api, None, &body(api, &tagged(0), 3)).session,
+        s0,
+        "0 used last"
+    );
+    p.rewrite(api, None, &body(api, &tagged(2), 1));
+    let st = p.stats();
+    assert_eq!((st.sessions.len(), st.evicted_sessions), (2, 1));
+    assert_eq!(st.evicted.session, "");
+    assert_eq!(
+        st.evicted.requests, 1,
+        "session 1 (least recently used) went"
+    );
+    assert!(st.sessions.iter().all(|s| Some(&s.session) != s1.as_ref()));
+    assert_ne!(
+        p.rewrite(api, None, &body(api, &tagged(1), 3)).session,
+        s1,
+        "an evicted conversation starts anew"
+    );
+    assert!(p.metrics().contains("lam_serve_evicted_sessions_total 2\n"));
+}

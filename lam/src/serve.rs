@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// Largest request body accepted on the compacted routes, in MiB.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_body_mib: u32,
+    /// Sessions held in memory at most; beyond, the least recently used is dropped (its archive stays).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: u32,
     /// One line per request on standard error (method, path, status, session, time; never headers or bodies).
     #[arg(long)]
     log: bool,
@@ -75,6 +78,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.threshold = a.threshold;
     cfg.user_turns = a.observation_role == ObservationRole::User;
     cfg.max_body = (a.max_body_mib as usize) << 20;
+    cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
     let store = cfg.store.display();
     lam_serve::run(cfg, a.listen, |addr| {
