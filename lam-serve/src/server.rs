@@ -142,11 +142,10 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
         .headers
         .get(BYPASS)
         .is_some_and(|v| v.as_bytes() == b"1");
-    let name = parts
-        .headers
-        .get(SESSION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let name = match session_name(&parts.headers) {
+        Ok(n) => n,
+        Err(why) => return error(StatusCode::BAD_REQUEST, "lam_bad_session", &why),
+    };
     let (body, session) = if bypass {
         app.proxy.count(|c| &c.bypassed);
         (bytes, None)
@@ -184,6 +183,19 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     .await;
     log(&app, &parts, &resp, started);
     resp
+}
+
+/// The `x-lam-session` name: visible ASCII, 1 to 256 bytes (absent or empty: none).
+fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
+    let Some(v) = h.get(SESSION) else {
+        return Ok(None);
+    };
+    let bad = || format!("lam serve: {SESSION} must be 1 to 256 visible ASCII characters");
+    let s = v.to_str().map_err(|_| bad())?.trim();
+    if s.len() > 256 || s.bytes().any(|b| !b.is_ascii_graphic() && b != b' ') {
+        return Err(bad());
+    }
+    Ok((!s.is_empty()).then(|| s.to_string()))
 }
 
 /// Send the request upstream; its answer streams back chunk by chunk.

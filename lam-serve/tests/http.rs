@@ -193,6 +193,19 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
     assert_eq!(r.status(), 502);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["type"], "lam_upstream_unreachable");
+    // A session name that is not 1-256 visible ASCII characters: 400.
+    let r = c
+        .post(format!("http://{}/v1/messages", run.addr))
+        .header("x-lam-session", "x".repeat(300))
+        .json(&json!({"model": "m", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["type"],
+        "lam_bad_session"
+    );
     // Too large: 413.
     let r = c
         .post(format!("http://{}/v1/chat/completions", run.addr))
