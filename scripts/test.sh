@@ -16,3 +16,5 @@ bash scripts/check-ort.sh
 bash scripts/test-postgres.sh
 # The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
 bash scripts/test-python.sh
+# lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
+bash scripts/test-serve.sh

@@ -12,6 +12,7 @@ mod eval;
 mod opts;
 mod recall;
 mod store;
+mod serve;
 mod view;
 
 #[derive(Parser)]
@@ -39,6 +40,8 @@ enum Cmd {
     Compact(compact::CompactArgs),
     /// Check a FileStore archive for damage, or salvage its intact records into a fresh one.
     Store(store::StoreArgs),
+    /// OpenAI/Anthropic-compatible proxy: archive every tool result, forward its residual, prefix-stable (docs/serve.md).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> Result<()> {
@@ -51,5 +54,6 @@ fn main() -> Result<()> {
         Cmd::Recall(a) => recall::run(a),
         Cmd::Compact(a) => compact::run(a),
         Cmd::Store(a) => store::run(a),
+        Cmd::Serve(a) => serve::run(a),
     }
 }

@@ -1,0 +1,373 @@
+//! The three APIs whose conversations the proxy compacts: where each keeps
+//! its conversation, which parts of it are observations, and what action
+//! produced each one.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// An API route the proxy compacts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// OpenAI `POST /v1/chat/completions`: `messages`, tool results `role: "tool"`.
+    ChatCompletions,
+    /// Anthropic `POST /v1/messages`: `messages`, `tool_result` blocks in user turns.
+    Messages,
+    /// OpenAI `POST /v1/responses`: `input` items, `function_call_output`.
+    Responses,
+}
+
+/// Where one observation sits inside a conversation item (a JSON pointer to a
+/// string) and the action that produced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub pointer: String,
+    pub action: String,
+}
+
+/// What the items of one request say about each other: the action of every
+/// tool call id, the task (first user turn), and the assistant's text before
+/// each item (the action of a user-turn observation).
+#[derive(Debug, Default)]
+pub(crate) struct Context {
+    actions: HashMap<String, String>,
+    task: Option<usize>,
+    said: Vec<Arc<str>>,
+}
+
+impl Api {
+    /// Every route, in the order the proxy registers them.
+    pub const ALL: [Api; 3] = [Api::ChatCompletions, Api::Messages, Api::Responses];
+
+    /// The request path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "/v1/chat/completions",
+            Api::Messages => "/v1/messages",
+            Api::Responses => "/v1/responses",
+        }
+    }
+
+    /// Short name (stats, metrics labels).
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "chat",
+            Api::Messages => "messages",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// The member holding the conversation.
+    pub(crate) fn list_field(self) -> &'static str {
+        match self {
+            Api::ChatCompletions | Api::Messages => "messages",
+            Api::Responses => "input",
+        }
+    }
+
+    /// Members that set up a conversation outside its list (part of the
+    /// session key, so two agents with different system prompts never share
+    /// a session).
+    pub(crate) fn preamble_fields(self) -> &'static [&'static str] {
+        match self {
+            Api::ChatCompletions => &[],
+            Api::Messages => &["system"],
+            Api::Responses => &["instructions"],
+        }
+    }
+
+    /// The context of a request's items.
+    pub(crate) fn context<'a>(self, items: impl IntoIterator<Item = &'a Value>) -> Context {
+        let mut cx = Context::default();
+        let mut last: Arc<str> = Arc::from("");
+        for (i, v) in items.into_iter().enumerate() {
+            cx.said.push(last.clone());
+            if cx.task.is_none() && role(v) == Some("user") && self.is_message(v) {
+                cx.task = Some(i);
+            }
+            self.note_calls(v, &mut cx.actions);
+            if role(v) == Some("assistant") {
+                last = Arc::from(text_of(v.get("content").unwrap_or(&Value::Null)));
+            }
+        }
+        cx
+    }
+
+    fn is_message(self, v: &Value) -> bool {
+        self != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
+    }
+
+    /// Record the action of every tool call item `v` makes.
+    fn note_calls(self, v: &Value, actions: &mut HashMap<String, String>) {
+        let mut note = |id: Option<&str>, name: Option<&str>, args: String| {
+            if let Some(id) = id {
+                actions.insert(id.to_string(), format!("{} {args}", name.unwrap_or("tool")));
+            }
+        };
+        match self {
+            Api::ChatCompletions => {
+                for c in v
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let f = c.get("function").unwrap_or(&Value::Null);
+                    note(
+                        str_at(c, "id"),
+                        str_at(f, "name"),
+                        str_at(f, "arguments").unwrap_or_default().to_string(),
+                    );
+                }
+            }
+            Api::Messages => {
+                for b in v
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| str_at(b, "type") == Some("tool_use"))
+                {
+                    note(
+                        str_at(b, "id"),
+                        str_at(b, "name"),
+                        b.get("input").map(Value::to_string).unwrap_or_default(),
+                    );
+                }
+            }
+            Api::Responses => match str_at(v, "type") {
+                Some("function_call") => note(
+                    str_at(v, "call_id"),
+                    str_at(v, "name"),
+                    str_at(v, "arguments").unwrap_or_default().to_string(),
+                ),
+                Some("custom_tool_call") => note(
+                    str_at(v, "call_id"),
+                    str_at(v, "name"),
+                    str_at(v, "input").unwrap_or_default().to_string(),
+                ),
+                _ => {}
+            },
+        }
+    }
+
+    /// The observations in item `i` of a request (empty texts left out).
+    /// With `user_turns`, user turns after the task are observations too
+    /// (agents that send tool output as user messages).
+    pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, user_turns: bool) -> Vec<Slot> {
+        let action = |id: Option<&str>| {
+            id.and_then(|id| cx.actions.get(id))
+                .cloned()
+                .unwrap_or_else(|| id.unwrap_or_default().to_string())
+        };
+        let with = |ptrs: Vec<String>, action: String| {
+            ptrs.into_iter()
+                .map(|pointer| Slot {
+                    pointer,
+                    action: action.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let user_obs = || {
+            user_turns
+                && role(v) == Some("user")
+                && self.is_message(v)
+                && cx.task.is_some_and(|t| i > t)
+        };
+        let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
+        let content = v.get("content").unwrap_or(&Value::Null);
+        match self {
+            Api::ChatCompletions if role(v) == Some("tool") => with(
+                text_slots(content, "/content", &["text"]),
+                action(str_at(v, "tool_call_id")),
+            ),
+            Api::Messages => {
+                let mut out = Vec::new();
+                for (k, b) in content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .filter(|(_, b)| str_at(b, "type") == Some("tool_result"))
+                {
+                    let inner = b.get("content").unwrap_or(&Value::Null);
+                    out.extend(with(
+                        text_slots(inner, &format!("/content/{k}/content"), &["text"]),
+                        action(str_at(b, "tool_use_id")),
+                    ));
+                }
+                let has_results = content
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
+                if !has_results && user_obs() {
+                    out = with(text_slots(content, "/content", &["text"]), said());
+                }
+                out
+            }
+            Api::Responses
+                if matches!(
+                    str_at(v, "type"),
+                    Some("function_call_output" | "custom_tool_call_output")
+                ) =>
+            {
+                let output = v.get("output").unwrap_or(&Value::Null);
+                with(
+                    text_slots(output, "/output", &["input_text", "output_text", "text"]),
+                    action(str_at(v, "call_id")),
+                )
+            }
+            _ if user_obs() => with(
+                text_slots(content, "/content", &["text", "input_text"]),
+                said(),
+            ),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn role(v: &Value) -> Option<&str> {
+    str_at(v, "role")
+}
+
+/// Pointers to the non-empty texts of a content value: the string itself, or
+/// the `text` of every part whose `type` is one of `types`.
+fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
+    match content {
+        Value::String(s) if !s.is_empty() => vec![base.to_string()],
+        Value::Array(parts) => parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                str_at(p, "type").is_some_and(|t| types.contains(&t))
+                    && str_at(p, "text").is_some_and(|t| !t.is_empty())
+            })
+            .map(|(k, _)| format!("{base}/{k}/text"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The text of a content value (a string, or its text parts joined).
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| str_at(p, "text"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn slots(api: Api, items: &[Value], user: bool) -> Vec<(usize, Slot)> {
+        let cx = api.context(items.iter());
+        items
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| api.slots(v, i, &cx, user).into_iter().map(move |s| (i, s)))
+            .collect()
+    }
+
+    #[test]
+    fn chat_tool_results_and_user_turns() {
+        let items = [
+            json!({"role":"system","content":"sys"}),
+            json!({"role":"user","content":"task"}),
+            json!({"role":"assistant","content":"run it","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"ls\"}"}}]}),
+            json!({"role":"tool","tool_call_id":"c1","content":"a\nb\n"}),
+            json!({"role":"tool","tool_call_id":"c2","content":[{"type":"text","text":"x"},{"type":"image_url"},{"type":"text","text":""}]}),
+            json!({"role":"user","content":"obs"}),
+        ];
+        let s = slots(Api::ChatCompletions, &items, false);
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s[0],
+            (
+                3,
+                Slot {
+                    pointer: "/content".into(),
+                    action: "bash {\"cmd\":\"ls\"}".into()
+                }
+            )
+        );
+        assert_eq!(
+            s[1],
+            (
+                4,
+                Slot {
+                    pointer: "/content/0/text".into(),
+                    action: "c2".into()
+                }
+            )
+        );
+        let u = slots(Api::ChatCompletions, &items, true);
+        assert_eq!(
+            u.len(),
+            3,
+            "the task is not an observation, later user turns are"
+        );
+        assert_eq!(
+            u[2],
+            (
+                5,
+                Slot {
+                    pointer: "/content".into(),
+                    action: "run it".into()
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn anthropic_tool_result_blocks() {
+        let items = [
+            json!({"role":"user","content":"task"}),
+            json!({"role":"assistant","content":[{"type":"text","text":"t"},{"type":"tool_use","id":"tu1","name":"bash","input":{"command":"ls"}}]}),
+            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":"out"},{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"o2"},{"type":"image"}]},{"type":"text","text":"note"}]}),
+            json!({"role":"user","content":[{"type":"text","text":"obs"}]}),
+        ];
+        let s = slots(Api::Messages, &items, true);
+        let ptrs: Vec<_> = s.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
+        assert_eq!(
+            ptrs,
+            [
+                (2, "/content/0/content"),
+                (2, "/content/1/content/0/text"),
+                (3, "/content/0/text")
+            ]
+        );
+        assert_eq!(s[0].1.action, "bash {\"command\":\"ls\"}");
+        assert_eq!(s[2].1.action, "t");
+    }
+
+    #[test]
+    fn responses_function_call_output() {
+        let items = [
+            json!({"role":"user","content":"task"}),
+            json!({"type":"function_call","call_id":"f1","name":"shell","arguments":"{}"}),
+            json!({"type":"function_call_output","call_id":"f1","output":"res"}),
+            json!({"type":"message","role":"user","content":[{"type":"input_text","text":"obs"}]}),
+        ];
+        assert_eq!(
+            slots(Api::Responses, &items, false),
+            [(
+                2,
+                Slot {
+                    pointer: "/output".into(),
+                    action: "shell {}".into()
+                }
+            )]
+        );
+        assert_eq!(slots(Api::Responses, &items, true).len(), 2);
+    }
+}

@@ -1,0 +1,175 @@
+//! What every session admits with: the archive (one store, locked per call),
+//! a pool of encoders (a session borrows one for its admissions, so sessions
+//! encode in parallel), the token counter and the operator settings.
+
+use crate::Error;
+use arc_store::AnyStore;
+use lam_core::{Encoder, ObsMeta, ObsStore, Record, SessionId, TokenCounter};
+use lam_encode::CachedEncoder;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// An encoder behind its embedding cache.
+pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
+
+/// Lock a mutex, taking the data even when a panicking holder poisoned it
+/// (every holder leaves its data consistent between calls).
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The shared store, locked for each call only: a session never holds it
+/// while it encodes.
+pub(crate) struct SharedStore(pub Mutex<AnyStore>);
+
+impl std::fmt::Debug for SharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedStore")
+    }
+}
+
+impl ObsStore for &SharedStore {
+    fn append(
+        &mut self,
+        session: &SessionId,
+        record: &Record,
+        tokens: u32,
+    ) -> Result<ObsMeta, lam_core::Error> {
+        lock(&self.0).append(session, record, tokens)
+    }
+    fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
+        lock(&self.0).get(session, shown)
+    }
+    fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, lam_core::Error> {
+        lock(&self.0).meta(session, shown)
+    }
+    fn ids(&self, session: &SessionId) -> Result<Vec<String>, lam_core::Error> {
+        lock(&self.0).ids(session)
+    }
+    fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
+        lock(&self.0).sessions()
+    }
+    fn flush(&mut self) -> Result<(), lam_core::Error> {
+        lock(&self.0).flush()
+    }
+}
+
+/// Encoders lent one at a time.
+pub(crate) struct Pool {
+    free: Mutex<Vec<Enc>>,
+    ready: Condvar,
+    cache: Option<PathBuf>,
+}
+
+/// An encoder on loan; it goes back to the pool when dropped.
+pub(crate) struct Loan<'a> {
+    pool: &'a Pool,
+    enc: Option<Enc>,
+}
+
+impl std::fmt::Debug for Loan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Loan")
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("free", &lock(&self.free).len())
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(encoders: Vec<Enc>, cache: Option<PathBuf>) -> Self {
+        Self {
+            free: Mutex::new(encoders),
+            ready: Condvar::new(),
+            cache,
+        }
+    }
+
+    /// Wait for a free encoder.
+    pub(crate) fn take(&self) -> Loan<'_> {
+        let mut free = lock(&self.free);
+        loop {
+            if let Some(e) = free.pop() {
+                return Loan {
+                    pool: self,
+                    enc: Some(e),
+                };
+            }
+            free = self
+                .ready
+                .wait(free)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Append every encoder's new embeddings to the cache file (on shutdown).
+    pub(crate) fn save(&self) -> Result<usize, Error> {
+        let Some(path) = &self.cache else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        for e in lock(&self.free).iter_mut() {
+            n += e.save(path).map_err(|source| Error::Io {
+                what: format!("saving the embedding cache {}", path.display()),
+                source,
+            })?;
+        }
+        Ok(n)
+    }
+}
+
+impl Loan<'_> {
+    pub(crate) fn encoder(&mut self) -> &mut Enc {
+        self.enc.as_mut().expect("an encoder is on loan until drop")
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        if let Some(e) = self.enc.take() {
+            lock(&self.pool.free).push(e);
+            self.pool.ready.notify_one();
+        }
+    }
+}
+
+/// Everything admission needs besides a session's own state.
+pub(crate) struct Engine {
+    pub store: SharedStore,
+    pub pool: Pool,
+    pub counter: Arc<dyn TokenCounter>,
+    pub operator: lam_operator::Config,
+    pub dim: usize,
+    /// User turns after the task are observations too.
+    pub user_turns: bool,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("operator", &self.operator)
+            .field("dim", &self.dim)
+            .field("user_turns", &self.user_turns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A fresh operator session with the engine's settings and counter.
+    pub(crate) fn operator_session(&self) -> Result<lam_operator::Session, Error> {
+        Ok(lam_operator::Session::new(self.operator, self.dim)?.with_counter(self.counter.clone()))
+    }
+
+    /// Make every acknowledged append durable and save the embedding caches.
+    pub(crate) fn close(&self) -> Result<(), Error> {
+        (&self.store).flush()?;
+        self.pool.save()?;
+        Ok(())
+    }
+}

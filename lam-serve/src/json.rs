@@ -1,0 +1,141 @@
+//! Request bodies as the proxy handles them: the top-level members in their
+//! order with each value's bytes as received, so everything the proxy does not
+//! rewrite is forwarded as it came.
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use xxhash_rust::xxh3::{Xxh3, xxh3_128};
+
+/// A JSON object's members in their original order, values as raw bytes.
+#[derive(Debug)]
+pub(crate) struct Members(pub Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    out.push((k, v));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Members {
+    /// Parse a request body that must be one JSON object.
+    pub(crate) fn parse(body: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+
+    /// Position of the first member named `name`.
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.0.iter().position(|(k, _)| k == name)
+    }
+
+    /// The value of the first member named `name`, parsed.
+    pub(crate) fn value(&self, name: &str) -> Option<Value> {
+        self.position(name)
+            .and_then(|i| serde_json::from_str(self.0[i].1.get()).ok())
+    }
+
+    /// The object again, member `at` replaced by `replacement` (raw JSON):
+    /// every other member's value byte for byte as received.
+    pub(crate) fn write_with(&self, at: usize, replacement: &[u8]) -> Vec<u8> {
+        let len: usize = self
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum();
+        let mut out = Vec::with_capacity(len + replacement.len());
+        out.push(b'{');
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // Writing a String to a Vec cannot fail.
+            serde_json::to_writer(&mut out, k).expect("string to vec");
+            out.push(b':');
+            out.extend_from_slice(if i == at {
+                replacement
+            } else {
+                v.get().as_bytes()
+            });
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// A JSON array of raw items, without whitespace.
+pub(crate) fn write_array<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (i, it) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(it);
+    }
+    out.push(b']');
+    out
+}
+
+/// Content key of a JSON value: XXH3-128 of its canonical form (object keys
+/// sorted, no whitespace), so a client that re-serialises a message with other
+/// spacing or key order still sends "the same" message.
+pub(crate) fn content_key(v: &Value) -> u128 {
+    // serde_json's map is ordered by key (no `preserve_order`): canonical.
+    xxh3_128(&serde_json::to_vec(v).expect("value to vec"))
+}
+
+/// Key of the `occurrence`-th (0-based) appearance of content `key` in one
+/// request: identical messages at two places are two messages.
+pub(crate) fn occurrence_key(key: u128, occurrence: u32) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(&key.to_le_bytes());
+    h.update(&occurrence.to_le_bytes());
+    h.digest128()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_keep_order_and_bytes() {
+        let body = br#"{"z": 1, "messages" : [ {"a":1} ], "a":{"k" : "v"}}"#;
+        let m = Members::parse(body).unwrap();
+        assert_eq!(
+            m.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["z", "messages", "a"]
+        );
+        let at = m.position("messages").unwrap();
+        let out = m.write_with(at, b"[]");
+        assert_eq!(out, br#"{"z":1,"messages":[],"a":{"k" : "v"}}"#);
+        assert!(Members::parse(b"[1]").is_err());
+        assert!(Members::parse(b"{\"a\":").is_err());
+    }
+
+    #[test]
+    fn keys_ignore_spacing_and_order() {
+        let a: Value = serde_json::from_str(r#"{"role":"tool","content":"x"}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{ "content" : "x", "role":"tool" }"#).unwrap();
+        let c: Value = serde_json::from_str(r#"{"role":"tool","content":"y"}"#).unwrap();
+        assert_eq!(content_key(&a), content_key(&b));
+        assert_ne!(content_key(&a), content_key(&c));
+        assert_ne!(
+            occurrence_key(content_key(&a), 0),
+            occurrence_key(content_key(&a), 1)
+        );
+        assert_eq!(write_array([&b"1"[..], b"{}"]), b"[1,{}]");
+    }
+}

@@ -1,0 +1,372 @@
+//! `lam serve`: a drop-in OpenAI/Anthropic-compatible HTTP proxy that keeps
+//! an agent's context small without breaking provider prompt caches.
+//!
+//! Point an agent's base URL at the proxy. For OpenAI `POST
+//! /v1/chat/completions` and `POST /v1/responses` and Anthropic `POST
+//! /v1/messages` (streaming or not) it archives every tool result verbatim
+//! (`arc-store`), admits it once with the LAM operator (`lam-operator`), and
+//! forwards the residual in its place, in that request and every later one of
+//! the session. Every item a session has forwarded is forwarded byte for byte
+//! the same ever after (prefix stability), so the provider's prompt cache keeps
+//! hitting. Responses stream back event by event; every other path passes
+//! through unchanged. Protocol and session rule: `docs/serve.md`.
+//!
+//! ```
+//! use lam_serve::{Api, Proxy, ServeConfig};
+//!
+//! let cfg = ServeConfig::for_tests("http://127.0.0.1:9"); // mem: store, hashing encoder
+//! let proxy = Proxy::open(cfg)?;
+//! let log: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+//! let turn = |n: usize| {
+//!     let mut m = vec![serde_json::json!({"role": "user", "content": "fix the bug"})];
+//!     for k in 0..n {
+//!         let id = format!("call_{k}");
+//!         m.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"pytest\"}"}}]}));
+//!         m.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": log}));
+//!     }
+//!     serde_json::to_vec(&serde_json::json!({"model": "m", "messages": m})).unwrap()
+//! };
+//! let first = proxy.rewrite(Api::ChatCompletions, None, &turn(1));
+//! let second = proxy.rewrite(Api::ChatCompletions, None, &turn(2));
+//! assert_eq!(first.session, second.session); // the second request continues the first
+//! assert!(second.body.len() < turn(2).len()); // the rerun's log became a stub
+//! let sent: serde_json::Value = serde_json::from_slice(&second.body)?;
+//! assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: chunk"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod api;
+mod engine;
+mod json;
+mod metrics;
+mod request;
+mod server;
+mod session;
+
+pub use api::Api;
+pub use server::{run, serve};
+pub use session::SessionStats;
+
+use arc_store::{Access, StoreSpec};
+use engine::{Engine, Pool, SharedStore, lock};
+use lam_core::{SessionId, Threshold};
+use lam_encode::{Cache, EncoderSpec};
+use request::Parsed;
+use serde::Serialize;
+use session::{Conversation, Handle, Registry};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Errors of `lam-serve`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting that cannot work.
+    #[error("{0}")]
+    Setting(String),
+    /// The store could not be opened or written.
+    #[error("store {spec}: {source}")]
+    Store {
+        /// The store, as given (passwords redacted).
+        spec: String,
+        /// Why.
+        source: Box<arc_store::StoreError>,
+    },
+    /// The encoder could not be loaded.
+    #[error(transparent)]
+    Encoder(#[from] lam_encode::Error),
+    /// The operator refused its settings.
+    #[error(transparent)]
+    Operator(#[from] lam_operator::Error),
+    /// A store or encoder error while closing.
+    #[error(transparent)]
+    Core(#[from] lam_core::Error),
+    /// Listening, serving or writing a file failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Upstream origin (`https://api.openai.com`); the request's path and
+    /// query are appended as they came.
+    pub upstream: String,
+    /// Where originals are archived.
+    pub store: StoreSpec,
+    /// The encoder.
+    pub encoder: EncoderSpec,
+    /// Its embedding cache.
+    pub cache: Cache,
+    /// Encoders loaded (sessions admitting at once).
+    pub encoders: usize,
+    /// Merge threshold t (cosine).
+    pub threshold: f64,
+    /// User turns after the task are observations too.
+    pub user_turns: bool,
+    /// Largest request body a compacted route accepts, in bytes.
+    pub max_body: usize,
+    /// Sessions held at most; beyond, the least recently used is dropped
+    /// (its archive stays; a later request of it starts a new session).
+    pub max_sessions: usize,
+    /// One line per request on standard error (method, path, status, session; never headers).
+    pub log: bool,
+}
+
+impl ServeConfig {
+    /// Defaults for `upstream`: threshold 0.95, BERT encoder with the default
+    /// cache, 32 MiB bodies, an in-memory store (set `store`).
+    pub fn new(upstream: &str) -> Self {
+        let encoders = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        Self {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            store: StoreSpec::Memory,
+            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
+            cache: Cache::Default,
+            encoders,
+            threshold: 0.95,
+            user_turns: false,
+            max_body: 32 << 20,
+            max_sessions: 4096,
+            log: false,
+        }
+    }
+
+    /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
+    pub fn for_tests(upstream: &str) -> Self {
+        Self {
+            encoder: EncoderSpec::new(lam_encode::Backend::Hashing),
+            cache: Cache::Off,
+            encoders: 2,
+            ..Self::new(upstream)
+        }
+    }
+}
+
+/// What the proxy forwards for one request.
+#[derive(Debug, Clone)]
+pub struct Rewritten {
+    /// The body to send upstream.
+    pub body: Vec<u8>,
+    /// The store session of the conversation; `None` when the body holds no
+    /// conversation the proxy understands (it is then forwarded as it came).
+    pub session: Option<String>,
+}
+
+/// Proxy-wide counters (`GET /lam/stats`, `GET /metrics`).
+#[derive(Debug, Default)]
+struct Counters {
+    requests: [AtomicU64; 3],
+    passthrough: AtomicU64,
+    bypassed: AtomicU64,
+    unparsed: AtomicU64,
+    upstream_errors: AtomicU64,
+    unreachable: AtomicU64,
+    too_large: AtomicU64,
+}
+
+/// `GET /lam/stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    /// Every session held.
+    pub sessions: Vec<SessionStats>,
+    /// Sessions dropped to stay within `max_sessions`.
+    pub evicted_sessions: u64,
+    /// Their counters, summed (`session` empty).
+    pub evicted: SessionStats,
+    /// Requests per compacted route (`chat`, `messages`, `responses`).
+    pub requests: std::collections::BTreeMap<&'static str, u64>,
+    /// Requests passed through unchanged on other paths.
+    pub passthrough: u64,
+    /// Requests with `x-lam-bypass: 1`.
+    pub bypassed: u64,
+    /// Requests to compacted routes whose body held no conversation (forwarded as they came).
+    pub unparsed: u64,
+    /// Upstream answers with status >= 400 (passed through).
+    pub upstream_errors: u64,
+    /// Requests answered 502 because the upstream could not be reached.
+    pub upstream_unreachable: u64,
+    /// Requests refused with 413.
+    pub too_large: u64,
+}
+
+/// The proxy's state: engine, sessions, counters. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: ServeConfig,
+    engine: Engine,
+    sessions: Mutex<Registry>,
+    counters: Counters,
+    run: String,
+}
+
+impl Proxy {
+    /// Open the store (the one writer) and load the encoders.
+    pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
+        if cfg.encoders == 0 {
+            return Err(Error::Setting("--encoders must be at least 1".into()));
+        }
+        let threshold = Threshold::from_cosine(cfg.threshold)
+            .map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
+        let store =
+            arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store {
+                spec: cfg.store.display(),
+                source: Box::new(source),
+            })?;
+        let mut encoders = Vec::with_capacity(cfg.encoders);
+        let mut cache = None;
+        for _ in 0..cfg.encoders {
+            let (e, path) = cfg.encoder.load_cached(&cfg.cache)?;
+            cache = path;
+            encoders.push(e);
+        }
+        let dim = lam_core::Encoder::info(&encoders[0]).dim;
+        let engine = Engine {
+            store: SharedStore(Mutex::new(store)),
+            pool: Pool::new(encoders, cache),
+            counter: Arc::new(lam_trajectory::Cl100k),
+            operator: lam_operator::Config::new(threshold),
+            dim,
+            user_turns: cfg.user_turns,
+        };
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let run = format!("serve-{secs}-{}", std::process::id());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                engine,
+                sessions: Mutex::new(Registry::default()),
+                counters: Counters::default(),
+                run,
+            }),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServeConfig {
+        &self.inner.cfg
+    }
+
+    /// The body to forward for a request to `api`'s route: its conversation
+    /// matched to a session (named by `session`, else by prefix) and rewritten.
+    /// Blocks while new observations are encoded; sessions rewrite in parallel.
+    pub fn rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Rewritten {
+        let c = &self.inner.counters;
+        c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
+        let Some(req) = Parsed::parse(api, body) else {
+            c.unparsed.fetch_add(1, Ordering::Relaxed);
+            return Rewritten {
+                body: body.to_vec(),
+                session: None,
+            };
+        };
+        let handle = match self.session_for(session, &req.keys) {
+            Ok(h) => h,
+            Err(e) => {
+                c.unparsed.fetch_add(1, Ordering::Relaxed);
+                if self.inner.cfg.log {
+                    eprintln!("lam serve: no session ({e}); forwarding the request as it came");
+                }
+                return Rewritten {
+                    body: body.to_vec(),
+                    session: None,
+                };
+            }
+        };
+        let (out, delta) = lock(&handle.conv).rewrite(&req, &self.inner.engine);
+        let mut st = lock(&handle.stats);
+        st.apply(&delta);
+        Rewritten {
+            body: out,
+            session: Some(st.session.clone()),
+        }
+    }
+
+    /// The session `keys` continue, or a new one.
+    fn session_for(&self, name: Option<&str>, keys: &[u128]) -> Result<Arc<Handle>, Error> {
+        let mut reg = lock(&self.inner.sessions);
+        if let Some(h) = reg.claim(name, keys) {
+            return Ok(h);
+        }
+        let label = self.new_label(name, reg.made() + 1)?;
+        let op = self.inner.engine.operator_session()?;
+        let stats = SessionStats {
+            session: label.clone(),
+            name: name.map(str::to_string),
+            ..SessionStats::default()
+        };
+        let h = Arc::new(Handle {
+            conv: Mutex::new(Conversation::new(SessionId::new(label), op)),
+            stats: Mutex::new(stats),
+        });
+        reg.insert(name, keys, h.clone(), self.inner.cfg.max_sessions);
+        Ok(h)
+    }
+
+    /// The store session of a new proxy session: the client's name when the
+    /// store does not hold it yet, else the name with this run's id.
+    fn new_label(&self, name: Option<&str>, n: u64) -> Result<String, Error> {
+        let run = &self.inner.run;
+        let Some(name) = name else {
+            return Ok(format!("{run}-{n}"));
+        };
+        let held = lam_core::ObsStore::ids(&&self.inner.engine.store, &SessionId::new(name))?;
+        Ok(if held.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}@{run}-{n}")
+        })
+    }
+
+    /// Every session's counters and the proxy's.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (sessions, (evicted_sessions, evicted)) = {
+            let reg = lock(&self.inner.sessions);
+            (reg.stats(), reg.evicted())
+        };
+        Stats {
+            sessions,
+            evicted_sessions,
+            evicted,
+            requests: Api::ALL
+                .iter()
+                .map(|a| (a.name(), get(&c.requests[*a as usize])))
+                .collect(),
+            passthrough: get(&c.passthrough),
+            bypassed: get(&c.bypassed),
+            unparsed: get(&c.unparsed),
+            upstream_errors: get(&c.upstream_errors),
+            upstream_unreachable: get(&c.unreachable),
+            too_large: get(&c.too_large),
+        }
+    }
+
+    /// The counters in the Prometheus text format (`GET /metrics`).
+    pub fn metrics(&self) -> String {
+        metrics::render(&self.stats())
+    }
+
+    /// Make every archived original durable and save the embedding cache.
+    pub fn close(&self) -> Result<(), Error> {
+        self.inner.engine.close()
+    }
+
+    fn count(&self, which: fn(&Counters) -> &AtomicU64) {
+        which(&self.inner.counters).fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,135 @@
+//! `GET /metrics`: the proxy's counters in the Prometheus text exposition
+//! format (version 0.0.4): totals over sessions, requests by route.
+
+use crate::Stats;
+use std::fmt::Write as _;
+
+/// One metric family: name, type, help, and its samples (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
+}
+
+pub(crate) fn render(s: &Stats) -> String {
+    let mut o = String::new();
+    let sum = |f: fn(&crate::SessionStats) -> u64| {
+        (s.sessions.iter().map(f).sum::<u64>() + f(&s.evicted)) as f64
+    };
+    let one = |v: f64| vec![(String::new(), v)];
+    let routes: Vec<(String, f64)> = s
+        .requests
+        .iter()
+        .map(|(r, n)| (format!("{{route=\"{r}\"}}"), *n as f64))
+        .collect();
+    family(
+        &mut o,
+        "lam_serve_requests_total",
+        "counter",
+        "Requests to compacted routes.",
+        &routes,
+    );
+    family(
+        &mut o,
+        "lam_serve_passthrough_requests_total",
+        "counter",
+        "Requests passed through unchanged.",
+        &one(s.passthrough as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_bypassed_requests_total",
+        "counter",
+        "Requests with x-lam-bypass: 1.",
+        &one(s.bypassed as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_unparsed_requests_total",
+        "counter",
+        "Compacted-route requests forwarded as they came (no conversation found).",
+        &one(s.unparsed as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_upstream_errors_total",
+        "counter",
+        "Upstream answers with status >= 400.",
+        &one(s.upstream_errors as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_upstream_unreachable_total",
+        "counter",
+        "Requests answered 502 (upstream unreachable).",
+        &one(s.upstream_unreachable as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_too_large_total",
+        "counter",
+        "Requests refused with 413.",
+        &one(s.too_large as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_sessions",
+        "gauge",
+        "Sessions held.",
+        &one(s.sessions.len() as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_evicted_sessions_total",
+        "counter",
+        "Sessions dropped to stay within --max-sessions.",
+        &one(s.evicted_sessions as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_observations_total",
+        "counter",
+        "Observations archived and admitted.",
+        &one(sum(|x| x.observations)),
+    );
+    family(
+        &mut o,
+        "lam_serve_tokens_in_total",
+        "counter",
+        "cl100k_base tokens of admitted originals.",
+        &one(sum(|x| x.tokens_in)),
+    );
+    family(
+        &mut o,
+        "lam_serve_tokens_out_total",
+        "counter",
+        "cl100k_base tokens forwarded in their place.",
+        &one(sum(|x| x.tokens_out)),
+    );
+    family(
+        &mut o,
+        "lam_serve_stubs_total",
+        "counter",
+        "Stub lines written.",
+        &one(sum(|x| x.stubs)),
+    );
+    family(
+        &mut o,
+        "lam_serve_admission_errors_total",
+        "counter",
+        "Observations forwarded verbatim because admission failed.",
+        &one(sum(|x| x.admission_errors)),
+    );
+    let secs: f64 =
+        s.sessions.iter().map(|x| x.admit_seconds).sum::<f64>() + s.evicted.admit_seconds;
+    family(
+        &mut o,
+        "lam_serve_admit_seconds_total",
+        "counter",
+        "Seconds spent admitting observations (encoding included).",
+        &one(secs),
+    );
+    o
+}

@@ -1,0 +1,324 @@
+//! Sessions: which conversation a request continues, and what each
+//! conversation has forwarded so far.
+//!
+//! A request names its session with `x-lam-session`; otherwise it continues
+//! the session whose last request's items are a prefix of its own (the
+//! longest such, the most recently used among equals), and starts a new one
+//! when none is. A session's conversation remembers the exact bytes it
+//! forwarded for every item (by content key), so an item is admitted once, when
+//! first seen, and forwarded byte-identically in every later request.
+
+use crate::api::Slot;
+use crate::engine::{Engine, Loan, lock};
+use crate::request::{Item, Parsed};
+use lam_core::{Record, SessionId};
+use lam_operator::Admission;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// One session's counters, as `GET /lam/stats` reports them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SessionStats {
+    /// The store session its originals are archived in (`lam recall --session`).
+    pub session: String,
+    /// The `x-lam-session` name, when the client gave one.
+    pub name: Option<String>,
+    /// Requests that continued this session.
+    pub requests: u64,
+    /// Observations admitted (each once).
+    pub observations: u64,
+    /// cl100k_base tokens of the admitted originals.
+    pub tokens_in: u64,
+    /// cl100k_base tokens of what was forwarded in their place (stubs included).
+    pub tokens_out: u64,
+    /// `1 - tokens_out / tokens_in` (0 before any observation).
+    pub removal: f64,
+    /// Stub lines written.
+    pub stubs: u64,
+    /// Observations forwarded verbatim because admission failed.
+    pub admission_errors: u64,
+    /// The last admission error.
+    pub last_error: Option<String>,
+    /// Seconds spent admitting (encoding included).
+    pub admit_seconds: f64,
+}
+
+fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
+    if tokens_in == 0 {
+        0.0
+    } else {
+        1.0 - tokens_out as f64 / tokens_in as f64
+    }
+}
+
+/// What admitting one request's new observations changed.
+#[derive(Debug, Default)]
+pub(crate) struct Delta {
+    pub observations: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub stubs: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+    pub admit_seconds: f64,
+}
+
+impl Delta {
+    fn add(&mut self, a: &Admission) {
+        self.observations += 1;
+        let t = a.tokens.unwrap_or_default();
+        self.tokens_in += t.input as u64;
+        self.tokens_out += t.output as u64;
+        self.stubs += a.stubs.len() as u64;
+        self.admit_seconds += (a.encode_ns + a.admit_ns) as f64 * 1e-9;
+    }
+}
+
+impl SessionStats {
+    /// Add another session's counters (totals of evicted sessions).
+    pub(crate) fn absorb(&mut self, o: &SessionStats) {
+        self.requests += o.requests;
+        self.observations += o.observations;
+        self.tokens_in += o.tokens_in;
+        self.tokens_out += o.tokens_out;
+        self.stubs += o.stubs;
+        self.admission_errors += o.admission_errors;
+        self.admit_seconds += o.admit_seconds;
+        self.removal = removal(self.tokens_in, self.tokens_out);
+    }
+
+    pub(crate) fn apply(&mut self, d: &Delta) {
+        self.requests += 1;
+        self.observations += d.observations;
+        self.tokens_in += d.tokens_in;
+        self.tokens_out += d.tokens_out;
+        self.stubs += d.stubs;
+        self.admission_errors += d.errors;
+        self.admit_seconds += d.admit_seconds;
+        if d.last_error.is_some() {
+            self.last_error.clone_from(&d.last_error);
+        }
+        self.removal = if self.tokens_in == 0 {
+            0.0
+        } else {
+            1.0 - self.tokens_out as f64 / self.tokens_in as f64
+        };
+    }
+}
+
+/// One conversation's operator and the bytes it forwarded for every item.
+#[derive(Debug)]
+pub(crate) struct Conversation {
+    store_session: SessionId,
+    op: lam_operator::Session,
+    forwarded: HashMap<u128, Arc<[u8]>>,
+}
+
+impl Conversation {
+    pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
+        Self {
+            store_session,
+            op,
+            forwarded: HashMap::new(),
+        }
+    }
+
+    /// The body to forward for `req`: every item forwarded before in this
+    /// session as it was then, every new observation archived and replaced by
+    /// its residual, everything else as received.
+    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
+        let cx = req.api.context(req.items.iter().map(|i| &i.value));
+        let mut loan = None;
+        let mut delta = Delta::default();
+        let mut out: Vec<Arc<[u8]>> = Vec::with_capacity(req.items.len());
+        for (i, item) in req.items.iter().enumerate() {
+            let key = req.keys[i + 1];
+            if let Some(b) = self.forwarded.get(&key) {
+                out.push(b.clone());
+                continue;
+            }
+            let slots = req.api.slots(&item.value, i, &cx, engine.user_turns);
+            let bytes: Arc<[u8]> = if slots.is_empty() {
+                item.raw.get().as_bytes().into()
+            } else {
+                let loan = loan.get_or_insert_with(|| engine.pool.take());
+                self.admit(item, &slots, engine, loan, &mut delta).into()
+            };
+            self.forwarded.insert(key, bytes.clone());
+            out.push(bytes);
+        }
+        (req.body_with(out.iter().map(|b| &b[..])), delta)
+    }
+
+    /// Archive and admit every observation of `item`; the item with each
+    /// observation replaced by its residual (as received when nothing changed).
+    /// An observation whose admission fails is forwarded verbatim.
+    fn admit(
+        &mut self,
+        item: &Item,
+        slots: &[Slot],
+        engine: &Engine,
+        loan: &mut Loan<'_>,
+        d: &mut Delta,
+    ) -> Vec<u8> {
+        let mut v = item.value.clone();
+        let mut changed = false;
+        for s in slots {
+            let Some(text) = v.pointer(&s.pointer).and_then(Value::as_str) else {
+                continue;
+            };
+            let rec = Record {
+                index: self.op.records(),
+                action: s.action.clone(),
+                observation: text.as_bytes().to_vec(),
+                returncode: None,
+            };
+            match self.op.admit_archived(
+                &mut &engine.store,
+                &self.store_session,
+                loan.encoder(),
+                &rec,
+            ) {
+                Ok(a) => {
+                    d.add(&a);
+                    if a.residual != rec.observation
+                        && let Some(slot) = v.pointer_mut(&s.pointer)
+                    {
+                        *slot = Value::String(String::from_utf8(a.residual).unwrap_or_else(|e| {
+                            String::from_utf8_lossy(e.as_bytes()).into_owned()
+                        }));
+                        changed = true;
+                    }
+                }
+                Err(e) => {
+                    d.errors += 1;
+                    d.last_error = Some(format!("record {}: {e}", rec.index));
+                }
+            }
+        }
+        if changed {
+            serde_json::to_vec(&v).expect("a JSON value serialises")
+        } else {
+            item.raw.get().as_bytes().to_vec()
+        }
+    }
+}
+
+/// A session: its conversation (locked while a request of it is rewritten)
+/// and its counters (locked only to read or add).
+#[derive(Debug)]
+pub(crate) struct Handle {
+    pub conv: Mutex<Conversation>,
+    pub stats: Mutex<SessionStats>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    handle: Arc<Handle>,
+    keys: Vec<u128>,
+    used: u64,
+}
+
+/// Every session of the proxy. Held only to match and claim, never while
+/// anything is encoded.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    open: Vec<Entry>,
+    named: HashMap<String, Entry>,
+    clock: u64,
+    made: u64,
+    /// Sessions dropped to stay within the limit, and their summed counters.
+    evicted: u64,
+    retired: SessionStats,
+}
+
+impl Registry {
+    /// The session `keys` continue, claimed: its keys become `keys`, so a
+    /// request of a diverging conversation arriving meanwhile does not match it.
+    pub(crate) fn claim(&mut self, name: Option<&str>, keys: &[u128]) -> Option<Arc<Handle>> {
+        self.clock += 1;
+        let e = match name {
+            Some(n) => self.named.get_mut(n)?,
+            None => self
+                .open
+                .iter_mut()
+                .filter(|e| keys.starts_with(&e.keys))
+                .max_by_key(|e| (e.keys.len(), e.used))?,
+        };
+        e.keys = keys.to_vec();
+        e.used = self.clock;
+        Some(e.handle.clone())
+    }
+
+    /// Add a new session continued by `keys`, first dropping the least
+    /// recently used sessions so that at most `max` are held.
+    pub(crate) fn insert(
+        &mut self,
+        name: Option<&str>,
+        keys: &[u128],
+        handle: Arc<Handle>,
+        max: usize,
+    ) {
+        while self.open.len() + self.named.len() >= max.max(1) {
+            self.evict_oldest();
+        }
+        self.clock += 1;
+        self.made += 1;
+        let e = Entry {
+            handle,
+            keys: keys.to_vec(),
+            used: self.clock,
+        };
+        match name {
+            Some(n) => {
+                self.named.insert(n.to_string(), e);
+            }
+            None => self.open.push(e),
+        }
+    }
+
+    fn evict_oldest(&mut self) {
+        let open = self
+            .open
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(i, e)| (e.used, i));
+        let named = self
+            .named
+            .iter()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(k, e)| (e.used, k.clone()));
+        let e = match (open, named) {
+            (Some((uo, i)), Some((un, _))) if uo <= un => self.open.remove(i),
+            (Some((_, i)), None) => self.open.remove(i),
+            (_, Some((_, k))) => self.named.remove(&k).expect("present"),
+            (None, None) => return,
+        };
+        self.evicted += 1;
+        self.retired.absorb(&lock(&e.handle.stats));
+    }
+
+    /// Sessions dropped so far and their summed counters.
+    pub(crate) fn evicted(&self) -> (u64, SessionStats) {
+        (self.evicted, self.retired.clone())
+    }
+
+    /// Sessions made so far (numbers new sessions).
+    pub(crate) fn made(&self) -> u64 {
+        self.made
+    }
+
+    /// Every session's counters, in creation order for unnamed sessions, then named ones by name.
+    pub(crate) fn stats(&self) -> Vec<SessionStats> {
+        let mut named: Vec<_> = self.named.iter().collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        self.open
+            .iter()
+            .chain(named.into_iter().map(|(_, e)| e))
+            .map(|e| lock(&e.handle.stats).clone())
+            .collect()
+    }
+}
