@@ -12,3 +12,5 @@ cargo xtask verify-digests --sample
 bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
 bash scripts/check-ort.sh
+# lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency
+bash scripts/test-mcp.sh

@@ -9,6 +9,7 @@ mod compact;
 mod costmodel;
 mod embed;
 mod eval;
+mod mcp;
 mod opts;
 mod recall;
 mod view;
@@ -36,6 +37,8 @@ enum Cmd {
     Embed(embed::EmbedArgs),
     /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
     Compact(compact::CompactArgs),
+    /// Serve archived observations to MCP clients (tools recall, recall_meta, catalog) over stdio or streamable HTTP.
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> Result<()> {
@@ -47,5 +50,6 @@ fn main() -> Result<()> {
         Cmd::View(a) => view::run(a),
         Cmd::Recall(a) => recall::run(a),
         Cmd::Compact(a) => compact::run(a),
+        Cmd::Mcp(a) => mcp::run(a),
     }
 }

@@ -1,8 +1,8 @@
 //! `lam recall`: the exact bytes of an archived observation, or one part.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use arc_store::Access;
-use arc_view::cut_parts;
+use arc_view::{cut_parts, parse_part};
 use lam_core::SessionId;
 use lam_trajectory::Cl100k;
 use std::io::Write;
@@ -24,26 +24,6 @@ pub struct RecallArgs {
     part_tokens: u32,
 }
 
-/// `K` or `K/N` (1-based; `N`, when given, must be the part count).
-fn parse_part(s: &str, parts: usize) -> Result<usize> {
-    let (k, n) = match s.split_once('/') {
-        Some((k, n)) => (k, Some(n)),
-        None => (s, None),
-    };
-    let whole = |x: &str| x.parse::<usize>().with_context(|| format!("part `{s}`: expected K or K/N with whole numbers"));
-    let k = whole(k)?;
-    let plural = if parts == 1 { "" } else { "s" };
-    if let Some(n) = n.map(whole).transpose()?
-        && n != parts
-    {
-        bail!("part `{s}`: the observation has {parts} part{plural} at this --part-tokens, not {n}");
-    }
-    if k == 0 || k > parts {
-        bail!("part {k} does not exist: the observation has {parts} part{plural}");
-    }
-    Ok(k)
-}
-
 pub fn run(a: RecallArgs) -> Result<()> {
     let store = crate::opts::open_store(&a.store, Access::ReadOnly)?;
     let session = a.session.as_deref().map(SessionId::from);
@@ -62,16 +42,4 @@ pub fn run(a: RecallArgs) -> Result<()> {
     so.write_all(out)?;
     so.flush()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn parts_are_checked() {
-        assert_eq!(super::parse_part("2", 3).unwrap(), 2);
-        assert_eq!(super::parse_part("2/3", 3).unwrap(), 2);
-        for bad in ["0", "4", "1/banana", "1/0", "2/4", "x", "-1", ""] {
-            assert!(super::parse_part(bad, 3).is_err(), "{bad}");
-        }
-    }
 }
