@@ -27,7 +27,7 @@ except ImportError:  # mcp < 1.25
     from mcp.client.streamable_http import streamablehttp_client as http_client
 
 LAM, STORE, PART_TOKENS = sys.argv[1], sys.argv[2], int(sys.argv[3])
-checked = {"recalls": 0, "parts": 0, "errors": 0}
+checked = {"recalls": 0, "parts": 0, "errors": 0, "blobs": 0}
 
 
 def fail(msg):
@@ -50,6 +50,7 @@ def result_bytes(r, what):
     kinds = [c.type for c in r.content]
     if kinds != ["text", "text", "resource"] or "not valid UTF-8" not in r.content[1].text:
         fail(f"{what}: unexpected content {kinds}")
+    checked["blobs"] += 1
     return base64.b64decode(r.content[2].resource.blob)
 
 
@@ -145,8 +146,8 @@ async def exercise(s, transport, full):
         fail(f"{transport}: tools {names}")
     listing = text_of(await s.call_tool("catalog", {}), "catalog without a session")
     sessions = [re.sub(r" \(\d+ observations?\)$", "", l) for l in listing.splitlines()[1:]]
-    if len(sessions) < 2:
-        fail(f"{transport}: expected 2 sessions, got {listing!r}")
+    if len(sessions) < 3:
+        fail(f"{transport}: expected 3 sessions, got {listing!r}")
     all_ids = []
     for session in sessions:
         all_ids += [(session, i) for i in await check_session(s, session, full)]
@@ -180,4 +181,6 @@ async def over_http():
 
 asyncio.run(over_stdio())
 asyncio.run(over_http())
-print(f"test-mcp: ok ({checked['recalls']} recalls byte-exact vs lam recall, {checked['parts']} parts, {checked['errors']} tool errors)")
+if checked["blobs"] == 0:
+    fail("no non-UTF-8 observation or part came back as a blob")
+print(f"test-mcp: ok ({checked['recalls']} recalls byte-exact vs lam recall, {checked['parts']} parts, {checked['blobs']} of them non-UTF-8 as base64 blobs, {checked['errors']} tool errors)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `lam mcp` against the official `mcp` Python SDK (PyPI): fills a throwaway
-# store with two corpus trajectories (`lam compact --encoder hashing --store`),
+# store with two corpus trajectories and the bundled example (which holds a
+# non-UTF-8 observation) (`lam compact --encoder hashing --store`),
 # then the SDK's client talks to `target/debug/lam mcp` over stdio and over
 # streamable HTTP: tools, every id byte-exact against `lam recall` (whole and
 # by parts), recall_meta, catalog pages, tool errors on a session that stays
@@ -18,8 +19,9 @@ if ! "$venv/bin/python" -c 'import mcp.client.streamable_http' 2>/dev/null; then
 fi
 
 corpus=${LAM_CORPUS:-../shared/corpus}
-trajs=("$corpus/swe-agent-demos/trajectories/demonstrations/function_calling_simple.traj"
-       "$corpus/mini-swe-agent-gemini3pro-swebench-verified/trajs/django__django-11163.traj.json.gz")
+trajs=("$corpus/mini-swe-agent-gemini3pro-swebench-verified/trajs/pydata__xarray-3305.traj.json.gz"
+       "$corpus/swe-agent-demos/trajectories/demonstrations/function_calling_simple.traj"
+       examples/edit-session.jsonl)  # holds a non-UTF-8 observation
 tmp=$(mktemp -d /tmp/lam-mcp.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 "$lam" compact --encoder hashing --no-cache --store "$tmp/store" "${trajs[@]}" >/dev/null

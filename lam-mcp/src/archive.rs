@@ -41,7 +41,7 @@ impl Config {
 #[non_exhaustive]
 pub enum Error {
     /// The store failed, or the id is unknown or ambiguous.
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// A bad part selector.
     #[error("§{shown}: {source} (parts of at most {tokens} cl100k tokens)")]
