@@ -32,7 +32,13 @@ impl Catalog {
     /// header included (a single line wider than a page gets a page alone).
     pub fn new<T: TokenCounter + ?Sized>(tok: &T, page_tokens: usize) -> Self {
         let cap = page_tokens.saturating_sub(Self::header_reserve(tok)).max(1);
-        Self { cap, lines: Vec::new(), seen: HashSet::new(), starts: vec![0], fill: 0 }
+        Self {
+            cap,
+            lines: Vec::new(),
+            seen: HashSet::new(),
+            starts: vec![0],
+            fill: 0,
+        }
     }
 
     /// Whether the observation shown as `shown` is listed.
@@ -63,7 +69,13 @@ impl Catalog {
             return;
         }
         let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
-        let mut line = format!("§{} #{}{rc} {}tok $ {}\n", m.shown, m.step + 1, m.tokens, one_line(&m.action, 48));
+        let mut line = format!(
+            "§{} #{}{rc} {}tok $ {}\n",
+            m.shown,
+            m.step + 1,
+            m.tokens,
+            one_line(&m.action, 48)
+        );
         let mut t = tok.count(line.as_bytes());
         if t > self.cap {
             line = format!("§{} #{}\n", m.shown, m.step + 1);
@@ -135,6 +147,11 @@ mod tests {
         }
         assert_eq!(listed, 50);
         assert!(c.page(&tok, c.pages()).is_none());
-        assert!(c.page(&tok, 0).unwrap().0.contains("§00000000 #1 rc=0 1tok $ cat f0.txt"));
+        assert!(
+            c.page(&tok, 0)
+                .unwrap()
+                .0
+                .contains("§00000000 #1 rc=0 1tok $ cat f0.txt")
+        );
     }
 }

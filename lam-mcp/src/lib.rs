@@ -63,15 +63,27 @@ pub enum ServeError {
 
 /// Serve `archive` on standard input and output until the client closes it.
 pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
-    let running = RecallServer::new(archive).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
-    running.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    let running = RecallServer::new(archive)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Protocol(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Protocol(e.to_string()))?;
     Ok(())
 }
 
 /// Serve `archive` over MCP streamable HTTP at `http://ADDR/mcp` until
 /// `shutdown` resolves (in-flight requests finish first).
-pub async fn serve_http(archive: Arc<Archive>, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager};
+pub async fn serve_http(
+    archive: Arc<Archive>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
     let ct = tokio_util::sync::CancellationToken::new();
     let service = StreamableHttpService::new(
         move || Ok(RecallServer::new(archive.clone())),
@@ -79,14 +91,20 @@ pub async fn serve_http(archive: Arc<Archive>, listener: tokio::net::TcpListener
         StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
     );
     let router = axum::Router::new().nest_service("/mcp", service);
-    let addr = listener.local_addr().map_err(|source| ServeError::Io { what: "listener address".into(), source })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Io {
+        what: "listener address".into(),
+        source,
+    })?;
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
             ct.cancel();
         })
         .await
-        .map_err(|source| ServeError::Io { what: format!("serving http://{addr}/mcp"), source })
+        .map_err(|source| ServeError::Io {
+            what: format!("serving http://{addr}/mcp"),
+            source,
+        })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
@@ -94,7 +112,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|source| ServeError::Io { what: "starting the async runtime".into(), source })
+        .map_err(|source| ServeError::Io {
+            what: "starting the async runtime".into(),
+            source,
+        })
 }
 
 /// Open `cfg.store` and serve it over stdio (blocking; `lam mcp`).
@@ -106,12 +127,24 @@ pub fn run_stdio(cfg: Config) -> Result<(), ServeError> {
 /// Open `cfg.store` and serve it over streamable HTTP on `addr` until
 /// Ctrl-C or SIGTERM (blocking; `lam mcp --http ADDR`). `ready` is called
 /// with the bound address (port 0 picks a free one).
-pub fn run_http(cfg: Config, addr: SocketAddr, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+pub fn run_http(
+    cfg: Config,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
     let archive = Arc::new(Archive::open(cfg)?);
     let rt = runtime()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Io { what: format!("binding {addr}"), source })?;
-        ready(listener.local_addr().map_err(|source| ServeError::Io { what: "listener address".into(), source })?);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Io {
+                what: format!("binding {addr}"),
+                source,
+            })?;
+        ready(listener.local_addr().map_err(|source| ServeError::Io {
+            what: "listener address".into(),
+            source,
+        })?);
         serve_http(archive, listener, shutdown_signal()).await
     })
 }

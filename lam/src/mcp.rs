@@ -33,6 +33,9 @@ pub fn run(a: McpArgs) -> Result<()> {
     cfg.page_tokens = a.page_tokens as usize;
     match a.http {
         None => lam_mcp::run_stdio(cfg).with_context(|| format!("lam mcp --store {shown} (stdio)")),
-        Some(addr) => lam_mcp::run_http(cfg, addr, |at| eprintln!("lam mcp: serving {shown} at http://{at}/mcp")).with_context(|| format!("lam mcp --store {shown} --http {addr}")),
+        Some(addr) => lam_mcp::run_http(cfg, addr, |at| {
+            eprintln!("lam mcp: serving {shown} at http://{at}/mcp")
+        })
+        .with_context(|| format!("lam mcp --store {shown} --http {addr}")),
     }
 }
