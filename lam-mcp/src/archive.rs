@@ -219,7 +219,7 @@ impl Archive {
                 scope: s.to_string(),
                 asked: a.to_string(),
             }),
-            (Some(a), _) if a.is_empty() => Err(Error::Argument("session: empty name".into())),
+            (Some(""), _) => Err(Error::Argument("session: empty name".into())),
             (Some(a), _) => Ok(Some(SessionId::from(a))),
             (None, s) => Ok(s.clone()),
         }
