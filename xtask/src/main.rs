@@ -50,7 +50,7 @@ mod gpu;
 #[cfg(feature = "cuda")]
 mod gpubench;
 
-const CRATES: [&str; 12] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam"];
+const CRATES: [&str; 13] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam-mcp", "lam"];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
 // runtime), and the PostgreSQL client (arc-store feature `postgres`).
 const FORBIDDEN: [&str; 10] =
