@@ -18,3 +18,5 @@ bash scripts/test-postgres.sh
 bash scripts/test-python.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
 bash scripts/test-serve.sh
+# lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency
+bash scripts/test-mcp.sh

@@ -1,5 +1,6 @@
 //! `ArcView`: the deterministic ARC compaction routine with exact recall.
 
+use crate::catalog::Catalog;
 use crate::command::{Command, parse_commands};
 use crate::text::{lossy, one_line, push_line_block, verbatim};
 use lam_core::id::nearest;
@@ -170,11 +171,7 @@ pub struct ArcView<S, T> {
     compactions: usize,
     margin: usize,
     // Catalog: every archived observation, in creation order, in fixed pages.
-    catalog: Vec<(String, String, usize)>,
-    in_catalog: HashMap<String, usize>,
-    page_starts: Vec<usize>,
-    page_fill: usize,
-    page_reserve: usize,
+    catalog: Catalog,
     page: usize,
     page_cache: std::cell::RefCell<Option<((usize, usize, usize), String, usize)>>,
     // Recall bookkeeping (kept apart from the immutable archive).
@@ -198,7 +195,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let bp = tok.count(pre.as_bytes());
         const MIN_PART: usize = 32;
         let part_header = tok.count(format!("[recalled §{} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{} 99999/99999]\n", "f".repeat(16), "f".repeat(16)).as_bytes());
-        let page_reserve = tok.count(b"[catalog page 99999/99999: 99999 of 9999999 archived observations; catalog next | catalog prev | catalog page N; _recall \xc2\xa7id]\n");
+        let page_reserve = Catalog::header_reserve(&tok);
         let min_need = bp + 4 * 64 + part_header + MIN_PART + page_reserve;
         if min_need > limit {
             return Err(err(format!(
@@ -218,6 +215,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let recent = left - summary;
         let b = Budgets { limit, prefix: bp, summary, recent, page, recall, part, eta };
         debug_assert!(b.total() <= limit);
+        let catalog = Catalog::new(&tok, page);
         Ok(Self {
             cfg,
             b,
@@ -231,11 +229,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             cited: Vec::new(),
             compactions: 0,
             margin: 0,
-            catalog: Vec::new(),
-            in_catalog: HashMap::new(),
-            page_starts: vec![0],
-            page_fill: 0,
-            page_reserve,
+            catalog,
             page: 0,
             page_cache: std::cell::RefCell::new(None),
             parts_of: HashMap::new(),
@@ -336,9 +330,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             }
             _ => self.tok.count(v.as_bytes()),
         };
-        if !self.in_catalog.contains_key(&meta.shown) {
-            self.add_to_catalog(&meta);
-        }
+        self.catalog.push(&self.tok, &meta);
         self.entries.push(Entry { thought: thought.to_string(), action: record.action.clone(), kind: Kind::Normal(meta), verbatim: (v, vt), full: None, bare: None });
     }
 
@@ -369,7 +361,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
                     None => self.unknown(&shown)?,
                 },
                 Command::CatalogNext | Command::CatalogPrev | Command::CatalogPage(_) => {
-                    let pages = self.page_starts.len();
+                    let pages = self.catalog.pages();
                     self.page = match c {
                         Command::CatalogNext => (self.page + 1) % pages,
                         Command::CatalogPrev => (self.page + pages - 1) % pages,
@@ -520,45 +512,14 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         (s, t)
     }
 
-    fn add_to_catalog(&mut self, m: &ObsMeta) {
-        let cap = self.b.page - self.page_reserve;
-        let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
-        let mut line = format!("§{} #{}{rc} {}tok $ {}\n", m.shown, m.step + 1, m.tokens, one_line(&m.action, 48));
-        let mut t = self.tok.count(line.as_bytes());
-        if t > cap {
-            line = format!("§{} #{}\n", m.shown, m.step + 1);
-            t = self.tok.count(line.as_bytes());
-        }
-        if self.page_fill + t > cap && self.catalog.len() > *self.page_starts.last().expect("one page") {
-            self.page_starts.push(self.catalog.len());
-            self.page_fill = 0;
-        }
-        self.page_fill += t;
-        self.in_catalog.insert(m.shown.clone(), self.catalog.len());
-        self.catalog.push((m.shown.clone(), line, t));
-    }
-
     fn page_text(&self) -> (String, usize) {
-        let key = (self.page, self.page_starts.len(), self.catalog.len());
+        let key = (self.page, self.catalog.pages(), self.catalog.len());
         if let Some((k, text, t)) = &*self.page_cache.borrow() {
             if *k == key {
                 return (text.clone(), *t);
             }
         }
-        let pages = self.page_starts.len();
-        let s = self.page_starts[self.page];
-        let e = self.page_starts.get(self.page + 1).copied().unwrap_or(self.catalog.len());
-        let mut text = format!(
-            "[catalog page {}/{pages}: {} of {} archived observations; catalog next | catalog prev | catalog page N; _recall §id]\n",
-            self.page + 1,
-            e - s,
-            self.catalog.len()
-        );
-        let mut t = self.tok.count(text.as_bytes());
-        for (_, line, lt) in &self.catalog[s..e] {
-            text.push_str(line);
-            t += lt;
-        }
+        let (text, t) = self.catalog.page(&self.tok, self.page).expect("the shown page exists");
         *self.page_cache.borrow_mut() = Some((key, text.clone(), t));
         (text, t)
     }
@@ -670,7 +631,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         }
         if self.upto.is_some() {
             out.push_str(&self.page_text().0);
-            page = (self.page + 1, self.page_starts.len());
+            page = (self.page + 1, self.catalog.pages());
         }
         let mut order: Vec<&Part> = self.recalled.iter().collect();
         order.sort_by_key(|p| p.used);

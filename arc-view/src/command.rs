@@ -80,28 +80,6 @@ pub fn parse_commands(action: &str) -> Option<Vec<Command>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// The part `spec` selects (`K` or `K/N`, 1-based, as in `_recall §id K/N`)
-/// of an observation cut into `parts` parts; `N`, when given, must be the
-/// part count. The error says what is wrong.
-pub fn parse_part(spec: &str, parts: usize) -> Result<usize, String> {
-    let (k, n) = match spec.split_once('/') {
-        Some((k, n)) => (k, Some(n)),
-        None => (spec, None),
-    };
-    let whole = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("part `{spec}`: expected K or K/N with whole numbers"));
-    let k = whole(k)?;
-    let plural = if parts == 1 { "" } else { "s" };
-    if let Some(n) = n.map(whole).transpose()?
-        && n != parts
-    {
-        return Err(format!("part `{spec}`: the observation has {parts} part{plural}, not {n}"));
-    }
-    if k == 0 || k > parts {
-        return Err(format!("part {k} does not exist: the observation has {parts} part{plural}"));
-    }
-    Ok(k)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,14 +106,5 @@ mod tests {
         assert_eq!(parse_commands("_recall §a1b2c3d4 0/5"), None);
         assert_eq!(parse_commands(""), None);
         assert_eq!(parse_commands("catalog"), None);
-    }
-
-    #[test]
-    fn parts_are_checked() {
-        assert_eq!(parse_part("2", 3), Ok(2));
-        assert_eq!(parse_part("2/3", 3), Ok(2));
-        for bad in ["0", "4", "1/banana", "1/0", "2/4", "x", "-1", ""] {
-            assert!(parse_part(bad, 3).is_err(), "{bad}");
-        }
     }
 }

@@ -33,11 +33,15 @@
 
 mod arc;
 mod baselines;
+mod catalog;
 mod command;
+mod part;
 mod text;
 
 pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
 pub use lam_core::id::nearest;
+pub use catalog::Catalog;
 pub use baselines::{FullContext, ObservationMasking, SlidingWindow, masking_placeholder};
-pub use command::{Command, parse_commands, parse_part};
+pub use command::{Command, parse_commands};
+pub use part::{PartError, parse_part};
 pub use lam_core::SimpleCounter;

@@ -9,6 +9,7 @@ mod compact;
 mod costmodel;
 mod embed;
 mod eval;
+mod mcp;
 mod opts;
 mod recall;
 mod store;
@@ -42,6 +43,8 @@ enum Cmd {
     Store(store::StoreArgs),
     /// OpenAI/Anthropic-compatible proxy: archive every tool result, forward its residual, prefix-stable (docs/serve.md).
     Serve(serve::ServeArgs),
+    /// Serve archived observations to MCP clients (tools recall, recall_meta, catalog) over stdio or streamable HTTP.
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> Result<()> {
@@ -55,5 +58,6 @@ fn main() -> Result<()> {
         Cmd::Compact(a) => compact::run(a),
         Cmd::Store(a) => store::run(a),
         Cmd::Serve(a) => serve::run(a),
+        Cmd::Mcp(a) => mcp::run(a),
     }
 }

@@ -53,3 +53,20 @@ fn lam_view_archives_and_lam_recall_returns_exact_bytes() {
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("nearest: §"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn lam_mcp_refuses_bad_settings_with_errors() {
+    let bin = env!("CARGO_BIN_EXE_lam");
+    let missing = std::env::temp_dir().join(format!("lam-mcp-missing-{}", std::process::id()));
+    let o = std::process::Command::new(bin).args(["mcp", "--store", missing.to_str().unwrap()]).stdin(std::process::Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(missing.to_str().unwrap()) && err.contains("No such file"), "{err}");
+    let dir = std::env::temp_dir().join(format!("lam-mcp-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = std::process::Command::new(bin).args(["mcp", "--store", dir.to_str().unwrap(), "--page-tokens", "10"]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("page tokens must be at least"));
+    assert!(o.stdout.is_empty(), "stdout carries only the protocol");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

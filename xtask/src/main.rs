@@ -51,7 +51,7 @@ mod gpu;
 #[cfg(feature = "cuda")]
 mod gpubench;
 
-const CRATES: [&str; 14] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam-serve", "lam", "lam-py"];
+const CRATES: [&str; 15] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam-serve", "lam-mcp", "lam", "lam-py"];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
 // runtime), and the PostgreSQL client (arc-store feature `postgres`).
 const FORBIDDEN: [&str; 10] =

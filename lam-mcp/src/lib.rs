@@ -1,0 +1,171 @@
+//! `lam mcp`: an MCP server (the official Rust SDK, `rmcp`) that recalls
+//! archived observations exactly, for any MCP client (Claude Code, Codex,
+//! Cursor, ...).
+//!
+//! Tools (schemas in `docs/mcp.md`):
+//! - `recall {id, session?, part?}`: the exact archived text of `§id`, or its
+//!   part `K`/`K/N` (parts of at most `part_tokens` cl100k tokens, cut as
+//!   `lam recall` cuts them). Bytes that are not UTF-8 come back as lossy
+//!   text, a note, and the exact bytes as a base64 blob resource.
+//! - `recall_meta {id, session?}`: size, parts, sessions, first line (JSON).
+//! - `catalog {session?, page?}`: one page of a session's citation catalog as
+//!   ARC renders it; without a session, the list of sessions.
+//!
+//! Ids resolve as `lam recall` resolves them ([`arc_store::find`]): without a
+//! session, the bytes every session holding the id agrees on. A server can be
+//! scoped to one session ([`Config::session`]). Every failure is a tool error
+//! (`isError: true`) with a message; the connection stays up.
+//!
+//! ```
+//! use lam_mcp::{Archive, Config};
+//! use lam_core::{ObsStore, Record, SessionId};
+//!
+//! let mut store = arc_store::MemStore::new();
+//! let rec = Record { index: 0, action: "cat a.txt".into(), observation: b"hello\n".to_vec(), returncode: Some(0) };
+//! let m = store.append(&SessionId::new("s"), &rec, 2)?;
+//! let archive = Archive::with_store(Config::new(arc_store::StoreSpec::Memory), Box::new(store))?;
+//! assert_eq!(archive.recall(&format!("§{}", m.shown), None, None)?.bytes, b"hello\n");
+//! let server = lam_mcp::RecallServer::new(std::sync::Arc::new(archive)); // serve with rmcp
+//! # let _ = server;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod archive;
+mod server;
+
+pub use archive::{Archive, Config, Error, Meta, REOPEN_AFTER, Recalled};
+pub use server::{CatalogArgs, MetaArgs, PartArg, RecallArgs, RecallServer, recall_content};
+
+use rmcp::ServiceExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Why serving stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Opening the store (or a bad setting).
+    #[error(transparent)]
+    Archive(#[from] Error),
+    /// Binding or serving the socket, or starting the runtime.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The MCP session failed to start or ended with an error.
+    #[error("mcp: {0}")]
+    Protocol(String),
+}
+
+/// Serve `archive` on standard input and output until the client closes it.
+pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
+    let running = RecallServer::new(archive)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Protocol(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Protocol(e.to_string()))?;
+    Ok(())
+}
+
+/// Serve `archive` over MCP streamable HTTP at `http://ADDR/mcp` until
+/// `shutdown` resolves (in-flight requests finish first).
+pub async fn serve_http(
+    archive: Arc<Archive>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let ct = tokio_util::sync::CancellationToken::new();
+    let service = StreamableHttpService::new(
+        move || Ok(RecallServer::new(archive.clone())),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let addr = listener.local_addr().map_err(|source| ServeError::Io {
+        what: "listener address".into(),
+        source,
+    })?;
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            ct.cancel();
+        })
+        .await
+        .map_err(|source| ServeError::Io {
+            what: format!("serving http://{addr}/mcp"),
+            source,
+        })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| ServeError::Io {
+            what: "starting the async runtime".into(),
+            source,
+        })
+}
+
+/// Open `cfg.store` and serve it over stdio (blocking; `lam mcp`).
+pub fn run_stdio(cfg: Config) -> Result<(), ServeError> {
+    let archive = Arc::new(Archive::open(cfg)?);
+    runtime()?.block_on(serve_stdio(archive))
+}
+
+/// Open `cfg.store` and serve it over streamable HTTP on `addr` until
+/// Ctrl-C or SIGTERM (blocking; `lam mcp --http ADDR`). `ready` is called
+/// with the bound address (port 0 picks a free one).
+pub fn run_http(
+    cfg: Config,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    let archive = Arc::new(Archive::open(cfg)?);
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Io {
+                what: format!("binding {addr}"),
+                source,
+            })?;
+        ready(listener.local_addr().map_err(|source| ServeError::Io {
+            what: "listener address".into(),
+            source,
+        })?);
+        serve_http(archive, listener, shutdown_signal()).await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
