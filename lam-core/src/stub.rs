@@ -2,36 +2,43 @@
 //! and read back (`docs/stubs.md`).
 //!
 //! A stub replaces text that admission removed from an observation and cites
-//! where an equivalent, readable copy is (`§id#chunk` or `§id:line`) and how
-//! to get the exact removed bytes back (`_recall §id`, the archived
-//! original). Two kinds exist:
+//! where an equivalent, readable copy is (`§id#chunk` or `§id:line`). The
+//! first stub line of an observation also says how to get the exact removed
+//! bytes back (`_recall §id`, the archived original); later stub lines of the
+//! same observation leave it out, and a citation of the observation itself
+//! leaves out its id. No id is written twice within one stub line.
 //!
 //! ```text
-//! [lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210; _recall §e5f6a7b8]
-//! [lam: chunks 3-6 of §e5f6a7b8 ~ §a1b2c3d4#1-2,2 §c0ffee00#4, d<=0.210; _recall §e5f6a7b8]
-//! [lam: 12 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]
+//! [lam: chunks 3-6 ~ §a1b2c3d4#1-2,2 §c0ffee00#4; _recall §e5f6a7b8]
+//! [lam: chunk 9 ~ #2]
+//! [lam: 12 lines from §a1b2c3d4:40]
+//! [lam: 3 lines from :7; _recall §e5f6a7b8]
 //! ```
 //!
 //! Producers build a [`Stub`] and write it with `Display`; consumers read a
-//! residual line with [`Stub::parse`]. `Stub::parse(&s.to_string())` gives
-//! back `s` with its distance rounded to the three printed decimals.
+//! line with [`Stub::parse`] or a whole residual with [`parse_residual`]
+//! (which fills in the observation's own id on lines that leave it out).
 
 use std::fmt::{self, Write as _};
 
 /// Every stub line starts with this.
 pub const PREFIX: &str = "[lam: ";
+/// What the one recall-carrying stub line of an observation ends with, before `ID]`.
+pub const RECALL: &str = "; _recall §";
 
 /// A chunk of a retained observation that a dropped chunk is represented by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRef {
     /// Visible id of the observation holding the representative (no `§`).
+    /// Equal to the stub's own id for a chunk of the same observation
+    /// (written `#J`, without the id).
     pub id: String,
     /// 1-based chunk number within that observation.
     pub chunk: u32,
 }
 
 /// L1: a run of consecutive dropped chunks of one observation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkStub {
     /// Visible id of the observation the chunks were dropped from.
     pub id: String,
@@ -39,10 +46,12 @@ pub struct ChunkStub {
     pub first: u32,
     /// Last dropped chunk, 1-based (`== first` for one chunk).
     pub last: u32,
-    /// The representative of each dropped chunk, in chunk order (`last - first + 1` entries).
+    /// The representative of each dropped chunk, in chunk order
+    /// (`last - first + 1` entries). No id other than the stub's own may
+    /// appear in two stretches that are not adjacent.
     pub reps: Vec<ChunkRef>,
-    /// The largest distance to a representative in the run.
-    pub distance: f32,
+    /// Whether this line carries the observation's `_recall §id`.
+    pub recall: bool,
 }
 
 /// L0: a run of lines already present in the session's residual text.
@@ -52,14 +61,17 @@ pub struct LineStub {
     pub id: String,
     /// Lines replaced.
     pub lines: u64,
-    /// Visible id of the observation whose residual holds the first line.
+    /// Visible id of the observation whose residual holds the first line
+    /// (the stub's own id when it is this observation's).
     pub first_id: String,
     /// 1-based line number of the first line in that residual.
     pub first_line: u32,
+    /// Whether this line carries the observation's `_recall §id`.
+    pub recall: bool,
 }
 
 /// One stub line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stub {
     /// Near-duplicate chunks (L1).
     Chunks(ChunkStub),
@@ -79,11 +91,35 @@ pub struct StubError {
 
 impl Stub {
     /// Visible id of the observation the stub stands in (its `_recall §id`).
+    /// Empty for a line parsed alone that does not carry the recall.
     pub fn id(&self) -> &str {
         match self {
             Stub::Chunks(c) => &c.id,
             Stub::Lines(l) => &l.id,
         }
+    }
+
+    /// Whether this line carries the observation's `_recall §id`.
+    pub fn recall(&self) -> bool {
+        match self {
+            Stub::Chunks(c) => c.recall,
+            Stub::Lines(l) => l.recall,
+        }
+    }
+
+    /// Set whether this line carries the recall.
+    pub fn set_recall(&mut self, recall: bool) {
+        match self {
+            Stub::Chunks(c) => c.recall = recall,
+            Stub::Lines(l) => l.recall = recall,
+        }
+    }
+
+    /// The line with the recall set as given (without a newline).
+    pub fn line(&self, recall: bool) -> String {
+        let mut s = self.clone();
+        s.set_recall(recall);
+        s.to_string()
     }
 
     /// Every id the stub names: the observation it stands in, then where its
@@ -94,8 +130,13 @@ impl Stub {
             Stub::Chunks(c) => ids.extend(c.reps.iter().map(|r| r.id.as_str())),
             Stub::Lines(l) => ids.push(&l.first_id),
         }
-        ids.dedup();
-        ids
+        let mut seen = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !seen.contains(&id) {
+                seen.push(id);
+            }
+        }
+        seen
     }
 
     /// True for L1 stubs.
@@ -103,17 +144,45 @@ impl Stub {
         matches!(self, Stub::Chunks(_))
     }
 
-    /// Parse one residual line (without its newline).
+    /// Give a stub parsed without its recall the observation's own id (on
+    /// itself and on the citations of its own observation).
+    pub fn set_own_id(&mut self, own: &str) {
+        let fill = |s: &mut String| {
+            if s.is_empty() {
+                *s = own.to_string();
+            }
+        };
+        match self {
+            Stub::Chunks(c) => {
+                fill(&mut c.id);
+                c.reps.iter_mut().for_each(|r| fill(&mut r.id));
+            }
+            Stub::Lines(l) => {
+                fill(&mut l.id);
+                fill(&mut l.first_id);
+            }
+        }
+    }
+
+    /// Parse one line (without its newline). A line without the recall gets
+    /// an empty own id ([`Stub::set_own_id`], [`parse_residual`]).
     pub fn parse(line: &str) -> Result<Stub, StubError> {
         let fail = |reason| StubError { line: line.chars().take(120).collect(), reason };
         let body = line.strip_prefix(PREFIX).and_then(|r| r.strip_suffix(']')).ok_or_else(|| fail("no `[lam: ...]` frame"))?;
-        let (head, recall) = body.rsplit_once("; _recall §").ok_or_else(|| fail("no `; _recall §id`"))?;
-        check_id(recall).ok_or_else(|| fail("bad recall id"))?;
-        if head.starts_with("chunk") {
-            parse_chunks(head, recall).map(Stub::Chunks).map_err(fail)
+        let (head, recall) = match body.rsplit_once(RECALL) {
+            Some((h, r)) => (h, Some(check_id(r).ok_or_else(|| fail("bad recall id"))?)),
+            None => (body, None),
+        };
+        let own = recall.unwrap_or("");
+        let stub = if head.starts_with("chunk") {
+            parse_chunks(head, own, recall.is_some()).map(Stub::Chunks).map_err(fail)?
         } else {
-            parse_lines(head, recall).map(Stub::Lines).map_err(fail)
+            parse_lines(head, own, recall.is_some()).map(Stub::Lines).map_err(fail)?
+        };
+        if stub.to_string() != line {
+            return Err(fail("an id written twice, or not in the canonical form"));
         }
+        Ok(stub)
     }
 
     /// Parse a residual line given as bytes; `None` when it is not a stub.
@@ -126,72 +195,99 @@ impl Stub {
     }
 }
 
+/// Every stub line of one observation's residual, in order, each with the
+/// observation's own id (taken from the line that carries the recall).
+/// Lines that are not stubs are skipped. Refused: stubs none of which
+/// carries the recall, or recalls of different ids.
+pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
+    let mut stubs: Vec<Stub> = residual.split(|&b| b == b'\n').filter_map(Stub::parse_bytes).collect();
+    let mut own: Option<String> = None;
+    for s in stubs.iter().filter(|s| s.recall()) {
+        match &own {
+            Some(o) if o != s.id() => return Err(StubError { line: s.to_string(), reason: "two different recall ids in one observation" }),
+            _ => own = Some(s.id().to_string()),
+        }
+    }
+    match own {
+        None if !stubs.is_empty() => Err(StubError { line: stubs[0].to_string(), reason: "no stub line of the observation carries `_recall §id`" }),
+        None => Ok(stubs),
+        Some(own) => {
+            stubs.iter_mut().for_each(|s| s.set_own_id(&own));
+            Ok(stubs)
+        }
+    }
+}
+
 fn check_id(s: &str) -> Option<&str> {
     (s.len() >= 8 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())).then_some(s)
 }
 
-fn parse_chunks(head: &str, recall: &str) -> Result<ChunkStub, &'static str> {
-    let (range, rest) = if let Some(r) = head.strip_prefix("chunks ") {
-        r.split_once(" of §").ok_or("no `of §id`")?
-    } else {
-        head.strip_prefix("chunk ").and_then(|r| r.split_once(" of §")).ok_or("no `chunk K of §id`")?
-    };
-    let (first, last) = match range.split_once('-') {
-        Some((a, b)) => (a.parse().map_err(|_| "bad chunk range")?, b.parse().map_err(|_| "bad chunk range")?),
+fn parse_range(s: &str) -> Result<(u32, u32), &'static str> {
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (a.parse::<u32>().map_err(|_| "bad number")?, b.parse::<u32>().map_err(|_| "bad number")?),
         None => {
-            let k = range.parse().map_err(|_| "bad chunk number")?;
+            let k = s.parse::<u32>().map_err(|_| "bad number")?;
             (k, k)
         }
     };
-    let (id, rest) = rest.split_once(" ~ ").ok_or("no ` ~ ` before the representatives")?;
-    let (reps, d) = rest.rsplit_once(", d").ok_or("no distance")?;
-    let d = d.strip_prefix("<=").or_else(|| d.strip_prefix('=')).ok_or("bad distance")?;
-    let distance: f32 = d.parse().map_err(|_| "bad distance")?;
-    if id != recall {
-        return Err("an L1 stub recalls the observation it stands in");
+    if a == 0 || b < a || b - a > 1 << 20 {
+        return Err("bad range");
     }
-    let reps = parse_reps(reps)?;
-    if first == 0 || last < first || reps.len() as u64 != u64::from(last - first) + 1 {
-        return Err("the representatives do not match the chunk range");
-    }
-    Ok(ChunkStub { id: id.to_string(), first, last, reps, distance })
+    Ok((a, b))
 }
 
-/// `§a#1-2,2 §b#4` -> a#1, a#2, a#2, b#4.
-fn parse_reps(s: &str) -> Result<Vec<ChunkRef>, &'static str> {
+fn parse_chunks(head: &str, own: &str, recall: bool) -> Result<ChunkStub, &'static str> {
+    let rest = head.strip_prefix("chunks ").or_else(|| head.strip_prefix("chunk ")).ok_or("no `chunk K`")?;
+    let (range, reps) = rest.split_once(" ~ ").ok_or("no ` ~ ` before the representatives")?;
+    let (first, last) = parse_range(range)?;
+    let reps = parse_reps(reps, own)?;
+    if reps.len() as u64 != u64::from(last - first) + 1 {
+        return Err("the representatives do not match the chunk range");
+    }
+    Ok(ChunkStub { id: own.to_string(), first, last, reps, recall })
+}
+
+/// `§a#1-2,2 #4` -> a#1, a#2, a#2, own#4.
+fn parse_reps(s: &str, own: &str) -> Result<Vec<ChunkRef>, &'static str> {
     let mut out = Vec::new();
+    let mut written: Vec<&str> = Vec::new();
     for group in s.split(' ') {
-        let (id, list) = group.strip_prefix('§').and_then(|g| g.split_once('#')).ok_or("bad representative")?;
-        check_id(id).ok_or("bad representative id")?;
-        for item in list.split(',') {
-            let (a, b) = match item.split_once('-') {
-                Some((a, b)) => (a.parse::<u32>().map_err(|_| "bad chunk")?, b.parse::<u32>().map_err(|_| "bad chunk")?),
-                None => {
-                    let k = item.parse::<u32>().map_err(|_| "bad chunk")?;
-                    (k, k)
+        let (id, list) = match group.strip_prefix('§') {
+            Some(g) => {
+                let (id, list) = g.split_once('#').ok_or("bad representative")?;
+                let id = check_id(id).ok_or("bad representative id")?;
+                if written.contains(&id) {
+                    return Err("an id written twice");
                 }
-            };
-            if a == 0 || b < a || b - a > 1 << 20 {
-                return Err("bad representative range");
+                written.push(id);
+                (id, list)
             }
+            None => (own, group.strip_prefix('#').ok_or("bad representative")?),
+        };
+        for item in list.split(',') {
+            let (a, b) = parse_range(item)?;
             out.extend((a..=b).map(|chunk| ChunkRef { id: id.to_string(), chunk }));
         }
     }
     Ok(out)
 }
 
-fn parse_lines(head: &str, recall: &str) -> Result<LineStub, &'static str> {
-    let (n, rest) = head.split_once(" repeated line").ok_or("neither a chunk nor a line stub")?;
+fn parse_lines(head: &str, own: &str, recall: bool) -> Result<LineStub, &'static str> {
+    let (n, rest) = head.split_once(" line").ok_or("neither a chunk nor a line stub")?;
     let lines: u64 = n.parse().map_err(|_| "bad line count")?;
     let rest = rest.strip_prefix('s').filter(|_| lines != 1).unwrap_or(rest);
-    let loc = rest.strip_prefix(", first at §").ok_or("no `first at §id:line`")?;
+    let loc = rest.strip_prefix(" from ").ok_or("no `from §id:line`")?;
     let (first_id, line) = loc.split_once(':').ok_or("no `:line`")?;
-    check_id(first_id).ok_or("bad first id")?;
+    let first_id = match first_id.strip_prefix('§') {
+        Some(id) => check_id(id).ok_or("bad first id")?,
+        None if first_id.is_empty() => own,
+        None => return Err("bad first id"),
+    };
     let first_line = line.parse().map_err(|_| "bad line number")?;
     if lines == 0 || first_line == 0 {
         return Err("zero lines");
     }
-    Ok(LineStub { id: recall.to_string(), lines, first_id: first_id.to_string(), first_line })
+    Ok(LineStub { id: own.to_string(), lines, first_id: first_id.to_string(), first_line, recall })
 }
 
 impl fmt::Display for ChunkRef {
@@ -200,9 +296,16 @@ impl fmt::Display for ChunkRef {
     }
 }
 
+/// True when appending `next` to `reps` would write an id a second time
+/// (an id other than `own` that heads a stretch before the last one).
+pub fn would_repeat_id(reps: &[ChunkRef], own: &str, next: &ChunkRef) -> bool {
+    next.id != own && reps.last().is_some_and(|l| l.id != next.id) && reps.iter().any(|r| r.id == next.id)
+}
+
 /// Representatives in chunk order: chunks of one observation once per
-/// stretch (`§id#` then a comma list), consecutive chunks as a range (`1-2`).
-fn write_reps(f: &mut fmt::Formatter<'_>, reps: &[ChunkRef]) -> fmt::Result {
+/// stretch (`§id#` then a comma list; `#` alone for the stub's own
+/// observation), consecutive chunks as a range (`1-2`).
+fn write_reps(f: &mut fmt::Formatter<'_>, own: &str, reps: &[ChunkRef]) -> fmt::Result {
     let mut i = 0;
     while i < reps.len() {
         let mut j = i + 1;
@@ -215,7 +318,10 @@ fn write_reps(f: &mut fmt::Formatter<'_>, reps: &[ChunkRef]) -> fmt::Result {
             if i > 0 {
                 f.write_char(' ')?;
             }
-            write!(f, "§{}#", reps[i].id)?;
+            if reps[i].id != own {
+                write!(f, "§{}", reps[i].id)?;
+            }
+            f.write_char('#')?;
         }
         write!(f, "{}", reps[i].chunk)?;
         if j > i + 1 {
@@ -226,18 +332,23 @@ fn write_reps(f: &mut fmt::Formatter<'_>, reps: &[ChunkRef]) -> fmt::Result {
     Ok(())
 }
 
+fn write_recall(f: &mut fmt::Formatter<'_>, recall: bool, id: &str) -> fmt::Result {
+    if recall {
+        write!(f, "{RECALL}{id}]")
+    } else {
+        f.write_char(']')
+    }
+}
+
 impl fmt::Display for ChunkStub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let id = &self.id;
         if self.first == self.last {
-            write!(f, "{PREFIX}chunk {} of §{id} ~ ", self.first)?;
-            write_reps(f, &self.reps)?;
-            write!(f, ", d={:.3}; _recall §{id}]", self.distance)
+            write!(f, "{PREFIX}chunk {} ~ ", self.first)?;
         } else {
-            write!(f, "{PREFIX}chunks {}-{} of §{id} ~ ", self.first, self.last)?;
-            write_reps(f, &self.reps)?;
-            write!(f, ", d<={:.3}; _recall §{id}]", self.distance)
+            write!(f, "{PREFIX}chunks {}-{} ~ ", self.first, self.last)?;
         }
+        write_reps(f, &self.id, &self.reps)?;
+        write_recall(f, self.recall, &self.id)
     }
 }
 
@@ -245,23 +356,47 @@ impl LineStub {
     /// Bytes of the rendered line (without a newline), computed without
     /// formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self) -> usize {
-        line_stub_len(self.lines, &self.first_id, self.first_line, &self.id)
+        line_stub_len(self.lines, &self.first_id, self.first_line, &self.id, self.recall)
     }
 }
 
 /// [`LineStub::rendered_len`] of the stub these fields would make, without building it.
-pub fn line_stub_len(lines: u64, first_id: &str, first_line: u32, id: &str) -> usize {
-    PREFIX.len()
-        + digits(lines)
-        + " repeated line".len()
-        + usize::from(lines != 1)
-        + ", first at §".len()
-        + first_id.len()
-        + 1
-        + digits(u64::from(first_line))
-        + "; _recall §".len()
-        + id.len()
-        + 1
+pub fn line_stub_len(lines: u64, first_id: &str, first_line: u32, id: &str, recall: bool) -> usize {
+    let cited = if first_id == id { 0 } else { "§".len() + first_id.len() };
+    let recall = if recall { RECALL.len() + id.len() } else { 0 };
+    PREFIX.len() + digits(lines) + " line".len() + usize::from(lines != 1) + " from ".len() + cited + 1 + digits(u64::from(first_line)) + recall + 1
+}
+
+/// The one rule for whether a stub replaces a run of text: the stub line
+/// (`stub_len` bytes; `stub_line` builds it) plus the `newlines` it adds
+/// must cost fewer tokens than the run. With a counter, tokens are the
+/// counter's; a run with more lines holding a printable ASCII byte than the
+/// stub has bytes is worth it without counting (each such line counts a
+/// token of its own, the [`crate::TokenCounter`] contract; a token is at
+/// least one byte). Without a counter the run must hold at least twice the
+/// stub's bytes (stub ids cost about twice the cl100k tokens per byte of
+/// code).
+pub fn worth_replacing(counter: Option<&dyn crate::TokenCounter>, stub_len: usize, stub_line: impl FnOnce() -> String, newlines: usize, run: &[u8]) -> bool {
+    let upper = stub_len + newlines;
+    match counter {
+        None => 2 * upper <= run.len(),
+        Some(_) if printable_lines_exceed(run, upper) => true,
+        Some(c) => c.count(stub_line().as_bytes()) + newlines < c.count(run),
+    }
+}
+
+/// True when more than `n` lines of `text` hold a byte in `0x21..=0x7e`.
+fn printable_lines_exceed(text: &[u8], n: usize) -> bool {
+    let mut k = 0;
+    for line in text.split(|&b| b == b'\n') {
+        if line.iter().any(|b| (0x21..=0x7e).contains(b)) {
+            k += 1;
+            if k > n {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn digits(mut n: u64) -> usize {
@@ -276,7 +411,12 @@ fn digits(mut n: u64) -> usize {
 impl fmt::Display for LineStub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = if self.lines == 1 { "" } else { "s" };
-        write!(f, "{PREFIX}{} repeated line{s}, first at §{}:{}; _recall §{}]", self.lines, self.first_id, self.first_line, self.id)
+        write!(f, "{PREFIX}{} line{s} from ", self.lines)?;
+        if self.first_id != self.id {
+            write!(f, "§{}", self.first_id)?;
+        }
+        write!(f, ":{}", self.first_line)?;
+        write_recall(f, self.recall, &self.id)
     }
 }
 
@@ -290,63 +430,4 @@ impl fmt::Display for Stub {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn r(id: &str, chunk: u32) -> ChunkRef {
-        ChunkRef { id: id.into(), chunk }
-    }
-
-    #[test]
-    fn formats_as_documented() {
-        let one = ChunkStub { id: "e5f6a7b8".into(), first: 3, last: 3, reps: vec![r("a1b2c3d4", 1)], distance: 0.21 };
-        assert_eq!(one.to_string(), "[lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210; _recall §e5f6a7b8]");
-        let run = ChunkStub {
-            id: "e5f6a7b8".into(),
-            first: 3,
-            last: 6,
-            reps: vec![r("a1b2c3d4", 1), r("a1b2c3d4", 2), r("a1b2c3d4", 2), r("c0ffee00", 4)],
-            distance: 0.21,
-        };
-        assert_eq!(run.to_string(), "[lam: chunks 3-6 of §e5f6a7b8 ~ §a1b2c3d4#1-2,2 §c0ffee00#4, d<=0.210; _recall §e5f6a7b8]");
-        let l = LineStub { id: "e5f6a7b8".into(), lines: 12, first_id: "a1b2c3d4".into(), first_line: 40 };
-        assert_eq!(l.to_string(), "[lam: 12 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]");
-        assert_eq!(l.rendered_len(), l.to_string().len());
-        let l1 = LineStub { lines: 1, ..l };
-        assert_eq!(l1.to_string(), "[lam: 1 repeated line, first at §a1b2c3d4:40; _recall §e5f6a7b8]");
-        assert_eq!(l1.rendered_len(), l1.to_string().len());
-    }
-
-    #[test]
-    fn parses_back() {
-        for line in [
-            "[lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210; _recall §e5f6a7b8]",
-            "[lam: chunks 3-6 of §e5f6a7b8 ~ §a1b2c3d4#1-2,2 §c0ffee00#4, d<=0.210; _recall §e5f6a7b8]",
-            "[lam: chunks 1-2 of §e5f6a7b8aaaa ~ §a1b2c3d4#7,2, d<=0.000; _recall §e5f6a7b8aaaa]",
-            "[lam: chunks 1-3 of §e5f6a7b8 ~ §a1b2c3d4#7 §c0ffee00#2 §a1b2c3d4#8, d<=1.414; _recall §e5f6a7b8]",
-            "[lam: 12 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]",
-            "[lam: 1 repeated line, first at §a1b2c3d4:1; _recall §e5f6a7b8]",
-        ] {
-            let s = Stub::parse(line).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(s.to_string(), line);
-            assert_eq!(Stub::parse_bytes(format!("{line}\n").as_bytes()), Some(s));
-        }
-    }
-
-    #[test]
-    fn refuses_what_is_not_a_stub() {
-        for line in [
-            "",
-            "[lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210]",
-            "[lam: chunks 3-6 of §e5f6a7b8 ~ §a1b2c3d4#1, d<=0.210; _recall §e5f6a7b8]",
-            "[lam: chunk 3 of §e5f6a7b8 ~ §a1b2c3d4#1, d=0.210; _recall §00000000]",
-            "[lam: 0 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]",
-            "[lam: 2 repeated lines, first at §A1B2C3D4:40; _recall §e5f6a7b8]",
-            "[lam: chunk 1 of §e5f6a7b8 ~ §a1b2c3d4#1-4294967295, d=0.2; _recall §e5f6a7b8]",
-            "plain text",
-        ] {
-            assert!(Stub::parse(line).is_err(), "{line}");
-        }
-        assert_eq!(Stub::parse_bytes(b"plain"), None);
-    }
-}
+mod tests;

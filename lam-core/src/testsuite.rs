@@ -313,6 +313,15 @@ pub fn token_counter<T: TokenCounter>(t: &T) {
             assert_eq!(t.count(&whole), t.count(a) + t.count(b), "not additive: {a:?} + {b:?}");
         }
     }
+    // Every line holding a printable ASCII byte counts a token of its own
+    // (stubs are judged without counting long runs: `stub::worth_replacing`).
+    for x in &texts {
+        let printable = x.split(|&b| b == b'\n').filter(|l| l.iter().any(|b| (0x21..=0x7e).contains(b))).count();
+        assert!(t.count(x) >= printable, "{x:?} counts fewer tokens than it has printable lines");
+    }
+    for x in [&b"a\nb\nc"[..], b"))\n((\n", b"x\n\n\ny\n", b"  \t}\n  {\n"] {
+        assert!(t.count(x) >= x.split(|&b| b == b'\n').filter(|l| l.iter().any(|b| (0x21..=0x7e).contains(b))).count(), "{x:?}");
+    }
 }
 
 /// A deterministic synthetic session for the [`ViewPolicy`] suite: file reads

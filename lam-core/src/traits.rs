@@ -228,13 +228,23 @@ impl<S: ObsStore + ?Sized> ObsStore for &mut S {
 /// Views add up the counts of their entries, so an implementation must be
 /// additive where a text ending in a newline meets one that starts with a
 /// non-whitespace byte: `count(a + b) == count(a) + count(b)` there (true of
-/// cl100k_base, whose pre-tokenizer never joins such a pair).
+/// cl100k_base, whose pre-tokenizer never joins such a pair). A line holding
+/// a printable ASCII byte (`0x21..=0x7e`) counts at least one token no other
+/// line shares, so a text counts at least as many tokens as it has such lines
+/// (true of cl100k_base, whose pre-tokens never hold visible characters of
+/// two lines); stubs rely on it (`stub::worth_replacing`).
 pub trait TokenCounter: Send + Sync {
     /// Tokens of `text` (invalid UTF-8 counted as the implementation documents).
     fn count(&self, text: &[u8]) -> usize;
     /// Byte spans of the tokens of `text`, in order and covering it exactly,
     /// into `out` (cleared first). Used to cut exact recall chunks.
     fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>);
+}
+
+impl std::fmt::Debug for dyn TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenCounter")
+    }
 }
 
 impl<T: TokenCounter + ?Sized> TokenCounter for &T {

@@ -38,19 +38,21 @@ pub fn markdown(r: &EvalReport) -> String {
     let _ = writeln!(s, "Definitions of every column: `docs/eval.md`. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
 
     let _ = writeln!(s, "## Headline\n");
-    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L0→L1 gross | L0→L1 net | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for t in &r.thresholds {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} pt | {} | {} | {:.2} pt | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
             t.threshold,
             pct(t.removal_l0),
             pct(t.removal_l1),
             pct(t.l1_l0.removal_gross),
             pct(t.l1_l0.removal_net),
+            100.0 * t.l1_l0.stub_cost,
             pct(t.l0_l1.removal_gross),
             pct(t.l0_l1.removal_net),
+            100.0 * t.l0_l1.stub_cost,
             100.0 * t.order_effect,
             100.0 * t.order_effect_gross,
             t.delta_hat,
@@ -111,13 +113,13 @@ pub fn markdown(r: &EvalReport) -> String {
 
     if !r.by_input.is_empty() {
         let _ = writeln!(s, "\n## Per input (each command-line input alone)\n");
-        let _ = writeln!(s, "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L0→L1 net | δ̂ | evidence | recoverable | intact |");
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L1→L0 stub cost | L0→L1 net | δ̂ | evidence | recoverable | intact |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for i in &r.by_input {
             for (h, l0l1) in i.rows.iter().zip(&i.removal_l0_l1_net) {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.4} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.2} pt | {} | {:.4} | {} | {} | {} |",
                     i.input,
                     i.trajectories,
                     i.tokens,
@@ -125,6 +127,7 @@ pub fn markdown(r: &EvalReport) -> String {
                     pct(h.removal_l0),
                     pct(h.removal_l1),
                     pct(h.removal_l1_l0_net),
+                    100.0 * h.stub_cost_l1_l0,
                     pct(*l0l1),
                     h.delta_hat,
                     opct(h.evidence_micro, 3),

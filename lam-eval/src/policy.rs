@@ -67,7 +67,7 @@ pub fn build(kind: PolicyKind, s: &PolicySettings, traj: &Trajectory, store: Box
     Ok(match kind {
         PolicyKind::Arc => Box::new(ArcView::new(arc(), traj.session.clone(), &traj.task, store, Cl100k)?),
         PolicyKind::Lam => {
-            let mut c = lam_operator::Config::new(Threshold::from_cosine(s.threshold)?);
+            let mut c = lam_operator::Config::new(Threshold::from_cosine(s.threshold)?).with_counter(&Cl100k);
             c.encode_batch = s.encode_batch;
             Box::new(LamArcView::new(arc(), c, traj.session.clone(), &traj.task, store, Cl100k, encoder()?)?)
         }

@@ -6,7 +6,7 @@
 //! and runs of consecutive replaced lines collapse into one stub line:
 //!
 //! ```text
-//! [lam: 12 repeated lines, first at §a1b2c3d4:40; _recall §e5f6a7b8]
+//! [lam: 12 lines from §a1b2c3d4:40; _recall §e5f6a7b8]
 //! ```
 //!
 //! Rules (documented in `ARCHITECTURE.md`, invariant "L0 stubs point at text"):
@@ -15,9 +15,12 @@
 //!   location (`record id : 1-based residual line`) holds readable text;
 //! - blank (whitespace-only) lines are never replaced alone, but blank lines
 //!   between two replaced lines join the run;
-//! - a run is replaced only when it holds at least twice the stub's bytes
-//!   (stub ids cost about twice the tokens per byte of code), so L0 never
-//!   lengthens the text and, in practice, shortens it in tokens too;
+//! - a run is replaced only when its stub costs fewer tokens than the run
+//!   (`lam_core::stub::worth_replacing`: by the session's token counter, or
+//!   without one when the run holds at least twice the stub's bytes), so L0
+//!   never lengthens the text;
+//! - the first stub line of a record carries its `_recall §id`, later ones
+//!   do not (`docs/stubs.md`);
 //! - lines inside L1 stubs are not hashed.
 //!
 //! ```
@@ -31,15 +34,18 @@
 //! out.clear();
 //! let st = d.process(1, "e5f6a7b8", &[Segment::Text(file.as_bytes())], &mut out);
 //! assert_eq!(st.lines_replaced, 40);
-//! assert_eq!(out, b"[lam: 40 repeated lines, first at \xc2\xa7a1b2c3d4:1; _recall \xc2\xa7e5f6a7b8]\n");
+//! assert_eq!(out, b"[lam: 40 lines from \xc2\xa7a1b2c3d4:1; _recall \xc2\xa7e5f6a7b8]\n");
 //! ```
 #![warn(missing_docs)]
 
-use lam_core::stub::{LineStub, line_stub_len};
+use lam_core::TokenCounter;
+use lam_core::stub::{LineStub, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use xxhash_rust::xxh3::xxh3_64;
+
+pub mod naive;
 
 /// Where a line first appears in the residual text of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +61,9 @@ pub struct LineLoc {
 pub enum Segment<'a> {
     /// Original bytes (a contiguous range of the observation).
     Text(&'a [u8]),
-    /// A stub line produced by an earlier layer (no trailing newline).
-    Stub(&'a str),
+    /// A stub produced by an earlier layer; L0 writes it on a line of its
+    /// own, with the record's recall when it is the record's first stub.
+    Stub(&'a Stub),
 }
 
 /// Counters for one record.
@@ -75,31 +82,27 @@ pub struct L0Stats {
 pub struct LineDedup {
     seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
     ids: Vec<String>,
-    stubs: Vec<LineStub>,
+    stubs: Vec<Stub>,
+    counter: Option<&'static dyn TokenCounter>,
 }
 
-/// A line to be emitted or replaced.
-struct Pending<'a> {
-    first: Option<LineLoc>,
-    lines: Vec<&'a [u8]>,
+/// A run of replaceable lines within one text segment: `start..body_end`
+/// ends with the last repeated line, `body_end..end` are blank lines after it.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    first: LineLoc,
+    start: usize,
+    body_end: usize,
+    end: usize,
     replaced: u64,
-    trailing_blanks: usize,
 }
 
-impl<'a> Pending<'a> {
-    fn new() -> Self {
-        Self { first: None, lines: Vec::new(), replaced: 0, trailing_blanks: 0 }
-    }
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-}
-
-/// Writer for one record's residual that counts its lines.
+/// Writer for one record's residual that counts its lines and stubs.
 struct Out<'o> {
     buf: &'o mut Vec<u8>,
     start: usize,
     line: u32,
+    stubs: usize,
 }
 
 impl Out<'_> {
@@ -107,14 +110,19 @@ impl Out<'_> {
         self.line += memchr::memchr_iter(b'\n', bytes).count() as u32;
         self.buf.extend_from_slice(bytes);
     }
+    /// A stub starts a line of its own: true when one must be opened first.
+    fn mid_line(&self) -> bool {
+        self.buf.len() > self.start && self.buf.last() != Some(&b'\n')
+    }
     fn write_stub(&mut self, line: &str) {
-        if self.buf.len() > self.start && self.buf.last() != Some(&b'\n') {
+        if self.mid_line() {
             self.buf.push(b'\n');
             self.line += 1;
         }
         self.buf.extend_from_slice(line.as_bytes());
         self.buf.push(b'\n');
         self.line += 1;
+        self.stubs += 1;
     }
 }
 
@@ -129,9 +137,15 @@ fn is_blank(line: &[u8]) -> bool {
 }
 
 impl LineDedup {
-    /// An empty session.
+    /// An empty session; stubs are judged by bytes (no token counter).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Judge stubs by `counter`'s tokens (`lam_core::stub::worth_replacing`).
+    pub fn with_counter(mut self, counter: Option<&'static dyn TokenCounter>) -> Self {
+        self.counter = counter;
+        self
     }
 
     /// Number of distinct non-blank lines in the residual so far.
@@ -146,7 +160,7 @@ impl LineDedup {
         if self.ids.len() <= record as usize {
             self.ids.resize(record as usize + 1, String::new());
         }
-        self.ids[record as usize] = this_id.to_string();
+        this_id.clone_into(&mut self.ids[record as usize]);
         self.stubs.clear();
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
@@ -154,108 +168,106 @@ impl LineDedup {
         }
         let mut stats = L0Stats::default();
         let start = out.len();
-        let mut w = Out { buf: out, start, line: 0 };
-        let mut run = Pending::new();
+        let mut w = Out { buf: out, start, line: 0, stubs: 0 };
         for seg in segments {
             match *seg {
                 Segment::Stub(s) => {
-                    self.flush(&mut run, this_id, &mut w, &mut stats);
-                    w.write_stub(s);
+                    let mut s = s.clone();
+                    s.set_recall(w.stubs == 0);
+                    w.write_stub(&s.to_string());
+                    self.stubs.push(s);
                 }
-                Segment::Text(text) => {
-                    // Kept bytes are copied lazily, as whole spans: `copy_from`
-                    // is the first byte of `text` not yet written or queued.
-                    let mut copy_from = 0;
-                    let mut pos = 0;
-                    while pos < text.len() {
-                        let next = match memchr::memchr(b'\n', &text[pos..]) {
-                            Some(i) => pos + i + 1,
-                            None => text.len(),
-                        };
-                        let line = &text[pos..next];
-                        let nl = u32::from(line.last() == Some(&b'\n'));
-                        let key = &line[..line.len() - nl as usize];
-                        if is_blank(key) {
-                            if run.is_empty() {
-                                w.line += nl;
-                            } else {
-                                run.lines.push(line);
-                                run.trailing_blanks += 1;
-                                copy_from = next;
-                            }
-                            pos = next;
-                            continue;
-                        }
-                        match self.seen.entry(xxh3_64(key)) {
-                            Entry::Occupied(e) => {
-                                if run.is_empty() {
-                                    w.buf.extend_from_slice(&text[copy_from..pos]);
-                                    run.first = Some(*e.get());
-                                }
-                                run.lines.push(line);
-                                run.trailing_blanks = 0;
-                                run.replaced += 1;
-                                copy_from = next;
-                            }
-                            Entry::Vacant(e) => {
-                                if !run.is_empty() {
-                                    Self::flush_run(&self.ids, &mut self.stubs, &mut run, this_id, &mut w, &mut stats);
-                                }
-                                e.insert(LineLoc { record, line: w.line + 1 });
-                                w.line += nl;
-                            }
-                        }
-                        pos = next;
-                    }
-                    w.buf.extend_from_slice(&text[copy_from..]);
-                }
+                Segment::Text(text) => self.text(record, this_id, text, &mut w, &mut stats),
             }
         }
-        self.flush(&mut run, this_id, &mut w, &mut stats);
         stats
     }
 
-    /// The stub lines emitted by the last call to [`Self::process`].
-    pub fn last_stubs(&self) -> &[LineStub] {
+    /// Every stub line of the last call to [`Self::process`], in residual
+    /// order: its own line stubs and the stubs it was given, each with the
+    /// recall as written (the first one carries it).
+    pub fn last_stubs(&self) -> &[Stub] {
         &self.stubs
     }
 
-    fn flush(&mut self, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
-        if !run.is_empty() {
-            Self::flush_run(&self.ids, &mut self.stubs, run, this_id, w, stats);
-        }
-    }
-
-    fn flush_run(ids: &[String], stubs: &mut Vec<LineStub>, run: &mut Pending<'_>, this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
-        let keep = run.lines.len() - run.trailing_blanks;
-        let (body, tail) = run.lines.split_at(keep);
-        let bytes: usize = body.iter().map(|l| l.len()).sum();
-        let first = run.first.expect("a run starts with a replaced line");
-        let first_id = &ids[first.record as usize];
-        // Replace a run only when it is at least twice the stub's bytes: a
-        // stub is mostly hex ids, which cost about twice as many cl100k tokens
-        // per byte as code, so a shorter run would grow the prompt in tokens
-        // (measured by `lam eval`: net removal rises, gross falls). Short runs
-        // stay verbatim (their lines are already in the residual, so the
-        // table needs no update).
-        let stub_len = line_stub_len(run.replaced, first_id, first.line, this_id);
-        if 2 * (stub_len + 1) <= bytes {
-            let stub = LineStub { id: this_id.to_string(), lines: run.replaced, first_id: first_id.clone(), first_line: first.line };
-            w.write_stub(&stub.to_string());
-            stubs.push(stub);
-            stats.lines_replaced += run.replaced;
-            stats.bytes_replaced += bytes as u64;
-            stats.stubs += 1;
-        } else {
-            for l in body {
-                w.write_text(l);
+    fn text(&mut self, record: u32, this_id: &str, text: &[u8], w: &mut Out<'_>, stats: &mut L0Stats) {
+        // Kept bytes are copied lazily, as whole spans: `copy_from` is the
+        // first byte of `text` not yet written or queued in `run`.
+        let mut copy_from = 0;
+        let mut pos = 0;
+        let mut run: Option<Run> = None;
+        let mut newlines = memchr::memchr_iter(b'\n', text);
+        while pos < text.len() {
+            let (next, nl) = match newlines.next() {
+                Some(i) => (i + 1, 1u32),
+                None => (text.len(), 0),
+            };
+            let key = &text[pos..next - nl as usize];
+            if is_blank(key) {
+                match run.as_mut() {
+                    None => w.line += nl,
+                    Some(r) => {
+                        r.end = next;
+                        copy_from = next;
+                    }
+                }
+                pos = next;
+                continue;
             }
+            match self.seen.entry(xxh3_64(key)) {
+                Entry::Occupied(e) => {
+                    match run.as_mut() {
+                        None => {
+                            w.buf.extend_from_slice(&text[copy_from..pos]);
+                            run = Some(Run { first: *e.get(), start: pos, body_end: next, end: next, replaced: 1 });
+                        }
+                        Some(r) => {
+                            r.body_end = next;
+                            r.end = next;
+                            r.replaced += 1;
+                        }
+                    }
+                    copy_from = next;
+                }
+                Entry::Vacant(e) => {
+                    if let Some(r) = run.take() {
+                        flush(&self.ids, &mut self.stubs, self.counter, r, text, this_id, w, stats);
+                    }
+                    e.insert(LineLoc { record, line: w.line + 1 });
+                    w.line += nl;
+                }
+            }
+            pos = next;
         }
-        for l in tail {
-            w.write_text(l);
+        if let Some(r) = run.take() {
+            flush(&self.ids, &mut self.stubs, self.counter, r, text, this_id, w, stats);
         }
-        *run = Pending::new();
+        w.buf.extend_from_slice(&text[copy_from..]);
     }
+}
+
+/// Replace a run by a stub when the stub costs fewer tokens than the run
+/// (`worth_replacing`); otherwise keep it verbatim (its lines are already in
+/// the residual, so the table needs no update).
+#[allow(clippy::too_many_arguments)]
+fn flush(ids: &[String], stubs: &mut Vec<Stub>, counter: Option<&'static dyn TokenCounter>, r: Run, text: &[u8], this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
+    let body = &text[r.start..r.body_end];
+    let first_id = &ids[r.first.record as usize];
+    let recall = w.stubs == 0;
+    let len = line_stub_len(r.replaced, first_id, r.first.line, this_id, recall);
+    let make = || LineStub { id: this_id.to_string(), lines: r.replaced, first_id: first_id.clone(), first_line: r.first.line, recall };
+    let newlines = 1 + usize::from(w.mid_line());
+    if worth_replacing(counter, len, || make().to_string(), newlines, body) {
+        let stub = make();
+        w.write_stub(&stub.to_string());
+        stubs.push(Stub::Lines(stub));
+        stats.lines_replaced += r.replaced;
+        stats.bytes_replaced += body.len() as u64;
+        stats.stubs += 1;
+    } else {
+        w.write_text(body);
+    }
+    w.write_text(&text[r.body_end..r.end]);
 }
 
 #[cfg(test)]

@@ -1,13 +1,22 @@
 use super::*;
+use crate::naive::NaiveLineDedup;
+use lam_core::SimpleCounter;
+use lam_core::stub::{ChunkRef, ChunkStub};
 use proptest::prelude::*;
 use std::collections::HashSet;
+
+static SIMPLE: SimpleCounter = SimpleCounter;
+
+fn id(i: usize) -> String {
+    format!("{i:08x}")
+}
 
 fn run(records: &[&[u8]]) -> (LineDedup, Vec<Vec<u8>>) {
     let mut d = LineDedup::new();
     let mut outs = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let mut out = Vec::new();
-        d.process(i as u32, &format!("id{i:06}"), &[Segment::Text(r)], &mut out);
+        d.process(i as u32, &id(i), &[Segment::Text(r)], &mut out);
         outs.push(out);
     }
     (d, outs)
@@ -17,15 +26,15 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
     b.split(|&c| c == b'\n').collect()
 }
 
-/// Parse `[lam: N repeated line(s), first at §ID:LINE; _recall §ID]`.
-fn parse_stub(line: &[u8]) -> Option<(usize, String, usize)> {
-    let s = std::str::from_utf8(line).ok()?;
-    let rest = s.strip_prefix("[lam: ")?;
-    let (n, rest) = rest.split_once(" repeated line")?;
-    let (_, rest) = rest.split_once("first at §")?;
-    let (id, rest) = rest.split_once(':')?;
-    let (ln, _) = rest.split_once(';')?;
-    Some((n.parse().ok()?, id.to_string(), ln.parse().ok()?))
+/// (lines, cited id, cited line) of an L0 stub line, through the one parser
+/// (`own` fills in a citation of the record itself).
+fn parse_stub(line: &[u8], own: &str) -> Option<(usize, String, usize)> {
+    let mut s = Stub::parse_bytes(line)?;
+    s.set_own_id(own);
+    match s {
+        Stub::Lines(l) => Some((l.lines as usize, l.first_id, l.first_line as usize)),
+        Stub::Chunks(_) => None,
+    }
 }
 
 #[test]
@@ -33,7 +42,7 @@ fn repeated_file_read_becomes_one_stub() {
     let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n\ndef spread(xs):\n    return max(xs) - min(xs)\n";
     let (_, outs) = run(&[file, file]);
     assert_eq!(outs[0], file);
-    assert_eq!(outs[1], b"[lam: 7 repeated lines, first at \xc2\xa7id000000:1; _recall \xc2\xa7id000001]\n");
+    assert_eq!(outs[1], b"[lam: 7 lines from \xc2\xa700000000:1; _recall \xc2\xa700000001]\n");
 }
 
 #[test]
@@ -54,7 +63,7 @@ fn edited_file_keeps_changed_lines() {
     let (_, outs) = run(&[a, b]);
     let text = String::from_utf8(outs[1].clone()).unwrap();
     assert!(text.contains("gamma = compute_third_value(99)\n"));
-    assert!(text.starts_with("[lam: 2 repeated lines, first at §id000000:1;"));
+    assert!(text.starts_with("[lam: 2 lines from §00000000:1; _recall §00000001]\n"));
     assert!(text.contains("delta = compute_fourth_value(4)\n"), "single short repeat kept: {text}");
 }
 
@@ -69,9 +78,11 @@ fn invalid_utf8_is_kept_byte_for_byte() {
 fn stub_segments_are_not_hashed_and_sit_on_their_own_line() {
     let mut d = LineDedup::new();
     let mut out = Vec::new();
-    d.process(0, "r0", &[Segment::Text(b"partial"), Segment::Stub("[lam: chunk]"), Segment::Text(b"rest\n")], &mut out);
-    assert_eq!(out, b"partial\n[lam: chunk]\nrest\n");
+    let stub = Stub::Chunks(ChunkStub { id: "0000000a".into(), first: 2, last: 2, reps: vec![ChunkRef { id: "0000000a".into(), chunk: 1 }], recall: false });
+    d.process(0, "0000000a", &[Segment::Text(b"partial"), Segment::Stub(&stub), Segment::Text(b"rest\n")], &mut out);
+    assert_eq!(out, b"partial\n[lam: chunk 2 ~ #1; _recall \xc2\xa70000000a]\nrest\n", "the first stub carries the recall");
     assert_eq!(d.distinct_lines(), 2);
+    assert!(d.last_stubs()[0].recall());
 }
 
 fn arb_records() -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -104,12 +115,12 @@ proptest! {
             prop_assert!(out.len() <= orig.len() + 1, "L0 lengthened record {}", i);
             let out_lines = lines(out);
             for l in &out_lines {
-                if let Some((n, id, ln)) = parse_stub(l) {
+                if let Some((n, cid, ln)) = parse_stub(l, &id(i)) {
                     prop_assert!(n >= 1);
-                    let src: usize = id.trim_start_matches("id").parse().unwrap();
+                    let src = usize::from_str_radix(&cid, 16).unwrap();
                     prop_assert!(src <= i);
                     let cited = lines(&outs[src])[ln - 1];
-                    prop_assert!(parse_stub(cited).is_none(), "stub cites a stub");
+                    prop_assert!(Stub::parse_bytes(cited).is_none(), "stub cites a stub");
                     prop_assert!(!cited.iter().all(|b| b.is_ascii_whitespace()));
                 } else {
                     residual_lines.insert(l.to_vec());
@@ -135,6 +146,63 @@ proptest! {
             let mut out = Vec::new();
             d.process(0, "a", &[Segment::Text(&uniq)], &mut out);
             prop_assert_eq!(out, uniq);
+        }
+    }
+}
+
+/// Fast and naive L0 over the same records: identical residuals and stubs.
+fn same_as_naive(records: &[Vec<u8>], counter: Option<&'static dyn lam_core::TokenCounter>) -> Result<(), String> {
+    let mut fast = LineDedup::new().with_counter(counter);
+    let mut naive = NaiveLineDedup::new(counter);
+    for (i, r) in records.iter().enumerate() {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        fast.process(i as u32, &id(i), &[Segment::Text(r)], &mut a);
+        let stubs = naive.process(i as u32, &id(i), &[Segment::Text(r)], &mut b);
+        if a != b || fast.last_stubs() != stubs.as_slice() {
+            return Err(format!("record {i}: fast {:?}\nnaive {:?}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
+        }
+        // One recall per record, on its first stub line.
+        let recalls = stubs.iter().filter(|s| s.recall()).count();
+        if recalls != usize::from(!stubs.is_empty()) || stubs.first().is_some_and(|s| !s.recall()) {
+            return Err(format!("record {i}: {recalls} recalls"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn fast_equals_naive_on_corpus_observations() {
+    let dir = lam_core::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let sessions = crate::tests::corpus_sessions(&dir, 12);
+    assert!(sessions.iter().map(Vec::len).sum::<usize>() > 100, "corpus observations found");
+    static CL: lam_trajectory::Cl100k = lam_trajectory::Cl100k;
+    for s in &sessions {
+        same_as_naive(s, None).unwrap();
+        same_as_naive(s, Some(&SIMPLE)).unwrap();
+        same_as_naive(s, Some(&CL)).unwrap();
+    }
+}
+
+/// The tool observations of the first `n` mini-swe-agent trajectories (file name order).
+pub(crate) fn corpus_sessions(dir: &std::path::Path, n: usize) -> Vec<Vec<Vec<u8>>> {
+    let mut files: Vec<_> = std::fs::read_dir(dir).expect("corpus beside the checkout").map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files.iter().take(n).map(|f| lam_trajectory::read::read_path(f).unwrap().remove(0).records.into_iter().map(|r| r.observation).collect()).collect()
+}
+
+proptest! {
+    #[test]
+    fn fast_equals_naive(records in arb_records(), counted in any::<bool>()) {
+        same_as_naive(&records, counted.then_some(&SIMPLE as &'static dyn lam_core::TokenCounter)).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a_replaced_run_costs_more_than_its_stub(records in arb_records()) {
+        let mut d = LineDedup::new().with_counter(Some(&SIMPLE));
+        for (i, r) in records.iter().enumerate() {
+            let mut out = Vec::new();
+            d.process(i as u32, &id(i), &[Segment::Text(r)], &mut out);
+            prop_assert!(SIMPLE.count(&out) <= SIMPLE.count(r) + 1, "record {} grew in tokens", i);
         }
     }
 }

@@ -67,6 +67,7 @@ pub struct BandedIndex {
     quant: Quantizer,
     table: HashMap<u64, Vec<u32>, BuildNoHashHasher<u64>>,
     len: usize,
+    max_id: u32,
 }
 
 impl BandedIndex {
@@ -79,6 +80,7 @@ impl BandedIndex {
             quant: Quantizer::new(dim, params.rel),
             table: HashMap::default(),
             len: 0,
+            max_id: 0,
         }
     }
 
@@ -137,6 +139,7 @@ impl CandidateIndex for BandedIndex {
                 }
             }
             self.len += 1;
+            self.max_id = self.max_id.max(id);
         }
     }
 
@@ -147,13 +150,32 @@ impl CandidateIndex for BandedIndex {
         }
         let mut digests = Vec::with_capacity(self.bands());
         self.digests(query, &mut digests);
-        for d in &digests {
-            if let Some(ids) = self.table.get(d) {
+        let buckets: Vec<&Vec<u32>> = digests.iter().filter_map(|d| self.table.get(d)).collect();
+        let total: usize = buckets.iter().map(|b| b.len()).sum();
+        if total <= 256 {
+            for ids in buckets {
                 out.extend_from_slice(ids);
             }
+            out.sort_unstable();
+            out.dedup();
+            return;
         }
-        out.sort_unstable();
-        out.dedup();
+        // Large buckets (long sessions, bands that many vectors share): a
+        // bitmap union, linear in the bucket entries, instead of sorting them
+        // all (which grew as n log n per arrival).
+        let mut bits = vec![0u64; self.max_id as usize / 64 + 1];
+        for ids in buckets {
+            for &id in ids {
+                bits[id as usize / 64] |= 1 << (id % 64);
+            }
+        }
+        for (w, &word) in bits.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                out.push(w as u32 * 64 + word.trailing_zeros());
+                word &= word - 1;
+            }
+        }
     }
 
     fn len(&self) -> usize {

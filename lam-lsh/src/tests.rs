@@ -192,3 +192,37 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 }
+
+#[test]
+fn large_buckets_give_exactly_the_ids_sharing_a_band() {
+    // Sparse vectors (most coordinates 0) share all-zero bands: buckets hold
+    // most ids, and candidates take the bitmap path.
+    let dim = 32;
+    let p = BandParams { r: 4, rel: 0.2 };
+    let mut idx = BandedIndex::new(dim, p);
+    let mut all: Vec<(u32, Vec<u64>)> = Vec::new();
+    let mut state = 7u64;
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    for id in (0..3000u32).map(|i| i * 3) {
+        let mut v = vec![0.0f32; dim];
+        v[next() % dim] = 1.0;
+        v[next() % dim] += 0.5;
+        normalize_in_place(&mut v).unwrap();
+        let mut d = Vec::new();
+        idx.digests(&v, &mut d);
+        idx.insert_batch(&[id], &v);
+        all.push((id, d));
+    }
+    let mut q = vec![0.0f32; dim];
+    q[3] = 1.0;
+    let mut qd = Vec::new();
+    idx.digests(&q, &mut qd);
+    let want: Vec<u32> = all.iter().filter(|(_, d)| d.iter().zip(&qd).any(|(a, b)| a == b)).map(|(id, _)| *id).collect();
+    let mut got = Vec::new();
+    idx.candidates(&q, &mut got);
+    assert!(want.len() > 256, "the bitmap path ran");
+    assert_eq!(got, want);
+}

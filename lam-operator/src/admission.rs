@@ -39,7 +39,8 @@ pub struct Admission {
     pub residual: Vec<u8>,
     /// L1 outcomes of this record's chunks, in order.
     pub chunks: Vec<ChunkOutcome>,
-    /// Every stub written for this record, in the order the layers ran.
+    /// Every stub written for this record: in residual order (default
+    /// order; the first carries the recall), or L0's then L1's (`l0-l1`).
     pub stubs: Vec<Stub>,
     /// L0 counters.
     pub l0: L0Stats,

@@ -1,7 +1,7 @@
 //! Operator settings: threshold, layer order, candidate index.
 
 use crate::Error;
-use lam_core::Threshold;
+use lam_core::{Threshold, TokenCounter};
 use lam_lsh::{BandParams, BandedIndex, ExhaustiveIndex, L1Index};
 use std::fmt;
 use std::str::FromStr;
@@ -108,12 +108,22 @@ pub struct Config {
     pub index: IndexChoice,
     /// Chunks per encoder call in the batch form.
     pub encode_batch: usize,
+    /// The tokens stubs are judged by (a stub replaces a run only when it
+    /// costs fewer tokens than the run; `lam_core::stub::worth_replacing`).
+    /// `None`: by bytes (a run of at least twice the stub's bytes).
+    pub counter: Option<&'static dyn TokenCounter>,
 }
 
 impl Config {
     /// Defaults at threshold `t`.
     pub fn new(threshold: Threshold) -> Self {
-        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64 }
+        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64, counter: None }
+    }
+
+    /// Judge stubs by `counter`'s tokens (cl100k: `lam_trajectory::Cl100k`).
+    pub fn with_counter(mut self, counter: &'static dyn TokenCounter) -> Self {
+        self.counter = Some(counter);
+        self
     }
 }
 

@@ -35,7 +35,7 @@
 //! let again = s.admit(&mut enc, &Record { index: 1, action: "pytest -x".into(), observation: log.clone(), returncode: Some(0) })?;
 //! assert_eq!(again.stubs.len(), 1); // the rerun became one stub line citing the first run
 //! assert_eq!(again.residual, format!("{}\n", again.stubs[0]).into_bytes());
-//! assert!(again.stubs[0].is_chunks()); // `[lam: chunks 1-2 of §… ~ §…#1-2, d<=0.000; _recall §…]`
+//! assert!(again.stubs[0].is_chunks()); // `[lam: chunks 1-2 ~ §…#1-2; _recall §…]`
 //! assert!(s.delta_hat() <= cfg.threshold.delta());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -1,7 +1,8 @@
 //! One record's surviving text after L1, as segments of original bytes and
 //! stub lines, and the rules that turn runs of dropped chunks into stubs.
 
-use lam_core::stub::{ChunkRef, ChunkStub};
+use lam_core::TokenCounter;
+use lam_core::stub::{ChunkRef, ChunkStub, Stub, worth_replacing, would_repeat_id};
 use lam_hash::Segment;
 use std::ops::Range;
 
@@ -11,7 +12,6 @@ pub(crate) struct Dropped {
     pub range: Range<usize>,
     pub ordinal: u32,
     pub rep: ChunkRef,
-    pub distance: f32,
 }
 
 /// A piece of a record's text after L1.
@@ -19,8 +19,8 @@ pub(crate) struct Dropped {
 pub(crate) enum Seg {
     /// Original bytes.
     Text(Range<usize>),
-    /// A stub and its rendered line.
-    Stub(ChunkStub, String),
+    /// An L1 stub.
+    Stub(Stub),
     /// Only between deciding a record's chunks and [`collapse`].
     Dropped(Dropped),
 }
@@ -33,59 +33,90 @@ pub(crate) fn push_text(segs: &mut Vec<Seg>, range: &Range<usize>) {
     }
 }
 
-fn chunk_stub(id: &str, run: &[Dropped]) -> ChunkStub {
-    ChunkStub {
-        id: id.to_string(),
-        first: run[0].ordinal + 1,
-        last: run[run.len() - 1].ordinal + 1,
-        reps: run.iter().map(|d| d.rep.clone()).collect(),
-        distance: run.iter().map(|d| d.distance).fold(0.0f32, f32::max),
+/// How [`collapse`] writes the recall: on the first stub it writes (the
+/// default order, where L0 then moves it to the record's first stub line),
+/// or on every stub (`l0-l1`, where L1 may drop the L0 stub that carried it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recall {
+    First,
+    Every,
+}
+
+/// The state of one record's collapse: the run being gathered and whether
+/// the next stub written carries the recall.
+struct Collapse<'a> {
+    id: &'a str,
+    text: &'a [u8],
+    counter: Option<&'a dyn TokenCounter>,
+    recall: Recall,
+    pending_recall: bool,
+    out: Vec<Seg>,
+    run: Vec<Dropped>,
+    reps: Vec<ChunkRef>,
+}
+
+impl Collapse<'_> {
+    /// Write the run as one stub line when the stub costs fewer tokens than
+    /// its bytes (`worth_replacing`), else as its own bytes (the decisions and
+    /// the deletion-set digest are the same either way).
+    fn flush(&mut self) {
+        if self.run.is_empty() {
+            return;
+        }
+        let recall = self.recall == Recall::Every || self.pending_recall;
+        let stub = ChunkStub {
+            id: self.id.to_string(),
+            first: self.run[0].ordinal + 1,
+            last: self.run[self.run.len() - 1].ordinal + 1,
+            reps: std::mem::take(&mut self.reps),
+            recall,
+        };
+        let line = stub.to_string();
+        let bytes = &self.text[self.run[0].range.start..self.run[self.run.len() - 1].range.end];
+        // A stub opens a line of its own when the text before it ends mid-line.
+        let mid_line = matches!(self.out.last(), Some(Seg::Text(r)) if !r.is_empty() && self.text[r.end - 1] != b'\n');
+        if worth_replacing(self.counter, line.len(), || line.clone(), 1 + usize::from(mid_line), bytes) {
+            self.out.push(Seg::Stub(Stub::Chunks(stub)));
+            self.pending_recall = false;
+        } else {
+            for d in &self.run {
+                push_text(&mut self.out, &d.range);
+            }
+        }
+        self.run.clear();
+    }
+
+    fn push(&mut self, d: Dropped) {
+        let breaks = self.run.last().is_some_and(|l| l.ordinal + 1 != d.ordinal) || would_repeat_id(&self.reps, self.id, &d.rep);
+        if breaks {
+            self.flush();
+        }
+        self.reps.push(d.rep.clone());
+        self.run.push(d);
     }
 }
 
 /// Write each run of consecutive dropped chunks of record `id` as one stub
-/// line, or as its own bytes when they are no longer than the stub line (a
-/// stub never lengthens the text; the decisions and the deletion-set digest
-/// are the same either way).
-pub(crate) fn collapse(id: &str, segs: Vec<Seg>) -> Vec<Seg> {
-    let mut out: Vec<Seg> = Vec::with_capacity(segs.len());
-    let mut run: Vec<Dropped> = Vec::new();
-    let flush = |out: &mut Vec<Seg>, run: &mut Vec<Dropped>| {
-        if run.is_empty() {
-            return;
-        }
-        let stub = chunk_stub(id, run);
-        let line = stub.to_string();
-        let bytes: usize = run.iter().map(|d| d.range.len()).sum();
-        if bytes <= line.len() + 1 {
-            for d in run.iter() {
-                push_text(out, &d.range);
-            }
-        } else {
-            out.push(Seg::Stub(stub, line));
-        }
-        run.clear();
-    };
+/// line (a run breaks where its representatives would name an id twice),
+/// or as its own bytes when the stub would not cost fewer tokens (a stub
+/// never lengthens the text in tokens).
+pub(crate) fn collapse(id: &str, text: &[u8], segs: Vec<Seg>, counter: Option<&dyn TokenCounter>, recall: Recall) -> Vec<Seg> {
+    let mut c = Collapse { id, text, counter, recall, pending_recall: true, out: Vec::with_capacity(segs.len()), run: Vec::new(), reps: Vec::new() };
     for s in segs {
         match s {
-            Seg::Dropped(d) => {
-                if run.last().is_some_and(|l| l.ordinal + 1 != d.ordinal) {
-                    flush(&mut out, &mut run);
-                }
-                run.push(d);
-            }
+            Seg::Dropped(d) => c.push(d),
             Seg::Text(r) => {
-                flush(&mut out, &mut run);
-                push_text(&mut out, &r);
+                c.flush();
+                push_text(&mut c.out, &r);
             }
             other => {
-                flush(&mut out, &mut run);
-                out.push(other);
+                c.flush();
+                c.out.push(other);
             }
         }
     }
-    flush(&mut out, &mut run);
-    out
+    c.flush();
+    c.out
 }
 
 /// The segments as L0 reads them.
@@ -93,7 +124,7 @@ pub(crate) fn to_l0<'a>(text: &'a [u8], segs: &'a [Seg]) -> Vec<Segment<'a>> {
     segs.iter()
         .filter_map(|s| match s {
             Seg::Text(r) => Some(Segment::Text(&text[r.clone()])),
-            Seg::Stub(_, line) => Some(Segment::Stub(line)),
+            Seg::Stub(stub) => Some(Segment::Stub(stub)),
             Seg::Dropped(_) => None,
         })
         .collect()
@@ -106,11 +137,11 @@ pub(crate) fn render(text: &[u8], segs: &[Seg], out: &mut Vec<u8>) {
     for s in segs {
         match s {
             Seg::Text(r) => out.extend_from_slice(&text[r.clone()]),
-            Seg::Stub(_, line) => {
+            Seg::Stub(stub) => {
                 if out.len() > start && out.last() != Some(&b'\n') {
                     out.push(b'\n');
                 }
-                out.extend_from_slice(line.as_bytes());
+                out.extend_from_slice(stub.to_string().as_bytes());
                 out.push(b'\n');
             }
             Seg::Dropped(_) => {}

@@ -4,7 +4,7 @@
 
 use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
-use crate::segments::{self, Dropped, Seg};
+use crate::segments::{self, Dropped, Recall, Seg};
 use crate::Error;
 use lam_core::stub::ChunkRef;
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
@@ -81,7 +81,7 @@ impl<I: CandidateIndex> Session<I> {
             cfg,
             dim,
             greedy: Greedy::new(dim, cfg.threshold, index),
-            l0: LineDedup::new(),
+            l0: LineDedup::new().with_counter(cfg.counter),
             book: IdBook::new(),
             ids: Vec::new(),
             homes: Vec::new(),
@@ -228,7 +228,7 @@ impl<I: CandidateIndex> Session<I> {
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
             let mut r0 = Vec::with_capacity(rec.observation.len());
             let st = self.l0.process(record, &id, &[Segment::Text(&rec.observation)], &mut r0);
-            (r0, self.l0.last_stubs().iter().cloned().map(Stub::Lines).collect(), st)
+            (r0, self.l0.last_stubs().to_vec(), st)
         });
         Begun { record, id, started, l0_first }
     }
@@ -240,13 +240,13 @@ impl<I: CandidateIndex> Session<I> {
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
         let mut residual = Vec::with_capacity(text.len());
-        let l1_stubs = segs.iter().filter_map(|s| if let Seg::Stub(c, _) = s { Some(Stub::Chunks(c.clone())) } else { None });
+        let l1_stubs = segs.iter().filter_map(|s| if let Seg::Stub(c) = s { Some(c.clone()) } else { None });
         let (l0, stubs, first_layer_plain) = match &b.l0_first {
             None => {
+                // L0 writes every stub line, in residual order, and puts the
+                // recall on the first.
                 let l0 = self.l0.process(b.record, &b.id, &segments::to_l0(text, &segs), &mut residual);
-                let mut stubs: Vec<Stub> = l1_stubs.collect();
-                stubs.extend(self.l0.last_stubs().iter().cloned().map(Stub::Lines));
-                (l0, stubs, segments::plain(text, &segs))
+                (l0, self.l0.last_stubs().to_vec(), segments::plain(text, &segs))
             }
             Some((r0, l0_stubs, l0)) => {
                 segments::render(r0, &segs, &mut residual);
@@ -274,16 +274,17 @@ impl<I: CandidateIndex> Session<I> {
             self.homes.push((b.record, k as u32));
             match decision {
                 Decision::Retained => segments::push_text(&mut segs, range),
-                Decision::Dropped { representative, distance } => {
+                Decision::Dropped { representative, .. } => {
                     self.digest.push(0, index);
                     let (rr, ro) = self.homes[representative as usize];
                     let rep = ChunkRef { id: self.ids[rr as usize].clone(), chunk: ro + 1 };
-                    segs.push(Seg::Dropped(Dropped { range: range.clone(), ordinal: k as u32, rep, distance }));
+                    segs.push(Seg::Dropped(Dropped { range: range.clone(), ordinal: k as u32, rep }));
                 }
             }
             outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
         }
-        Ok((segments::collapse(&b.id, segs), outcomes))
+        let recall = if b.l0_first.is_some() { Recall::Every } else { Recall::First };
+        Ok((segments::collapse(&b.id, text, segs, self.cfg.counter, recall), outcomes))
     }
 }
 

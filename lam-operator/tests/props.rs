@@ -2,6 +2,7 @@
 //! batch, invalid UTF-8 survives, bad vectors are refused.
 
 use lam_operator::{Config, Order, Session, compact_batch};
+use lam_core::stub::parse_residual;
 use lam_core::{Decision, Record, Stub, Threshold};
 use lam_encode::HashingEncoder;
 use proptest::prelude::*;
@@ -18,18 +19,18 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The first chunk and the representative (id, chunk) of every chunk of an
-/// L1 stub line, through the one stub parser.
-fn l1_refs(line: &str) -> Option<(usize, Vec<(String, usize)>)> {
-    match Stub::parse(line).ok()? {
-        Stub::Chunks(c) => Some((c.first as usize, c.reps.into_iter().map(|r| (r.id, r.chunk as usize)).collect())),
+/// L1 stub.
+fn l1_refs(s: &Stub) -> Option<(usize, Vec<(String, usize)>)> {
+    match s {
+        Stub::Chunks(c) => Some((c.first as usize, c.reps.iter().map(|r| (r.id.clone(), r.chunk as usize)).collect())),
         Stub::Lines(_) => None,
     }
 }
 
-/// (id, line) an L0 stub line cites.
-fn l0_ref(line: &str) -> Option<(String, usize)> {
-    match Stub::parse(line).ok()? {
-        Stub::Lines(l) => Some((l.first_id, l.first_line as usize)),
+/// (id, line) an L0 stub cites.
+fn l0_ref(s: &Stub) -> Option<(String, usize)> {
+    match s {
+        Stub::Lines(l) => Some((l.first_id.clone(), l.first_line as usize)),
         Stub::Chunks(_) => None,
     }
 }
@@ -49,10 +50,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn stubs_cite_text_present_in_the_residual(obs in arb_obs(), tc in prop_oneof![Just(0.8), Just(0.95), Just(0.99)], l0_first in any::<bool>()) {
+    fn stubs_cite_text_present_in_the_residual(obs in arb_obs(), tc in prop_oneof![Just(0.8), Just(0.95), Just(0.99)], l0_first in any::<bool>(), counted in any::<bool>()) {
+        static SIMPLE: lam_core::SimpleCounter = lam_core::SimpleCounter;
         let recs = records(&obs);
         let mut cfg = Config::new(Threshold::from_cosine(tc).unwrap());
         if l0_first { cfg.order = Order::L0L1; }
+        if counted { cfg = cfg.with_counter(&SIMPLE); }
         let mut enc = HashingEncoder::new(64, 12);
         let mut s = Session::new(cfg, 64).unwrap();
         let mut adms = Vec::new();
@@ -66,9 +69,30 @@ proptest! {
         }
         let by_id = |id: &str| adms.iter().position(|a| a.id == id);
         for (i, a) in adms.iter().enumerate() {
-            let text = String::from_utf8_lossy(&a.residual).into_owned();
-            for line in text.lines() {
-                let (k, refs) = l1_refs(line).unwrap_or_default();
+            // Every stub line parses back, through the one parser, to the typed stubs.
+            let parsed = parse_residual(&a.residual).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            if l0_first {
+                // The ablation lists L0's stubs, then L1's (an L0 stub L1 then dropped stays listed).
+                for p in &parsed {
+                    prop_assert!(a.stubs.contains(p), "{} not listed", p);
+                }
+            } else {
+                prop_assert_eq!(&parsed, &a.stubs);
+            }
+            if !l0_first {
+                // One recall per observation, on its first stub line.
+                prop_assert_eq!(parsed.iter().filter(|s| s.recall()).count(), usize::from(!parsed.is_empty()));
+                prop_assert!(parsed.first().is_none_or(|s| s.recall()));
+            }
+            prop_assert!(parsed.iter().all(|s| s.id() == a.id));
+            if counted && !l0_first {
+                // Stubs never cost more tokens than what they replace.
+                use lam_core::TokenCounter;
+                prop_assert!(SIMPLE.count(&a.residual) <= SIMPLE.count(&recs[i].observation) + 1, "record {} grew", i);
+            }
+            for st in &parsed {
+                let line = st.to_string();
+                let (k, refs) = l1_refs(st).unwrap_or_default();
                 for (o, (rep, j)) in refs.into_iter().enumerate() {
                     let r = by_id(&rep).expect("representative id is a record of this session");
                     prop_assert!(r <= i);
@@ -90,7 +114,7 @@ proptest! {
                 }
                 // In l0-l1 order (the ablation) L1 may later replace the lines an
                 // L0 stub cites; the guarantee is stated for the default order.
-                if let Some((id, ln)) = l0_ref(line).filter(|_| !l0_first) {
+                if let Some((id, ln)) = l0_ref(st).filter(|_| !l0_first) {
                     let r = by_id(&id).expect("cited id is a record of this session");
                     prop_assert!(r <= i);
                     let cited = adms[r].residual.split(|&b| b == b'\n').nth(ln - 1).expect("cited line exists");

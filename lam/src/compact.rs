@@ -123,7 +123,7 @@ struct Totals {
 
 pub fn run(a: CompactArgs) -> Result<()> {
     let t = Threshold::from_cosine(a.threshold)?;
-    let mut cfg = Config::new(t);
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k);
     cfg.order = match a.order {
         OrderArg::L1L0 => Order::L1L0,
         OrderArg::L0L1 => Order::L0L1,

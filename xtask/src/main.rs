@@ -123,7 +123,7 @@ fn check_features() -> Result<()> {
 }
 
 fn bench() -> Result<()> {
-    for (p, b) in [("lam-hash", "l0"), ("lam-lsh", "verify"), ("lam-operator", "admit")] {
+    for (p, b) in [("lam-hash", "l0"), ("lam-lsh", "verify"), ("lam-operator", "admit"), ("lam-operator", "long_session")] {
         let st = cargo().args(["bench", "-q", "-p", p, "--bench", b]).status()?;
         if !st.success() {
             bail!("bench {p}/{b} failed");

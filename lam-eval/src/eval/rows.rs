@@ -27,6 +27,9 @@ pub struct SettingRow {
     pub removal_gross: f64,
     /// Removal after charging stub tokens.
     pub removal_net: f64,
+    /// Stub cost: `removal_gross - removal_net` (the stub lines' share of
+    /// the input tokens).
+    pub stub_cost: f64,
     /// Input tokens.
     pub tokens_in: u64,
     /// Output tokens (net).
@@ -320,6 +323,8 @@ pub struct Headline {
     pub removal_l1_l0_net: f64,
     /// L0 -> L1 net.
     pub removal_l0_l1_net: f64,
+    /// L1 -> L0 stub cost (gross minus net).
+    pub stub_cost_l1_l0: f64,
     /// delta_hat.
     pub delta_hat: f64,
     /// Evidence micro (lossy).
@@ -356,6 +361,7 @@ impl EvalReport {
                 removal_l1: r.removal_l1,
                 removal_l1_l0_net: r.l1_l0.removal_net,
                 removal_l0_l1_net: r.l0_l1.removal_net,
+                stub_cost_l1_l0: r.l1_l0.stub_cost,
                 delta_hat: r.delta_hat,
                 evidence_micro: r.l1_l0.evidence_micro,
                 evidence_recoverable: r.l1_l0.evidence_recoverable,

@@ -130,6 +130,7 @@ impl Agg {
         SettingRow {
             removal_gross: self.removal(self.tok_gross),
             removal_net: self.removal(self.tok_net),
+            stub_cost: self.removal(self.tok_gross) - self.removal(self.tok_net),
             tokens_in: self.tok_in,
             tokens_out: self.tok_net,
             evidence_micro: frac(self.kept, self.witnessed),

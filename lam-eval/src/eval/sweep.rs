@@ -97,14 +97,14 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
         let s = score(p, &mut memo, &orig, None, &[]);
         none_agg.add(p, &s, o);
         split.add(p, "none", &s, o);
-        let mut l0 = LineDedup::new();
+        let mut l0 = LineDedup::new().with_counter(Some(&lam_trajectory::Cl100k));
         let mut book = lam_core::IdBook::new();
         let (mut l0_res, mut l0_stubs, mut l0_gross) = (Vec::new(), Vec::new(), Vec::new());
         for r in &p.traj.records {
             let id = book.visible(lam_core::ObsId::of(r.action.as_bytes(), &r.observation)).to_string();
             let mut out = Vec::new();
             l0.process(r.index, &id, &[Segment::Text(&r.observation)], &mut out);
-            let st: Vec<Stub> = l0.last_stubs().iter().cloned().map(Stub::Lines).collect();
+            let st: Vec<Stub> = l0.last_stubs().to_vec();
             l0_gross.push(memo.count(&without_stubs(&out, &st)) as u64);
             l0_stubs.extend(st);
             l0_res.push(out);
@@ -119,7 +119,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let a = &mut acc[ti];
             let mut runs = Vec::with_capacity(2);
             for order in [Order::L1L0, Order::L0L1] {
-                let mut cfg = Config::new(*th);
+                let mut cfg = Config::new(*th).with_counter(&lam_trajectory::Cl100k);
                 cfg.order = order;
                 let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
                 a.equal &= run.report.online_equals_batch;
