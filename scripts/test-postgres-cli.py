@@ -79,3 +79,34 @@ assert all(s in listed for s in sessions), listed
 bad = run("recall", "--store", url, "§0000000f", ok=False)
 assert bad.returncode == 1 and b"nearest" in bad.stderr, bad.stderr
 print(f"lam CLI on PostgreSQL: {len(sessions)} sessions, {recalled} observations recalled byte-exact ({non_utf8} not UTF-8), --list checked")
+
+# The Python package on the same server (LAM_PYTHON: an interpreter with `lam` installed,
+# as scripts/test-python.sh leaves in target/py-venv): lam.Store recalls what the CLI
+# archived; lam.Session(store=postgres://...) archives, and the CLI recalls it.
+py = os.environ.get("LAM_PYTHON")
+if not py:
+    print("lam.Store / lam.Session on PostgreSQL: not run (LAM_PYTHON unset)")
+    sys.exit(0)
+check = r'''
+import json, sys, lam
+url, expect = sys.argv[1], json.load(sys.stdin)
+n = 0
+for s, recs in expect.items():
+    st = lam.Store(url, session=s)
+    for i, hexobs in recs:
+        assert st.recall("§" + i) == bytes.fromhex(hexobs), f"lam.Store {s} §{i} is not byte-exact"
+        n += 1
+with lam.Session(encoder="hashing", store=url, session="python-on-pg") as sess:
+    ids = [sess.admit("cat f", b"line %d\n\xff not utf-8\n" % k).id for k in range(3)]
+print(json.dumps({"recalled": n, "ids": ids}))
+'''
+payload = json.dumps({s: [[i, o.hex()] for i, o in dict(recs).items()] for s, recs in expect.items()})
+p = subprocess.run([py, "-c", check, url], input=payload.encode(), capture_output=True)
+if p.returncode != 0:
+    sys.exit(f"lam (Python) on PostgreSQL failed: {p.stderr.decode(errors='replace')}")
+res = json.loads(p.stdout)
+for k, i in enumerate(res["ids"]):
+    got = run("recall", "--store", url, "--session", "python-on-pg", i).stdout
+    assert got == b"line %d\n\xff not utf-8\n" % k, f"{i} archived from Python does not recall exactly"
+print(f"lam (Python) on PostgreSQL: lam.Store recalled {res['recalled']} observations byte-exact; "
+      f"{len(res['ids'])} admitted by lam.Session recalled exactly by the CLI")

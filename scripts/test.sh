@@ -12,10 +12,10 @@ cargo xtask verify-digests --sample
 bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
 bash scripts/check-ort.sh
-# The PostgreSQL archive (arc-store feature postgres) and the lam program on it: installs PostgreSQL, runs a throwaway cluster
-bash scripts/test-postgres.sh
 # The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
 bash scripts/test-python.sh
+# The PostgreSQL archive (arc-store feature postgres) and the lam program and the Python package on it: installs PostgreSQL, runs a throwaway cluster
+bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
 bash scripts/test-serve.sh
 # lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency

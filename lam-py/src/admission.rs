@@ -35,6 +35,21 @@ pub struct Admission {
     #[pyo3(get)]
     pub bytes_in: usize,
     pub stubs: Vec<Stub>,
+    /// Per stub: the largest L1 distance among the chunks it stands for (`None` for L0).
+    pub distances: Vec<Option<f32>>,
+}
+
+/// The largest distance to its representative among the chunks a stub stands for.
+fn stub_distance(s: &Stub, chunks: &[lam_operator::ChunkOutcome]) -> Option<f32> {
+    let Stub::Chunks(c) = s else { return None };
+    chunks
+        .iter()
+        .filter(|o| (c.first..=c.last).contains(&(o.ordinal + 1)))
+        .filter_map(|o| match o.decision {
+            lam_core::Decision::Dropped { distance, .. } => Some(distance),
+            lam_core::Decision::Retained => None,
+        })
+        .reduce(f32::max)
 }
 
 impl Admission {
@@ -51,6 +66,7 @@ impl Admission {
             encode_us: a.encode_ns as f64 / 1e3,
             admit_us: a.admit_ns as f64 / 1e3,
             residual: a.residual,
+            distances: a.stubs.iter().map(|s| stub_distance(s, &a.chunks)).collect(),
             stubs: a.stubs,
             bytes_in,
         }
@@ -63,7 +79,7 @@ impl Admission {
 /// `distance` (L1: the largest embedding distance in the run; L0: `None`,
 /// the lines are exact repeats), `text` (the stub line) and the extent
 /// (`first`/`last` chunk, or `lines`).
-pub fn stub_dict<'py>(py: Python<'py>, s: &Stub) -> PyResult<Bound<'py, PyDict>> {
+pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("id", format!("§{}", s.id()))?;
     d.set_item("text", s.to_string())?;
@@ -77,7 +93,7 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub) -> PyResult<Bound<'py, PyDict>>
                 .collect();
             d.set_item("representative", reps.first().cloned())?;
             d.set_item("representatives", reps)?;
-            d.set_item("distance", c.distance)?;
+            d.set_item("distance", distance)?;
             d.set_item("first", c.first)?;
             d.set_item("last", c.last)?;
         }
@@ -111,7 +127,11 @@ impl Admission {
     /// Every stub of this admission, in the order the layers wrote them.
     #[getter]
     fn stubs<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.stubs.iter().map(|s| stub_dict(py, s)).collect()
+        self.stubs
+            .iter()
+            .zip(&self.distances)
+            .map(|(s, d)| stub_dict(py, s, *d))
+            .collect()
     }
 
     fn __repr__(&self) -> String {

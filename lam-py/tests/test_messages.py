@@ -84,7 +84,7 @@ def test_store_recalls_every_stub(tmp_path):
     by_id = {}
     for o, r in zip([o for o in out if o["role"] == "tool"], recs):
         for line in o["content"].splitlines():
-            if line.startswith("[lam: "):
+            if line.startswith("[lam: ") and "; _recall " in line:  # once per observation
                 by_id[line.rsplit("_recall ", 1)[1].rstrip("]")] = r.observation
     assert by_id
     for id, original in by_id.items():

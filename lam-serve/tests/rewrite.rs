@@ -3,7 +3,7 @@
 //! conversations in each API's shape.
 
 use arc_store::{Access, StoreSpec};
-use lam_core::{Stub, TokenCounter};
+use lam_core::TokenCounter;
 use lam_serve::{Api, Proxy, Rewritten, ServeConfig};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -199,10 +199,7 @@ fn check_recall(store: &std::path::Path, sent: &[String], originals: &[String]) 
     let st = arc_store::open(&StoreSpec::Dir(store.to_path_buf()), Access::ReadOnly).unwrap();
     let mut stubs = 0;
     for (s, o) in sent.iter().zip(originals) {
-        for line in s.lines() {
-            let Some(stub) = Stub::parse_bytes(line.as_bytes()) else {
-                continue;
-            };
+        for stub in lam_core::stub::parse_residual(s.as_bytes()).unwrap() {
             stubs += 1;
             assert_eq!(
                 text(&arc_store::find(st.as_ref(), None, stub.id()).unwrap().bytes),

@@ -6,7 +6,8 @@ replays real trajectories from the corpus as growing conversations with tool
 results (chat completions, messages, responses; streaming and not) and checks:
 tool results are forwarded compacted (fewer tokens), every earlier item is
 forwarded byte-identically turn after turn, streamed answers arrive unchanged
-(and event by event), every cited §id recalls exactly through `lam recall`,
+(and event by event), every cited §id recalls exactly through `lam recall`
+(and through the official `mcp` client talking to `lam mcp` over stdio),
 SIGTERM finishes an in-flight stream, and 64 concurrent sessions run without
 errors.
 
@@ -339,15 +340,38 @@ def check_recall(lam, store, convs):
         pool = set(originals)
         for s, o in zip(sent, originals):
             for line in s.split("\n"):
-                m = STUB.match(line)
-                if not m:
+                if not (line.startswith("[lam: ") and line.endswith("]")):
                     continue
-                assert get(m.group(1)) == o, f"{api} {name}: §{m.group(1)} does not recall its original"
+                m = STUB.match(line)
+                if m:  # the line that carries the observation's own _recall
+                    assert get(m.group(1)) == o, f"{api} {name}: §{m.group(1)} does not recall its original"
                 for cited in CITED.findall(line):
                     assert get(cited) in pool, f"{api} {name}: §{cited} recalls no original of the conversation"
                 n += 1
     assert n > 0, "no stubs at all"
     print(f"  {n} stubs, {len(cache)} distinct §ids recalled exactly with lam recall")
+    return cache
+
+
+def check_recall_mcp(lam, store, expected):
+    """The same §ids through the official `mcp` client talking to `lam mcp` over stdio."""
+    import asyncio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def run():
+        params = StdioServerParameters(command=lam, args=["mcp", "--store", str(store)])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                for sid, want in expected.items():
+                    r = await s.call_tool("recall", {"id": "§" + sid})
+                    texts = [c.text for c in r.content if c.type == "text"]
+                    assert not r.isError, f"mcp recall §{sid}: {texts}"
+                    assert texts == [want], f"mcp recall §{sid} does not return the original"
+
+    asyncio.run(run())
+    print(f"  the same {len(expected)} §ids recalled exactly through the mcp client and lam mcp (stdio)")
 
 
 def check_stream_and_shutdown(serve, stub):
@@ -434,7 +458,7 @@ def main():
     convs = replay(args, serve, stub, trajectories)
     check_stats(serve, len(convs))
     check_stream_and_shutdown(serve, stub)
-    check_recall(args.lam, store, convs)
+    check_recall_mcp(args.lam, store, check_recall(args.lam, store, convs))
     load_test(args, trajectories, work)
     print("sdk tests passed")
 
