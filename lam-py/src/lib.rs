@@ -39,7 +39,7 @@ fn _bench_rust_admit(
         .collect();
     let (mut enc, _) = args::encoder(encoder, None, lam_encode::Cache::Off, 32)?;
     let mut s = lam_operator::Session::new(
-        lam_operator::Config::new(args::threshold(threshold)?),
+        lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k),
         enc.info().dim,
     )
     .map_err(errors::operator)?;

@@ -126,7 +126,7 @@ impl Session {
         count_tokens: bool,
         batch: usize,
     ) -> PyResult<Self> {
-        let mut cfg = Config::new(args::threshold(threshold)?);
+        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k);
         cfg.order = order
             .parse::<Order>()
             .map_err(|e| errors::arg("order", e))?;

@@ -148,7 +148,7 @@ impl ArcView {
             let (enc, cache_file) =
                 args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
             let op = lam_operator::Session::new(
-                Config::new(args::threshold(threshold)?),
+                Config::new(args::threshold(threshold)?).with_counter(&Cl100k),
                 enc.info().dim,
             )
             .map_err(errors::operator)?

@@ -236,7 +236,7 @@ impl Proxy {
             store: SharedStore(Mutex::new(store)),
             pool: Pool::new(encoders, cache),
             counter: Arc::new(lam_trajectory::Cl100k),
-            operator: lam_operator::Config::new(threshold),
+            operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k),
             dim,
             user_turns: cfg.user_turns,
         };

@@ -57,9 +57,11 @@ const CRATES: [&str; 15] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam
 const FORBIDDEN: [&str; 10] =
     ["cudarc", "candle-kernels", "bindgen_cuda", "ort", "ort-sys", "hip-rs", "hip-sys", "libloading", "tokio-postgres", "postgres-protocol"];
 
-// The PostgreSQL client, which the `lam` program (only) builds by default: every `--store`
-// takes `postgres://...`. The library crates keep arc-store's `postgres` feature opt-in.
-const LAM_DEFAULT_OK: [&str; 2] = ["tokio-postgres", "postgres-protocol"];
+// The PostgreSQL client, which the end-user programs (only) build by default: every `--store`
+// of the `lam` program and every `store=` of the Python package takes `postgres://...`.
+// The library crates keep arc-store's `postgres` feature opt-in.
+const PG_DEFAULT_OK: [&str; 2] = ["tokio-postgres", "postgres-protocol"];
+const PG_PROGRAMS: [&str; 2] = ["lam", "lam-py"];
 
 // The command line's crates: only the `lam` program (and xtask) may pull them in.
 const CLI_ONLY: [&str; 3] = ["clap", "indicatif", "anyhow"];
@@ -81,7 +83,7 @@ fn check_default_deps() -> Result<()> {
         let bad: Vec<&str> = tree
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| FORBIDDEN.contains(name) && !(c == "lam" && LAM_DEFAULT_OK.contains(name)))
+            .filter(|name| FORBIDDEN.contains(name) && !(PG_PROGRAMS.contains(&c) && PG_DEFAULT_OK.contains(name)))
             .collect();
         if !bad.is_empty() {
             bail!("{c}: default build pulls in {bad:?}");
