@@ -38,18 +38,19 @@ pub fn markdown(r: &EvalReport) -> String {
     let _ = writeln!(s, "Definitions of every column: `docs/eval.md`. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
 
     let _ = writeln!(s, "## Headline\n");
-    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
+    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for t in &r.thresholds {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.2} pt | {} | {} | {:.2} pt | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} ({:.2}) pt | {} | {} | {:.2} pt | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
             t.threshold,
             pct(t.removal_l0),
             pct(t.removal_l1),
             pct(t.l1_l0.removal_gross),
             pct(t.l1_l0.removal_net),
             100.0 * t.l1_l0.stub_cost,
+            100.0 * t.l1_l0.stub_floor,
             pct(t.l0_l1.removal_gross),
             pct(t.l0_l1.removal_net),
             100.0 * t.l0_l1.stub_cost,

@@ -115,6 +115,7 @@ pub(super) fn semdedup(preps: &[Prep], dim: usize, o: &Options, memo: &mut TokMe
             row.removal_net = per.iter().map(|r| r.removal_net).sum::<f64>() / k as f64;
             row.removal_gross = row.removal_net;
             row.stub_cost = 0.0;
+            row.stub_floor = 0.0;
             let mut js = Vec::new();
             for i in 0..sets.len() {
                 for j in i + 1..sets.len() {

@@ -30,6 +30,10 @@ pub struct SettingRow {
     /// Stub cost: `removal_gross - removal_net` (the stub lines' share of
     /// the input tokens).
     pub stub_cost: f64,
+    /// The part of the stub cost no stub design keeping the guarantees can
+    /// avoid (each observation's `_recall §id` once, each L1 representative's
+    /// observation id once), as a share of the input tokens: a lower bound.
+    pub stub_floor: f64,
     /// Input tokens.
     pub tokens_in: u64,
     /// Output tokens (net).
@@ -325,6 +329,8 @@ pub struct Headline {
     pub removal_l0_l1_net: f64,
     /// L1 -> L0 stub cost (gross minus net).
     pub stub_cost_l1_l0: f64,
+    /// L1 -> L0 stub floor (`SettingRow::stub_floor`).
+    pub stub_floor_l1_l0: f64,
     /// delta_hat.
     pub delta_hat: f64,
     /// Evidence micro (lossy).
@@ -362,6 +368,7 @@ impl EvalReport {
                 removal_l1_l0_net: r.l1_l0.removal_net,
                 removal_l0_l1_net: r.l0_l1.removal_net,
                 stub_cost_l1_l0: r.l1_l0.stub_cost,
+                stub_floor_l1_l0: r.l1_l0.stub_floor,
                 delta_hat: r.delta_hat,
                 evidence_micro: r.l1_l0.evidence_micro,
                 evidence_recoverable: r.l1_l0.evidence_recoverable,

@@ -8,10 +8,34 @@ pub(super) struct Scored {
     pub(super) witnessed: u32,
     pub(super) kept: u32,
     pub(super) recovered: u32,
+    /// Tokens the stubs cannot do without ([`floor_tokens`]).
+    pub(super) tok_floor: u64,
 }
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(hay, needle).is_some()
+}
+
+/// The tokens no stub design that keeps the guarantees can avoid: per
+/// observation that lost anything, its `_recall §id` once, plus each other
+/// observation named as an L1 representative once (`" §id"`). Ids are ARC's
+/// (`§` + 8 hex); brackets, chunk and line numbers, L0 sources and newlines
+/// are left out, so this is a lower bound on the stub cost.
+pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub]) -> u64 {
+    let mut total = 0u64;
+    for own in recall_ids(stubs) {
+        total += memo.count(format!("{}{own}", lam_core::stub::RECALL.trim_start_matches("; ")).as_bytes()) as u64;
+        let mut reps: Vec<&str> = Vec::new();
+        for s in stubs.iter().filter(|s| s.id() == own && s.is_chunks()) {
+            for i in s.cited_ids() {
+                if i != own && !reps.contains(&i) {
+                    reps.push(i);
+                }
+            }
+        }
+        total += reps.iter().map(|i| memo.count(format!(" §{i}").as_bytes()) as u64).sum::<u64>();
+    }
+    total
 }
 
 /// The `_recall §id` handles of stubs, each once, in order.
@@ -45,7 +69,8 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
             }
         }
     }
-    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered }
+    let tok_floor = floor_tokens(memo, stubs);
+    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor }
 }
 
 /// Aggregate of one setting over the corpus.
@@ -55,6 +80,7 @@ pub(super) struct Agg {
     pub(super) tok_in: u64,
     pub(super) tok_gross: u64,
     pub(super) tok_net: u64,
+    pub(super) tok_floor: u64,
     pub(super) witnessed: u64,
     pub(super) kept: u64,
     pub(super) recovered: u64,
@@ -83,6 +109,7 @@ impl Agg {
         self.tok_in += tin;
         self.tok_gross += s.tok_gross;
         self.tok_net += s.tok_net;
+        self.tok_floor += s.tok_floor;
         for (i, &b) in o.budgets.iter().enumerate() {
             if s.tok_net <= b as u64 {
                 self.bfr_fit[i] += 1;
@@ -131,6 +158,7 @@ impl Agg {
             removal_gross: self.removal(self.tok_gross),
             removal_net: self.removal(self.tok_net),
             stub_cost: self.removal(self.tok_gross) - self.removal(self.tok_net),
+            stub_floor: if self.tok_in == 0 { 0.0 } else { self.tok_floor as f64 / self.tok_in as f64 },
             tokens_in: self.tok_in,
             tokens_out: self.tok_net,
             evidence_micro: frac(self.kept, self.witnessed),
@@ -166,5 +194,21 @@ mod tests {
         let r = Agg::default().row(&Options::default());
         assert_eq!(r.tokens_in, 0);
         assert!(r.by_size.iter().all(|p| p.trajectories == 0 && p.removal.is_none()));
+    }
+
+    #[test]
+    fn the_floor_counts_each_recall_and_each_representative_once() {
+        let st = |l: &str| Stub::parse(l).unwrap();
+        let mut a1 = st("[lam: chunks 2-3 ~ §bbbbbbbb#1 #1; _recall §aaaaaaaa]");
+        let mut a2 = st("[lam: chunk 5 ~ §bbbbbbbb#4]");
+        let mut a3 = st("[lam: 3 lines from §cccccccc:7]");
+        for s in [&mut a1, &mut a2, &mut a3] {
+            s.set_own_id("aaaaaaaa");
+        }
+        let d = st("[lam: 2 lines from :1; _recall §dddddddd]");
+        let mut memo = TokMemo(Default::default());
+        let want = memo.count("_recall §aaaaaaaa".as_bytes()) + memo.count(" §bbbbbbbb".as_bytes()) + memo.count("_recall §dddddddd".as_bytes());
+        assert_eq!(floor_tokens(&mut memo, &[a1, a2, a3, d]), want as u64);
+        assert_eq!(floor_tokens(&mut memo, &[]), 0);
     }
 }
