@@ -48,7 +48,23 @@ pub fn candidate_index<I: CandidateIndex>(make: impl Fn(usize) -> I) {
             assert!(out.windows(2).all(|w| w[0] < w[1]), "{}: not ascending/unique: {out:?}", idx.describe());
             assert!(out.iter().all(|c| ids.contains(c)), "{}: unknown id in {out:?}", idx.describe());
             assert!(out.contains(&id), "{}: exact copy of {id} not proposed (dim {dim})", idx.describe());
+            visits_in_order(&idx, &vecs[k * dim..(k + 1) * dim], &out);
         }
+    }
+}
+
+/// Checks that `visit_candidates` offers exactly `want` (what `candidates`
+/// gave for `query`), in order, and stops right after the visitor breaks.
+pub fn visits_in_order<I: CandidateIndex>(idx: &I, query: &[f32], want: &[u32]) {
+    let mut scratch = Vec::new();
+    for stop in [usize::MAX, 0, want.len() / 2] {
+        let mut seen = Vec::new();
+        idx.visit_candidates(query, &mut scratch, &mut |c| {
+            seen.push(c);
+            if seen.len() > stop { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) }
+        });
+        let n = want.len().min(stop.saturating_add(1));
+        assert_eq!(seen, want[..n], "{}: visit_candidates (stop after {stop}) differs from candidates", idx.describe());
     }
 }
 

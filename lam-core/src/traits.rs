@@ -3,7 +3,7 @@
 //! never per element.
 
 use crate::{Error, ObsId, Record, SessionId};
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 /// What an encoder is, as the pipeline needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +75,21 @@ pub trait CandidateIndex: Send {
     /// Candidate ids for `query`, ascending and without duplicates, into `out`
     /// (cleared first).
     fn candidates(&self, query: &[f32], out: &mut Vec<u32>);
+
+    /// Offers the candidates for `query` to `visit` one at a time, in the
+    /// order [`candidates`](Self::candidates) gives them, until `visit`
+    /// returns `ControlFlow::Break`. `scratch` is working memory. The default
+    /// collects all of them first; an index that can produce them lazily
+    /// overrides it, so a search that stops at its first hit does not pay for
+    /// the rest (admission in long sessions).
+    fn visit_candidates(&self, query: &[f32], scratch: &mut Vec<u32>, visit: &mut dyn FnMut(u32) -> ControlFlow<()>) {
+        self.candidates(query, scratch);
+        for &c in scratch.iter() {
+            if visit(c).is_break() {
+                return;
+            }
+        }
+    }
 
     /// Number of ids held.
     fn len(&self) -> usize;

@@ -3,6 +3,7 @@
 use lam_core::{CandidateIndex, Threshold};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// `Q_eps(x) = round(x / 2eps)`, with `eps = rel * sigma` and `sigma = 1/sqrt(D)`.
@@ -65,9 +66,12 @@ pub struct BandedIndex {
     dim: usize,
     params: BandParams,
     quant: Quantizer,
-    table: HashMap<u64, Vec<u32>, BuildNoHashHasher<u64>>,
+    table: HashMap<u64, Bucket, BuildNoHashHasher<u64>>,
     len: usize,
     max_id: u32,
+    /// Every id was inserted after every smaller one, so each bucket is
+    /// ascending (what the greedy run does); lazy visiting relies on it.
+    ascending: bool,
 }
 
 impl BandedIndex {
@@ -81,6 +85,7 @@ impl BandedIndex {
             table: HashMap::default(),
             len: 0,
             max_id: 0,
+            ascending: true,
         }
     }
 
@@ -131,12 +136,10 @@ impl CandidateIndex for BandedIndex {
         assert_eq!(vectors.len(), ids.len() * self.dim, "dimension mismatch");
         let mut digests = Vec::with_capacity(self.bands());
         for (&id, v) in ids.iter().zip(vectors.chunks_exact(self.dim)) {
+            self.ascending &= self.len == 0 || id > self.max_id;
             self.digests(v, &mut digests);
             for &d in &digests {
-                let bucket = self.table.entry(d).or_default();
-                if bucket.last() != Some(&id) {
-                    bucket.push(id);
-                }
+                self.table.entry(d).or_default().push(id);
             }
             self.len += 1;
             self.max_id = self.max_id.max(id);
@@ -145,41 +148,154 @@ impl CandidateIndex for BandedIndex {
 
     fn candidates(&self, query: &[f32], out: &mut Vec<u32>) {
         out.clear();
-        if self.len == 0 {
+        let mut window = Vec::new();
+        self.visit_candidates(query, &mut window, &mut |c| {
+            out.push(c);
+            ControlFlow::Continue(())
+        });
+    }
+
+    fn visit_candidates(&self, query: &[f32], scratch: &mut Vec<u32>, visit: &mut dyn FnMut(u32) -> ControlFlow<()>) {
+        let buckets = self.buckets(query);
+        if !self.ascending || buckets.iter().map(|b| b.ids.len()).sum::<usize>() <= 256 {
+            // Few entries (or buckets out of order): sort them all.
+            scratch.clear();
+            buckets.iter().for_each(|b| scratch.extend_from_slice(&b.ids));
+            scratch.sort_unstable();
+            scratch.dedup();
+            let _ = scratch.iter().try_for_each(|&c| visit(c));
             return;
         }
-        let mut digests = Vec::with_capacity(self.bands());
-        self.digests(query, &mut digests);
-        let buckets: Vec<&Vec<u32>> = digests.iter().filter_map(|d| self.table.get(d)).collect();
-        let total: usize = buckets.iter().map(|b| b.len()).sum();
-        if total <= 256 {
-            for ids in buckets {
-                out.extend_from_slice(ids);
-            }
-            out.sort_unstable();
-            out.dedup();
-            return;
-        }
-        // Large buckets (long sessions, bands that many vectors share): a
-        // bitmap union, linear in the bucket entries, instead of sorting them
-        // all (which grew as n log n per arrival).
-        let mut bits = vec![0u64; self.max_id as usize / 64 + 1];
-        for ids in buckets {
-            for &id in ids {
-                bits[id as usize / 64] |= 1 << (id % 64);
-            }
-        }
-        for (w, &word) in bits.iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                out.push(w as u32 * 64 + word.trailing_zeros());
-                word &= word - 1;
+        let mut windows = Windows::new(buckets);
+        while let Some(ids) = windows.next(scratch) {
+            if ids.iter().try_for_each(|&c| visit(c)).is_break() {
+                return;
             }
         }
     }
 
     fn len(&self) -> usize {
         self.len
+    }
+}
+
+impl BandedIndex {
+    /// The buckets `query` falls into, one per band that has one.
+    fn buckets(&self, query: &[f32]) -> Vec<&Bucket> {
+        if self.len == 0 {
+            return Vec::new();
+        }
+        let mut digests = Vec::with_capacity(self.bands());
+        self.digests(query, &mut digests);
+        digests.iter().filter_map(|d| self.table.get(d)).collect()
+    }
+}
+
+/// The ids of one band digest, ascending when inserted in order, and once
+/// the bucket is big also a bitmap of them, so a union over many big buckets
+/// (sparse vectors share their all-zero bands) ORs words instead of walking
+/// entries.
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    ids: Vec<u32>,
+    bits: Vec<u64>,
+}
+
+impl Bucket {
+    /// Entries from which a bucket keeps a bitmap too.
+    const BITMAP_FROM: usize = 1024;
+
+    fn push(&mut self, id: u32) {
+        if self.ids.last() == Some(&id) {
+            return;
+        }
+        self.ids.push(id);
+        if self.ids.len() == Self::BITMAP_FROM {
+            self.ids.clone().into_iter().for_each(|i| self.set(i));
+        } else if self.ids.len() > Self::BITMAP_FROM {
+            self.set(id);
+        }
+    }
+
+    fn set(&mut self, id: u32) {
+        let w = id as usize / 64;
+        if self.bits.len() <= w {
+            self.bits.resize(w + 1, 0);
+        }
+        self.bits[w] |= 1 << (id % 64);
+    }
+
+    /// Read through the bitmap: it has one and no more words than entries.
+    fn by_words(&self) -> bool {
+        !self.bits.is_empty() && self.bits.len() <= self.ids.len()
+    }
+}
+
+/// The union of ascending buckets, produced in ascending, 64-aligned
+/// windows of ids that double in width: a search that stops early reads only
+/// the start of each bucket, and one that does not reads every entry (or
+/// bitmap word) once, plus one look per bucket and window (about
+/// `log2(ids)` windows).
+struct Windows<'a> {
+    lists: Vec<&'a [u32]>,
+    cursors: Vec<usize>,
+    maps: Vec<&'a [u64]>,
+    /// Every id below this was produced.
+    done: u64,
+    /// One past the largest id of any bucket.
+    end: u64,
+    width: u64,
+    bits: Vec<u64>,
+}
+
+impl<'a> Windows<'a> {
+    fn new(buckets: Vec<&'a Bucket>) -> Self {
+        let end = buckets.iter().filter_map(|b| b.ids.last()).max().map_or(0, |&id| u64::from(id) + 1);
+        let (maps, lists): (Vec<_>, Vec<_>) = buckets.into_iter().partition(|b| b.by_words());
+        let cursors = vec![0; lists.len()];
+        let (lists, maps) = (lists.iter().map(|b| b.ids.as_slice()).collect(), maps.iter().map(|b| b.bits.as_slice()).collect());
+        Self { lists, cursors, maps, done: 0, end, width: 64, bits: Vec::new() }
+    }
+
+    /// The first id of the next window: the smallest unread list entry, or
+    /// where the last window ended while bitmaps remain.
+    fn start(&self) -> Option<u64> {
+        let list = self.lists.iter().zip(&self.cursors).filter_map(|(b, &c)| b.get(c)).min().map(|&id| u64::from(id));
+        let map = (!self.maps.is_empty() && self.done < self.end).then_some(self.done);
+        list.into_iter().chain(map).min()
+    }
+
+    /// The next window's ids, ascending and unique, into `out`; `None` when
+    /// every bucket is used up.
+    fn next<'o>(&mut self, out: &'o mut Vec<u32>) -> Option<&'o [u32]> {
+        let lo = self.start()? / 64 * 64;
+        let width = self.width.min((self.end - lo).next_multiple_of(64));
+        let hi = lo + width;
+        self.bits.clear();
+        self.bits.resize(width as usize / 64, 0);
+        for (b, c) in self.lists.iter().zip(self.cursors.iter_mut()) {
+            while let Some(&id) = b.get(*c).filter(|&&id| u64::from(id) < hi) {
+                let k = (u64::from(id) - lo) as usize;
+                self.bits[k / 64] |= 1 << (k % 64);
+                *c += 1;
+            }
+        }
+        let first = (lo / 64) as usize;
+        for m in &self.maps {
+            for (w, &word) in self.bits.iter_mut().zip(m.iter().skip(first)) {
+                *w |= word;
+            }
+        }
+        out.clear();
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                out.push((lo + w as u64 * 64) as u32 + word.trailing_zeros());
+                word &= word - 1;
+            }
+        }
+        (self.done, self.width) = (hi, self.width * 2);
+        Some(out)
     }
 }
 
@@ -256,6 +372,12 @@ impl CandidateIndex for L1Index {
         match self {
             Self::Banded(i) => i.candidates(query, out),
             Self::Exhaustive(i) => i.candidates(query, out),
+        }
+    }
+    fn visit_candidates(&self, query: &[f32], scratch: &mut Vec<u32>, visit: &mut dyn FnMut(u32) -> ControlFlow<()>) {
+        match self {
+            Self::Banded(i) => i.visit_candidates(query, scratch, visit),
+            Self::Exhaustive(i) => i.visit_candidates(query, scratch, visit),
         }
     }
     fn len(&self) -> usize {

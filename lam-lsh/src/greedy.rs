@@ -1,6 +1,9 @@
 //! Greedy first-occurrence deduplication (LAM Algorithms 1 and 2, C.4, C.5).
 
-use crate::sq_l2;
+use crate::sq_l2_within;
+use nohash_hasher::BuildNoHashHasher;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
 use lam_core::{CandidateIndex, Decision, Error, Threshold, check_unit};
 
 /// Counters of one session's L1 run.
@@ -30,6 +33,8 @@ pub struct Greedy<I> {
     delta_sq: f32,
     index: I,
     retained_ids: Vec<u32>,
+    /// Row of each retained id (one probe per candidate, not a search).
+    slots: HashMap<u32, u32, BuildNoHashHasher<u32>>,
     retained: Vec<f32>,
     stats: L1Stats,
     last_id: Option<u32>,
@@ -46,6 +51,7 @@ impl<I: CandidateIndex> Greedy<I> {
             delta_sq: threshold.delta_sq_f32(),
             index,
             retained_ids: Vec::new(),
+            slots: HashMap::default(),
             retained: Vec::new(),
             stats: L1Stats::default(),
             last_id: None,
@@ -91,42 +97,74 @@ impl<I: CandidateIndex> Greedy<I> {
         }
         self.last_id = Some(id);
         self.stats.chunks += 1;
-        let mut cands = std::mem::take(&mut self.cands);
-        self.index.candidates(v, &mut cands);
+        let mut scratch = std::mem::take(&mut self.cands);
+        let (best_d2, hit) = self.nearest_first(v, &mut scratch);
+        self.cands = scratch;
         let mut decision = Decision::Retained;
         let t = self.threshold.cosine();
-        let mut best_d2: Option<f32> = None;
-        for &c in &cands {
-            let Ok(slot) = self.retained_ids.binary_search(&c) else {
-                continue;
-            };
-            self.stats.verified_pairs += 1;
-            let row = &self.retained[slot * self.dim..(slot + 1) * self.dim];
-            let d2 = sq_l2(v, row);
-            best_d2 = Some(best_d2.map_or(d2, |b| b.min(d2)));
-            if d2 <= self.delta_sq {
-                // Candidates are ascending, so the first hit is the lowest index.
-                let distance = f64::from(d2).sqrt();
-                decision = Decision::Dropped { representative: c, distance: distance as f32 };
-                self.stats.dropped += 1;
-                if distance > self.stats.delta_hat {
-                    self.stats.delta_hat = distance;
-                }
-                break;
+        if let Some((c, d2)) = hit {
+            let distance = f64::from(d2).sqrt();
+            decision = Decision::Dropped { representative: c, distance: distance as f32 };
+            self.stats.dropped += 1;
+            if distance > self.stats.delta_hat {
+                self.stats.delta_hat = distance;
             }
         }
-        self.cands = cands;
         if let Some(b) = best_d2 {
             // For unit vectors cos = 1 - d^2 / 2.
             let margin = ((1.0 - f64::from(b) / 2.0) - t).abs();
             self.stats.min_margin = Some(self.stats.min_margin.map_or(margin, |m| m.min(margin)));
         }
         if decision == Decision::Retained {
+            self.slots.insert(id, self.retained_ids.len() as u32);
             self.retained_ids.push(id);
             self.retained.extend_from_slice(v);
             self.index.insert_batch(&[id], v);
         }
         Ok(decision)
+    }
+
+    /// Verify the candidates for `v` in ascending order up to the first one
+    /// within delta (the lowest index, the representative): the smallest
+    /// squared distance verified and the hit.
+    ///
+    /// A pair is verified only as far as it can matter: a candidate proved
+    /// farther than [`Self::bound`] is neither a hit nor able to lower the
+    /// smallest margin, so its distance is cut short (`sq_l2_within`); every
+    /// decision, `delta_hat` and `min_margin` are what full distances give.
+    fn nearest_first(&mut self, v: &[f32], scratch: &mut Vec<u32>) -> (Option<f32>, Option<(u32, f32)>) {
+        let (dim, delta_sq, bound) = (self.dim, self.delta_sq, self.bound());
+        let (slots, rows, stats) = (&self.slots, &self.retained, &mut self.stats);
+        let (mut best_d2, mut hit) = (None::<f32>, None);
+        self.index.visit_candidates(v, scratch, &mut |c| {
+            let Some(&slot) = slots.get(&c) else {
+                return ControlFlow::Continue(());
+            };
+            let slot = slot as usize;
+            stats.verified_pairs += 1;
+            let Some(d2) = sq_l2_within(v, &rows[slot * dim..(slot + 1) * dim], bound) else {
+                return ControlFlow::Continue(());
+            };
+            best_d2 = Some(best_d2.map_or(d2, |b| b.min(d2)));
+            if d2 <= delta_sq {
+                hit = Some((c, d2));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
+        (best_d2, hit)
+    }
+
+    /// The squared distance beyond which a pair changes nothing: above
+    /// `delta^2` it is no hit, and above `2 (1 - t) + 2 m` (with `m` the
+    /// smallest margin so far) its margin `d^2 / 2 - (1 - t)` exceeds `m`.
+    /// Infinite before the first margin.
+    fn bound(&self) -> f32 {
+        let Some(m) = self.stats.min_margin else {
+            return f32::INFINITY;
+        };
+        let b = ((2.0 * (1.0 - self.threshold.cosine()) + 2.0 * m) as f32).next_up();
+        b.max(self.delta_sq)
     }
 
     /// Decide a batch of chunks in order (`vectors` holds `ids.len()` rows).

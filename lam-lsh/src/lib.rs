@@ -31,7 +31,7 @@ mod distance;
 mod greedy;
 
 pub use band::{BandParams, BandedIndex, ExhaustiveIndex, L1Index, Quantizer};
-pub use distance::{sq_l2, sq_l2_scalar};
+pub use distance::{sq_l2, sq_l2_scalar, sq_l2_scalar_within, sq_l2_within};
 pub use greedy::{Greedy, L1Stats};
 
 #[cfg(test)]

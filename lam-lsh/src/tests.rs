@@ -61,6 +61,52 @@ fn conformance_banded() {
     lam_core::testsuite::candidate_index(|dim| BandedIndex::new(dim, BandParams { r: 8, rel: 0.2 }));
 }
 
+/// Sparse vectors (most bands quantise to zero, so buckets hold thousands of
+/// ids), with and without gaps between ids: the lazy, windowed visit equals
+/// `candidates`, in ascending or out-of-order insertion; and `candidates`
+/// are exactly the ids sharing a band with the query.
+#[test]
+fn lazy_visits_equal_candidates_in_big_buckets() {
+    let dim = 64;
+    let mut rng = Rng(7);
+    let sparse = |rng: &mut Rng| {
+        let mut v = vec![0.0f32; dim];
+        for _ in 0..3 {
+            v[(rng.next() * dim as f64) as usize] = 0.2 + rng.next() as f32;
+        }
+        normalize_in_place(&mut v).unwrap();
+        v
+    };
+    let vs: Vec<Vec<f32>> = (0..3000).map(|_| sparse(&mut rng)).collect();
+    // Gaps keep the big buckets as lists; dense ids read them as bitmaps.
+    for (ascending, gaps) in [(true, true), (true, false), (false, true)] {
+        let mut idx = BandedIndex::new(dim, BandParams { r: 4, rel: 0.2 });
+        let id = |i: u32| if gaps { i * 7 + (i / 500) * 100_000 } else { i };
+        let mut ids: Vec<u32> = (0..vs.len() as u32).map(id).collect();
+        if !ascending {
+            ids.swap(10, 2000);
+        }
+        for (id, v) in ids.iter().zip(&vs) {
+            idx.insert_batch(&[*id], v);
+        }
+        let mut out = Vec::new();
+        let mut qd = Vec::new();
+        for q in vs.iter().step_by(97) {
+            idx.candidates(q, &mut out);
+            idx.digests(q, &mut qd);
+            let mut want: Vec<u32> = ids.iter().zip(&vs).filter(|(_, v)| {
+                let mut d = Vec::new();
+                idx.digests(v, &mut d);
+                d.iter().zip(&qd).any(|(a, b)| a == b)
+            }).map(|(i, _)| *i).collect();
+            want.sort_unstable();
+            assert_eq!(out, want);
+            assert!(out.len() > 256, "the test must reach the windowed path");
+            lam_core::testsuite::visits_in_order(&idx, q, &out);
+        }
+    }
+}
+
 #[test]
 fn conformance_exhaustive() {
     lam_core::testsuite::candidate_index(|_| ExhaustiveIndex::new());
@@ -76,6 +122,83 @@ fn distance_is_exact_and_portable() {
         assert_eq!(d.to_bits(), sq_l2_scalar(&a, &b).to_bits(), "SIMD and portable paths differ at D={dim}");
         assert!((f64::from(d) - dist64(&a, &b).powi(2)).abs() < 1e-5);
         assert_eq!(sq_l2(&a, &a), 0.0);
+    }
+}
+
+/// The bounded distance is the full one, bit for bit, whenever it answers,
+/// and answers whenever the distance is within the bound.
+#[test]
+fn bounded_distance_is_the_full_one_or_a_proof_it_is_farther() {
+    let mut rng = Rng(11);
+    for dim in [1usize, 17, 64, 65, 384, 1000] {
+        for k in 0..200 {
+            let a = rng.unit(dim);
+            let b = if k % 2 == 0 { rng.unit(dim) } else { rng.near(&a, 0.05 * (k % 13) as f64) };
+            let d = sq_l2(&a, &b);
+            for bound in [0.0f32, 0.05, 0.1, d, d.next_down(), 1.0, 2.0, f32::INFINITY] {
+                for got in [sq_l2_within(&a, &b, bound), sq_l2_scalar_within(&a, &b, bound)] {
+                    match got {
+                        Some(x) => assert_eq!(x.to_bits(), d.to_bits(), "D={dim} bound {bound}"),
+                        None => assert!(d > bound, "D={dim}: {d} refused under bound {bound}"),
+                    }
+                }
+                if d <= bound {
+                    assert!(sq_l2_within(&a, &b, bound).is_some());
+                }
+            }
+        }
+    }
+}
+
+/// The greedy rule written out with full distances over every retained
+/// vector: decisions, `delta_hat`, `min_margin` and the pairs verified.
+fn reference(vs: &[f32], dim: usize, t: Threshold) -> (Vec<Decision>, L1Stats) {
+    let (mut kept, mut out, mut st) = (Vec::<u32>::new(), Vec::new(), L1Stats::default());
+    for (id, v) in vs.chunks_exact(dim).enumerate() {
+        let (mut best, mut hit) = (None::<f32>, None);
+        for &c in &kept {
+            st.verified_pairs += 1;
+            let d2 = sq_l2(v, &vs[c as usize * dim..][..dim]);
+            best = Some(best.map_or(d2, |b| b.min(d2)));
+            if d2 <= t.delta_sq_f32() {
+                hit = Some((c, d2));
+                break;
+            }
+        }
+        if let Some(b) = best {
+            let m = ((1.0 - f64::from(b) / 2.0) - t.cosine()).abs();
+            st.min_margin = Some(st.min_margin.map_or(m, |x| x.min(m)));
+        }
+        out.push(match hit {
+            Some((c, d2)) => {
+                st.delta_hat = st.delta_hat.max(f64::from(d2).sqrt());
+                Decision::Dropped { representative: c, distance: f64::from(d2).sqrt() as f32 }
+            }
+            None => {
+                kept.push(id as u32);
+                Decision::Retained
+            }
+        });
+    }
+    (out, st)
+}
+
+/// Cutting far pairs short changes no decision, no representative, and
+/// neither `delta_hat` nor `min_margin` (bit for bit).
+#[test]
+fn cut_short_verification_reports_what_full_distances_do() {
+    for (seed, c) in [(1u64, 0.95), (2, 0.99), (3, 0.9), (4, 0.8)] {
+        let t = Threshold::from_cosine(c).unwrap();
+        for dim in [16usize, 384] {
+            let vs = clustered(seed, dim, 300, t);
+            let (want, st) = reference(&vs, dim, t);
+            let (got, g) = run(&vs, dim, t, ExhaustiveIndex::new());
+            assert_eq!(got, want, "t={c} D={dim}");
+            let gs = g.stats();
+            assert_eq!(gs.delta_hat.to_bits(), st.delta_hat.to_bits());
+            assert_eq!(gs.min_margin.map(f64::to_bits), st.min_margin.map(f64::to_bits), "t={c} D={dim}");
+            assert_eq!(gs.verified_pairs, st.verified_pairs);
+        }
     }
 }
 
