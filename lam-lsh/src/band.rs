@@ -191,10 +191,11 @@ impl BandedIndex {
     }
 }
 
-/// The ids of one band digest, ascending when inserted in order, and once
-/// the bucket is big also a bitmap of them, so a union over many big buckets
+/// The ids of one band digest, ascending when inserted in order, and while
+/// the bucket is big and dense (no more 64-bit words than entries, dropped at
+/// twice that) also a bitmap of them, so a union over many big buckets
 /// (sparse vectors share their all-zero bands) ORs words instead of walking
-/// entries.
+/// entries. The bitmap never takes more than twice the entries' memory.
 #[derive(Debug, Clone, Default)]
 struct Bucket {
     ids: Vec<u32>,
@@ -202,7 +203,7 @@ struct Bucket {
 }
 
 impl Bucket {
-    /// Entries from which a bucket keeps a bitmap too.
+    /// Entries from which a bucket may keep a bitmap too.
     const BITMAP_FROM: usize = 1024;
 
     fn push(&mut self, id: u32) {
@@ -210,10 +211,15 @@ impl Bucket {
             return;
         }
         self.ids.push(id);
-        if self.ids.len() == Self::BITMAP_FROM {
-            self.ids.clone().into_iter().for_each(|i| self.set(i));
-        } else if self.ids.len() > Self::BITMAP_FROM {
+        let words = id as usize / 64 + 1;
+        if !self.bits.is_empty() {
             self.set(id);
+            if self.bits.len() > 2 * self.ids.len() {
+                // Sparse again: the bitmap would cost more than the entries.
+                self.bits = Vec::new();
+            }
+        } else if self.ids.len() >= Self::BITMAP_FROM && words <= self.ids.len() {
+            self.ids.clone().into_iter().for_each(|i| self.set(i));
         }
     }
 

@@ -78,10 +78,15 @@ fn lazy_visits_equal_candidates_in_big_buckets() {
         v
     };
     let vs: Vec<Vec<f32>> = (0..3000).map(|_| sparse(&mut rng)).collect();
-    // Gaps keep the big buckets as lists; dense ids read them as bitmaps.
-    for (ascending, gaps) in [(true, true), (true, false), (false, true)] {
+    // Gaps (0) keep the big buckets as lists; dense ids (1) read them as
+    // bitmaps; dense then sparse (2) builds bitmaps and drops them again.
+    for (ascending, shape) in [(true, 0), (true, 1), (true, 2), (false, 0)] {
         let mut idx = BandedIndex::new(dim, BandParams { r: 4, rel: 0.2 });
-        let id = |i: u32| if gaps { i * 7 + (i / 500) * 100_000 } else { i };
+        let id = |i: u32| match shape {
+            0 => i * 7 + (i / 500) * 100_000,
+            1 => i,
+            _ => i.min(1500) + i.saturating_sub(1500) * 1000,
+        };
         let mut ids: Vec<u32> = (0..vs.len() as u32).map(id).collect();
         if !ascending {
             ids.swap(10, 2000);
