@@ -24,7 +24,7 @@ pub fn normalize_in_place(v: &mut [f32]) -> Result<(), VectorFault> {
         ss += f64::from(x) * f64::from(x);
     }
     let norm = ss.sqrt();
-    if !(norm > f64::from(f32::MIN_POSITIVE)) {
+    if norm.partial_cmp(&f64::from(f32::MIN_POSITIVE)) != Some(std::cmp::Ordering::Greater) {
         return Err(VectorFault::Zero);
     }
     for x in v.iter_mut() {

@@ -377,15 +377,15 @@ pub fn view_policy<P: ViewPolicy>(mut make: impl FnMut() -> P, count: impl Fn(&[
         assert_eq!(ra, rb, "{}: two fresh policies render turn {i} differently", a.name());
         check_rendered(&a, &ra, &turns[..=i], &count);
         cited += ra.citations.len();
-        if i % 9 == 8 {
-            if let Some(id) = ra.citations.first().cloned() {
-                let cmd = format!("_recall \u{a7}{id}");
-                let (x, y) = (a.act("recall it", &cmd).expect("act"), b.act("recall it", &cmd).expect("act"));
-                assert_eq!(x, y);
-                let r = a.render().expect("render after recall");
-                assert_eq!(r, b.render().expect("render after recall"));
-                check_rendered(&a, &r, &turns[..=i], &count);
-            }
+        if i % 9 == 8
+            && let Some(id) = ra.citations.first().cloned()
+        {
+            let cmd = format!("_recall \u{a7}{id}");
+            let (x, y) = (a.act("recall it", &cmd).expect("act"), b.act("recall it", &cmd).expect("act"));
+            assert_eq!(x, y);
+            let r = a.render().expect("render after recall");
+            assert_eq!(r, b.render().expect("render after recall"));
+            check_rendered(&a, &r, &turns[..=i], &count);
         }
     }
     cited

@@ -49,7 +49,7 @@ pub fn sq_l2_scalar_within(a: &[f32], b: &[f32], bound: f32) -> Option<f32> {
             acc[i] += d * d;
         }
         let done = (k + 1) * LANES;
-        if done % CHECK == 0 && done < a.len() && finish(acc, &[], &[]) > bound * SLACK {
+        if done.is_multiple_of(CHECK) && done < a.len() && finish(acc, &[], &[]) > bound * SLACK {
             return None;
         }
     }
@@ -72,7 +72,7 @@ fn sq_l2_avx2_within(a: &[f32], b: &[f32], bound: f32) -> Option<f32> {
             *s = _mm256_add_ps(*s, _mm256_mul_ps(d, d));
         }
         i += LANES;
-        if i % CHECK == 0 && i < a.len() && reduce_avx2(&acc) > bound * SLACK {
+        if i.is_multiple_of(CHECK) && i < a.len() && reduce_avx2(&acc) > bound * SLACK {
             return None;
         }
     }

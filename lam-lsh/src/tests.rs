@@ -276,10 +276,8 @@ proptest! {
                 prop_assert!(dd <= t.delta() + 1e-6, "drop {} at {} > delta {}", i, dd, t.delta());
                 prop_assert!((dd - f64::from(distance)).abs() < 1e-5);
                 // No lower-index retained chunk was within delta.
-                for k in 0..r {
-                    if d[k] == Decision::Retained {
-                        prop_assert!(dist64(row(i), row(k)) > t.delta() - 1e-6);
-                    }
+                for (k, _) in d[..r].iter().enumerate().filter(|(_, x)| **x == Decision::Retained) {
+                    prop_assert!(dist64(row(i), row(k)) > t.delta() - 1e-6);
                 }
                 hat = hat.max(dd);
             }
