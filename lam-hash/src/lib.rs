@@ -43,8 +43,10 @@ use lam_core::stub::{LineStub, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::io::Write as _;
 use xxhash_rust::xxh3::xxh3_64;
 
+mod lines;
 pub mod naive;
 
 /// Where a line first appears in the residual text of a session.
@@ -95,6 +97,9 @@ struct Run {
     body_end: usize,
     end: usize,
     replaced: u64,
+    /// Newlines in `start..body_end` and in `start..end`.
+    body_newlines: u32,
+    newlines: u32,
 }
 
 /// Writer for one record's residual that counts its lines and stubs.
@@ -106,20 +111,23 @@ struct Out<'o> {
 }
 
 impl Out<'_> {
-    fn write_text(&mut self, bytes: &[u8]) {
-        self.line += memchr::memchr_iter(b'\n', bytes).count() as u32;
+    /// Write `bytes`, which hold `newlines` newlines.
+    fn write_text(&mut self, bytes: &[u8], newlines: u32) {
+        debug_assert_eq!(memchr::memchr_iter(b'\n', bytes).count(), newlines as usize);
+        self.line += newlines;
         self.buf.extend_from_slice(bytes);
     }
     /// A stub starts a line of its own: true when one must be opened first.
     fn mid_line(&self) -> bool {
         self.buf.len() > self.start && self.buf.last() != Some(&b'\n')
     }
-    fn write_stub(&mut self, line: &str) {
+    fn write_stub(&mut self, stub: &impl std::fmt::Display) {
         if self.mid_line() {
             self.buf.push(b'\n');
             self.line += 1;
         }
-        self.buf.extend_from_slice(line.as_bytes());
+        // Formatted straight into the residual (no intermediate String).
+        write!(self.buf, "{stub}").expect("writing to a Vec cannot fail");
         self.buf.push(b'\n');
         self.line += 1;
         self.stubs += 1;
@@ -128,10 +136,10 @@ impl Out<'_> {
 
 #[inline]
 fn is_blank(line: &[u8]) -> bool {
-    // Fast path: most lines start with a visible character.
-    match line.first() {
-        None => true,
-        Some(&b) if b > b' ' => false,
+    // Fast path: most lines start (or, when indented, end) with a visible character.
+    match (line.first(), line.last()) {
+        (None, _) => true,
+        (Some(&a), Some(&z)) if a > b' ' || z > b' ' => false,
         _ => line.iter().all(|b| b.is_ascii_whitespace()),
     }
 }
@@ -174,7 +182,7 @@ impl LineDedup {
                 Segment::Stub(s) => {
                     let mut s = s.clone();
                     s.set_recall(w.stubs == 0);
-                    w.write_stub(&s.to_string());
+                    w.write_stub(&s);
                     self.stubs.push(s);
                 }
                 Segment::Text(text) => self.text(record, this_id, text, &mut w, &mut stats),
@@ -196,7 +204,7 @@ impl LineDedup {
         let mut copy_from = 0;
         let mut pos = 0;
         let mut run: Option<Run> = None;
-        let mut newlines = memchr::memchr_iter(b'\n', text);
+        let mut newlines = lines::Newlines::new(text);
         while pos < text.len() {
             let (next, nl) = match newlines.next() {
                 Some(i) => (i + 1, 1u32),
@@ -208,6 +216,7 @@ impl LineDedup {
                     None => w.line += nl,
                     Some(r) => {
                         r.end = next;
+                        r.newlines += nl;
                         copy_from = next;
                     }
                 }
@@ -219,12 +228,14 @@ impl LineDedup {
                     match run.as_mut() {
                         None => {
                             w.buf.extend_from_slice(&text[copy_from..pos]);
-                            run = Some(Run { first: *e.get(), start: pos, body_end: next, end: next, replaced: 1 });
+                            run = Some(Run { first: *e.get(), start: pos, body_end: next, end: next, replaced: 1, body_newlines: nl, newlines: nl });
                         }
                         Some(r) => {
                             r.body_end = next;
                             r.end = next;
                             r.replaced += 1;
+                            r.newlines += nl;
+                            r.body_newlines = r.newlines;
                         }
                     }
                     copy_from = next;
@@ -259,15 +270,15 @@ fn flush(ids: &[String], stubs: &mut Vec<Stub>, counter: Option<&'static dyn Tok
     let newlines = 1 + usize::from(w.mid_line());
     if worth_replacing(counter, len, || make().to_string(), newlines, body) {
         let stub = make();
-        w.write_stub(&stub.to_string());
+        w.write_stub(&stub);
         stubs.push(Stub::Lines(stub));
         stats.lines_replaced += r.replaced;
         stats.bytes_replaced += body.len() as u64;
         stats.stubs += 1;
     } else {
-        w.write_text(body);
+        w.write_text(body, r.body_newlines);
     }
-    w.write_text(&text[r.body_end..r.end]);
+    w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
 }
 
 #[cfg(test)]
