@@ -24,6 +24,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod chunk;
 mod counter;
 pub mod digest;

@@ -2,9 +2,21 @@
 //! its conversation, which parts of it are observations, and what action
 //! produced each one.
 
+use lam_core::action;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+/// Which parts of a conversation are compacted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// User turns after the task are observations too (agents that send
+    /// tool output as user messages).
+    pub user_turns: bool,
+    /// Tools whose results are forwarded verbatim (still archived): their
+    /// exact output is what the agent must act on.
+    pub keep_tools: HashSet<String>,
+}
 
 /// An API route the proxy compacts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +43,7 @@ pub(crate) struct Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Context {
     actions: HashMap<String, String>,
+    names: HashMap<String, String>,
     task: Option<usize>,
     said: Vec<Arc<str>>,
 }
@@ -85,7 +98,7 @@ impl Api {
             if cx.task.is_none() && role(v) == Some("user") && self.is_message(v) {
                 cx.task = Some(i);
             }
-            self.note_calls(v, &mut cx.actions);
+            self.note_calls(v, &mut cx);
             if role(v) == Some("assistant") {
                 last = Arc::from(text_of(v.get("content").unwrap_or(&Value::Null)));
             }
@@ -97,27 +110,20 @@ impl Api {
         self != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
     }
 
-    /// Record the action of every tool call item `v` makes.
-    fn note_calls(self, v: &Value, actions: &mut HashMap<String, String>) {
-        let mut note = |id: Option<&str>, name: Option<&str>, args: String| {
+    /// Record the name and action of every tool call item `v` makes.
+    fn note_calls(self, v: &Value, cx: &mut Context) {
+        let mut note = |id: Option<&str>, name: Option<&str>, args: Option<&Value>| {
             if let Some(id) = id {
-                actions.insert(id.to_string(), format!("{} {args}", name.unwrap_or("tool")));
+                let name = name.unwrap_or("tool");
+                cx.actions.insert(id.to_string(), action::tool_call_value(name, args));
+                cx.names.insert(id.to_string(), name.to_string());
             }
         };
         match self {
             Api::ChatCompletions => {
-                for c in v
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
+                for c in v.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
                     let f = c.get("function").unwrap_or(&Value::Null);
-                    note(
-                        str_at(c, "id"),
-                        str_at(f, "name"),
-                        str_at(f, "arguments").unwrap_or_default().to_string(),
-                    );
+                    note(str_at(c, "id"), str_at(f, "name"), f.get("arguments"));
                 }
             }
             Api::Messages => {
@@ -128,33 +134,24 @@ impl Api {
                     .flatten()
                     .filter(|b| str_at(b, "type") == Some("tool_use"))
                 {
-                    note(
-                        str_at(b, "id"),
-                        str_at(b, "name"),
-                        b.get("input").map(Value::to_string).unwrap_or_default(),
-                    );
+                    note(str_at(b, "id"), str_at(b, "name"), b.get("input"));
                 }
             }
             Api::Responses => match str_at(v, "type") {
-                Some("function_call") => note(
-                    str_at(v, "call_id"),
-                    str_at(v, "name"),
-                    str_at(v, "arguments").unwrap_or_default().to_string(),
-                ),
-                Some("custom_tool_call") => note(
-                    str_at(v, "call_id"),
-                    str_at(v, "name"),
-                    str_at(v, "input").unwrap_or_default().to_string(),
-                ),
+                Some("function_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("arguments")),
+                Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
                 _ => {}
             },
         }
     }
 
     /// The observations in item `i` of a request (empty texts left out).
-    /// With `user_turns`, user turns after the task are observations too
-    /// (agents that send tool output as user messages).
-    pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, user_turns: bool) -> Vec<Slot> {
+    /// With `policy.user_turns`, user turns after the task are observations
+    /// too (agents that send tool output as user messages); results of the
+    /// tools in `policy.keep_tools` are not.
+    pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
+        let user_turns = policy.user_turns;
+        let kept = |id: Option<&str>| id.and_then(|id| cx.names.get(id)).is_some_and(|n| policy.keep_tools.contains(n));
         let action = |id: Option<&str>| {
             id.and_then(|id| cx.actions.get(id))
                 .cloned()
@@ -177,6 +174,7 @@ impl Api {
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
+            Api::ChatCompletions if role(v) == Some("tool") && kept(str_at(v, "tool_call_id")) => Vec::new(),
             Api::ChatCompletions if role(v) == Some("tool") => with(
                 text_slots(content, "/content", &["text"]),
                 action(str_at(v, "tool_call_id")),
@@ -189,6 +187,7 @@ impl Api {
                     .flatten()
                     .enumerate()
                     .filter(|(_, b)| str_at(b, "type") == Some("tool_result"))
+                    .filter(|(_, b)| !kept(str_at(b, "tool_use_id")))
                 {
                     let inner = b.get("content").unwrap_or(&Value::Null);
                     out.extend(with(
@@ -210,6 +209,9 @@ impl Api {
                     Some("function_call_output" | "custom_tool_call_output")
                 ) =>
             {
+                if kept(str_at(v, "call_id")) {
+                    return Vec::new();
+                }
                 let output = v.get("output").unwrap_or(&Value::Null);
                 with(
                     text_slots(output, "/output", &["input_text", "output_text", "text"]),
@@ -274,7 +276,10 @@ mod tests {
         items
             .iter()
             .enumerate()
-            .flat_map(|(i, v)| api.slots(v, i, &cx, user).into_iter().map(move |s| (i, s)))
+            .flat_map(|(i, v)| {
+                let p = Policy { user_turns: user, keep_tools: HashSet::new() };
+                api.slots(v, i, &cx, &p).into_iter().map(move |s| (i, s))
+            })
             .collect()
     }
 
@@ -296,7 +301,7 @@ mod tests {
                 3,
                 Slot {
                     pointer: "/content".into(),
-                    action: "bash {\"cmd\":\"ls\"}".into()
+                    action: "bash({\"cmd\":\"ls\"})".into()
                 }
             )
         );
@@ -346,7 +351,7 @@ mod tests {
                 (3, "/content/0/text")
             ]
         );
-        assert_eq!(s[0].1.action, "bash {\"command\":\"ls\"}");
+        assert_eq!(s[0].1.action, "bash({\"command\":\"ls\"})");
         assert_eq!(s[2].1.action, "t");
     }
 
@@ -364,7 +369,7 @@ mod tests {
                 2,
                 Slot {
                     pointer: "/output".into(),
-                    action: "shell {}".into()
+                    action: "shell({})".into()
                 }
             )]
         );

@@ -146,8 +146,8 @@ pub(crate) struct Engine {
     pub counter: Arc<dyn TokenCounter>,
     pub operator: lam_operator::Config,
     pub dim: usize,
-    /// User turns after the task are observations too.
-    pub user_turns: bool,
+    /// What is compacted (user turns, kept tools).
+    pub policy: crate::api::Policy,
 }
 
 impl std::fmt::Debug for Engine {
@@ -155,7 +155,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("operator", &self.operator)
             .field("dim", &self.dim)
-            .field("user_turns", &self.user_turns)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }

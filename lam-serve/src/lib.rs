@@ -37,14 +37,16 @@
 #![warn(missing_docs)]
 
 mod api;
+mod canon;
 mod engine;
 mod json;
 mod metrics;
+pub mod replay;
 mod request;
 mod server;
 mod session;
 
-pub use api::Api;
+pub use api::{Api, Policy};
 pub use server::{run, serve};
 pub use session::SessionStats;
 
@@ -110,6 +112,8 @@ pub struct ServeConfig {
     pub threshold: f64,
     /// User turns after the task are observations too.
     pub user_turns: bool,
+    /// Tools whose results are forwarded verbatim (still archived).
+    pub keep_tools: Vec<String>,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
@@ -132,6 +136,7 @@ impl ServeConfig {
             encoders,
             threshold: 0.95,
             user_turns: false,
+            keep_tools: Vec::new(),
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
@@ -176,6 +181,8 @@ struct Counters {
 pub struct Stats {
     /// Every session held.
     pub sessions: Vec<SessionStats>,
+    /// Sessions started since the proxy started (one per conversation).
+    pub sessions_created: u64,
     /// Sessions dropped to stay within `max_sessions`.
     pub evicted_sessions: u64,
     /// Their counters, summed (`session` empty).
@@ -238,7 +245,10 @@ impl Proxy {
             counter: Arc::new(lam_trajectory::Cl100k),
             operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k),
             dim,
-            user_turns: cfg.user_turns,
+            policy: api::Policy {
+                user_turns: cfg.user_turns,
+                keep_tools: cfg.keep_tools.iter().cloned().collect(),
+            },
         };
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -335,12 +345,13 @@ impl Proxy {
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (sessions, (evicted_sessions, evicted)) = {
+        let (sessions, sessions_created, (evicted_sessions, evicted)) = {
             let reg = lock(&self.inner.sessions);
-            (reg.stats(), reg.evicted())
+            (reg.stats(), reg.made(), reg.evicted())
         };
         Stats {
             sessions,
+            sessions_created,
             evicted_sessions,
             evicted,
             requests: Api::ALL

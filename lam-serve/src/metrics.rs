@@ -89,6 +89,27 @@ pub(crate) fn render(s: &Stats) -> String {
     );
     family(
         &mut o,
+        "lam_serve_sessions_created_total",
+        "counter",
+        "Proxy sessions started (one per conversation).",
+        &one(s.sessions_created as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_new_items_total",
+        "counter",
+        "Conversation items seen for the first time in their session (the only ones examined).",
+        &one(sum(|x| x.new_items)),
+    );
+    family(
+        &mut o,
+        "lam_serve_reused_items_total",
+        "counter",
+        "Conversation items sent again and forwarded as first forwarded.",
+        &one(sum(|x| x.reused_items)),
+    );
+    family(
+        &mut o,
         "lam_serve_observations_total",
         "counter",
         "Observations archived and admitted.",

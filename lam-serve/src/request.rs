@@ -1,19 +1,43 @@
 //! One request to a compacted route, parsed once: its members as received,
-//! its conversation items (raw bytes and parsed value) and the content keys
-//! that session matching compares.
+//! its conversation items (raw bytes, parsed value, identity and annotations)
+//! and the keys that session matching compares.
 
 use crate::api::Api;
-use crate::json::{Members, content_key, occurrence_key};
+use crate::canon::{self, Annotation, Node};
+use crate::json::{Members, occurrence_key};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 
-/// One conversation item: the bytes the client sent and their value.
+/// One conversation item: the bytes the client sent and what they say.
 #[derive(Debug)]
 pub(crate) struct Item {
     pub raw: Box<RawValue>,
     pub value: Value,
+    /// The item read faithfully (`None`: it cannot be, so it is forwarded
+    /// exactly as sent and never admitted).
+    pub tree: Option<Node>,
+    /// Its annotations as sent now (`cache_control`), by path.
+    pub annotations: Vec<Annotation>,
+}
+
+/// Identity key of one value: XXH3-128 of its identity bytes (`canon`), or of
+/// its exact bytes, tagged apart, when it cannot be read faithfully.
+fn identity_key(raw: &[u8], tree: Option<&Node>) -> u128 {
+    match tree {
+        Some(n) => {
+            let mut out = Vec::with_capacity(raw.len());
+            canon::identity(raw, n, &mut out);
+            xxh3_128(&out)
+        }
+        None => {
+            let mut h = Xxh3::new();
+            h.update(b"unfaithful\0");
+            h.update(raw);
+            h.digest128()
+        }
+    }
 }
 
 /// A parsed request whose conversation the proxy can compact.
@@ -38,7 +62,9 @@ impl Parsed {
         let mut items = Vec::with_capacity(raws.len());
         for raw in raws {
             let value = serde_json::from_str(raw.get()).ok()?;
-            items.push(Item { raw, value });
+            let tree = canon::parse(raw.get().as_bytes()).ok();
+            let annotations = tree.as_ref().map(|t| canon::annotations(raw.get().as_bytes(), t)).unwrap_or_default();
+            items.push(Item { raw, value, tree, annotations });
         }
         let keys = keys(api, &members, &items);
         Some(Self {
@@ -61,14 +87,15 @@ fn keys(api: Api, members: &Members, items: &[Item]) -> Vec<u128> {
     let mut pre = Xxh3::new();
     pre.update(api.name().as_bytes());
     for f in api.preamble_fields() {
-        let v = members.value(f).unwrap_or(Value::Null);
-        pre.update(&content_key(&v).to_le_bytes());
+        let raw = members.raw(f).unwrap_or("null").as_bytes();
+        let tree = canon::parse(raw).ok();
+        pre.update(&identity_key(raw, tree.as_ref()).to_le_bytes());
     }
     let mut seen: HashMap<u128, u32> = HashMap::new();
     let mut out = Vec::with_capacity(items.len() + 1);
     out.push(pre.digest128());
     for it in items {
-        let k = content_key(&it.value);
+        let k = identity_key(it.raw.get().as_bytes(), it.tree.as_ref());
         let n = seen.entry(k).or_default();
         out.push(occurrence_key(k, *n));
         *n += 1;
@@ -85,7 +112,7 @@ mod tests {
         let a = Parsed::parse(Api::Messages, br#"{"system":"s","messages":[{"role":"user","content":"t"},{"role":"user","content":"t"}]}"#).unwrap();
         let b = Parsed::parse(
             Api::Messages,
-            br#"{"messages":[{"content":"t", "role":"user"}],"system":"s","model":"m"}"#,
+            br#"{"messages":[{"role" : "user","content":"t","cache_control":{"type":"ephemeral"}}],"system":"s","model":"m"}"#,
         )
         .unwrap();
         let c = Parsed::parse(

@@ -9,6 +9,7 @@
 //! first seen, and forwarded byte-identically in every later request.
 
 use crate::api::Slot;
+use crate::canon::{self, Annotation};
 use crate::engine::{Engine, Loan, lock};
 use crate::request::{Item, Parsed};
 use lam_core::{Record, SessionId};
@@ -27,6 +28,11 @@ pub struct SessionStats {
     pub name: Option<String>,
     /// Requests that continued this session.
     pub requests: u64,
+    /// Items of this session's requests seen for the first time (the only
+    /// ones the proxy examines; observations among them are admitted).
+    pub new_items: u64,
+    /// Items sent again by the client and forwarded as they were first time.
+    pub reused_items: u64,
     /// Observations admitted (each once).
     pub observations: u64,
     /// cl100k_base tokens of the admitted originals.
@@ -56,6 +62,10 @@ fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
 /// What admitting one request's new observations changed.
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
+    /// Items not forwarded before in this session (each is looked at once).
+    pub new_items: u64,
+    /// Items forwarded before, sent again as they were.
+    pub reused: u64,
     pub observations: u64,
     pub tokens_in: u64,
     pub tokens_out: u64,
@@ -80,6 +90,8 @@ impl SessionStats {
     /// Add another session's counters (totals of evicted sessions).
     pub(crate) fn absorb(&mut self, o: &SessionStats) {
         self.requests += o.requests;
+        self.new_items += o.new_items;
+        self.reused_items += o.reused_items;
         self.observations += o.observations;
         self.tokens_in += o.tokens_in;
         self.tokens_out += o.tokens_out;
@@ -91,6 +103,8 @@ impl SessionStats {
 
     pub(crate) fn apply(&mut self, d: &Delta) {
         self.requests += 1;
+        self.new_items += d.new_items;
+        self.reused_items += d.reused;
         self.observations += d.observations;
         self.tokens_in += d.tokens_in;
         self.tokens_out += d.tokens_out;
@@ -100,11 +114,29 @@ impl SessionStats {
         if d.last_error.is_some() {
             self.last_error.clone_from(&d.last_error);
         }
-        self.removal = if self.tokens_in == 0 {
-            0.0
-        } else {
-            1.0 - self.tokens_out as f64 / self.tokens_in as f64
-        };
+        self.removal = removal(self.tokens_in, self.tokens_out);
+    }
+}
+
+/// What a session forwarded for one item: the bytes (residuals in place) and
+/// the annotations they carried, so a later request that moves the client's
+/// `cache_control` marks gets the same bytes with the marks where it put them.
+#[derive(Debug, Clone)]
+struct Frozen {
+    bytes: Arc<[u8]>,
+    annotations: Arc<[Annotation]>,
+}
+
+impl Frozen {
+    /// The bytes to forward when the client now annotates the item with `now`.
+    fn with(&self, now: &[Annotation]) -> Arc<[u8]> {
+        if *now == *self.annotations {
+            return self.bytes.clone();
+        }
+        match canon::parse(&self.bytes) {
+            Ok(tree) => canon::reannotate(&self.bytes, &tree, now).into(),
+            Err(_) => self.bytes.clone(),
+        }
     }
 }
 
@@ -113,7 +145,7 @@ impl SessionStats {
 pub(crate) struct Conversation {
     store_session: SessionId,
     op: lam_operator::Session,
-    forwarded: HashMap<u128, Arc<[u8]>>,
+    forwarded: HashMap<u128, Frozen>,
 }
 
 impl Conversation {
@@ -126,8 +158,9 @@ impl Conversation {
     }
 
     /// The body to forward for `req`: every item forwarded before in this
-    /// session as it was then, every new observation archived and replaced by
-    /// its residual, everything else as received.
+    /// session as it was then (carrying the client's annotations of now),
+    /// every new observation archived and replaced by its residual, everything
+    /// else as received.
     pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
         let cx = req.api.context(req.items.iter().map(|i| &i.value));
         let mut loan = None;
@@ -135,26 +168,32 @@ impl Conversation {
         let mut out: Vec<Arc<[u8]>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let key = req.keys[i + 1];
-            if let Some(b) = self.forwarded.get(&key) {
-                out.push(b.clone());
+            if let Some(f) = self.forwarded.get(&key) {
+                delta.reused += 1;
+                out.push(f.with(&item.annotations));
                 continue;
             }
-            let slots = req.api.slots(&item.value, i, &cx, engine.user_turns);
+            delta.new_items += 1;
+            let slots = match item.tree {
+                Some(_) => req.api.slots(&item.value, i, &cx, &engine.policy),
+                None => Vec::new(),
+            };
             let bytes: Arc<[u8]> = if slots.is_empty() {
                 item.raw.get().as_bytes().into()
             } else {
                 let loan = loan.get_or_insert_with(|| engine.pool.take());
                 self.admit(item, &slots, engine, loan, &mut delta).into()
             };
-            self.forwarded.insert(key, bytes.clone());
+            let annotations = item.annotations.clone().into();
+            self.forwarded.insert(key, Frozen { bytes: bytes.clone(), annotations });
             out.push(bytes);
         }
         (req.body_with(out.iter().map(|b| &b[..])), delta)
     }
 
-    /// Archive and admit every observation of `item`; the item with each
-    /// observation replaced by its residual (as received when nothing changed).
-    /// An observation whose admission fails is forwarded verbatim.
+    /// Archive and admit every observation of `item`; the item's bytes with
+    /// each observation's string replaced by its residual, every other byte
+    /// as received. An observation whose admission fails is forwarded verbatim.
     fn admit(
         &mut self,
         item: &Item,
@@ -163,10 +202,13 @@ impl Conversation {
         loan: &mut Loan<'_>,
         d: &mut Delta,
     ) -> Vec<u8> {
-        let mut v = item.value.clone();
-        let mut changed = false;
+        let raw = item.raw.get().as_bytes();
+        let Some(tree) = &item.tree else {
+            return raw.to_vec();
+        };
+        let mut edits = Vec::new();
         for s in slots {
-            let Some(text) = v.pointer(&s.pointer).and_then(Value::as_str) else {
+            let (Some(text), Some(node)) = (item.value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
                 continue;
             };
             let rec = Record {
@@ -175,21 +217,13 @@ impl Conversation {
                 observation: text.as_bytes().to_vec(),
                 returncode: None,
             };
-            match self.op.admit_archived(
-                &mut &engine.store,
-                &self.store_session,
-                loan.encoder(),
-                &rec,
-            ) {
+            match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
                     d.add(&a);
-                    if a.residual != rec.observation
-                        && let Some(slot) = v.pointer_mut(&s.pointer)
-                    {
-                        *slot = Value::String(String::from_utf8(a.residual).unwrap_or_else(|e| {
-                            String::from_utf8_lossy(e.as_bytes()).into_owned()
-                        }));
-                        changed = true;
+                    if a.residual != rec.observation {
+                        let residual = String::from_utf8(a.residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                        let lit = serde_json::to_vec(&residual).expect("a string serialises");
+                        edits.push((node.span.clone(), lit));
                     }
                 }
                 Err(e) => {
@@ -198,11 +232,7 @@ impl Conversation {
                 }
             }
         }
-        if changed {
-            serde_json::to_vec(&v).expect("a JSON value serialises")
-        } else {
-            item.raw.get().as_bytes().to_vec()
-        }
+        canon::splice(raw, edits)
     }
 }
 

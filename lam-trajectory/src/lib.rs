@@ -4,6 +4,10 @@
 //!   OpenAI chat-completions message lists and lam's JSON Lines
 //!   (`docs/trajectory-format.md`) into [`Trajectory`]s of
 //!   [`lam_core::Record`]s. Every error names the file and the record.
+//! - [`agents`]: coding agents' session logs, told apart from lam JSONL by
+//!   their first line: Claude Code transcripts (`~/.claude/projects`) and
+//!   Codex CLI rollouts (`~/.codex/sessions`), one record per tool result,
+//!   its action the call named by [`lam_core::action`].
 //! - [`names`]: the session naming rule of a run over many inputs
 //!   ([`SessionNames`]): two inputs never share a session.
 //! - [`tokens`]: cl100k_base, the papers' accounting tokenizer, as a
@@ -26,6 +30,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod agents;
 pub mod names;
 pub mod read;
 pub mod tokens;

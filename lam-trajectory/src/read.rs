@@ -1,6 +1,8 @@
 //! Trajectory readers: mini-swe-agent `.traj.json(.gz)`, SWE-agent `.traj(.gz)`,
-//! OpenAI chat-completions message lists, and lam's canonical JSON Lines
-//! (`docs/trajectory-format.md`). Every error names the file and the record.
+//! OpenAI chat-completions message lists, lam's canonical JSON Lines
+//! (`docs/trajectory-format.md`), and the coding agents' session logs
+//! ([`crate::agents`]: Claude Code transcripts, Codex CLI rollouts). Every
+//! error names the file and the record.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -56,6 +58,10 @@ pub enum Format {
     OpenAiChat,
     /// lam trajectory JSON Lines v1.
     LamJsonl,
+    /// Claude Code session transcript (`~/.claude/projects/<project>/<session>.jsonl`).
+    ClaudeCode,
+    /// Codex CLI rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
+    Codex,
 }
 
 /// A reader error that names the input and the record.
@@ -120,19 +126,26 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
 pub struct Input {
     /// The file.
     pub path: PathBuf,
-    /// Found by scanning a folder for a plain `.json` name: such a file may be
-    /// metadata rather than a trajectory, and is skipped (with a warning)
-    /// when it is not one. Named files and trajectory names are strict.
+    /// Found by scanning a folder for a plain `.json` or a `.jsonl` name: such
+    /// a file may be metadata rather than a trajectory, and is skipped (with
+    /// a warning) when it is not one (a `.jsonl` one when its first line is
+    /// neither lam JSONL, a Claude Code transcript nor a Codex rollout; once
+    /// recognised it is strict). Named files and trajectory names are strict.
     pub optional: bool,
 }
 
 fn is_plain_json(p: &Path) -> bool {
     let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let n = n.strip_suffix(".gz").unwrap_or(n);
-    n.ends_with(".json") && !n.ends_with(".traj.json")
+    (n.ends_with(".json") && !n.ends_with(".traj.json")) || is_jsonl(p)
 }
 
-/// Like [`expand`], marking plain `.json` files found in folders as optional.
+fn is_jsonl(p: &Path) -> bool {
+    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    n.strip_suffix(".gz").unwrap_or(n).ends_with(".jsonl")
+}
+
+/// Like [`expand`], marking plain `.json` and `.jsonl` files found in folders as optional.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ReadError> {
     let mut out = Vec::new();
     for p in paths {
@@ -162,6 +175,10 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ReadError> {
 
 /// Read an input; an optional one that is not a trajectory yields `Ok(None)`.
 pub fn read_input(input: &Input) -> Result<Option<Vec<Trajectory>>, ReadError> {
+    if input.optional && is_jsonl(&input.path) {
+        let bytes = read_file(&input.path)?;
+        return if crate::agents::detect(&bytes).is_none() { Ok(None) } else { read_bytes(&bytes, &input.path).map(Some) };
+    }
     match read_path(&input.path) {
         Ok(t) => Ok(Some(t)),
         Err(ReadError::Unknown { .. } | ReadError::Json { .. } | ReadError::Record { .. }) if input.optional => Ok(None),
@@ -171,6 +188,11 @@ pub fn read_input(input: &Input) -> Result<Option<Vec<Trajectory>>, ReadError> {
 
 /// Read a file (gzip by `.gz` suffix) into trajectories; JSONL files may hold several sessions.
 pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    read_bytes(&read_file(path)?, path)
+}
+
+/// The file's bytes, decompressed when its name ends in `.gz`.
+fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
     let name = path.display().to_string();
     let raw = std::fs::read(path).map_err(|source| ReadError::Io { path: name.clone(), source })?;
     let bytes = if name.ends_with(".gz") {
@@ -182,18 +204,24 @@ pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     } else {
         raw
     };
-    read_bytes(&bytes, path)
+    Ok(bytes)
 }
 
-/// Read the (decompressed) contents of the file `path` names: lam JSONL when
-/// the name ends in `.jsonl` (or `.jsonl.gz`), else one JSON document whose
-/// format is recognised by its content. `path` names the input in errors and
+/// Read the (decompressed) contents of the file `path` names: JSON Lines when
+/// the name ends in `.jsonl` (or `.jsonl.gz`), read as a Claude Code
+/// transcript or a Codex rollout when its first non-blank line is one
+/// ([`crate::agents::detect`]), else as lam JSONL; otherwise one JSON document
+/// whose format is recognised by its content. `path` names the input in errors and
 /// gives the default session name; nothing is read from it.
 pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     let name = path.display().to_string();
     let stem = name.trim_end_matches(".gz");
     if stem.ends_with(".jsonl") {
-        return read_jsonl(bytes, path);
+        return match crate::agents::detect(bytes) {
+            Some(Format::ClaudeCode) => crate::agents::read_claude_code(bytes, path),
+            Some(Format::Codex) => crate::agents::read_codex(bytes, path),
+            _ => read_jsonl(bytes, path),
+        };
     }
     let v: Value = serde_json::from_slice(bytes).map_err(|e| ReadError::Json {
         path: name.clone(),
@@ -277,7 +305,7 @@ fn from_swe_steps(steps: &[Value], name: &str) -> Result<Parsed, ReadError> {
     Ok(Parsed { records: out, thoughts, task: String::new() })
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -324,16 +352,11 @@ fn action_of(m: &Value, content: &str) -> String {
             .map(|c| {
                 let f = c.get("function").unwrap_or(c);
                 let n = f.get("name").and_then(Value::as_str).unwrap_or("tool");
-                let a = match f.get("arguments") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v) => v.to_string(),
-                    None => String::new(),
-                };
-                format!("{n}({a})")
+                lam_core::action::tool_call_value(n, f.get("arguments"))
             })
             .collect();
         if !parts.is_empty() {
-            return parts.join("; ");
+            return lam_core::action::join(parts);
         }
     }
     if let Some(end) = content.rfind("```")

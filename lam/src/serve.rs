@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// Which turns are observations.
     #[arg(long, value_enum, default_value = "tool")]
     observation_role: ObservationRole,
+    /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write` when the agent must act on their exact output.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    keep_tools: Vec<String>,
     /// Largest request body accepted on the compacted routes, in MiB.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_body_mib: u32,
@@ -77,6 +80,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     cfg.threshold = a.threshold;
     cfg.user_turns = a.observation_role == ObservationRole::User;
+    cfg.keep_tools = a.keep_tools;
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;

@@ -1,0 +1,437 @@
+//! Item identity and annotations, read from the bytes the client sent.
+//!
+//! An item's identity is its bytes with insignificant whitespace and
+//! *annotations* removed: members that clients move between requests and that
+//! are not content (Anthropic `cache_control`, [`ANNOTATIONS`]). Everything
+//! else counts as sent: key order, string escapes and number literals are
+//! compared as written, so two items that differ in any content byte never
+//! share an identity. An item with a duplicate key (after unescaping) or
+//! nesting deeper than [`MAX_DEPTH`] cannot be read faithfully (an upstream
+//! might read either copy); it is [`Unfaithful`] and forwarded exactly as sent.
+//!
+//! Why a scanner of our own: identity needs the raw text of keys and number
+//! literals, which `serde_json::Value` normalises away (without the
+//! `arbitrary_precision` feature, which would change every crate's `Value`).
+//! The body has already been validated by `serde_json` when this runs.
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+/// Members that are annotations, not content (ignored by identity, re-placed
+/// as the client puts them now when an earlier item is forwarded again).
+pub(crate) const ANNOTATIONS: [&str; 1] = ["cache_control"];
+
+/// Deepest nesting read faithfully (serde_json's own limit).
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// The item cannot be read faithfully: forward it as sent, never admit it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unfaithful;
+
+/// One JSON value: where it sits in the bytes and what it holds.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub span: Range<usize>,
+    pub kind: Kind,
+}
+
+#[derive(Debug)]
+pub(crate) enum Kind {
+    Object(Vec<Member>),
+    Array(Vec<Node>),
+    /// A string literal (span includes the quotes).
+    Str,
+    /// A number, `true`, `false` or `null`.
+    Lit,
+}
+
+#[derive(Debug)]
+pub(crate) struct Member {
+    /// The key, unescaped.
+    pub key: String,
+    /// The key's literal, quotes included.
+    pub key_span: Range<usize>,
+    pub value: Node,
+}
+
+/// A step from a value to one of its children.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// Where one annotation sits (the path of the object that carries it), and
+/// its name and value as sent.
+pub(crate) type Annotation = (Vec<Seg>, String, Vec<u8>);
+
+fn is_annotation(key: &str) -> bool {
+    ANNOTATIONS.contains(&key)
+}
+
+/// Parse one JSON value that fills `b` (surrounding whitespace allowed).
+pub(crate) fn parse(b: &[u8]) -> Result<Node, Unfaithful> {
+    let mut p = Parser { b, at: 0 };
+    let n = p.value(0)?;
+    p.ws();
+    if p.at == b.len() { Ok(n) } else { Err(Unfaithful) }
+}
+
+struct Parser<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while matches!(self.b.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), Unfaithful> {
+        self.ws();
+        if self.b.get(self.at) == Some(&c) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(Unfaithful)
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Node, Unfaithful> {
+        if depth > MAX_DEPTH {
+            return Err(Unfaithful);
+        }
+        self.ws();
+        let start = self.at;
+        let kind = match self.b.get(self.at).ok_or(Unfaithful)? {
+            b'{' => Kind::Object(self.object(depth)?),
+            b'[' => Kind::Array(self.array(depth)?),
+            b'"' => {
+                self.string()?;
+                Kind::Str
+            }
+            _ => {
+                self.literal()?;
+                Kind::Lit
+            }
+        };
+        Ok(Node { span: start..self.at, kind })
+    }
+
+    fn string(&mut self) -> Result<Range<usize>, Unfaithful> {
+        let start = self.at;
+        self.at += 1;
+        loop {
+            let i = memchr::memchr2(b'"', b'\\', &self.b[self.at..]).ok_or(Unfaithful)?;
+            self.at += i;
+            if self.b[self.at] == b'"' {
+                self.at += 1;
+                return Ok(start..self.at);
+            }
+            self.at += 2; // the backslash and the byte it escapes
+        }
+    }
+
+    fn literal(&mut self) -> Result<(), Unfaithful> {
+        let start = self.at;
+        while self.b.get(self.at).is_some_and(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c)) {
+            self.at += 1;
+        }
+        if self.at == start { Err(Unfaithful) } else { Ok(()) }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Vec<Member>, Unfaithful> {
+        self.at += 1;
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        self.ws();
+        if self.b.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            return Ok(out);
+        }
+        loop {
+            self.ws();
+            if self.b.get(self.at) != Some(&b'"') {
+                return Err(Unfaithful);
+            }
+            let key_span = self.string()?;
+            let key = unescape(&self.b[key_span.clone()])?;
+            if !seen.insert(key.clone()) {
+                return Err(Unfaithful);
+            }
+            self.eat(b':')?;
+            let value = self.value(depth + 1)?;
+            out.push(Member { key, key_span, value });
+            self.ws();
+            match self.b.get(self.at) {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(out);
+                }
+                _ => return Err(Unfaithful),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Vec<Node>, Unfaithful> {
+        self.at += 1;
+        let mut out = Vec::new();
+        self.ws();
+        if self.b.get(self.at) == Some(&b']') {
+            self.at += 1;
+            return Ok(out);
+        }
+        loop {
+            out.push(self.value(depth + 1)?);
+            self.ws();
+            match self.b.get(self.at) {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(out);
+                }
+                _ => return Err(Unfaithful),
+            }
+        }
+    }
+}
+
+/// A string literal's text (quotes included in `lit`).
+fn unescape(lit: &[u8]) -> Result<String, Unfaithful> {
+    if !lit.contains(&b'\\') {
+        let inner = &lit[1..lit.len() - 1];
+        return std::str::from_utf8(inner).map(str::to_string).map_err(|_| Unfaithful);
+    }
+    serde_json::from_slice(lit).map_err(|_| Unfaithful)
+}
+
+/// The identity bytes of `node`: minified, annotations left out, every other
+/// literal as written.
+pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
+    match &node.kind {
+        Kind::Object(ms) => {
+            out.push(b'{');
+            let mut first = true;
+            for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
+                if !std::mem::take(&mut first) {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&b[m.key_span.clone()]);
+                out.push(b':');
+                identity(b, &m.value, out);
+            }
+            out.push(b'}');
+        }
+        Kind::Array(items) => {
+            out.push(b'[');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                identity(b, it, out);
+            }
+            out.push(b']');
+        }
+        Kind::Str | Kind::Lit => out.extend_from_slice(&b[node.span.clone()]),
+    }
+}
+
+/// Every annotation in `node`, in document order.
+pub(crate) fn annotations(b: &[u8], node: &Node) -> Vec<Annotation> {
+    let mut out = Vec::new();
+    collect(b, node, &mut Vec::new(), &mut out);
+    out
+}
+
+fn collect(b: &[u8], node: &Node, path: &mut Vec<Seg>, out: &mut Vec<Annotation>) {
+    match &node.kind {
+        Kind::Object(ms) => {
+            for m in ms {
+                if is_annotation(&m.key) {
+                    out.push((path.clone(), m.key.clone(), b[m.value.span.clone()].to_vec()));
+                } else {
+                    path.push(Seg::Key(m.key.clone()));
+                    collect(b, &m.value, path, out);
+                    path.pop();
+                }
+            }
+        }
+        Kind::Array(items) => {
+            for (i, it) in items.iter().enumerate() {
+                path.push(Seg::Index(i));
+                collect(b, it, path, out);
+                path.pop();
+            }
+        }
+        Kind::Str | Kind::Lit => {}
+    }
+}
+
+/// The node a JSON pointer (`/content/0/text`) names.
+pub(crate) fn find<'n>(node: &'n Node, pointer: &str) -> Option<&'n Node> {
+    let mut n = node;
+    for raw in pointer.split('/').skip(1) {
+        let seg = raw.replace("~1", "/").replace("~0", "~");
+        n = match &n.kind {
+            Kind::Object(ms) => &ms.iter().find(|m| m.key == seg)?.value,
+            Kind::Array(items) => items.get(seg.parse::<usize>().ok()?)?,
+            Kind::Str | Kind::Lit => return None,
+        };
+    }
+    Some(n)
+}
+
+/// `b` with each span replaced (spans disjoint; any order).
+pub(crate) fn splice(b: &[u8], mut edits: Vec<(Range<usize>, Vec<u8>)>) -> Vec<u8> {
+    edits.sort_by_key(|(r, _)| r.start);
+    let mut out = Vec::with_capacity(b.len());
+    let mut at = 0;
+    for (r, with) in edits {
+        out.extend_from_slice(&b[at..r.start]);
+        out.extend_from_slice(&with);
+        at = r.end;
+    }
+    out.extend_from_slice(&b[at..]);
+    out
+}
+
+/// `b` (the bytes of `node`) carrying the annotations `want` instead of its
+/// own: objects whose annotations differ are re-written (members as they
+/// were, the wanted annotations last); everything else is copied as it is.
+pub(crate) fn reannotate(b: &[u8], node: &Node, want: &[Annotation]) -> Vec<u8> {
+    let mut path = Vec::new();
+    match emit(b, node, &mut path, want) {
+        Some(out) => out,
+        None => b[node.span.clone()].to_vec(),
+    }
+}
+
+/// The new bytes of `node`, or `None` when nothing in it changes.
+fn emit(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
+    match &node.kind {
+        Kind::Object(ms) => emit_object(b, node, ms, path, want),
+        Kind::Array(items) => {
+            let mut edits = Vec::new();
+            for (i, it) in items.iter().enumerate() {
+                path.push(Seg::Index(i));
+                if let Some(new) = emit(b, it, path, want) {
+                    edits.push((it.span.start - node.span.start..it.span.end - node.span.start, new));
+                }
+                path.pop();
+            }
+            (!edits.is_empty()).then(|| splice(&b[node.span.clone()], edits))
+        }
+        Kind::Str | Kind::Lit => None,
+    }
+}
+
+fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
+    let mine: Vec<(&str, &[u8])> = want.iter().filter(|(p, _, _)| p == path).map(|(_, k, v)| (k.as_str(), &v[..])).collect();
+    let have: Vec<(&str, &[u8])> = ms.iter().filter(|m| is_annotation(&m.key)).map(|m| (m.key.as_str(), &b[m.value.span.clone()])).collect();
+    let mut children = Vec::new();
+    for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
+        path.push(Seg::Key(m.key.clone()));
+        children.push((m, emit(b, &m.value, path, want)));
+        path.pop();
+    }
+    if mine == have {
+        let base = node.span.start;
+        let edits: Vec<_> = children
+            .into_iter()
+            .filter_map(|(m, new)| new.map(|n| (m.value.span.start - base..m.value.span.end - base, n)))
+            .collect();
+        return (!edits.is_empty()).then(|| splice(&b[node.span.clone()], edits));
+    }
+    let mut out = vec![b'{'];
+    for (m, new) in &children {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&b[m.key_span.clone()]);
+        out.push(b':');
+        out.extend_from_slice(new.as_deref().unwrap_or(&b[m.value.span.clone()]));
+    }
+    for (k, v) in mine {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k).expect("a string writes to a Vec");
+        out.push(b':');
+        out.extend_from_slice(v);
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ident(s: &str) -> Result<Vec<u8>, Unfaithful> {
+        let n = parse(s.as_bytes())?;
+        let mut out = Vec::new();
+        identity(s.as_bytes(), &n, &mut out);
+        Ok(out)
+    }
+
+    #[test]
+    fn identity_ignores_whitespace_and_annotations_only() {
+        let a = ident(r#"{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}"#).unwrap();
+        let b = ident(r#"{ "role" : "user", "content": [ {"type":"text", "text":"x"} ] }"#).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, br#"{"role":"user","content":[{"type":"text","text":"x"}]}"#);
+        for (x, y) in [
+            (r#"{"a":1,"b":2}"#, r#"{"b":2,"a":1}"#),
+            (r#"{"n":18446744073709551616}"#, r#"{"n":18446744073709551617}"#),
+            (r#"{"f":0.10000000000000000001}"#, r#"{"f":0.10000000000000000002}"#),
+            (r#"{"s":"A"}"#, r#"{"s":"\u0041"}"#),
+            (r#"{"n":1}"#, r#"{"n":1.0}"#),
+        ] {
+            assert_ne!(ident(x).unwrap(), ident(y).unwrap(), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn duplicates_and_depth_are_unfaithful() {
+        assert_eq!(ident(r#"{"a":1,"a":2}"#), Err(Unfaithful));
+        assert_eq!(ident(r#"{"a":1,"\u0061":2}"#), Err(Unfaithful));
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 2), "]".repeat(MAX_DEPTH + 2));
+        assert_eq!(ident(&deep), Err(Unfaithful));
+        assert_eq!(ident("[1,]"), Err(Unfaithful));
+        assert_eq!(ident(r#"{"a":1} x"#), Err(Unfaithful));
+    }
+
+    #[test]
+    fn annotations_move_and_the_rest_stays_byte_for_byte() {
+        let frozen = br#"{"role":"user", "content":[{"type":"tool_result","content":"ok","cache_control":{"type":"ephemeral"}}, {"type":"text","text":"t"}]}"#;
+        let later = br#"{"role":"user","content":[{"type":"tool_result","content":"LONG ORIGINAL"},{"type":"text","text":"t","cache_control":{"type":"ephemeral"}}]}"#;
+        let n = parse(frozen).unwrap();
+        let want = annotations(later, &parse(later).unwrap());
+        assert_eq!(want, vec![(vec![Seg::Key("content".into()), Seg::Index(1)], "cache_control".into(), br#"{"type":"ephemeral"}"#.to_vec())]);
+        let out = reannotate(frozen, &n, &want);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            r#"{"role":"user", "content":[{"type":"tool_result","content":"ok"}, {"type":"text","text":"t","cache_control":{"type":"ephemeral"}}]}"#
+        );
+        // Same annotations: the frozen bytes exactly.
+        let own = annotations(frozen, &n);
+        assert_eq!(reannotate(frozen, &n, &own), frozen.to_vec());
+        // No annotations wanted: every mark removed.
+        let none = reannotate(frozen, &n, &[]);
+        assert!(!String::from_utf8(none).unwrap().contains("cache_control"));
+    }
+
+    #[test]
+    fn pointers_and_splices() {
+        let b = br#"{"content":[{"text":"a"},{"a/b":"c"}]}"#;
+        let n = parse(b).unwrap();
+        let s = find(&n, "/content/1/a~1b").unwrap();
+        assert_eq!(&b[s.span.clone()], br#""c""#);
+        assert!(find(&n, "/content/9").is_none());
+        let out = splice(b, vec![(s.span.clone(), br#""z""#.to_vec())]);
+        assert_eq!(out, br#"{"content":[{"text":"a"},{"a/b":"z"}]}"#.to_vec());
+    }
+}

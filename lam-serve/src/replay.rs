@@ -1,0 +1,424 @@
+//! `lam replay`: a recorded session sent through the proxy's engine the way
+//! its agent sends it, one request per tool result, and what the provider
+//! would bill for it with and without `lam`.
+//!
+//! Two wire shapes: Claude Code's (`POST /v1/messages`: a `system` array,
+//! tools, streaming, `cache_control` on the last block of the last two
+//! messages, moved every request) and Codex's (`POST /v1/responses`:
+//! `instructions`, `function_call` / `function_call_output` items). The
+//! upstream is in-process: each forwarded body is measured, nothing is sent.
+//!
+//! Billing follows prompt caching: a request's prompt is the preamble and its
+//! items; the items it shares, from the start, with the previous request of
+//! the session (identity: bytes without annotations) are cache reads, the
+//! rest cache writes (or plain input where the provider has no write
+//! premium). Tokens are cl100k of each item's JSON bytes, the same for both
+//! paths, so the ratio is what matters.
+
+use crate::canon;
+use crate::{Api, Proxy};
+use lam_core::TokenCounter;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Instant;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// The agent whose requests are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// Claude Code: Anthropic `POST /v1/messages`.
+    ClaudeCode,
+    /// Codex CLI: OpenAI `POST /v1/responses`.
+    Codex,
+}
+
+/// Prompt-cache pricing, as multiples of the plain input price.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pricing {
+    /// Price of a cached prefix token (cache read).
+    pub read: f64,
+    /// Price of a token not read from the cache (cache write, or plain input).
+    pub write: f64,
+}
+
+impl Pricing {
+    /// Anthropic: cache writes 1.25x, reads 0.1x.
+    pub const ANTHROPIC: Pricing = Pricing { read: 0.1, write: 1.25 };
+    /// OpenAI: cached input 0.1x, no write premium.
+    pub const OPENAI: Pricing = Pricing { read: 0.1, write: 1.0 };
+
+    /// `anthropic`, `openai`, or `read=R,write=W`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "anthropic" => return Ok(Self::ANTHROPIC),
+            "openai" => return Ok(Self::OPENAI),
+            _ => {}
+        }
+        let (mut read, mut write) = (None, None);
+        for part in s.split(',') {
+            let (k, v) = part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=NUMBER"))?;
+            let v: f64 = v.trim().parse().map_err(|_| format!("`{part}`: not a number"))?;
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("`{part}`: must be a finite number >= 0"));
+            }
+            match k.trim() {
+                "read" => read = Some(v),
+                "write" => write = Some(v),
+                other => return Err(format!("`{other}`: expected read or write")),
+            }
+        }
+        match (read, write) {
+            (Some(read), Some(write)) => Ok(Self { read, write }),
+            _ => Err(format!("`{s}`: expected anthropic, openai or read=R,write=W")),
+        }
+    }
+}
+
+/// One tool call of a recorded session and its result.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// Tool name.
+    pub name: String,
+    /// Its arguments (a JSON object).
+    pub input: Value,
+    /// The result text.
+    pub output: String,
+    /// The model's text before the call.
+    pub thought: String,
+}
+
+impl Call {
+    /// A call from a record's action (`name(arguments)`, the one action
+    /// rule, `lam_core::action`); any other action is a `bash` command.
+    pub fn from_action(action: &str, output: String, thought: String) -> Self {
+        let parsed = action.split_once('(').and_then(|(name, rest)| {
+            let inner = rest.strip_suffix(')')?;
+            let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
+            let input: Value = serde_json::from_str(inner).ok().filter(Value::is_object)?;
+            ok.then(|| (name.to_string(), input))
+        });
+        let (name, input) = parsed.unwrap_or_else(|| ("bash".into(), json!({ "command": action })));
+        Self { name, input, output, thought }
+    }
+}
+
+/// One replayed session.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SessionReport {
+    /// Session name (the transcript's).
+    pub session: String,
+    /// Requests sent (the task, then one per tool result).
+    pub requests: usize,
+    /// Proxy sessions the requests made (1 when every request continued the first).
+    pub proxy_sessions: u64,
+    /// Tool results sent (non-empty ones: the proxy admits each of those once).
+    pub tool_results: u64,
+    /// Observations admitted.
+    pub admitted: u64,
+    /// cl100k tokens of the tool results sent, and of what was forwarded for them.
+    pub tool_tokens_in: u64,
+    /// See `tool_tokens_in`.
+    pub tool_tokens_out: u64,
+    /// Earlier items whose bytes (annotations aside) changed between requests: must be 0.
+    pub earlier_changed: u64,
+    /// Prompt tokens over all requests (direct).
+    pub prompt_tokens: u64,
+    /// Prompt tokens of the last request (direct): everything the session sent, once.
+    pub final_prompt_tokens: u64,
+    /// Billed input units, direct to the provider.
+    pub billed_direct: f64,
+    /// Billed input units through `lam`.
+    pub billed_lam: f64,
+    /// The part of `billed_direct` for items carrying tool results.
+    pub billed_direct_tool: f64,
+    /// Milliseconds the proxy took per request (parse, match, archive, admit, write).
+    pub added_ms: Vec<f64>,
+    /// Milliseconds of it spent admitting the request's new observations.
+    pub admit_ms: Vec<f64>,
+}
+
+impl SessionReport {
+    /// Removal of tool-result tokens.
+    pub fn removal(&self) -> f64 {
+        ratio_left(self.tool_tokens_out, self.tool_tokens_in)
+    }
+
+    /// Share of the session's prompt (sent once) that is tool results.
+    pub fn tool_share(&self) -> f64 {
+        if self.final_prompt_tokens == 0 { 0.0 } else { (self.tool_tokens_in as f64 / self.final_prompt_tokens as f64).min(1.0) }
+    }
+
+    /// Share of the direct bill paid for items carrying tool results.
+    pub fn tool_bill_share(&self) -> f64 {
+        if self.billed_direct == 0.0 { 0.0 } else { self.billed_direct_tool / self.billed_direct }
+    }
+
+    /// Billed input through `lam` over direct.
+    pub fn billed_ratio(&self) -> f64 {
+        if self.billed_direct == 0.0 { 1.0 } else { self.billed_lam / self.billed_direct }
+    }
+
+    /// Add another session (totals).
+    pub fn absorb(&mut self, o: &SessionReport) {
+        self.requests += o.requests;
+        self.proxy_sessions += o.proxy_sessions;
+        self.tool_results += o.tool_results;
+        self.admitted += o.admitted;
+        self.tool_tokens_in += o.tool_tokens_in;
+        self.tool_tokens_out += o.tool_tokens_out;
+        self.earlier_changed += o.earlier_changed;
+        self.prompt_tokens += o.prompt_tokens;
+        self.final_prompt_tokens += o.final_prompt_tokens;
+        self.billed_direct += o.billed_direct;
+        self.billed_lam += o.billed_lam;
+        self.billed_direct_tool += o.billed_direct_tool;
+        self.added_ms.extend_from_slice(&o.added_ms);
+        self.admit_ms.extend_from_slice(&o.admit_ms);
+    }
+}
+
+fn ratio_left(out: u64, inp: u64) -> f64 {
+    if inp == 0 { 0.0 } else { 1.0 - out as f64 / inp as f64 }
+}
+
+/// The `q`-quantile (0..=1) of `xs` (nearest rank; 0 when empty).
+pub fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// The request bodies an agent sends for `calls`: the task alone, then one
+/// more tool result each time.
+pub fn requests(shape: Shape, task: &str, calls: &[Call]) -> Vec<Vec<u8>> {
+    (0..=calls.len()).map(|k| request(shape, task, &calls[..k], calls)).collect()
+}
+
+fn tools(all: &[Call], shape: Shape) -> Vec<Value> {
+    let mut names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let schema = json!({"type": "object"});
+    match shape {
+        Shape::ClaudeCode => names.iter().map(|n| json!({"name": n, "description": n, "input_schema": schema})).collect(),
+        Shape::Codex => names.iter().map(|n| json!({"type": "function", "name": n, "description": n, "parameters": schema, "strict": false})).collect(),
+    }
+}
+
+fn request(shape: Shape, task: &str, calls: &[Call], all: &[Call]) -> Vec<u8> {
+    let body = match shape {
+        Shape::ClaudeCode => claude_code(task, calls, tools(all, shape)),
+        Shape::Codex => codex(task, calls, tools(all, shape)),
+    };
+    serde_json::to_vec(&body).expect("a JSON value serialises")
+}
+
+fn claude_code(task: &str, calls: &[Call], mut tools: Vec<Value>) -> Value {
+    let eph = json!({"type": "ephemeral"});
+    let mut msgs = vec![json!({"role": "user", "content": [{"type": "text", "text": task}]})];
+    for (k, c) in calls.iter().enumerate() {
+        let id = format!("toolu_{k:04}");
+        let mut blocks = Vec::new();
+        if !c.thought.is_empty() {
+            blocks.push(json!({"type": "text", "text": c.thought}));
+        }
+        blocks.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.input}));
+        msgs.push(json!({"role": "assistant", "content": blocks}));
+        msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
+    }
+    let n = msgs.len();
+    for m in msgs.iter_mut().skip(n.saturating_sub(2)) {
+        if let Some(last) = m["content"].as_array_mut().and_then(|b| b.last_mut()) {
+            last["cache_control"] = eph.clone();
+        }
+    }
+    if let Some(t) = tools.last_mut() {
+        t["cache_control"] = eph.clone();
+    }
+    json!({
+        "model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": true,
+        "system": [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
+                   {"type": "text", "text": "(replayed by lam replay)", "cache_control": eph}],
+        "tools": tools,
+        "messages": msgs,
+    })
+}
+
+fn codex(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
+    let mut input = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]})];
+    for (k, c) in calls.iter().enumerate() {
+        let id = format!("call_{k:04}");
+        if !c.thought.is_empty() {
+            input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": c.thought}]}));
+        }
+        input.push(json!({"type": "function_call", "name": c.name, "arguments": c.input.to_string(), "call_id": id}));
+        input.push(json!({"type": "function_call_output", "call_id": id, "output": c.output}));
+    }
+    json!({
+        "model": "gpt-5-codex", "instructions": "You are Codex. (replayed by lam replay)",
+        "input": input, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": false,
+        "stream": true, "store": false,
+    })
+}
+
+/// Prompt cost of one path (direct or through lam) across a session's requests.
+#[derive(Debug, Default)]
+struct Bill {
+    prev: Vec<u128>,
+    /// Tokens of each item seen, and whether it carries a tool result.
+    tokens: HashMap<u128, (u64, bool)>,
+    billed: f64,
+    /// The part of `billed` for items carrying tool results.
+    billed_tool: f64,
+    prompt: u64,
+    last: u64,
+    changed: u64,
+}
+
+impl Bill {
+    /// Add one request's conversation items (raw JSON each) and preamble tokens.
+    fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) {
+        let ids: Vec<u128> = items.iter().map(|b| identity(b)).collect();
+        let shared = ids.iter().zip(&self.prev).take_while(|(a, b)| a == b).count();
+        self.changed += (shared..self.prev.len().min(ids.len())).filter(|&i| ids[i] != self.prev[i]).count() as u64;
+        let first = self.prev.is_empty();
+        let mut cached = if first { 0 } else { preamble };
+        let mut fresh = if first { preamble } else { 0 };
+        for (i, (b, id)) in items.iter().zip(&ids).enumerate() {
+            let (t, tool) = *self.tokens.entry(*id).or_insert_with(|| (counter.count(b) as u64, carries_tool_result(b)));
+            let price = if i < shared { pricing.read } else { pricing.write };
+            if tool {
+                self.billed_tool += t as f64 * price;
+            }
+            if i < shared { cached += t } else { fresh += t }
+        }
+        self.prompt += cached + fresh;
+        self.last = cached + fresh;
+        self.billed += cached as f64 * pricing.read + fresh as f64 * pricing.write;
+        self.prev = ids;
+    }
+}
+
+/// A Claude Code user turn with `tool_result` blocks, or a Codex `function_call_output`.
+fn carries_tool_result(b: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(b) else {
+        return false;
+    };
+    let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
+    is(&v, "function_call_output") || v.get("content").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(|x| is(x, "tool_result")))
+}
+
+fn identity(b: &[u8]) -> u128 {
+    match canon::parse(b) {
+        Ok(n) => {
+            let mut out = Vec::with_capacity(b.len());
+            canon::identity(b, &n, &mut out);
+            xxh3_128(&out)
+        }
+        Err(_) => xxh3_128(b),
+    }
+}
+
+/// The conversation items of a body (raw JSON each) and its preamble's bytes.
+fn split(api: Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u8>) {
+    let m = crate::json::Members::parse(body).expect("replay bodies are objects");
+    let list = m.raw(api.list_field()).unwrap_or("[]");
+    let items = serde_json::from_str(list).unwrap_or_default();
+    let mut pre = Vec::new();
+    for f in api.preamble_fields().iter().chain(&["tools"]) {
+        pre.extend_from_slice(m.raw(f).unwrap_or("").as_bytes());
+    }
+    (items, pre)
+}
+
+/// Replay one session through `proxy` (sequentially: the proxy's counters
+/// before and after are this session's).
+pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[Call], pricing: Pricing, counter: &dyn TokenCounter) -> SessionReport {
+    let api = match shape {
+        Shape::ClaudeCode => Api::Messages,
+        Shape::Codex => Api::Responses,
+    };
+    let before = proxy.stats();
+    let (mut direct, mut lam) = (Bill::default(), Bill::default());
+    let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
+    let mut r = SessionReport { session: session.to_string(), tool_results: sent, ..Default::default() };
+    let mut admitted_s = totals(&before).1;
+    for body in requests(shape, task, calls) {
+        let t = Instant::now();
+        let out = proxy.rewrite(api, None, &body);
+        r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let now = totals(&proxy.stats()).1;
+        r.admit_ms.push((now - admitted_s) * 1e3);
+        admitted_s = now;
+        for (bill, b) in [(&mut direct, &body), (&mut lam, &out.body)] {
+            let (items, pre) = split(api, b);
+            let raws: Vec<&[u8]> = items.iter().map(|x| x.get().as_bytes()).collect();
+            bill.add(&raws, counter.count(&pre) as u64, pricing, counter);
+        }
+        r.requests += 1;
+    }
+    let after = proxy.stats();
+    r.proxy_sessions = after.sessions_created - before.sessions_created;
+    let (t0, t1) = (totals(&before).0, totals(&after).0);
+    r.admitted = t1[0] - t0[0];
+    r.tool_tokens_in = t1[1] - t0[1];
+    r.tool_tokens_out = t1[2] - t0[2];
+    r.earlier_changed = lam.changed;
+    r.prompt_tokens = direct.prompt;
+    r.final_prompt_tokens = direct.last;
+    r.billed_direct = direct.billed;
+    r.billed_lam = lam.billed;
+    r.billed_direct_tool = direct.billed_tool;
+    r
+}
+
+/// Observations, tokens in, tokens out, and admit seconds over every session (evicted included).
+fn totals(s: &crate::Stats) -> ([u64; 3], f64) {
+    let mut all = s.evicted.clone();
+    for x in &s.sessions {
+        all.absorb(x);
+    }
+    ([all.observations, all.tokens_in, all.tokens_out], all.admit_seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_round_trip_to_calls() {
+        let c = Call::from_action(r#"Bash({"command":"ls","description":"list"})"#, String::new(), String::new());
+        assert_eq!(c.name, "Bash");
+        assert_eq!(lam_core::action::tool_call_value(&c.name, Some(&c.input)), r#"Bash({"command":"ls","description":"list"})"#);
+        let c = Call::from_action("ls -la", String::new(), String::new());
+        assert_eq!((c.name.as_str(), &c.input), ("bash", &json!({"command": "ls -la"})));
+    }
+
+    #[test]
+    fn pricing_presets_and_custom() {
+        assert_eq!(Pricing::parse("anthropic"), Ok(Pricing::ANTHROPIC));
+        assert_eq!(Pricing::parse("read=0.25,write=1"), Ok(Pricing { read: 0.25, write: 1.0 }));
+        assert!(Pricing::parse("read=x").is_err());
+        assert!(Pricing::parse("read=0.1").is_err());
+        assert!(Pricing::parse("read=-1,write=1").is_err());
+    }
+
+    #[test]
+    fn billing_reads_the_shared_prefix() {
+        let counter = lam_core::SimpleCounter;
+        let mut b = Bill::default();
+        let (x, y, z): (&[u8], &[u8], &[u8]) = (b"\"a a\"", b"\"b b\"", b"\"c c\"");
+        b.add(&[x], 0, Pricing::OPENAI, &counter);
+        b.add(&[x, y], 0, Pricing::OPENAI, &counter);
+        b.add(&[z, y], 0, Pricing::OPENAI, &counter);
+        let t = |s: &[u8]| counter.count(s) as f64;
+        let want = t(x) + (t(x) * 0.1 + t(y)) + (t(z) + t(y));
+        assert!((b.billed - want).abs() < 1e-9, "{} vs {want}", b.billed);
+        assert_eq!(b.changed, 1, "item 0 changed in the third request");
+    }
+}
