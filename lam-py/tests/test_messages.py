@@ -89,3 +89,17 @@ def test_store_recalls_every_stub(tmp_path):
     assert by_id
     for id, original in by_id.items():
         assert store.recall(id) == original
+
+
+def test_kept_tools_are_returned_whole_but_archived(tmp_path):
+    msgs = messages()
+    names = {c["function"]["name"] for m in msgs for c in m.get("tool_calls") or []}
+    kept = sorted(names)[0]
+    store = str(tmp_path / "store")
+    out = lam.compact_messages(msgs, encoder="hashing", cache=False, keep_tools=[kept], store=store, session="s")
+    by_id = {c["id"]: c["function"]["name"] for m in msgs for c in m.get("tool_calls") or []}
+    kept_results = [(m, o) for m, o in zip(msgs, out) if m["role"] == "tool" and by_id.get(m.get("tool_call_id")) == kept]
+    assert kept_results, "the example calls the kept tool"
+    assert all(m == o for m, o in kept_results)
+    # Still archived: every tool result of the history is in the store.
+    assert len(lam.Store(store).ids("s")) == sum(1 for m in msgs if m["role"] == "tool")

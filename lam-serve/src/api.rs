@@ -35,6 +35,9 @@ pub enum Api {
 pub(crate) struct Slot {
     pub pointer: String,
     pub action: String,
+    /// A kept tool's result: archived and admitted (so later observations
+    /// may cite it, as it stays in context) but forwarded verbatim.
+    pub keep: bool,
 }
 
 /// What the items of one request say about each other: the action of every
@@ -148,7 +151,7 @@ impl Api {
     /// The observations in item `i` of a request (empty texts left out).
     /// With `policy.user_turns`, user turns after the task are observations
     /// too (agents that send tool output as user messages); results of the
-    /// tools in `policy.keep_tools` are not.
+    /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
         let kept = |id: Option<&str>| id.and_then(|id| cx.names.get(id)).is_some_and(|n| policy.keep_tools.contains(n));
@@ -157,14 +160,16 @@ impl Api {
                 .cloned()
                 .unwrap_or_else(|| id.unwrap_or_default().to_string())
         };
-        let with = |ptrs: Vec<String>, action: String| {
+        let with_keep = |ptrs: Vec<String>, action: String, keep: bool| {
             ptrs.into_iter()
                 .map(|pointer| Slot {
                     pointer,
                     action: action.clone(),
+                    keep,
                 })
                 .collect::<Vec<_>>()
         };
+        let with = |ptrs, action| with_keep(ptrs, action, false);
         let user_obs = || {
             user_turns
                 && role(v) == Some("user")
@@ -174,10 +179,10 @@ impl Api {
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
-            Api::ChatCompletions if role(v) == Some("tool") && kept(str_at(v, "tool_call_id")) => Vec::new(),
-            Api::ChatCompletions if role(v) == Some("tool") => with(
+            Api::ChatCompletions if role(v) == Some("tool") => with_keep(
                 text_slots(content, "/content", &["text"]),
                 action(str_at(v, "tool_call_id")),
+                kept(str_at(v, "tool_call_id")),
             ),
             Api::Messages => {
                 let mut out = Vec::new();
@@ -187,12 +192,12 @@ impl Api {
                     .flatten()
                     .enumerate()
                     .filter(|(_, b)| str_at(b, "type") == Some("tool_result"))
-                    .filter(|(_, b)| !kept(str_at(b, "tool_use_id")))
                 {
                     let inner = b.get("content").unwrap_or(&Value::Null);
-                    out.extend(with(
+                    out.extend(with_keep(
                         text_slots(inner, &format!("/content/{k}/content"), &["text"]),
                         action(str_at(b, "tool_use_id")),
+                        kept(str_at(b, "tool_use_id")),
                     ));
                 }
                 let has_results = content
@@ -209,13 +214,11 @@ impl Api {
                     Some("function_call_output" | "custom_tool_call_output")
                 ) =>
             {
-                if kept(str_at(v, "call_id")) {
-                    return Vec::new();
-                }
                 let output = v.get("output").unwrap_or(&Value::Null);
-                with(
+                with_keep(
                     text_slots(output, "/output", &["input_text", "output_text", "text"]),
                     action(str_at(v, "call_id")),
+                    kept(str_at(v, "call_id")),
                 )
             }
             _ if user_obs() => with(
@@ -301,7 +304,8 @@ mod tests {
                 3,
                 Slot {
                     pointer: "/content".into(),
-                    action: "bash({\"cmd\":\"ls\"})".into()
+                    action: "bash({\"cmd\":\"ls\"})".into(),
+                    keep: false,
                 }
             )
         );
@@ -311,7 +315,8 @@ mod tests {
                 4,
                 Slot {
                     pointer: "/content/0/text".into(),
-                    action: "c2".into()
+                    action: "c2".into(),
+                    keep: false,
                 }
             )
         );
@@ -327,7 +332,8 @@ mod tests {
                 5,
                 Slot {
                     pointer: "/content".into(),
-                    action: "run it".into()
+                    action: "run it".into(),
+                    keep: false,
                 }
             )
         );
@@ -369,7 +375,8 @@ mod tests {
                 2,
                 Slot {
                     pointer: "/output".into(),
-                    action: "shell({})".into()
+                    action: "shell({})".into(),
+                    keep: false,
                 }
             )]
         );

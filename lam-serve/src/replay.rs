@@ -54,6 +54,7 @@ impl Pricing {
         match s {
             "anthropic" => return Ok(Self::ANTHROPIC),
             "openai" => return Ok(Self::OPENAI),
+            _ if !s.contains('=') => return Err(format!("`{s}`: expected anthropic, openai or read=R,write=W")),
             _ => {}
         }
         let (mut read, mut write) = (None, None);

@@ -76,12 +76,13 @@ pub(crate) struct Delta {
 }
 
 impl Delta {
-    fn add(&mut self, a: &Admission) {
+    /// Count one admission; a kept one was forwarded whole.
+    fn add(&mut self, a: &Admission, kept: bool) {
         self.observations += 1;
         let t = a.tokens.unwrap_or_default();
         self.tokens_in += t.input as u64;
-        self.tokens_out += t.output as u64;
-        self.stubs += a.stubs.len() as u64;
+        self.tokens_out += if kept { t.input } else { t.output } as u64;
+        self.stubs += if kept { 0 } else { a.stubs.len() as u64 };
         self.admit_seconds += (a.encode_ns + a.admit_ns) as f64 * 1e-9;
     }
 }
@@ -146,6 +147,10 @@ pub(crate) struct Conversation {
     store_session: SessionId,
     op: lam_operator::Session,
     forwarded: HashMap<u128, Frozen>,
+    /// Bytes the frozen items hold (bytes, annotations, map entry).
+    frozen_bytes: usize,
+    /// Lines of every admitted observation (the operator keeps their hashes).
+    lines: usize,
 }
 
 impl Conversation {
@@ -154,7 +159,19 @@ impl Conversation {
             store_session,
             op,
             forwarded: HashMap::new(),
+            frozen_bytes: 0,
+            lines: 0,
         }
+    }
+
+    /// An estimate of the memory this conversation holds: its frozen
+    /// forwarded bytes and its operator state (retained vectors, chunk
+    /// bookkeeping, ids, line hashes).
+    pub(crate) fn bytes(&self) -> usize {
+        let vectors = std::mem::size_of_val(self.op.retained_vectors());
+        let chunks = self.op.l1_stats().chunks as usize * 16;
+        let ids: usize = self.op.ids().iter().map(|s| s.len() + 24).sum();
+        self.frozen_bytes + vectors + chunks + ids + self.lines * 24 + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -184,7 +201,8 @@ impl Conversation {
                 let loan = loan.get_or_insert_with(|| engine.pool.take());
                 self.admit(item, &slots, engine, loan, &mut delta).into()
             };
-            let annotations = item.annotations.clone().into();
+            let annotations: Arc<[Annotation]> = item.annotations.clone().into();
+            self.frozen_bytes += bytes.len() + std::mem::size_of_val(&annotations[..]) + 96;
             self.forwarded.insert(key, Frozen { bytes: bytes.clone(), annotations });
             out.push(bytes);
         }
@@ -211,6 +229,7 @@ impl Conversation {
             let (Some(text), Some(node)) = (item.value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
                 continue;
             };
+            self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
             let rec = Record {
                 index: self.op.records(),
                 action: s.action.clone(),
@@ -219,8 +238,8 @@ impl Conversation {
             };
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
-                    d.add(&a);
-                    if a.residual != rec.observation {
+                    d.add(&a, s.keep);
+                    if !s.keep && a.residual != rec.observation {
                         let residual = String::from_utf8(a.residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
                         let lit = serde_json::to_vec(&residual).expect("a string serialises");
                         edits.push((node.span.clone(), lit));
@@ -249,6 +268,8 @@ struct Entry {
     handle: Arc<Handle>,
     keys: Vec<u128>,
     used: u64,
+    /// What its conversation held when last accounted ([`Conversation::bytes`]).
+    bytes: usize,
 }
 
 /// Every session of the proxy. Held only to match and claim, never while
@@ -262,6 +283,8 @@ pub(crate) struct Registry {
     /// Sessions dropped to stay within the limit, and their summed counters.
     evicted: u64,
     retired: SessionStats,
+    /// Bytes all held sessions hold, as last accounted.
+    held: usize,
 }
 
 impl Registry {
@@ -300,6 +323,7 @@ impl Registry {
             handle,
             keys: keys.to_vec(),
             used: self.clock,
+            bytes: 0,
         };
         match name {
             Some(n) => {
@@ -328,7 +352,33 @@ impl Registry {
             (None, None) => return,
         };
         self.evicted += 1;
+        self.held -= e.bytes;
         self.retired.absorb(&lock(&e.handle.stats));
+    }
+
+    /// Record that `h`'s conversation now holds `bytes`, then drop the least
+    /// recently used sessions (`h` last: it was just used) until all held
+    /// sessions hold at most `budget` bytes. A session dropped meanwhile is
+    /// not counted.
+    pub(crate) fn account(&mut self, h: &Arc<Handle>, bytes: usize, budget: usize) {
+        let found = self
+            .open
+            .iter_mut()
+            .chain(self.named.values_mut())
+            .find(|e| Arc::ptr_eq(&e.handle, h));
+        let Some(e) = found else {
+            return;
+        };
+        self.held = self.held - e.bytes + bytes;
+        e.bytes = bytes;
+        while self.held > budget && !(self.open.is_empty() && self.named.is_empty()) {
+            self.evict_oldest();
+        }
+    }
+
+    /// Bytes all held sessions hold, as last accounted.
+    pub(crate) fn held(&self) -> usize {
+        self.held
     }
 
     /// Sessions dropped so far and their summed counters.

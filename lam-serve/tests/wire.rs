@@ -110,7 +110,9 @@ fn kept_tools_are_forwarded_verbatim_and_still_archived() {
     let req = claude_code_request(3, &log);
     let out = p.rewrite(Api::Messages, None, &req);
     assert_eq!(out.body, req, "nothing compacted");
-    assert_eq!(p.stats().sessions[0].observations, 0);
+    let s = &p.stats().sessions[0];
+    assert_eq!(s.observations, 3, "every result archived and admitted");
+    assert_eq!((s.tokens_out, s.stubs), (s.tokens_in, 0), "forwarded whole");
 }
 
 /// A JSON text with the shapes that collide under a lossy parse: big

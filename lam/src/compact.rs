@@ -22,7 +22,7 @@ pub enum OrderArg {
 
 #[derive(clap::Args)]
 pub struct CompactArgs {
-    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, Claude Code transcript, Codex rollout, lam JSONL; .gz ok).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Merge threshold t (cosine); delta = sqrt(2 - 2t).

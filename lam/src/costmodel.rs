@@ -176,7 +176,7 @@ enum CostCmd {
     /// model decoded there (the recorded thought and action); prints modeled time, HBM
     /// traffic and ratios to the first policy.
     Replay {
-        /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+        /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, Claude Code transcript, Codex rollout, lam JSONL; .gz ok).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Device preset.

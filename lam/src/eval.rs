@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct EvalArgs {
-    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+    /// Trajectory files or folders (mini-swe-agent, SWE-agent, OpenAI chat, Claude Code transcript, Codex rollout, lam JSONL; .gz ok).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Merge thresholds t (cosine), comma separated.

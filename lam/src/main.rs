@@ -12,6 +12,8 @@ mod eval;
 mod mcp;
 mod opts;
 mod recall;
+mod replay;
+mod run;
 mod store;
 mod serve;
 mod view;
@@ -43,6 +45,10 @@ enum Cmd {
     Store(store::StoreArgs),
     /// OpenAI/Anthropic-compatible proxy: archive every tool result, forward its residual, prefix-stable (docs/serve.md).
     Serve(serve::ServeArgs),
+    /// Run an agent (claude, codex, ...) through the proxy on a free loopback port, `lam mcp` registered; print what it saved (docs/serve.md).
+    Run(run::RunArgs),
+    /// Replay recorded Claude Code / Codex sessions through the proxy's engine: removal, bytes changed, billed input with prompt caching (lam vs direct), added latency.
+    Replay(replay::ReplayArgs),
     /// Serve archived observations to MCP clients (tools recall, recall_meta, catalog) over stdio or streamable HTTP.
     Mcp(mcp::McpArgs),
 }
@@ -58,6 +64,8 @@ fn main() -> Result<()> {
         Cmd::Compact(a) => compact::run(a),
         Cmd::Store(a) => store::run(a),
         Cmd::Serve(a) => serve::run(a),
+        Cmd::Run(a) => run::run(a),
         Cmd::Mcp(a) => mcp::run(a),
+        Cmd::Replay(a) => replay::run(a),
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct ViewArgs {
-    /// A trajectory file (mini-swe-agent, SWE-agent, OpenAI chat, lam JSONL; .gz ok).
+    /// A trajectory file (mini-swe-agent, SWE-agent, OpenAI chat, Claude Code transcript, Codex rollout, lam JSONL; .gz ok).
     trajectory: PathBuf,
     #[command(flatten)]
     opts: PolicyOpts,

@@ -29,6 +29,18 @@ def _fenced_block(content: str) -> str:
     return block.strip()
 
 
+def _tool_name(messages: List[dict], i: int) -> Optional[str]:
+    """The name of the tool whose result messages[i] is (by tool_call_id)."""
+    call_id = messages[i].get("tool_call_id")
+    for prev in reversed(messages[:i]):
+        if isinstance(prev, dict) and prev.get("role") == "assistant":
+            for call in prev.get("tool_calls") or []:
+                if isinstance(call, dict) and call.get("id") == call_id:
+                    return (call.get("function") or call).get("name")
+            return None
+    return None
+
+
 def _action_for(messages: List[dict], i: int) -> str:
     """The action whose result messages[i] is, as lam's OpenAI reader names
     it: the assistant's tool calls as ``name(arguments)`` joined by ``"; "``,
@@ -64,7 +76,9 @@ class Compactor:
     Tool results (``role: tool``) are replaced by their LAM residuals; with
     ``observation_role="user"`` so are user messages after the first one
     (the task), as in text-based agents. System and assistant messages are
-    never touched.
+    never touched. Results of the tools named in ``keep_tools`` are archived
+    and admitted (later observations may cite them) but returned whole: for
+    tools whose exact output the agent must act on.
     """
 
     def __init__(
@@ -78,10 +92,12 @@ class Compactor:
         session: Optional[str] = None,
         cache: Any = None,
         lam_session: Optional[Session] = None,
+        keep_tools: Iterable[str] = (),
     ) -> None:
         if observation_role not in _ROLES:
             raise ValueError(f"observation_role: expected 'tool' or 'user', got {observation_role!r}")
         self.observation_role = observation_role
+        self.keep_tools = frozenset(keep_tools)
         self.session = lam_session or Session(threshold, encoder, model, store, session, cache=cache)
         self.admissions: List[Tuple[int, Admission]] = []
         self._seen: List[str] = []
@@ -112,15 +128,18 @@ class Compactor:
             return m
         content = m.get("content")
         action = _action_for(messages, i)
+        keep = m.get("role") == "tool" and _tool_name(messages, i) in self.keep_tools
         out = dict(m)
         if isinstance(content, str):
-            out["content"] = self._admit(action, content, i)
+            residual = self._admit(action, content, i)
+            out["content"] = content if keep else residual
         elif isinstance(content, list):
             # As lam's reader: the text parts together are the observation.
             is_text = lambda p: isinstance(p, str) or (isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
             text = "".join(p if isinstance(p, str) else p["text"] for p in content if is_text(p))
             rest = [p for p in content if not is_text(p)]
-            out["content"] = [{"type": "text", "text": self._admit(action, text, i)}] + rest
+            residual = self._admit(action, text, i)
+            out["content"] = content if keep else [{"type": "text", "text": residual}] + rest
         return out
 
     def compact(self, messages: Iterable[dict]) -> List[dict]:
@@ -148,13 +167,15 @@ def compact_messages(
     store: Optional[str] = None,
     session: Optional[str] = None,
     cache: Any = None,
+    keep_tools: Iterable[str] = (),
 ) -> List[dict]:
     """OpenAI chat messages with tool results (and, with
     ``observation_role="user"``, user turns after the task) replaced by their
     LAM residuals, admitted in order; earlier messages are never edited, so
     compacting a longer history gives the same prefix. With ``store`` every
     original is archived first and each stub's ``_recall §id`` resolves there
-    (``lam.Store(store).recall(id)``)."""
+    (``lam.Store(store).recall(id)``). Results of the tools in ``keep_tools``
+    are archived but returned whole."""
     c = Compactor(
         threshold,
         observation_role=observation_role,
@@ -163,6 +184,7 @@ def compact_messages(
         store=store,
         session=session,
         cache=cache,
+        keep_tools=keep_tools,
     )
     out = c.compact(messages)
     c.session.close()

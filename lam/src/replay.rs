@@ -1,0 +1,190 @@
+//! `lam replay`: recorded sessions sent through `lam serve`'s engine the way
+//! Claude Code or Codex sends them, and what they would have cost with and
+//! without `lam` (`lam_serve::replay`).
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use lam_encode::Cache;
+use lam_serve::replay::{self, Call, Pricing, SessionReport, Shape};
+use lam_serve::{Proxy, ServeConfig};
+use lam_trajectory::read::{self, Format, Trajectory};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum ShapeArg {
+    /// Claude Code transcripts as Claude Code, Codex rollouts as Codex, everything else as Claude Code.
+    Auto,
+    /// Anthropic `/v1/messages` as Claude Code sends it (system array, tools, moving `cache_control`).
+    ClaudeCode,
+    /// OpenAI `/v1/responses` as the Codex CLI sends it.
+    Codex,
+}
+
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    /// Transcripts: Claude Code (~/.claude/projects), Codex (~/.codex/sessions), or any `lam compact` format; files or folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Which agent's requests to send.
+    #[arg(long, value_enum, default_value = "auto")]
+    shape: ShapeArg,
+    /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
+    #[arg(long, value_parser = Pricing::parse)]
+    pricing: Option<Pricing>,
+    /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
+    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
+    threshold: f64,
+    #[command(flatten)]
+    enc: crate::opts::EncoderOpts,
+    /// Tools whose results are forwarded verbatim (as `lam serve --keep-tools`).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    keep_tools: Vec<String>,
+    /// Print one JSON object (sessions and total) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: ReplayArgs) -> Result<()> {
+    let mut cfg = ServeConfig::new("http://replay.invalid");
+    cfg.encoder = a.enc.spec();
+    cfg.cache = Cache::Off;
+    cfg.encoders = 1;
+    cfg.threshold = a.threshold;
+    cfg.keep_tools = a.keep_tools.clone();
+    let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
+    let mut sessions = Vec::new();
+    for input in read::expand_inputs(&a.paths)? {
+        let Some(trajs) = read::read_input(&input)? else {
+            eprintln!("note: skipping {} (not a transcript)", input.path.display());
+            continue;
+        };
+        for t in trajs.iter().filter(|t| !t.records.is_empty()) {
+            sessions.push(one(&proxy, &a, t));
+        }
+    }
+    if sessions.is_empty() {
+        bail!("no tool results found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let mut total = SessionReport { session: "total".into(), ..Default::default() };
+    sessions.iter().for_each(|s| total.absorb(&s.1));
+    if a.json {
+        print_json(&sessions, &total)?;
+    } else {
+        print_table(&sessions, &total);
+    }
+    Ok(())
+}
+
+fn shape_of(a: &ReplayArgs, t: &Trajectory) -> Shape {
+    match (a.shape, t.format) {
+        (ShapeArg::ClaudeCode, _) => Shape::ClaudeCode,
+        (ShapeArg::Codex, _) | (ShapeArg::Auto, Format::Codex) => Shape::Codex,
+        (ShapeArg::Auto, _) => Shape::ClaudeCode,
+    }
+}
+
+fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Shape, SessionReport, Pricing) {
+    let shape = shape_of(a, t);
+    let pricing = a.pricing.unwrap_or(match shape {
+        Shape::ClaudeCode => Pricing::ANTHROPIC,
+        Shape::Codex => Pricing::OPENAI,
+    });
+    let calls: Vec<Call> = t
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default()))
+        .collect();
+    let task = if t.task.is_empty() { format!("(task of {})", t.session.0) } else { t.task.clone() };
+    let r = replay::replay(proxy, shape, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+    (shape, r, pricing)
+}
+
+fn shape_name(s: Shape) -> &'static str {
+    match s {
+        Shape::ClaudeCode => "claude-code",
+        Shape::Codex => "codex",
+    }
+}
+
+fn row(shape: &str, r: &SessionReport) -> String {
+    let q = |xs: &[f64], p| replay::quantile(xs, p);
+    format!(
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>6.1}% {:>4} {:>11.0} {:>11.0} {:>6.3} {:>7.2} {:>7.2} {:>7.2}",
+        truncate(&r.session, 40),
+        shape,
+        r.requests,
+        r.proxy_sessions,
+        format!("{}/{}", r.admitted, r.tool_results),
+        r.tool_tokens_in,
+        r.tool_tokens_out,
+        100.0 * r.removal(),
+        r.earlier_changed,
+        r.billed_direct,
+        r.billed_lam,
+        r.billed_ratio(),
+        q(&r.added_ms, 0.5),
+        q(&r.added_ms, 0.99),
+        q(&overhead(r), 0.5),
+    )
+}
+
+/// Per request: the time added beyond admitting its new tool results.
+fn overhead(r: &SessionReport) -> Vec<f64> {
+    r.added_ms.iter().zip(&r.admit_ms).map(|(a, m)| a - m).collect()
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}~", s.chars().take(n - 1).collect::<String>()) }
+}
+
+fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) {
+    println!(
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>11} {:>11} {:>6} {:>7} {:>7} {:>7}",
+        "session", "shape", "req", "sess", "admit", "tool tok", "fwd tok", "removed", "chg", "bill direct", "bill lam", "ratio", "p50 ms", "p99 ms", "ovh p50"
+    );
+    for (shape, r, _) in sessions {
+        println!("{}", row(shape_name(*shape), r));
+    }
+    println!("{}", row("", total));
+    let share = total.tool_share();
+    println!();
+    println!("req: requests sent (the task, then one per tool result); sess: proxy sessions they made (1 = one conversation, one session);");
+    println!("admit: tool results admitted / sent (each once); tool tok / fwd tok: cl100k tokens of the tool results and of what lam forwarded;");
+    println!("chg: earlier items whose bytes changed between requests (must be 0); bill: input price units under prompt caching");
+    println!("(cached prefix read, rest written; tokens of each item's JSON), direct vs through lam; ratio = lam / direct;");
+    println!("p50/p99 ms: time lam added per request; ovh p50: of it, the part beyond admitting (encoding) the request's new tool results.");
+    println!(
+        "In total lam removed {:.1} % of tool-result tokens. Tool results are {:.1} % of what the sessions sent and {:.1} % of the direct bill",
+        100.0 * total.removal(),
+        100.0 * share,
+        100.0 * total.tool_bill_share()
+    );
+    println!("(removal x bill share = {:.1} %); billed input through lam was {:.1} % of direct: {:.1} % saved.", 100.0 * total.removal() * total.tool_bill_share(), 100.0 * total.billed_ratio(), 100.0 * (1.0 - total.billed_ratio()));
+}
+
+fn print_json(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {
+    let summary = |r: &SessionReport| {
+        serde_json::json!({
+            "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
+            "tool_results": r.tool_results, "admitted": r.admitted,
+            "tool_tokens_in": r.tool_tokens_in, "tool_tokens_out": r.tool_tokens_out, "removal": r.removal(),
+            "earlier_changed": r.earlier_changed, "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
+            "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
+            "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
+            "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),
+            "overhead_ms_p50": replay::quantile(&overhead(r), 0.5), "overhead_ms_p99": replay::quantile(&overhead(r), 0.99),
+        })
+    };
+    let rows: Vec<_> = sessions
+        .iter()
+        .map(|(shape, r, p)| {
+            let mut v = summary(r);
+            v["shape"] = shape_name(*shape).into();
+            v["pricing"] = serde_json::json!({"read": p.read, "write": p.write});
+            v
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({"sessions": rows, "total": summary(total)}))?);
+    Ok(())
+}

@@ -1,0 +1,474 @@
+//! `lam run -- AGENT ARGS...`: the proxy (`lam-serve`) on a free loopback
+//! port, the agent run through it with `lam mcp` registered (Claude Code,
+//! Codex), and what the proxy saved printed when the agent exits.
+
+use anyhow::{Context, Result, bail};
+use arc_store::StoreSpec;
+use lam_encode::Cache;
+use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
+use std::ffi::{OsStr, OsString};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Store the tool results are archived in: a directory (or `postgres://...` where built in); default $LAM_HOME/runs/<unix seconds>-<pid>.
+    #[arg(long)]
+    store: Option<String>,
+    /// Upstream origin; default $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL when set, else https://api.anthropic.com (claude) or https://api.openai.com (codex).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
+    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
+    threshold: f64,
+    #[command(flatten)]
+    enc: crate::opts::EncoderOpts,
+    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Do not read or write the embedding cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    encoders: Option<u32>,
+    /// Which turns are observations.
+    #[arg(long, value_enum, default_value = "tool")]
+    observation_role: crate::serve::ObservationRole,
+    /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write`.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    keep_tools: Vec<String>,
+    /// One line per request on standard error (method, path, status, session, time).
+    #[arg(long)]
+    log: bool,
+    /// The agent and its arguments, after `--`: `lam run -- claude`, `lam run -- codex exec "fix the tests"`.
+    #[arg(last = true, required = true, value_name = "AGENT ARGS")]
+    agent: Vec<OsString>,
+}
+
+/// The agents whose base URL and MCP registration `lam run` knows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Agent {
+    Claude,
+    Codex,
+    Other,
+}
+
+impl Agent {
+    /// By the program's file name.
+    fn of(program: &OsStr) -> Self {
+        match Path::new(program).file_name().and_then(OsStr::to_str) {
+            Some("claude") => Agent::Claude,
+            Some("codex") => Agent::Codex,
+            _ => Agent::Other,
+        }
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let (program, args) = a
+        .agent
+        .split_first()
+        .context("lam run: no agent given after `--`")?;
+    if find_program(program).is_none() {
+        eprintln!(
+            "Error: lam run: agent `{}` not found (not an executable file, nor on PATH)",
+            program.to_string_lossy()
+        );
+        std::process::exit(127);
+    }
+    let agent = Agent::of(program);
+    let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
+    let store = Store::resolve(a.store.as_deref())?;
+    let proxy = Proxy::open(config(&a, &upstream, store.spec.clone()))
+        .context("lam run: starting the proxy")?;
+    let pid = Arc::new(AtomicU32::new(0));
+    let server = Server::start(proxy.clone(), pid.clone())?;
+    eprintln!(
+        "lam run: proxy http://{} -> {upstream} ({from})",
+        server.addr
+    );
+    eprintln!("lam run: store {}", store.shown);
+    eprintln!(
+        "lam run: recall an archived tool result with `lam recall --store {} --session S §ID` (S: `lam recall --store {} --list`), or the agent's `lam` MCP tools",
+        store.arg, store.arg
+    );
+    let launch = Launch::new(agent, program, args, server.addr, &store);
+    let status = launch
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|l| l.wait(&pid));
+    let stopped = server.stop();
+    let closed = proxy.close().context("lam run: flushing the store");
+    if let Ok(l) = &launch {
+        l.clean();
+    }
+    let status = status?;
+    summary(&proxy.stats(), &store, program, status);
+    stopped.and(closed)?;
+    std::process::exit(exit_code(status))
+}
+
+/// `program` as `Command` will find it: a path, or a name on PATH.
+fn find_program(program: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return is_executable(p).then(|| p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(p))
+        .find(|c| is_executable(c))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().is_ok_and(|m| {
+        #[cfg(unix)]
+        let exec = m.permissions().mode() & 0o111 != 0;
+        #[cfg(not(unix))]
+        let exec = true;
+        m.is_file() && exec
+    })
+}
+
+/// The upstream origin and where it came from.
+fn upstream(flag: Option<&str>, agent: Agent) -> Result<(String, String)> {
+    let env = |k: &'static str, v1: bool| {
+        let v = std::env::var(k).ok().filter(|v| !v.trim().is_empty())?;
+        let v = v.trim().trim_end_matches('/');
+        let v = if v1 {
+            v.strip_suffix("/v1").unwrap_or(v)
+        } else {
+            v
+        };
+        Some((v.to_string(), format!("from ${k}")))
+    };
+    let (anthropic, openai) = (
+        env("ANTHROPIC_BASE_URL", false),
+        env("OPENAI_BASE_URL", true),
+    );
+    let default = |u: &str| {
+        (
+            u.to_string(),
+            format!("default for {agent:?}").to_lowercase(),
+        )
+    };
+    let (url, from) = match (flag, agent) {
+        (Some(u), _) => (u.to_string(), "--upstream".to_string()),
+        (None, Agent::Claude) => anthropic.unwrap_or_else(|| default("https://api.anthropic.com")),
+        (None, Agent::Codex) => openai.unwrap_or_else(|| default("https://api.openai.com")),
+        (None, Agent::Other) => match (anthropic, openai) {
+            (Some(x), None) | (None, Some(x)) => x,
+            (Some(x), Some(y)) if x.0 == y.0 => x,
+            _ => bail!(
+                "lam run: not claude or codex, so give the upstream: --upstream https://api.anthropic.com or https://api.openai.com"
+            ),
+        },
+    };
+    let url = url.trim_end_matches('/').to_string();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        bail!("lam run: upstream `{url}` ({from}): expected an http:// or https:// origin");
+    }
+    Ok((url, from))
+}
+
+/// The store: its spec, the argument `lam mcp --store` gets, and how it is shown.
+#[derive(Debug)]
+struct Store {
+    spec: StoreSpec,
+    arg: String,
+    shown: String,
+}
+
+impl Store {
+    /// `--store`, or a new directory `$LAM_HOME/runs/<unix seconds>-<pid>`; directories are created and made absolute.
+    fn resolve(flag: Option<&str>) -> Result<Self> {
+        let spec = match flag {
+            Some(s) => StoreSpec::parse(s).with_context(|| format!("--store {s}"))?,
+            None => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let dir = lam_encode::lam_home()
+                    .join("runs")
+                    .join(format!("{secs}-{}", std::process::id()));
+                StoreSpec::Dir(dir)
+            }
+        };
+        let spec = match spec {
+            StoreSpec::Dir(d) => {
+                std::fs::create_dir_all(&d)
+                    .with_context(|| format!("creating the store {}", d.display()))?;
+                StoreSpec::Dir(
+                    std::path::absolute(&d).with_context(|| format!("--store {}", d.display()))?,
+                )
+            }
+            other => other,
+        };
+        let arg = match (&spec, flag) {
+            (StoreSpec::Dir(d), _) => d.to_string_lossy().into_owned(),
+            (_, Some(s)) => s.to_string(),
+            (_, None) => spec.display(),
+        };
+        Ok(Self {
+            shown: spec.display(),
+            spec,
+            arg,
+        })
+    }
+}
+
+/// `lam serve`'s settings from the flags.
+fn config(a: &RunArgs, upstream: &str, store: StoreSpec) -> ServeConfig {
+    let mut cfg = ServeConfig::new(upstream);
+    cfg.store = store;
+    cfg.encoder = a.enc.spec();
+    cfg.cache = match (a.no_cache, &a.cache) {
+        (true, _) => Cache::Off,
+        (false, Some(p)) => Cache::File(p.clone()),
+        (false, None) => Cache::Default,
+    };
+    if let Some(n) = a.encoders {
+        cfg.encoders = n as usize;
+    }
+    cfg.threshold = a.threshold;
+    cfg.user_turns = a.observation_role == crate::serve::ObservationRole::User;
+    cfg.keep_tools = a.keep_tools.clone();
+    cfg.log = a.log;
+    cfg
+}
+
+/// The proxy served on its own runtime (worker threads in the background).
+#[derive(Debug)]
+struct Server {
+    addr: SocketAddr,
+    rt: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), lam_serve::Error>>,
+}
+
+impl Server {
+    /// Listen on a free loopback port and serve; SIGINT, SIGTERM and SIGHUP
+    /// no longer end `lam` (the last two are passed on to the agent `pid`).
+    fn start(proxy: Proxy, pid: Arc<AtomicU32>) -> Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .context("lam run: listening on 127.0.0.1")?;
+        let addr = listener.local_addr().context("lam run: listening")?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("lam run: starting the runtime")?;
+        #[cfg(unix)]
+        guard_signals(&rt, pid)?;
+        #[cfg(not(unix))]
+        let _ = pid;
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(lam_serve::serve(proxy, listener, async move {
+            let _ = rx.await;
+        }));
+        Ok(Self {
+            addr,
+            rt,
+            stop,
+            task,
+        })
+    }
+
+    /// Stop accepting, finish what is in flight, and stop the runtime.
+    fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        let served = self.rt.block_on(self.task);
+        self.rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        served
+            .context("lam run: the proxy")?
+            .context("lam run: the proxy")
+    }
+}
+
+/// SIGINT: nothing (a Ctrl-C reaches the agent, which shares the terminal's
+/// process group, and `lam` waits for it). SIGTERM, SIGHUP: sent on to the agent.
+#[cfg(unix)]
+fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _in = rt.enter();
+    let mut int = signal(SignalKind::interrupt()).context("lam run: SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("lam run: SIGTERM handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("lam run: SIGHUP handler")?;
+    rt.spawn(async move {
+        loop {
+            let sig = tokio::select! {
+                _ = int.recv() => continue,
+                _ = term.recv() => "TERM",
+                _ = hup.recv() => "HUP",
+            };
+            let child = pid.load(Ordering::SeqCst);
+            if child != 0 {
+                let _ = Command::new("kill")
+                    .args(["-s", sig, &child.to_string()])
+                    .status();
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The agent's command line and environment, and the MCP config file written for it.
+#[derive(Debug)]
+struct Launch {
+    cmd: Vec<OsString>,
+    env: Vec<(&'static str, String)>,
+    mcp_file: Option<PathBuf>,
+}
+
+impl Launch {
+    /// Base URLs at the proxy; `lam mcp --store STORE` registered for Claude Code and Codex.
+    fn new(
+        agent: Agent,
+        program: &OsStr,
+        args: &[OsString],
+        addr: SocketAddr,
+        store: &Store,
+    ) -> Result<Self> {
+        let exe = std::env::current_exe().context("lam run: the path of this lam")?;
+        let exe = exe.to_string_lossy().into_owned();
+        let mcp = ["mcp", "--store", store.arg.as_str()];
+        let anthropic = ("ANTHROPIC_BASE_URL", format!("http://{addr}"));
+        let openai = ("OPENAI_BASE_URL", format!("http://{addr}/v1"));
+        let mut cmd = vec![program.to_os_string()];
+        let (env, mcp_file) = match agent {
+            Agent::Claude => {
+                let file = write_mcp_config(&exe, &mcp)?;
+                cmd.extend(args.iter().cloned());
+                cmd.extend([
+                    OsString::from("--mcp-config"),
+                    file.clone().into_os_string(),
+                ]);
+                (vec![anthropic], Some(file))
+            }
+            Agent::Codex => {
+                let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+                let list = serde_json::to_string(&mcp).unwrap_or_default();
+                for kv in [
+                    format!("mcp_servers.lam.command={}", quoted(&exe)),
+                    format!("mcp_servers.lam.args={list}"),
+                ] {
+                    cmd.extend([OsString::from("-c"), OsString::from(kv)]);
+                }
+                cmd.extend(args.iter().cloned());
+                (vec![openai], None)
+            }
+            Agent::Other => {
+                cmd.extend(args.iter().cloned());
+                (vec![anthropic, openai], None)
+            }
+        };
+        match agent {
+            Agent::Other => eprintln!(
+                "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
+                program.to_string_lossy(),
+                store.arg
+            ),
+            _ => eprintln!(
+                "lam run: MCP server `lam` registered for this run: {exe} mcp --store {}",
+                store.arg
+            ),
+        }
+        Ok(Self { cmd, env, mcp_file })
+    }
+
+    /// Run the agent with this terminal, and wait for it.
+    fn wait(&self, pid: &AtomicU32) -> Result<ExitStatus> {
+        let program = self.cmd[0].to_string_lossy();
+        let mut child = Command::new(&self.cmd[0])
+            .args(&self.cmd[1..])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .spawn()
+            .with_context(|| format!("lam run: starting `{program}`"))?;
+        pid.store(child.id(), Ordering::SeqCst);
+        let status = child
+            .wait()
+            .with_context(|| format!("lam run: waiting for `{program}`"));
+        pid.store(0, Ordering::SeqCst);
+        status
+    }
+
+    fn clean(&self) {
+        if let Some(f) = &self.mcp_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// `{"mcpServers":{"lam":{...}}}` in a new file only this user can read.
+fn write_mcp_config(exe: &str, args: &[&str]) -> Result<PathBuf> {
+    let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": args}}});
+    let path = std::env::temp_dir().join(format!("lam-run-{}-mcp.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o
+        .open(&path)
+        .with_context(|| format!("lam run: writing {}", path.display()))?;
+    std::io::Write::write_all(&mut f, json.to_string().as_bytes())
+        .with_context(|| format!("lam run: writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// The child's status as a shell reports it: its code, or 128 + the signal that ended it.
+fn exit_code(status: ExitStatus) -> i32 {
+    #[cfg(unix)]
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return 128 + sig;
+    }
+    status.code().unwrap_or(1)
+}
+
+/// Per proxy session and in total: requests, observations, tool-result tokens, removal.
+fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
+    let line = |s: &SessionStats| {
+        let pct = 100.0 * s.removal;
+        format!(
+            "{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed)",
+            s.requests, s.observations, s.tokens_in, s.tokens_out
+        )
+    };
+    eprintln!(
+        "lam run: `{}` exited with code {}",
+        program.to_string_lossy(),
+        exit_code(status)
+    );
+    let mut total = stats.evicted.clone();
+    for s in &stats.sessions {
+        eprintln!("lam run: session {}: {}", s.session, line(s));
+        total.requests += s.requests;
+        total.observations += s.observations;
+        total.tokens_in += s.tokens_in;
+        total.tokens_out += s.tokens_out;
+    }
+    total.removal = if total.tokens_in == 0 {
+        0.0
+    } else {
+        1.0 - total.tokens_out as f64 / total.tokens_in as f64
+    };
+    let n = stats.sessions.len() as u64 + stats.evicted_sessions;
+    eprintln!(
+        "lam run: total: {n} session{}, {}",
+        if n == 1 { "" } else { "s" },
+        line(&total)
+    );
+    let session = stats
+        .sessions
+        .first()
+        .map_or("SESSION", |s| s.session.as_str());
+    eprintln!(
+        "lam run: store {}; recall: lam recall --store {} --session {session} §ID (list: lam recall --store {} --list)",
+        store.shown, store.arg, store.arg
+    );
+}

@@ -1,0 +1,61 @@
+//! `lam replay` on Claude Code transcripts and Codex rollouts, and on a real
+//! corpus trajectory in both wire shapes: one proxy session per conversation,
+//! every tool result admitted once, no earlier byte changed.
+
+use serde_json::Value;
+use std::process::{Command, Stdio};
+
+fn replay(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .arg("replay")
+        .args(["--encoder", "hashing", "--json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "lam replay failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fixtures(sub: &str) -> String {
+    format!("{}/../lam-trajectory/tests/fixtures/{sub}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn check_sessions(v: &Value) {
+    for s in v["sessions"].as_array().unwrap() {
+        let name = &s["session"];
+        assert_eq!(s["proxy_sessions"], 1, "{name}: one conversation, one proxy session");
+        assert_eq!(s["earlier_changed"], 0, "{name}: earlier bytes changed");
+        assert_eq!(s["admitted"], s["tool_results"], "{name}: each tool result admitted once");
+        assert!(s["billed_lam"].as_f64().unwrap() <= s["billed_direct"].as_f64().unwrap() + 1e-9, "{name}: lam billed more");
+    }
+}
+
+#[test]
+fn agent_transcripts_replay_in_their_own_shapes() {
+    let v = replay(&[&fixtures("claude-code"), &fixtures("codex")]);
+    let shapes: Vec<&str> = v["sessions"].as_array().unwrap().iter().map(|s| s["shape"].as_str().unwrap()).collect();
+    assert!(shapes.contains(&"claude-code") && shapes.contains(&"codex"), "{shapes:?}");
+    check_sessions(&v);
+    assert_eq!(v["total"]["proxy_sessions"].as_u64().unwrap() as usize, shapes.len());
+}
+
+#[test]
+fn a_corpus_trajectory_saves_on_the_bill_in_both_shapes() {
+    let dir = lam_core::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs/astropy__astropy-13236.traj.json.gz");
+    let path = dir.to_str().unwrap();
+    for (shape, pricing) in [("claude-code", "anthropic"), ("codex", "openai")] {
+        let v = replay(&["--shape", shape, "--pricing", pricing, path]);
+        check_sessions(&v);
+        let t = &v["total"];
+        assert!(t["removal"].as_f64().unwrap() > 0.2, "{shape}: {t}");
+        assert!(t["billed_ratio"].as_f64().unwrap() < 0.95, "{shape}: {t}");
+    }
+}
+
+#[test]
+fn bad_pricing_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lam")).args(["replay", "--pricing", "cheap", "x.jsonl"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected anthropic, openai or read=R,write=W"));
+}

@@ -1,0 +1,363 @@
+//! `lam run -- AGENT`: fake `claude` and `codex` programs (Python) run
+//! through the proxy against a loopback upstream stub; the base URL, the MCP
+//! registration, the requests upstream, the summary, the store and the exit
+//! code are checked.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+/// Records argv, the base URLs and the MCP config, then sends 3 growing
+/// requests in the agent's shape (Claude Code: `/v1/messages`, Codex:
+/// `/v1/responses`) and exits with code 3.
+const FAKE: &str = r#"#!/usr/bin/env python3
+import json, os, sys, urllib.request
+name = os.path.basename(sys.argv[0])
+rec = {"argv": sys.argv[1:], "anthropic": os.environ.get("ANTHROPIC_BASE_URL"), "openai": os.environ.get("OPENAI_BASE_URL")}
+if "--mcp-config" in sys.argv:
+    rec["mcp"] = json.load(open(sys.argv[sys.argv.index("--mcp-config") + 1]))
+log = "".join("tests/test_mod_%d.py::test_case_%d PASSED [%d%%]\n" % (i, i, i) for i in range(60))
+logs = [log, log.replace("test_case_7 PASSED", "test_case_7 FAILED")]
+eph = {"type": "ephemeral"}
+
+def claude(n):
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]}]
+    for k in range(n):
+        msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_%d" % k, "name": "Bash", "input": {"command": "pytest -q"}}]})
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_%d" % k, "content": logs[k]}]})
+    for m in msgs[-2:]:
+        m["content"][-1]["cache_control"] = eph
+    return "/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": False,
+        "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": eph}],
+        "tools": [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}],
+        "messages": msgs}
+
+def codex(n):
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the failing test."}]}]
+    for k in range(n):
+        items.append({"type": "function_call", "call_id": "call_%d" % k, "name": "shell", "arguments": "{\"command\":[\"pytest\",\"-q\"]}"})
+        items.append({"type": "function_call_output", "call_id": "call_%d" % k, "output": logs[k]})
+    return "/responses", {"model": "gpt-5-codex", "instructions": "You are Codex.", "stream": False,
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}], "input": items}
+
+base = rec["anthropic"] if name == "claude" else rec["openai"]
+rec["sent"] = []
+for n in range(3):
+    path, body = (claude if name == "claude" else codex)(n)
+    data = json.dumps(body).encode()
+    rec["sent"].append(len(data))
+    req = urllib.request.Request(base + path, data=data, headers={"content-type": "application/json", "x-api-key": "k"})
+    with urllib.request.urlopen(req) as r:
+        assert r.status == 200
+        json.load(r)
+json.dump(rec, open(os.environ["FAKE_RECORD"], "w"))
+sys.exit(3)
+"#;
+
+/// Every request the upstream stub received: path and body.
+type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A loopback upstream answering every request with a fixed JSON 200.
+fn upstream() -> (String, Seen) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let seen = Seen::default();
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let s = s.clone();
+            std::thread::spawn(move || answer(conn, &s));
+        }
+    });
+    (url, seen)
+}
+
+/// Answer the requests of one keep-alive connection.
+fn answer(conn: TcpStream, seen: &Seen) {
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let mut len = 0;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            match h.trim_end().split_once(':') {
+                Some((k, v)) if k.eq_ignore_ascii_case("content-length") => {
+                    len = v.trim().parse().unwrap()
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let mut body = vec![0; len];
+        r.read_exact(&mut body).unwrap();
+        seen.lock().unwrap().push((path, body));
+        let reply = br#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            reply.len()
+        );
+        w.write_all(head.as_bytes())
+            .and_then(|()| w.write_all(reply))
+            .unwrap();
+    }
+}
+
+/// The fake agent `name` in `dir`.
+fn fake(dir: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, FAKE).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// `lam run` with a model-free encoder, no cache, and no base URLs inherited.
+fn lam(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lam"));
+    c.args(["run", "--encoder", "hashing", "--no-cache"])
+        .args(args);
+    c.env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_BASE_URL");
+    c.env("LAM_HOME", dir.join("home"))
+        .env("FAKE_RECORD", dir.join("record.json"));
+    c.envs(env.iter().copied()).output().unwrap()
+}
+
+/// The proxy address `lam run` printed.
+fn proxy_url(err: &str) -> String {
+    let at = err.find("proxy http://").expect(err) + "proxy ".len();
+    err[at..].split_whitespace().next().unwrap().to_string()
+}
+
+fn record(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
+}
+
+fn exe() -> String {
+    std::fs::canonicalize(env!("CARGO_BIN_EXE_lam"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The upstream got 3 requests on `path`; the third lost tokens to stubs.
+fn check_upstream(seen: &Seen, path: &str, sent: &serde_json::Value) {
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.len(),
+        3,
+        "{:?}",
+        seen.iter().map(|s| &s.0).collect::<Vec<_>>()
+    );
+    assert!(seen.iter().all(|(p, _)| p == path), "{path}");
+    let last = String::from_utf8_lossy(&seen[2].1);
+    assert!(last.contains("[lam: "), "no stub upstream: {last}");
+    assert!((seen[2].1.len() as u64) < sent[2].as_u64().unwrap());
+}
+
+/// The summary, `lam recall --list`, and the exit code.
+fn check_run(out: &Output, store: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("store {store}")), "{err}");
+    assert!(
+        err.contains("total: 1 session, 3 requests, 2 observations"),
+        "{err}"
+    );
+    assert!(err.contains("% removed)"), "{err}");
+    let list = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args(["recall", "--store", store, "--list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.contains("\t2 observations"), "{list}");
+    let session = list.split('\t').next().unwrap();
+    assert!(
+        err.contains(&format!("session {session}: 3 requests, 2 observations")),
+        "{err}"
+    );
+}
+
+#[test]
+fn claude_runs_through_the_proxy_with_lam_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, seen) = upstream();
+    let agent = fake(dir.path(), "claude");
+    let store = dir.path().join("store").to_string_lossy().into_owned();
+    let args = [
+        "--store",
+        &store,
+        "--upstream",
+        &up,
+        "--",
+        agent.to_str().unwrap(),
+        "-p",
+        "hello",
+    ];
+    let out = lam(dir.path(), &[], &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    check_run(&out, &store);
+    assert!(err.contains(&format!("-> {up} (--upstream)")), "{err}");
+    let rec = record(dir.path());
+    assert_eq!(rec["anthropic"], proxy_url(&err), "{err}");
+    assert_eq!(rec["argv"][0], "-p");
+    assert_eq!(rec["argv"][1], "hello");
+    assert_eq!(rec["argv"][2], "--mcp-config");
+    let want = serde_json::json!({"mcpServers": {"lam": {"command": exe(), "args": ["mcp", "--store", store]}}});
+    assert_eq!(rec["mcp"], want);
+    assert!(
+        !Path::new(rec["argv"][3].as_str().unwrap()).exists(),
+        "the MCP config file is removed"
+    );
+    check_upstream(&seen, "/v1/messages", &rec["sent"]);
+}
+
+#[test]
+fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, seen) = upstream();
+    fake(dir.path(), "codex");
+    let store = dir.path().join("store").to_string_lossy().into_owned();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let gateway = format!("{up}/v1");
+    let env = [
+        ("PATH", path.as_str()),
+        ("OPENAI_BASE_URL", gateway.as_str()),
+    ];
+    let out = lam(
+        dir.path(),
+        &env,
+        &["--store", &store, "--", "codex", "exec", "fix it"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    check_run(&out, &store);
+    assert!(
+        err.contains(&format!("-> {up} (from $OPENAI_BASE_URL)")),
+        "{err}"
+    );
+    let rec = record(dir.path());
+    assert_eq!(rec["openai"], format!("{}/v1", proxy_url(&err)), "{err}");
+    assert_eq!(rec["anthropic"], serde_json::Value::Null);
+    let argv: Vec<&str> = rec["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let command = format!("mcp_servers.lam.command=\"{}\"", exe());
+    let margs = format!("mcp_servers.lam.args=[\"mcp\",\"--store\",\"{store}\"]");
+    assert_eq!(argv, ["-c", &command, "-c", &margs, "exec", "fix it"]);
+    check_upstream(&seen, "/v1/responses", &rec["sent"]);
+}
+
+#[test]
+fn a_missing_agent_or_none_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lam(
+        dir.path(),
+        &[],
+        &[
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--",
+            "no-such-agent-lam-test",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(
+        err.contains("agent `no-such-agent-lam-test` not found"),
+        "{err}"
+    );
+    let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn signals_wait_for_the_agent_and_its_status_is_lams() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!(
+        "trap 'kill $s; exit 7' TERM; sleep 30 & s=$!; touch {}; wait",
+        ready.display()
+    );
+    let mut lam = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args([
+            "run",
+            "--encoder",
+            "hashing",
+            "--no-cache",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--store",
+        ])
+        .arg(dir.path().join("store"))
+        .args(["--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(t0.elapsed().as_secs() < 60, "the agent never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = lam.id().to_string();
+    let kill = |sig: &str| {
+        Command::new("kill")
+            .args(["-s", sig, &pid])
+            .status()
+            .unwrap()
+    };
+    assert!(kill("INT").success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        lam.try_wait().unwrap().is_none(),
+        "SIGINT alone ended lam before the agent"
+    );
+    assert!(kill("TERM").success());
+    assert_eq!(
+        lam.wait().unwrap().code(),
+        Some(7),
+        "SIGTERM reaches the agent, lam exits with its code"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args([
+            "run",
+            "--encoder",
+            "hashing",
+            "--no-cache",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--store",
+        ])
+        .arg(dir.path().join("store"))
+        .args(["--", "sh", "-c", "kill -9 $$"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
