@@ -22,7 +22,7 @@ use std::time::Instant;
 /// under `fuzz_targets/`, not workspace members). Add a crate here to have
 /// its targets built and run. A `*/fuzz/Cargo.toml` missing from this list is
 /// reported, so none is forgotten.
-pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz", "lam-trajectory/fuzz"];
+pub const FUZZ_CRATES: &[&str] = &["lam-codec/fuzz", "arc-store/fuzz", "lam-encode/fuzz", "lam-trajectory/fuzz", "lam-serve/fuzz"];
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 
