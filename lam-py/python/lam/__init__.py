@@ -24,6 +24,7 @@ from lam._lam import (
     read_trajectory,
 )
 from lam._messages import Compactor, compact_messages
+from lam._model import install_model
 
 __all__ = [
     "Admission",
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "compact_messages",
     "count_tokens",
+    "install_model",
     "parse_commands",
     "read_trajectories",
     "read_trajectory",
