@@ -9,7 +9,10 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum StoreError {
     /// An I/O operation failed.
-    #[error("{op} {path}{}: {source}", at(*.offset))]
+    ///
+    /// Its message includes the OS error, so the OS error is not also its
+    /// `source()`: a chain of causes prints it once.
+    #[error("{op} {path}{}: {cause}", at(*.offset))]
     Io {
         /// What was being done ("open", "read", "write", "fsync", ...).
         op: &'static str,
@@ -17,9 +20,8 @@ pub enum StoreError {
         path: PathBuf,
         /// Byte offset in the file, where one applies.
         offset: Option<u64>,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (in the message; deliberately not `source()`).
+        cause: std::io::Error,
     },
     /// The store cannot be read at all: a segment written by a newer format
     /// version. (Damage to records and headers does not stop a store from
@@ -194,5 +196,5 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, offset: Option<u64>) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.into();
-    move |source| StoreError::Io { op, path, offset, source }
+    move |cause| StoreError::Io { op, path, offset, cause }
 }

@@ -64,11 +64,12 @@ use crate::error::{Result, StoreError, io};
 use crate::format::{self, Bad, HEADER_LEN, RecordRef};
 use crate::index::SessionIndex;
 use crate::quarantine::{Keeper, sync_dir};
+use crate::secure;
 use crate::recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 use crate::scan::{Event, Header, scan};
 use lam_core::{Error, ObsId, ObsMeta, ObsStore, Record, SessionId};
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, TryLockError};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -251,15 +252,9 @@ impl FileStore {
     /// reported in [`FileStore::recovery`].
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(io("create directory", &dir, None))?;
+        secure::create_dir(&dir, true)?;
         let lock_path = dir.join("LOCK");
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io("open", &lock_path, None))?;
+        let lock = secure::open(secure::options().read(true).write(true).create(true).truncate(false), "open", &lock_path)?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Err(StoreError::Locked { path: dir, lock: lock_path }),
@@ -357,7 +352,7 @@ impl FileStore {
             }
             expect = n.saturating_add(1);
             let path = s.dir.join(format::segment_file_name(n));
-            let file = OpenOptions::new().read(true).write(writable).open(&path).map_err(io("open", &path, None))?;
+            let file = secure::open(secure::options().read(true).write(writable), "open", &path)?;
             s.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
             s.scan_from(i + 1 == numbers.len(), 0)?;
         }
@@ -420,7 +415,7 @@ impl FileStore {
         if self.segs.is_empty() {
             // Not even segment 1 existed at open.
             let path = self.dir.join(format::segment_file_name(1));
-            match File::open(&path) {
+            match secure::open_read(&path) {
                 Ok(file) => self.segs.push(Segment { number: 1, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
                 Err(e) => return Err(io("open", &path, None)(e)),
@@ -434,7 +429,7 @@ impl FileStore {
             // is left as a torn tail for the next refresh.
             let n = self.segs.last().unwrap().number.saturating_add(1);
             let path = self.dir.join(format::segment_file_name(n));
-            let next = match File::open(&path) {
+            let next = match secure::open_read(&path) {
                 Ok(f) => Some(f),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io("open", &path, None)(e)),
@@ -454,7 +449,7 @@ impl FileStore {
 
     fn create_segment(&mut self, n: u32) -> Result<()> {
         let path = self.dir.join(format::segment_file_name(n));
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io("create", &path, None))?;
+        let file = secure::open(secure::options().read(true).write(true).create_new(true), "create", &path)?;
         file.write_all_at(&format::header(n), 0).map_err(io("write header", &path, Some(0)))?;
         if self.opts.durability != Durability::None {
             file.sync_all().map_err(io("fsync", &path, None))?;

@@ -48,6 +48,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod claim;
 mod error;
 mod file;
 pub mod format;
@@ -58,9 +59,11 @@ mod quarantine;
 mod recovery;
 mod repair;
 mod scan;
+mod secure;
 #[cfg(feature = "postgres")]
 mod pg;
 
+pub use claim::claim_session;
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
@@ -69,5 +72,6 @@ pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
 pub use recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 pub use repair::{CheckReport, Renamed, SalvageReport, check, salvage};
 pub use scan::{SegmentReport, inspect_segment};
+pub use secure::{DIR_MODE, FILE_MODE};
 #[cfg(feature = "postgres")]
 pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};

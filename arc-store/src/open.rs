@@ -45,13 +45,22 @@ impl StoreSpec {
                 };
             }
         }
+        // `user:password@host/db` without its scheme: a mistyped URL, not a
+        // directory (unless one by that name exists); refused without echoing the password.
+        if redact(spec) != spec && !std::path::Path::new(spec).exists() {
+            return Err(StoreError::Spec {
+                spec: redact(spec),
+                reason: "looks like a database URL without its scheme (user:password@host); write postgres://... or name an existing directory".into(),
+            });
+        }
         Ok(StoreSpec::Dir(PathBuf::from(spec)))
     }
 
-    /// The spec for display: a URL's password is replaced by `***`.
+    /// The spec for display: a URL's password is replaced by `***`
+    /// ([`lam_core::redact::url`], applied to every kind of spec).
     pub fn display(&self) -> String {
         match self {
-            StoreSpec::Dir(d) => d.display().to_string(),
+            StoreSpec::Dir(d) => redact(&d.display().to_string()),
             StoreSpec::Memory => "mem:".into(),
             StoreSpec::Postgres(u) => redact(u),
         }
@@ -112,32 +121,10 @@ fn open_postgres(url: &str, _access: Access) -> Result<AnyStore, StoreError> {
     Err(StoreError::Spec { spec: redact(url), reason: "this build has no PostgreSQL backend (arc-store feature `postgres`)".into() })
 }
 
-/// `user:password@` in a URL becomes `user:***@`, and a `password=` query
-/// parameter `password=***`, so specs can be printed and logged.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let mut out = match rest[..auth_end].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') { format!("{user}:***") } else { user.to_string() };
-            format!("{scheme}://{masked}{}", &rest[at..])
-        }
-        None => url.to_string(),
-    };
-    if let Some(q) = out.find('?') {
-        let params: Vec<String> = out[q + 1..]
-            .split('&')
-            .map(|p| match p.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => p.to_string(),
-            })
-            .collect();
-        out = format!("{}?{}", &out[..q], params.join("&"));
-    }
-    out
-}
+/// `user:password@` in a URL becomes `user:***@`, and password-like query
+/// parameters `name=***`, so specs can be printed and logged: the one rule,
+/// [`lam_core::redact::url`], re-exported here.
+pub use lam_core::redact::url as redact;
 
 /// One archived observation found by [`find`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +202,9 @@ mod tests {
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("postgres://h/db?sslmode=require&password=x"), "postgres://h/db?sslmode=require&password=***");
         assert_eq!(StoreSpec::parse("postgres://a:b@c/d").unwrap().display(), "postgres://a:***@c/d");
+        assert_eq!(StoreSpec::parse("postgres://h/d?Token=t&key=k").unwrap().display(), "postgres://h/d?Token=***&key=***");
+        let e = StoreSpec::parse("lam:secret@db.example/lam").unwrap_err().to_string();
+        assert!(e.contains("lam:***@") && !e.contains("secret"), "{e}");
     }
 
     fn rec(i: u32, obs: &[u8]) -> Record {

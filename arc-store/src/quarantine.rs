@@ -13,7 +13,8 @@
 
 use crate::error::{Result, io};
 use crate::recovery::{Damage, DamageKind};
-use std::fs::{self, File, OpenOptions};
+use crate::secure;
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -43,14 +44,16 @@ impl Keeper {
     /// copy's path (for a missing segment: the note's).
     pub fn keep(&mut self, d: &Damage, bytes: &[u8], what: &str) -> Result<PathBuf> {
         let qdir = self.store.join(QUARANTINE_DIR);
-        if !qdir.is_dir() {
-            fs::create_dir_all(&qdir).map_err(io("create directory", &qdir, None))?;
+        // A real directory (never a symlink planted in its place), created 0700.
+        if fs::symlink_metadata(&qdir).is_err() {
+            secure::create_dir(&qdir, false)?;
             sync_dir(&self.store)?;
         }
+        secure::create_dir(&qdir, false)?;
         let seg = d.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if d.kind == DamageKind::MissingSegment {
             let note = qdir.join(format!("{seg}-missing.txt"));
-            if !note.exists() {
+            if fs::symlink_metadata(&note).is_err() {
                 write_synced(&note, self.note(d, what).as_bytes())?;
                 sync_dir(&qdir)?;
                 self.log(d, what, &note)?;
@@ -61,7 +64,10 @@ impl Keeper {
         for k in 1u32.. {
             let name = if k == 1 { stem.clone() } else { format!("{stem}-{k}") };
             let bin = qdir.join(format!("{name}.bin"));
-            match fs::read(&bin) {
+            match secure::open_read(&bin).and_then(|mut f| {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut v).map(|_| v)
+            }) {
                 Ok(old) if old == bytes => return Ok(bin),
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -108,7 +114,7 @@ impl Keeper {
         let path = self.store.join(REPAIR_LOG);
         let rel = copy.strip_prefix(&self.store).unwrap_or(copy);
         let line = format!("{} {}; {what}; copy: {}\n", utc_now(), Damage { quarantine: None, ..d.clone() }, rel.display());
-        let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(io("open", &path, None))?;
+        let mut f = secure::open(secure::options().create(true).append(true), "open", &path)?;
         f.write_all(line.as_bytes()).map_err(io("write", &path, None))?;
         f.sync_data().map_err(io("fsync", &path, None))?;
         self.logged = true;
@@ -125,7 +131,8 @@ impl Keeper {
 /// either whole or absent.
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(io("create", &tmp, None))?;
+    let _ = fs::remove_file(&tmp); // a leftover (or a planted link) from an earlier attempt
+    let mut f = secure::open(secure::options().write(true).create_new(true), "create", &tmp)?;
     f.write_all(bytes).map_err(io("write", &tmp, None))?;
     f.sync_all().map_err(io("fsync", &tmp, None))?;
     fs::rename(&tmp, path).map_err(io("rename into place", path, None))

@@ -37,6 +37,9 @@ pub struct CheckReport {
     /// Files already in the store's quarantine (copies made by earlier
     /// writers or repairs).
     pub quarantined: usize,
+    /// The store's directory and files that group or others may access, with
+    /// their modes (a store's bytes are private: 0700 directories, 0600 files).
+    pub loose: Vec<(PathBuf, u32)>,
 }
 
 impl CheckReport {
@@ -55,6 +58,9 @@ impl CheckReport {
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (p, mode) in &self.loose {
+            writeln!(f, "warning: {} has mode {mode:04o}: group/other may access the archive (chmod go= it)", p.display())?;
+        }
         for d in &self.damage {
             writeln!(f, "{d}")?;
         }
@@ -98,7 +104,21 @@ pub fn check(dir: impl AsRef<Path>) -> Result<CheckReport> {
         sessions: s.sessions().len(),
         damage: r.damage.clone(),
         quarantined,
+        loose: loose_modes(dir),
     })
+}
+
+/// The store directory, its files and its quarantine's files whose modes
+/// have group/other bits, with their full permission bits.
+fn loose_modes(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut paths = vec![dir.to_path_buf()];
+    for d in [dir.to_path_buf(), dir.join(QUARANTINE_DIR)] {
+        if let Ok(rd) = fs::read_dir(&d) {
+            paths.extend(rd.filter_map(|e| e.ok().map(|e| e.path())));
+        }
+    }
+    paths.sort();
+    paths.into_iter().filter_map(|p| crate::secure::mode(&p).filter(|m| m & 0o077 != 0).map(|m| (p, m))).collect()
 }
 
 /// A record whose visible id changed in the salvaged store: a damaged record

@@ -31,6 +31,7 @@ pub mod digest;
 pub mod embedding;
 mod error;
 pub mod id;
+pub mod redact;
 pub mod stub;
 pub mod threshold;
 pub mod traits;

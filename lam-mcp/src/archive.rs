@@ -49,12 +49,12 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A bad part selector.
-    #[error("§{shown}: {source} (parts of at most {tokens} cl100k tokens)")]
+    #[error("§{shown}: {reason} (parts of at most {tokens} cl100k tokens)")]
     Part {
         /// The id asked.
         shown: String,
-        /// What is wrong.
-        source: PartError,
+        /// What is wrong (in the message; deliberately not `source()`).
+        reason: PartError,
         /// Part size.
         tokens: usize,
     },
@@ -245,9 +245,9 @@ impl Archive {
             None => (None, 0..total),
             Some(p) => {
                 let parts = self.parts(&found.bytes);
-                let k = parse_part(p.trim(), parts.len()).map_err(|source| Error::Part {
+                let k = parse_part(p.trim(), parts.len()).map_err(|reason| Error::Part {
                     shown: shown.clone(),
-                    source,
+                    reason,
                     tokens: self.cfg.part_tokens,
                 })?;
                 (Some((k, parts.len())), parts[k - 1].clone())

@@ -32,9 +32,11 @@
 #![warn(missing_docs)]
 
 mod archive;
+mod http;
 mod server;
 
 pub use archive::{Archive, Config, Error, Meta, REOPEN_AFTER, Recalled};
+pub use http::{HttpAccess, MAX_BODY, serve_http};
 pub use server::{CatalogArgs, MetaArgs, PartArg, RecallArgs, RecallServer, recall_content};
 
 use rmcp::ServiceExt;
@@ -49,13 +51,18 @@ pub enum ServeError {
     #[error(transparent)]
     Archive(#[from] Error),
     /// Binding or serving the socket, or starting the runtime.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message; deliberately not `source()`, so a
+        /// chain of causes prints it once).
+        error: std::io::Error,
     },
+    /// A setting that would serve the archive unprotected (a non-loopback
+    /// address without a token), or a bad token.
+    #[error("refused: {0}")]
+    Refused(String),
     /// The MCP session failed to start or ended with an error.
     #[error("mcp: {0}")]
     Protocol(String),
@@ -74,47 +81,14 @@ pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Serve `archive` over MCP streamable HTTP at `http://ADDR/mcp` until
-/// `shutdown` resolves (in-flight requests finish first).
-pub async fn serve_http(
-    archive: Arc<Archive>,
-    listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ServeError> {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
-    let ct = tokio_util::sync::CancellationToken::new();
-    let service = StreamableHttpService::new(
-        move || Ok(RecallServer::new(archive.clone())),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let addr = listener.local_addr().map_err(|source| ServeError::Io {
-        what: "listener address".into(),
-        source,
-    })?;
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            ct.cancel();
-        })
-        .await
-        .map_err(|source| ServeError::Io {
-            what: format!("serving http://{addr}/mcp"),
-            source,
-        })
-}
-
 fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|source| ServeError::Io {
+        .map_err(|error| ServeError::Io {
             what: "starting the async runtime".into(),
-            source,
+            error,
         })
 }
 
@@ -125,27 +99,31 @@ pub fn run_stdio(cfg: Config) -> Result<(), ServeError> {
 }
 
 /// Open `cfg.store` and serve it over streamable HTTP on `addr` until
-/// Ctrl-C or SIGTERM (blocking; `lam mcp --http ADDR`). `ready` is called
-/// with the bound address (port 0 picks a free one).
+/// Ctrl-C or SIGTERM (blocking; `lam mcp --http ADDR`), admitting requests
+/// as `access` says (a non-loopback `addr` needs a token: refused before
+/// anything is opened). `ready` is called with the bound address (port 0
+/// picks a free one).
 pub fn run_http(
     cfg: Config,
     addr: SocketAddr,
+    access: HttpAccess,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
+    access.check_bind(addr)?;
     let archive = Arc::new(Archive::open(cfg)?);
     let rt = runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|source| ServeError::Io {
+            .map_err(|error| ServeError::Io {
                 what: format!("binding {addr}"),
-                source,
+                error,
             })?;
-        ready(listener.local_addr().map_err(|source| ServeError::Io {
+        ready(listener.local_addr().map_err(|error| ServeError::Io {
             what: "listener address".into(),
-            source,
+            error,
         })?);
-        serve_http(archive, listener, shutdown_signal()).await
+        serve_http(archive, listener, access, shutdown_signal()).await
     })
 }
 

@@ -146,24 +146,18 @@ fn is_jsonl(p: &Path) -> bool {
 }
 
 /// Like [`expand`], marking plain `.json` and `.jsonl` files found in folders as optional.
+///
+/// The folder walk reads regular files and descends into directories only:
+/// a FIFO, socket or device in a folder (reading a FIFO would block
+/// forever) is skipped with a note on standard error naming it. A symlink
+/// is followed when it points to a regular file or a directory (each
+/// directory is walked once, so a symlink loop ends); a dangling one is
+/// skipped with a note.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ReadError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut stack = vec![p.clone()];
-            let mut found = Vec::new();
-            while let Some(d) = stack.pop() {
-                let rd = std::fs::read_dir(&d).map_err(|source| ReadError::Io { path: d.display().to_string(), source })?;
-                for e in rd {
-                    let e = e.map_err(|source| ReadError::Io { path: d.display().to_string(), source })?;
-                    let path = e.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if is_trajectory_file(&path) {
-                        found.push(path);
-                    }
-                }
-            }
+            let mut found = walk(p)?;
             found.sort();
             out.extend(found.into_iter().map(|path| Input { optional: is_plain_json(&path), path }));
         } else {
@@ -171,6 +165,67 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ReadError> {
         }
     }
     Ok(out)
+}
+
+/// The trajectory files under directory `root` (regular files, symlinks followed to regular files).
+fn walk(root: &Path) -> Result<Vec<PathBuf>, ReadError> {
+    let io = |d: &Path| {
+        let path = d.display().to_string();
+        move |source| ReadError::Io { path, source }
+    };
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = std::collections::HashSet::new();
+    let mut found = Vec::new();
+    while let Some(d) = stack.pop() {
+        if !seen.insert(std::fs::canonicalize(&d).map_err(io(&d))?) {
+            continue;
+        }
+        for e in std::fs::read_dir(&d).map_err(io(&d))? {
+            let path = e.map_err(io(&d))?.path();
+            match entry_kind(&path) {
+                Ok(true) => stack.push(path),
+                Ok(false) if is_trajectory_file(&path) => found.push(path),
+                Ok(false) => {}
+                Err(what) => eprintln!("lam: skipping {}: {what}", path.display()),
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `Ok(true)` for a directory, `Ok(false)` for a regular file (a symlink
+/// judged by its target), `Err(why)` for anything else.
+fn entry_kind(path: &Path) -> Result<bool, String> {
+    let lmeta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot stat it ({e})"))?;
+    let meta = if lmeta.file_type().is_symlink() {
+        std::fs::metadata(path).map_err(|e| format!("a symlink whose target cannot be read ({e})"))?
+    } else {
+        lmeta
+    };
+    let ft = meta.file_type();
+    if ft.is_dir() || ft.is_file() {
+        return Ok(ft.is_dir());
+    }
+    Err(format!("{}, not a regular file or directory", special_kind(&ft)))
+}
+
+/// A name for a special file type.
+fn special_kind(ft: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+        if ft.is_block_device() || ft.is_char_device() {
+            return "a device";
+        }
+    }
+    let _ = ft;
+    "a special file"
 }
 
 /// Read an input; an optional one that is not a trajectory yields `Ok(None)`.

@@ -66,6 +66,11 @@ pub struct CompactArgs {
     /// with `lam recall --store STORE §id`.
     #[arg(long)]
     store: Option<String>,
+    /// With --store: append each trajectory to the store's session of the same name even when that
+    /// session holds another run. Default: a session name already holding other content gets a
+    /// qualified name (`NAME@2`, `NAME@3`, ...); the same trajectory archived again is a no-op.
+    #[arg(long, requires = "store")]
+    append: bool,
 }
 
 fn index(s: &str) -> Result<IndexChoice, String> {
@@ -207,6 +212,8 @@ impl Runner<'_> {
 
     fn trajectory(&mut self, traj: &Trajectory, so: &mut impl Write) -> Result<()> {
         let a = self.a;
+        let claimed = self.claim(traj)?;
+        let traj = claimed.as_ref().unwrap_or(traj);
         let st = self.archive.as_mut().map(|s| s.as_mut() as &mut dyn lam_core::ObsStore);
         let run = report::run_archived(self.cfg, self.enc.as_dyn(), traj, !a.no_tokens, st)?;
         account(&mut self.tot, &run);
@@ -223,6 +230,23 @@ impl Runner<'_> {
             }
         }
         print_row(so, a.json, &run.report)
+    }
+}
+
+impl Runner<'_> {
+    /// The trajectory renamed to the store session it may claim (`arc_store::claim_session`),
+    /// when that is not its own name; `None`: archive it under its name (or no store, or --append).
+    fn claim(&self, traj: &Trajectory) -> Result<Option<Trajectory>> {
+        let (Some(st), Some(first), false) = (self.archive.as_ref(), traj.records.first(), self.a.append) else {
+            return Ok(None);
+        };
+        let id = lam_core::ObsId::of(first.action.as_bytes(), &first.observation);
+        let session = arc_store::claim_session(st.as_ref(), &traj.session, &id)?;
+        if session == traj.session {
+            return Ok(None);
+        }
+        eprintln!("note: the store's session `{}` holds another run; this one is archived as `{session}` (--append to add to it)", traj.session);
+        Ok(Some(Trajectory { session, ..traj.clone() }))
     }
 }
 

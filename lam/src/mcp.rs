@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use lam_core::SessionId;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct McpArgs {
@@ -13,15 +14,33 @@ pub struct McpArgs {
     /// Scope every tool to this session.
     #[arg(long)]
     session: Option<String>,
-    /// Serve MCP streamable HTTP at http://ADDR/mcp (loopback, e.g. 127.0.0.1:8788) instead of stdio.
+    /// Serve MCP streamable HTTP at http://ADDR/mcp instead of stdio. Without a token ADDR must be
+    /// loopback (e.g. 127.0.0.1:8788) and only loopback peers are served; a non-loopback ADDR
+    /// (e.g. 0.0.0.0:8788, to share the server across machines) needs a token.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// With --http: every request must carry `Authorization: Bearer TOKEN`, TOKEN being this file's
+    /// contents (surrounding whitespace trimmed). Default: the LAM_TOKEN environment variable, if set.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    token_file: Option<PathBuf>,
     /// Payload tokens (cl100k_base) per recall part, as `lam recall --part-tokens`.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
     part_tokens: u32,
     /// Tokens of one catalog page, header included.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     page_tokens: u32,
+}
+
+/// The HTTP access rule: the token of --token-file, else of LAM_TOKEN, else loopback only.
+fn access(token_file: Option<&PathBuf>) -> Result<lam_mcp::HttpAccess> {
+    let token = match token_file {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading the token file {}", p.display()))?),
+        None => std::env::var("LAM_TOKEN").ok().filter(|t| !t.trim().is_empty()),
+    };
+    match token {
+        Some(t) => Ok(lam_mcp::HttpAccess::token(&t)?),
+        None => Ok(lam_mcp::HttpAccess::loopback()),
+    }
 }
 
 pub fn run(a: McpArgs) -> Result<()> {
@@ -31,11 +50,11 @@ pub fn run(a: McpArgs) -> Result<()> {
     cfg.session = a.session.as_deref().map(SessionId::from);
     cfg.part_tokens = a.part_tokens as usize;
     cfg.page_tokens = a.page_tokens as usize;
-    match a.http {
-        None => lam_mcp::run_stdio(cfg).with_context(|| format!("lam mcp --store {shown} (stdio)")),
-        Some(addr) => lam_mcp::run_http(cfg, addr, |at| {
-            eprintln!("lam mcp: serving {shown} at http://{at}/mcp")
-        })
-        .with_context(|| format!("lam mcp --store {shown} --http {addr}")),
-    }
+    let Some(addr) = a.http else {
+        return lam_mcp::run_stdio(cfg).with_context(|| format!("lam mcp --store {shown} (stdio)"));
+    };
+    let access = access(a.token_file.as_ref())?;
+    let auth = if access.has_token() { "bearer token required" } else { "loopback peers only" };
+    lam_mcp::run_http(cfg, addr, access, |at| eprintln!("lam mcp: serving {shown} at http://{at}/mcp ({auth})"))
+        .with_context(|| format!("lam mcp --store {shown} --http {addr}"))
 }

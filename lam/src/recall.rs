@@ -26,7 +26,9 @@ pub struct RecallArgs {
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
     part_tokens: u32,
     /// List instead of recalling: with --session one line per archived observation (`§id`, bytes,
-    /// first line); without, one line per session (name, observations).
+    /// first line); without, one line per session (name, observations). Names and first lines are
+    /// printed escaped (control characters, newlines and tabs as `\n`, `\t`, `\u{..}`; invalid
+    /// UTF-8 as `\xNN`), so each entry is one line.
     #[arg(long, conflicts_with_all = ["id", "chunk"])]
     list: bool,
 }
@@ -67,6 +69,7 @@ impl Part {
 
 pub fn run(a: RecallArgs) -> Result<()> {
     let (store, recovery) = crate::opts::open_store_reported(&a.store, Access::ReadOnly)?;
+    let shown = arc_store::redact(&a.store);
     let session = a.session.as_deref().map(SessionId::from);
     if a.list {
         return list(store.as_ref(), session.as_ref());
@@ -76,9 +79,9 @@ pub fn run(a: RecallArgs) -> Result<()> {
         Ok(f) => f,
         Err(e @ StoreError::NotFound { .. }) if recovery.damaged().next().is_some() => {
             let n = recovery.damaged().count();
-            return Err(e).with_context(|| format!("recall from {}: the store has {n} damaged places (listed above); the id may be in one of them", a.store));
+            return Err(e).with_context(|| format!("recall from {}: the store has {n} damaged places (listed above); the id may be in one of them", shown));
         }
-        Err(e) => return Err(e).with_context(|| format!("recall from {}", a.store)),
+        Err(e) => return Err(e).with_context(|| format!("recall from {shown}")),
     };
     let body = found.bytes;
     let out = match a.chunk {
@@ -102,13 +105,13 @@ fn list(store: &dyn ObsStore, session: Option<&SessionId>) -> Result<()> {
     let mut so = std::io::BufWriter::new(so.lock());
     let Some(s) = session else {
         for s in store.sessions()? {
-            writeln!(so, "{}\t{} observations", s, store.ids(&s)?.len())?;
+            writeln!(so, "{}\t{} observations", escaped(&s.0), store.ids(&s)?.len())?;
         }
         return Ok(so.flush()?);
     };
     let ids = store.ids(s)?;
     if ids.is_empty() {
-        bail!("no session `{s}` in the store (list the sessions with `lam recall --store STORE --list`)");
+        bail!("no session `{}` in the store (list the sessions with `lam recall --store STORE --list`)", escaped(&s.0));
     }
     let mut damaged = 0;
     for id in ids {
@@ -123,9 +126,14 @@ fn list(store: &dyn ObsStore, session: Option<&SessionId>) -> Result<()> {
     }
     so.flush()?;
     if damaged > 0 {
-        bail!("{damaged} observations of session {s} are damaged");
+        bail!("{damaged} observations of session {} are damaged", escaped(&s.0));
     }
     Ok(())
+}
+
+/// A name printable on one line: control characters (newlines, tabs, escapes) escaped as Rust does.
+fn escaped(name: &str) -> String {
+    name.chars().flat_map(|c| if c.is_control() || c == '\\' { c.escape_debug().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
 /// The first line of a preview, printable on one line (invalid UTF-8 and control characters escaped).
@@ -161,5 +169,11 @@ mod tests {
         assert_eq!(first_line(b"abc\ndef"), "abc");
         assert_eq!(first_line(b"a\tb\xffc\r"), "a\\tb\\xffc\\r");
         assert_eq!(first_line(b""), "");
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        assert_eq!(escaped("run\n1\t\x1b[31m"), "run\\n1\\t\\u{1b}[31m");
+        assert_eq!(escaped("plain-é"), "plain-é");
     }
 }

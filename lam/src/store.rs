@@ -15,6 +15,7 @@ pub struct StoreArgs {
 #[derive(clap::Subcommand)]
 enum StoreCmd {
     /// Verify every record (framing, CRC-32, SHA-1 content address); print each damaged place; exit 1 when any.
+    /// Also warns (path and mode) about the store's directory and files that group or others may access.
     /// Read-only: safe while a writer uses the store.
     Check {
         /// The store directory.
@@ -46,6 +47,7 @@ pub fn run(a: StoreArgs) -> Result<()> {
             println!("{r}");
             let n = r.damaged().count();
             if n > 0 {
+                let dir = arc_store::redact(&dir);
                 bail!("{dir}: {n} damaged places (recover the intact records with `lam store salvage {dir} --to NEW`)");
             }
         }
