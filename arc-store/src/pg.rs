@@ -433,6 +433,7 @@ impl Shared {
             let name = String::from_utf8(b).map_err(|e| self.spec.fail("sessions", &format!("a session name is not UTF-8: {:?}", e.as_bytes())))?;
             out.push(SessionId(name));
         }
+        out.sort();
         Ok(out)
     }
 

@@ -18,10 +18,10 @@ use tokio_postgres::{Client, Statement};
 const APPEND: &str = r"
 WITH old AS (
     SELECT shown, action, returncode, step, tokens, bytes, head, tail
-    FROM lam_obs WHERE session = $1 AND id = $2
+    FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND id = $2
 ), pick AS (
     SELECT c.p FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
-    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session = $1 AND t.shown = c.p)
+    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session_key = sha256($1::bytea) AND t.session = $1 AND t.shown = c.p)
     ORDER BY c.o LIMIT 1
 ), ins AS (
     INSERT INTO lam_obs (session, id, shown, action, returncode, step, tokens, bytes, head, tail, body)
@@ -32,19 +32,20 @@ WITH old AS (
 SELECT * FROM ins UNION ALL SELECT * FROM old";
 
 const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
-const GET: &str = "SELECT id, action, body FROM lam_obs WHERE session = $1 AND shown = $2";
-const META: &str = "SELECT shown, action, returncode, step, tokens, bytes, head, tail, id FROM lam_obs WHERE session = $1 AND shown = $2";
-const IDS: &str = "SELECT shown FROM lam_obs WHERE session = $1 ORDER BY seq";
-/// Distinct sessions by a skip scan of the primary key (one index probe per
-/// session, not a scan of every row).
+const GET: &str = "SELECT id, action, body FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND shown = $2";
+const META: &str = "SELECT shown, action, returncode, step, tokens, bytes, head, tail, id FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND shown = $2";
+const IDS: &str = "SELECT shown FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 ORDER BY seq";
+/// Distinct sessions by a skip scan of the primary key's `session_key` (one
+/// index probe per session, not a scan of every row), then each key's name;
+/// sorted by name in Rust.
 const SESSIONS: &str = r"
-WITH RECURSIVE s(session) AS (
-    (SELECT session FROM lam_obs ORDER BY session LIMIT 1)
+WITH RECURSIVE s(k) AS (
+    (SELECT session_key FROM lam_obs ORDER BY session_key LIMIT 1)
     UNION ALL
-    SELECT (SELECT t.session FROM lam_obs t WHERE t.session > s.session ORDER BY t.session LIMIT 1)
-    FROM s WHERE s.session IS NOT NULL
+    SELECT (SELECT t.session_key FROM lam_obs t WHERE t.session_key > s.k ORDER BY t.session_key LIMIT 1)
+    FROM s WHERE s.k IS NOT NULL
 )
-SELECT session FROM s WHERE session IS NOT NULL";
+SELECT (SELECT o.session FROM lam_obs o WHERE o.session_key = s.k LIMIT 1) FROM s WHERE s.k IS NOT NULL";
 
 /// Prepared statements of one connection.
 #[derive(Debug)]

@@ -14,17 +14,22 @@
 //! - `lam_obs`: one row per (session, observation), keyed by the session's
 //!   bytes and the full SHA-1; `shown` unique per session; every column of
 //!   `ObsMeta` plus the body; `seq` gives creation order.
+//!
+//! Version 2: the keys and the index use `session_key`, a stored
+//! `sha256(session)`, instead of the session's bytes, so a session name of
+//! any length fits a btree row (the file store accepts any name; so must
+//! this one). Every lookup is `session_key = sha256($1) AND session = $1`.
 
 use crate::StoreError;
 use tokio_postgres::{Client, GenericClient};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// `MIGRATIONS[v]` takes a database from version `v` to `v + 1` (0: no lam tables).
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
-const V1: &str = r"
+pub(crate) const V1: &str = r"
 CREATE TABLE lam_meta (
     key   text PRIMARY KEY,
     value text NOT NULL
@@ -48,6 +53,16 @@ CREATE TABLE lam_obs (
 );
 CREATE INDEX lam_obs_session_seq ON lam_obs (session, seq);
 COMMENT ON TABLE lam_obs IS 'lam archive (ARC): append-only; one row per (session, observation); written only through arc-store PgStore';
+";
+
+const V2: &str = r"
+ALTER TABLE lam_obs ADD COLUMN session_key bytea GENERATED ALWAYS AS (sha256(session)) STORED;
+ALTER TABLE lam_obs DROP CONSTRAINT lam_obs_pkey;
+ALTER TABLE lam_obs DROP CONSTRAINT lam_obs_session_shown_key;
+DROP INDEX lam_obs_session_seq;
+ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_pkey PRIMARY KEY (session_key, id);
+ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_session_shown_key UNIQUE (session_key, shown);
+CREATE INDEX lam_obs_session_seq ON lam_obs (session_key, seq);
 ";
 
 /// First key of every advisory lock lam takes ("LAM" + 0): the second key is

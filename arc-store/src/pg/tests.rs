@@ -95,3 +95,52 @@ fn blocking_facade_inside_and_outside_async_code() {
     let e = runtime(false).block_on(async { PgStore::connect_async("postgres://h/db?sslmode=nope", Access::ReadOnly).await.unwrap_err() });
     assert!(e.to_string().contains("sslmode `nope`"), "{e}");
 }
+
+/// Session names of any length, as the file store accepts them (defect: a
+/// long incompressible name overflowed the btree row of schema version 1).
+#[test]
+fn long_session_names_fit_both_stores() {
+    let Some(admin) = admin_url() else { return };
+    let url = runtime(false).block_on(scratch(&admin, "longname"));
+    let name: String = (0..100_000u32).map(|i| char::from(b"0123456789abcdef"[(i.wrapping_mul(2_654_435_761) >> 28) as usize])).collect();
+    let s = SessionId(name);
+    let r = rec(0, "cat big", b"body of a long-named session\n", Some(0));
+    let mut pg = PgStore::connect(&url, Access::ReadWrite).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = crate::FileStore::open(dir.path().join("store")).unwrap();
+    for st in [&mut pg as &mut dyn ObsStore, &mut file] {
+        let m = st.append(&s, &r, 3).unwrap();
+        st.flush().unwrap();
+        assert_eq!(st.get(&s, &m.shown).unwrap().as_deref(), Some(&r.observation[..]));
+        assert_eq!(st.sessions().unwrap(), vec![s.clone()]);
+    }
+}
+
+/// A version 1 database is migrated to version 2 on a read-write connect,
+/// every record still there.
+#[test]
+fn version_1_databases_migrate() {
+    let Some(admin) = admin_url() else { return };
+    let id = lam_core::ObsId::of(b"cat", b"abc").hex();
+    let shown = id[..8].to_string();
+    let url = runtime(false).block_on(async {
+        let url = scratch(&admin, "v1").await;
+        let target = config::resolve(&url).unwrap();
+        let (client, conn) = target.config.connect(tls::connector(target.ssl, None).unwrap()).await.unwrap();
+        tokio::spawn(conn);
+        client.batch_execute(schema::V1).await.unwrap();
+        client
+            .batch_execute(&format!(
+                "INSERT INTO lam_meta VALUES ('schema_version', '1'); \
+                 INSERT INTO lam_obs (session, id, shown, action, step, tokens, bytes, head, tail, body) \
+                 VALUES ('old'::bytea, decode('{id}', 'hex'), '{shown}', 'cat'::bytea, 0, 1, 3, 'abc'::bytea, ''::bytea, 'abc'::bytea)"
+            ))
+            .await
+            .unwrap();
+        url
+    });
+    let st = PgStore::connect(&url, Access::ReadWrite).unwrap();
+    let s = sid("old");
+    assert_eq!(ObsStore::ids(&st, &s).unwrap(), vec![shown.clone()]);
+    assert_eq!(ObsStore::get(&st, &s, &shown).unwrap().as_deref(), Some(&b"abc"[..]));
+}
