@@ -2,7 +2,7 @@
 
 use crate::catalog::Catalog;
 use crate::command::{Command, parse_commands};
-use crate::text::{lossy, one_line, push_line_block, verbatim};
+use crate::text::{lossy, one_line, push_line_block, task_block, verbatim};
 use lam_core::id::nearest;
 use lam_core::{Error, ObsMeta, ObsStore, Record, Rendered, SessionId, TokenCounter, Turn, ViewPolicy};
 use std::collections::HashMap;
@@ -10,6 +10,72 @@ use std::ops::Range;
 
 fn err(msg: String) -> Error {
     Error::Backend { what: "arc-view", source: msg.into() }
+}
+
+/// Characters of an action kept in a bare summary entry (`#n §id $ action`).
+const BARE_ACTION_CHARS: usize = 60;
+
+/// Smallest recalled part payload.
+const MIN_PART: usize = 32;
+
+/// The token counts a budget plan needs that do not depend on `L`.
+#[derive(Debug, Clone, Copy)]
+struct Fixed {
+    /// The rendered task prefix `B`.
+    prefix: usize,
+    /// The widest recalled-part header.
+    part_header: usize,
+    /// The widest catalog page header.
+    page_reserve: usize,
+}
+
+impl Fixed {
+    fn of<T: TokenCounter + ?Sized>(prefix_text: &str, tok: &T) -> Self {
+        let f = "f".repeat(16);
+        let part_header = tok.count(format!("[recalled §{f} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{f} 99999/99999]\n").as_bytes());
+        Self { prefix: tok.count(prefix_text.as_bytes()), part_header, page_reserve: Catalog::header_reserve(tok) }
+    }
+
+    /// The prefix and the smallest summary, recent, catalog and recall budgets.
+    fn min_need(&self) -> usize {
+        self.prefix + 4 * 64 + self.part_header + MIN_PART + self.page_reserve
+    }
+}
+
+/// The component budgets within limit `L`, or why they do not fit.
+fn plan(cfg: &ArcConfig, limit: usize, f: &Fixed) -> Result<Budgets, String> {
+    let (bp, min_need) = (f.prefix, f.min_need());
+    if min_need > limit {
+        return Err(format!("the task prefix takes {bp} tokens; with the smallest summary, recent, catalog and recall budgets the view needs {min_need} > L = {limit}"));
+    }
+    let rest = limit - bp;
+    let page = cfg.page_tokens.unwrap_or((rest / 10).clamp(96, 512)).max(f.page_reserve + 16);
+    let recall = cfg.recall_budget.unwrap_or((rest / 4).min(8192)).max(f.part_header + MIN_PART);
+    let part = cfg.recall_max.unwrap_or(2048).min(recall - f.part_header).max(1);
+    let eta = 0;
+    let left = rest
+        .checked_sub(page + recall + eta)
+        .filter(|&l| l >= 128)
+        .ok_or_else(|| format!("budgets P = {page} and Q = {recall} leave less than 128 tokens for summary and recent turns within L = {limit} after the prefix ({bp})"))?;
+    let summary = ((left as f64) * cfg.summary_share.clamp(0.05, 0.95)) as usize;
+    Ok(Budgets { limit, prefix: bp, summary, recent: left - summary, page, recall, part, eta })
+}
+
+/// The smallest limit `L` a plan fits (the first that works, scanning up
+/// from the components' minimum).
+fn min_limit(cfg: &ArcConfig, f: &Fixed) -> usize {
+    let start = f.min_need();
+    (start..start + (1 << 20)).find(|&l| plan(cfg, l, f).is_ok()).unwrap_or(start)
+}
+
+/// The summary `M` frozen at the last compaction: its header line, its
+/// entries, their tokens, and the last turn listed in the catalog only.
+#[derive(Debug, Default)]
+struct Summary {
+    header: String,
+    body: String,
+    tokens: usize,
+    elided: Option<usize>,
 }
 
 impl ViewStats {
@@ -166,7 +232,7 @@ pub struct ArcView<S, T> {
     entries: Vec<Entry>,
     // Summary state: turns [0, upto) summarised at the last compaction.
     upto: Option<usize>,
-    summary: (String, usize),
+    summary: Summary,
     cited: Vec<String>,
     compactions: usize,
     margin: usize,
@@ -185,37 +251,19 @@ pub struct ArcView<S, T> {
 
 impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     /// A view for `session` with task prefix `prefix`. Fails when the prefix
-    /// and the smallest workable components cannot fit `L`.
+    /// and the smallest workable components cannot fit `L`; the error names
+    /// the smallest context window that works ([`ArcView::min_context`]).
     pub fn new(cfg: ArcConfig, session: SessionId, prefix: &str, store: S, tok: T) -> Result<Self, Error> {
         let limit = cfg.context.checked_sub(cfg.completion).ok_or_else(|| {
             err(format!("completion reserve {} exceeds the context window {}", cfg.completion, cfg.context))
         })?;
-        let mut pre = String::from("[task]\n");
-        push_line_block(&mut pre, prefix);
-        let bp = tok.count(pre.as_bytes());
-        const MIN_PART: usize = 32;
-        let part_header = tok.count(format!("[recalled §{} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{} 99999/99999]\n", "f".repeat(16), "f".repeat(16)).as_bytes());
-        let page_reserve = Catalog::header_reserve(&tok);
-        let min_need = bp + 4 * 64 + part_header + MIN_PART + page_reserve;
-        if min_need > limit {
-            return Err(err(format!(
-                "the task prefix takes {bp} tokens; with the smallest summary, recent, catalog and recall budgets the view needs {min_need} > L = {limit} (context {} - completion {})",
-                cfg.context, cfg.completion
-            )));
-        }
-        let rest = limit - bp;
-        let page = cfg.page_tokens.unwrap_or((rest / 10).clamp(96, 512)).max(page_reserve + 16);
-        let recall = cfg.recall_budget.unwrap_or((rest / 4).min(8192)).max(part_header + MIN_PART);
-        let part = cfg.recall_max.unwrap_or(2048).min(recall - part_header).max(1);
-        let eta = 0;
-        let left = rest.checked_sub(page + recall + eta).filter(|&l| l >= 128).ok_or_else(|| {
-            err(format!("budgets P = {page} and Q = {recall} leave less than 128 tokens for summary and recent turns within L = {limit} after the prefix ({bp})"))
+        let pre = task_block(prefix);
+        let fixed = Fixed::of(&pre, &tok);
+        let b = plan(&cfg, limit, &fixed).map_err(|why| {
+            err(format!("{why} (context {} - completion {}; the smallest context that works for this task is {})", cfg.context, cfg.completion, min_limit(&cfg, &fixed) + cfg.completion))
         })?;
-        let summary = ((left as f64) * cfg.summary_share.clamp(0.05, 0.95)) as usize;
-        let recent = left - summary;
-        let b = Budgets { limit, prefix: bp, summary, recent, page, recall, part, eta };
         debug_assert!(b.total() <= limit);
-        let catalog = Catalog::new(&tok, page);
+        let catalog = Catalog::new(&tok, b.page);
         Ok(Self {
             cfg,
             b,
@@ -225,7 +273,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             prefix: pre,
             entries: Vec::new(),
             upto: None,
-            summary: (String::new(), 0),
+            summary: Summary::default(),
             cited: Vec::new(),
             compactions: 0,
             margin: 0,
@@ -239,6 +287,12 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             clock: 0,
             recalls_total: 0,
         })
+    }
+
+    /// The smallest context window `L_ctx` (with `cfg.completion` reserved)
+    /// for which [`ArcView::new`] accepts task prefix `prefix`.
+    pub fn min_context(cfg: &ArcConfig, prefix: &str, tok: &T) -> usize {
+        min_limit(cfg, &Fixed::of(&task_block(prefix), tok)) + cfg.completion
     }
 
     /// The component budgets.
@@ -503,9 +557,11 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             return f.clone();
         }
         let n = i + 1;
-        let s = match &self.entries[i].kind {
-            Kind::Normal(m) => format!("#{n} §{}\n", m.shown),
-            Kind::Control(_) => format!("#{n} (ARC command)\n"),
+        let e = &self.entries[i];
+        let action = one_line(&e.action, BARE_ACTION_CHARS);
+        let s = match &e.kind {
+            Kind::Normal(m) => format!("#{n} §{} $ {action}\n", m.shown),
+            Kind::Control(_) => format!("#{n} $ {action} (ARC command)\n"),
         };
         let t = self.tok.count(s.as_bytes());
         self.entries[i].bare = Some((s.clone(), t));
@@ -526,10 +582,31 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
 
     /// Compact now (forced schedule, or a caller's own trigger).
     pub fn compact_now(&mut self) {
+        let upto = self.entries.len() - self.recent_suffix();
+        // The summary of turns [0, upto): newest entries full, older bare, oldest elided.
+        let header = format!("[summary of turns 1-{upto}: older turns compacted by ARC; `_recall §id` restores an observation exactly]\n");
+        let ht = self.tok.count(header.as_bytes());
+        let avail = self.b.summary.saturating_sub(ht + self.elision_reserve());
+        let (picked, total, first) = self.pick_summary(upto, avail);
+        let mut body = String::new();
+        self.cited.clear();
+        for (i, is_bare, s) in picked.iter().rev() {
+            body.push_str(s);
+            if let Kind::Normal(m) = &self.entries[*i].kind {
+                if (*is_bare || m.tokens as usize >= self.cfg.rho) && !self.cited.contains(&m.shown) {
+                    self.cited.push(m.shown.clone());
+                }
+            }
+        }
+        self.summary = Summary { header, body, tokens: ht + total, elided: (first > 0).then_some(first) };
+        self.upto = Some(upto);
+        self.compactions += 1;
+    }
+
+    /// How many of the newest turns stay verbatim: at most `recent_turns` that fit `R` together.
+    fn recent_suffix(&self) -> usize {
         let n = self.entries.len();
-        // The recent suffix: at most `recent_turns` newest turns that fit R together.
-        let mut keep = 0;
-        let mut used = 0;
+        let (mut keep, mut used) = (0, 0);
         while keep < self.cfg.recent_turns.min(n) {
             let t = self.entries[n - 1 - keep].verbatim.1;
             if used + t > self.b.recent {
@@ -538,16 +615,15 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             used += t;
             keep += 1;
         }
-        let upto = n - keep;
-        // The summary of turns [0, upto): newest entries full, older bare, oldest elided.
-        let header = format!("[summary of turns 1-{upto}: older turns compacted by ARC; `_recall §id` restores an observation exactly]\n");
-        let ht = self.tok.count(header.as_bytes());
-        let elide_reserve = self.tok.count(format!("[turns 1-{upto} are listed in the catalog only]\n").as_bytes());
-        let avail = self.b.summary.saturating_sub(ht + elide_reserve);
-        let mut picked: Vec<(usize, bool, String)> = Vec::new();
-        let mut total = 0;
-        let mut bare = false;
-        let mut first = upto;
+        keep
+    }
+
+    /// The summary entries of turns `[0, upto)` within `avail` tokens, newest
+    /// first (full forms, then bare ones): `(turn, bare, text)`, their tokens,
+    /// and the first turn listed (turns before it are in the catalog only).
+    fn pick_summary(&mut self, upto: usize, avail: usize) -> (Vec<(usize, bool, String)>, usize, usize) {
+        let mut picked = Vec::new();
+        let (mut total, mut bare, mut first) = (0, false, upto);
         for i in (0..upto).rev() {
             if !bare {
                 let f = self.full_form(i);
@@ -567,25 +643,34 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             picked.push((i, true, b.0));
             first = i;
         }
-        let mut text = header;
-        let mut tokens = ht + total;
-        if first > 0 {
-            let line = format!("[turns 1-{first} are listed in the catalog only]\n");
-            tokens += self.tok.count(line.as_bytes());
-            text.push_str(&line);
-        }
-        self.cited.clear();
-        for (i, is_bare, s) in picked.iter().rev() {
-            text.push_str(s);
-            if let Kind::Normal(m) = &self.entries[*i].kind {
-                if (*is_bare || m.tokens as usize >= self.cfg.rho) && !self.cited.contains(&m.shown) {
-                    self.cited.push(m.shown.clone());
-                }
-            }
-        }
-        self.summary = (text, tokens);
-        self.upto = Some(upto);
-        self.compactions += 1;
+        (picked, total, first)
+    }
+
+    /// Tokens reserved in `M` for the elision line at its widest with the
+    /// numbers of now (turn numbers up to the turns seen, page numbers up to
+    /// the pages); when later turns widen it, the view compacts again.
+    fn elision_reserve(&self) -> usize {
+        let (n, p) = (self.entries.len().max(1), self.catalog.pages().max(1));
+        let widest = |next: String| format!("[turns 1-{n} are in the catalog only; page {p}/{p} below lists turns {n}-{n}{next}]\n");
+        let t = |s: String| self.tok.count(s.as_bytes());
+        t(widest(format!("; `catalog next` shows page {p}"))).max(t(widest("; `catalog page N` shows page N".into())))
+    }
+
+    /// The line saying which turns are in the catalog only, which of them
+    /// the catalog page in this view lists and how to see the next page
+    /// (rendered with the page shown, so it matches it).
+    fn elision_text(&self) -> (String, usize) {
+        let Some(first) = self.summary.elided.filter(|_| self.upto.is_some()) else { return (String::new(), 0) };
+        let (p, n) = (self.page + 1, self.catalog.pages());
+        let lists = match self.catalog.page_turns(self.page) {
+            Some((a, b)) if a == b => format!("turn {a}"),
+            Some((a, b)) => format!("turns {a}-{b}"),
+            None => "no turns".into(),
+        };
+        let next = if p < n { format!("; `catalog next` shows page {}", p + 1) } else if n > 1 { "; `catalog page N` shows page N".into() } else { String::new() };
+        let line = format!("[turns 1-{first} are in the catalog only; page {p}/{n} below lists {lists}{next}]\n");
+        let t = self.tok.count(line.as_bytes());
+        (line, t)
     }
 
     /// The model reported a context overflow for the last view (reactive
@@ -601,7 +686,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let mut t = self.b.prefix + self.entries[start..].iter().map(|e| e.verbatim.1).sum::<usize>();
         t += self.recalled.iter().map(|p| p.tokens).sum::<usize>();
         if self.upto.is_some() {
-            t += self.summary.1 + self.page_text().1;
+            t += self.summary.tokens + self.elision_text().1 + self.page_text().1;
         }
         t
     }
@@ -624,7 +709,9 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let start = self.upto.unwrap_or(0);
         let mut page = (0, 0);
         if self.upto.is_some() {
-            out.push_str(&self.summary.0);
+            out.push_str(&self.summary.header);
+            out.push_str(&self.elision_text().0);
+            out.push_str(&self.summary.body);
         }
         for e in &self.entries[start..] {
             out.push_str(&e.verbatim.0);

@@ -1,6 +1,6 @@
 //! Baseline view policies behind the same trait, for comparison in one harness.
 
-use crate::text::{lossy, push_line_block, verbatim};
+use crate::text::{lossy, task_block, verbatim};
 use lam_core::{Error, Rendered, TokenCounter, Turn, ViewPolicy};
 
 fn err(msg: String) -> Error {
@@ -35,8 +35,7 @@ struct History<T> {
 
 impl<T: TokenCounter> History<T> {
     fn new(prefix: &str, tok: T) -> Self {
-        let mut p = String::from("[task]\n");
-        push_line_block(&mut p, prefix);
+        let p = task_block(prefix);
         let t = tok.count(p.as_bytes());
         Self { tok, prefix: (p, t), turns: Vec::new() }
     }

@@ -17,6 +17,8 @@ const WIDEST_HEADER: &[u8] = b"[catalog page 99999/99999: 99999 of 9999999 archi
 pub struct Catalog {
     cap: usize,
     lines: Vec<(String, usize)>,
+    /// The turn (1-based) of each line.
+    turns: Vec<u32>,
     seen: HashSet<String>,
     starts: Vec<usize>,
     fill: usize,
@@ -35,6 +37,7 @@ impl Catalog {
         Self {
             cap,
             lines: Vec::new(),
+            turns: Vec::new(),
             seen: HashSet::new(),
             starts: vec![0],
             fill: 0,
@@ -87,6 +90,16 @@ impl Catalog {
         }
         self.fill += t;
         self.lines.push((line, t));
+        self.turns.push(m.step + 1);
+    }
+
+    /// The first and last turn (1-based) listed on page `k`; `None` for an
+    /// empty page or one past the last.
+    pub fn page_turns(&self, k: usize) -> Option<(u32, u32)> {
+        let s = *self.starts.get(k)?;
+        let e = self.starts.get(k + 1).copied().unwrap_or(self.lines.len());
+        let t = &self.turns[s..e];
+        Some((*t.iter().min()?, *t.iter().max()?))
     }
 
     /// Page `k` (0-based, `k < pages()`) as text with its header, and its tokens.
@@ -147,6 +160,10 @@ mod tests {
         }
         assert_eq!(listed, 50);
         assert!(c.page(&tok, c.pages()).is_none());
+        // Pages list consecutive turns: page 1 starts at turn 1, the last ends at turn 50.
+        assert_eq!(c.page_turns(0).unwrap().0, 1);
+        assert_eq!(c.page_turns(c.pages() - 1).unwrap().1, 50);
+        assert!(c.page_turns(c.pages()).is_none());
         assert!(
             c.page(&tok, 0)
                 .unwrap()

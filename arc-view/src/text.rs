@@ -34,6 +34,17 @@ pub fn push_line_block(out: &mut String, s: &str) {
     }
 }
 
+/// The task prefix block: `[task]` and the task text, or nothing at all
+/// when the trajectory has no task (no empty section).
+pub fn task_block(task: &str) -> String {
+    if task.trim().is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("[task]\n");
+    push_line_block(&mut s, task);
+    s
+}
+
 /// The verbatim form of a turn, as the model saw it when it happened.
 pub fn verbatim(number: usize, id: Option<&str>, thought: &str, action: &str, observation: &str) -> String {
     let mut s = match id {

@@ -24,10 +24,58 @@ fn ecr_cells(e: &super::Ecr) -> String {
     e.at.iter().map(|(_, v, w)| format!(" {} |", v.map(|v| format!("{} ({})", pct(v), w.clone().unwrap_or_default())).unwrap_or_else(|| "—".into()))).collect()
 }
 
-/// Render the report as Markdown.
+/// Render the report as Markdown: plain sentences first, then the tables.
 pub fn markdown(r: &EvalReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# lam eval\n");
+    opening(&mut s, r);
+    inputs(&mut s, r);
+    headline(&mut s, r);
+    glossary(&mut s);
+    evidence_table(&mut s, r);
+    evidence_checks(&mut s, r);
+    ecr_table(&mut s, r);
+    per_input(&mut s, r);
+    per_input_ecr(&mut s, r);
+    by_size(&mut s, r);
+    bound(&mut s, r);
+    bracket(&mut s, r);
+    semdedup(&mut s, r);
+    controls_and_timing(&mut s, r);
+    s
+}
+
+/// A share in plain words: `36.7 %`; whole numbers exactly (`100 %`, `0 %`),
+/// so `100 %` never stands for 99.96 %.
+fn plain_pct(x: f64) -> String {
+    let v = 100.0 * x;
+    if (v - v.round()).abs() < 1e-9 { format!("{:.0} %", v.round()) } else { format!("{v:.1} %") }
+}
+
+/// One sentence per threshold, in plain words, before any paper metric.
+fn opening(s: &mut String, r: &EvalReport) {
+    let _ = writeln!(s, "What compaction did to the tool output of {} trajectories ({} tokens), per merge threshold t (higher t: only closer near-duplicates are merged):\n", r.trajectories, r.tokens);
+    for t in &r.thresholds {
+        let _ = writeln!(s, "- {}", threshold_sentence(t));
+    }
+    let _ = writeln!(s);
+    if let Some(line) = &r.controls_not_run {
+        let _ = writeln!(s, "{line}\n");
+    }
+}
+
+/// `At t=0.95: 36.7 % of tool-output tokens removed (33.1 % after the stub lines that replace them), gold-patch evidence 98.2 % kept in the context, 100 % recoverable by recall.`
+pub(crate) fn threshold_sentence(t: &super::ThresholdRow) -> String {
+    let row = &t.l1_l0;
+    let evidence = match (row.evidence_micro, row.evidence_recoverable) {
+        (Some(kept), Some(rec)) => format!("gold-patch evidence {} kept in the context, {} recoverable by recall", plain_pct(kept), plain_pct(rec)),
+        (Some(kept), None) => format!("gold-patch evidence {} kept in the context", plain_pct(kept)),
+        _ => "gold-patch evidence not measured (no gold-patch line appears in these tool outputs)".into(),
+    };
+    format!("At t={}: {} of tool-output tokens removed ({} after the stub lines that replace them), {evidence}.", t.threshold, plain_pct(row.removal_gross), plain_pct(row.removal_net))
+}
+
+fn inputs(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "Inputs: {}  ", r.inputs.join(", "));
     let _ = writeln!(s, "Encoder: `{}`  ", r.encoder);
     let _ = writeln!(
@@ -35,8 +83,41 @@ pub fn markdown(r: &EvalReport) -> String {
         "{} trajectories, {} observation records, {} chunks, {} observation tokens (cl100k_base). {} joined with a gold patch ({} with witnessed evidence, {} candidate lines); {} with a recorded outcome ({} resolved).\n",
         r.trajectories, r.records, r.chunks, r.tokens, r.with_gold, r.with_witnessed, r.candidate_lines, r.with_outcome, r.resolved
     );
-    let _ = writeln!(s, "Definitions of every column: `docs/eval.md`. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
+    let _ = writeln!(s, "Definitions of every column: `docs/eval.md`; the terms below the headline table. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
+}
 
+/// The paper's terms, one line each.
+const GLOSSARY: &[(&str, &str)] = &[
+    ("t", "merge threshold: the cosine similarity at which two chunks of tool output count as near duplicates; δ = √(2 − 2t) is the same threshold as a distance"),
+    ("L0, L1", "the two layers: L0 removes exactly repeated lines, L1 near-duplicate chunks; L1→L0 (the default) runs L1 first"),
+    ("gross, net", "removal before and after counting the stub lines that replace removed text"),
+    ("stub cost (floor)", "the stub lines' tokens, in points of removal; the floor is what any stub design that keeps recall must pay"),
+    ("order effect", "net removal of L1→L0 minus that of L0→L1"),
+    ("δ̂ (delta-hat)", "the largest distance between a removed chunk and the chunk kept in its place; never above δ"),
+    ("evidence, recoverable, intact", "gold-patch lines seen in tool output that stay in the context; that stay or can be restored by `_recall §id`; trajectories losing none"),
+    ("digest", "fingerprint of the set of removed chunks: the same input gives the same digest"),
+    ("online=batch", "compacting turn by turn gives exactly what compacting the whole trajectory at once gives"),
+    ("RSC", "resolve-rate ceiling: resolved trajectories whose evidence stays intact, over those with a recorded outcome"),
+    ("BFR@16K", "budget feasibility rate: share of trajectories whose tool output, after compaction, fits 16K tokens"),
+    ("ECR@τ", "evidence-constrained removal: the largest net removal whose evidence stays at least τ"),
+    ("metric-entropy bracket", "the paper's bounds (C.3) on how much any compactor could remove at this threshold, in bits per chunk"),
+    ("t' = 4t−3", "the partner threshold (distance 2δ) of the bracket's upper bound"),
+    ("paper Table 14", "the harness check that L1 alone keeps the evidence L1→L0 keeps"),
+];
+
+fn glossary(s: &mut String) {
+    let _ = writeln!(s, "\nTerms:\n");
+    for (term, gloss) in GLOSSARY {
+        let _ = writeln!(s, "- **{term}**: {gloss}.");
+    }
+}
+
+fn taus_of(r: &EvalReport) -> Vec<f64> {
+    r.ecr.first().map(|e| e.at.iter().map(|a| a.0).collect()).unwrap_or_default()
+}
+
+/// The headline table, one row per threshold.
+fn headline(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "## Headline\n");
     let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -65,6 +146,10 @@ pub fn markdown(r: &EvalReport) -> String {
         );
     }
 
+}
+
+/// Evidence, RSC and feasibility per setting.
+fn evidence_table(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\n## Evidence, RSC and feasibility (lossy: stub = lost; recoverable: via `_recall §id`)\n");
     let mut bh = String::new();
     for b in r.thresholds.first().map(|t| t.l1_l0.bfr.clone()).unwrap_or_default() {
@@ -90,6 +175,10 @@ pub fn markdown(r: &EvalReport) -> String {
         };
         let _ = writeln!(s, "| {name} | {} | {} |{}", pct(b.row.removal_net), ev_cells(&b.row), bfr(&b.row));
     }
+}
+
+/// The harness checks, the specificity control and the masking note.
+fn evidence_checks(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\nL1 alone must score what L1→L0 scores (the harness check of paper Table 14):");
     for t in &r.thresholds {
         let _ = write!(s, " t={}: {} vs {};", t.threshold, opct(t.l1_alone_evidence_micro, 3), opct(t.l1_l0.evidence_micro, 3));
@@ -103,8 +192,12 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = writeln!(s, "\nMasking's net removal charges SWE-agent's placeholder `Old environment output: (N lines omitted)` per masked observation; without it (gross): {}.", masks.join(", "));
     }
 
+}
+
+/// ECR@τ per family.
+fn ecr_table(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\n## ECR@τ (largest net removal with evidence ≥ τ)\n");
-    let taus: Vec<f64> = r.ecr.first().map(|e| e.at.iter().map(|a| a.0).collect()).unwrap_or_default();
+    let taus = taus_of(r);
     let _ = writeln!(s, "| family | best |{}", taus.iter().map(|t| format!(" τ={t} |")).collect::<String>());
     let _ = writeln!(s, "|---|---|{}", "---|".repeat(taus.len()));
     for e in &r.ecr {
@@ -112,7 +205,14 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = writeln!(s, "| {} | {} |{cells}", e.family, opct(e.best, 2));
     }
 
-    if !r.by_input.is_empty() {
+}
+
+/// The headline rows of each command-line input alone.
+fn per_input(s: &mut String, r: &EvalReport) {
+    if r.by_input.is_empty() {
+        return;
+    }
+    {
         let _ = writeln!(s, "\n## Per input (each command-line input alone)\n");
         let _ = writeln!(s, "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L1→L0 stub cost | L0→L1 net | δ̂ | evidence | recoverable | intact |");
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -137,6 +237,16 @@ pub fn markdown(r: &EvalReport) -> String {
                 );
             }
         }
+    }
+}
+
+/// ECR@τ and masking of each command-line input alone.
+fn per_input_ecr(s: &mut String, r: &EvalReport) {
+    if r.by_input.is_empty() {
+        return;
+    }
+    let taus = taus_of(r);
+    {
         let _ = writeln!(s, "\n| input | family | best |{}", taus.iter().map(|t| format!(" τ={t} |")).collect::<String>());
         let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(taus.len()));
         for i in &r.by_input {
@@ -152,6 +262,10 @@ pub fn markdown(r: &EvalReport) -> String {
         }
     }
 
+}
+
+/// Removal against input size T.
+fn by_size(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\n## Removal against input size T (trajectories reaching T; net, L1→L0)\n");
     let sizes: Vec<usize> = r.thresholds.first().map(|t| t.l1_l0.by_size.iter().map(|p| p.size).collect()).unwrap_or_default();
     let _ = writeln!(s, "| setting |{}", sizes.iter().map(|t| format!(" T={}K |", t / 1000)).collect::<String>());
@@ -166,6 +280,10 @@ pub fn markdown(r: &EvalReport) -> String {
         let _ = writeln!(s, "| t={} |{}", t.threshold, t.l1_l0.by_size.iter().map(|p| format!(" {} |", opct(p.removal, 2))).collect::<String>());
     }
 
+}
+
+/// The substitution bound and retrieval.
+fn bound(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\n## Bound (paper Table 11; distances token-weighted over deleted chunks)\n");
     let _ = writeln!(s, "| t | δ | δ̂ | mean traj δ̂/δ | substitutions | median | p99 | max | mean d/δ | share ≤ δ/2 | keep | R@1 | R@10 | R@20 | queries |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -193,6 +311,10 @@ pub fn markdown(r: &EvalReport) -> String {
         );
     }
 
+}
+
+/// The metric-entropy bracket and removal ceiling.
+fn bracket(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "\n## Metric-entropy bracket and removal ceiling (paper C.3, Tables 6 and 23; bits per chunk, chunk cardinality)\n");
     let log2s = r.thresholds.first().map(|t| t.bracket.log2_s).unwrap_or(0.0);
     let _ = writeln!(s, "log2|S| = {log2s:.2} (lossless)\n");
@@ -215,6 +337,10 @@ pub fn markdown(r: &EvalReport) -> String {
         );
     }
 
+}
+
+/// SemDeDup across seeds.
+fn semdedup(s: &mut String, r: &EvalReport) {
     let sd: Vec<_> = r.baselines.iter().filter(|b| b.baseline.starts_with("semdedup")).collect();
     if !sd.is_empty() {
         let _ = writeln!(s, "\n## SemDeDup seeds (k-means on the same embeddings, k = ⌈chunks/50⌉)\n");
@@ -228,12 +354,17 @@ pub fn markdown(r: &EvalReport) -> String {
         }
     }
 
+}
+
+/// The controls (or that they were not run) and the timing.
+fn controls_and_timing(s: &mut String, r: &EvalReport) {
     if let Some(l) = &r.locomo {
         let _ = writeln!(s, "\n## LoCoMo control\n");
         let _ = writeln!(s, "{} dialogue turns ({} chunks) from `{}`: {} near-duplicate pairs at cos ≥ {} among {} pairs.", l.records, l.chunks, l.source, l.near_duplicate_pairs, l.threshold, l.pairs);
+    } else if let Some(line) = &r.controls_not_run {
+        let _ = writeln!(s, "\n## Controls\n\n{line}");
     }
     let tm = &r.timing;
     let _ = writeln!(s, "\n## Timing\n");
     let _ = writeln!(s, "wall {:.1} s; encoder forward {:.1} s + chunking {:.1} s = {:.1}% of wall; threshold sweep {:.1} s; baselines {:.1} s.", tm.wall_s, tm.encode_s, tm.chunking_s, 100.0 * tm.encode_share, tm.sweep_s, tm.baselines_s);
-    s
 }

@@ -59,6 +59,18 @@ impl PolicySettings {
     }
 }
 
+/// The smallest budget (context window, the completion reserve included)
+/// policy `kind` accepts for `traj`'s task: ARC's and LAM's views need room
+/// for the task and the smallest summary, recent-turn, catalog and recall
+/// sections; `None` for the baselines.
+pub fn min_budget(kind: PolicyKind, s: &PolicySettings, traj: &Trajectory) -> Option<usize> {
+    let cfg = ArcConfig { completion: s.completion, ..ArcConfig::with_limit(s.budget) };
+    match kind {
+        PolicyKind::Arc | PolicyKind::Lam => Some(ArcView::<arc_store::MemStore, Cl100k>::min_context(&cfg, &traj.task, &Cl100k)),
+        PolicyKind::Window | PolicyKind::Masking | PolicyKind::Full => None,
+    }
+}
+
 /// Build policy `kind` over `traj`'s task prefix, archiving into `store`;
 /// `encoder` is called only for `lam`.
 pub fn build(kind: PolicyKind, s: &PolicySettings, traj: &Trajectory, store: Box<dyn ObsStore>, encoder: impl FnOnce() -> Result<Box<dyn Encoder>>) -> Result<Box<dyn ViewPolicy>> {

@@ -21,7 +21,7 @@ fn sample() -> Vec<PathBuf> {
 }
 
 fn opts() -> Options {
-    Options { thresholds: vec![0.99, 0.95, 0.90, 0.80], masking: vec![3, 10, 50, usize::MAX], no_locomo: true, semdedup_seeds: 3, ..Options::default() }
+    Options { thresholds: vec![0.99, 0.95, 0.90, 0.80], masking: vec![3, 10, 50, usize::MAX], controls: false, semdedup_seeds: 3, ..Options::default() }
 }
 
 fn run(o: &Options) -> eval::EvalReport {
@@ -155,7 +155,7 @@ fn harness_checks_hold_with_minilm() {
     assert!(dir.join("model.safetensors").is_file(), "model not found at {}: run `{}`", dir.display(), lam_encode::INSTALL_HINT);
     let m = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let inputs = vec![m.join("django__django-16255.traj.json.gz"), m.join("django__django-17029.traj.json.gz")];
-    let o = Options { thresholds: vec![0.95, 0.85], masking: vec![5, usize::MAX], no_locomo: true, semdedup: false, ..Options::default() };
+    let o = Options { thresholds: vec![0.95, 0.85], masking: vec![5, usize::MAX], controls: false, semdedup: false, ..Options::default() };
     let mut enc = CachedEncoder::new(lam_encode::BertEncoder::load(&dir).unwrap());
     let r = eval::evaluate(&inputs, &mut enc, &o, &mut NoProgress).unwrap();
     assert_eq!(r.trajectories, 2);
@@ -192,9 +192,35 @@ fn masking_placeholder_counts_lines() {
 #[test]
 fn sample_counts_trajectories_not_files() {
     let dir = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified");
-    let o = Options { sample: Some(15), thresholds: vec![0.95], masking: vec![], semdedup: false, no_locomo: true, ..Options::default() };
+    let o = Options { sample: Some(15), thresholds: vec![0.95], masking: vec![], semdedup: false, controls: false, ..Options::default() };
     let mut enc = CachedEncoder::new(HashingEncoder::default());
     let r = eval::evaluate(&[dir], &mut enc, &o, &mut NoProgress).unwrap();
     assert_eq!(r.trajectories, 15);
     assert_eq!(r.with_gold, 15);
+}
+
+/// The report opens with one plain sentence per threshold, before any paper
+/// metric; the paper's terms are glossed under the headline table.
+#[test]
+fn report_opens_with_plain_sentences() {
+    let corpus = lam_core::testsuite::corpus();
+    let m = corpus.join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let inputs = vec![m.join("astropy__astropy-12907.traj.json.gz"), m.join("django__django-10973.traj.json.gz")];
+    let o = Options { thresholds: vec![0.99, 0.95, 0.90], masking: vec![5], semdedup: false, ..Options::default() };
+    let mut enc = CachedEncoder::new(HashingEncoder::default());
+    let r = eval::evaluate(&inputs, &mut enc, &o, &mut NoProgress).unwrap();
+    assert!(r.locomo.is_none(), "controls run only when asked");
+    let md = eval::markdown(&r);
+    let canon = std::fs::canonicalize(&corpus).unwrap().display().to_string();
+    let head = md.lines().take(15).collect::<Vec<_>>().join("\n").replace(&canon, "<corpus>").replace(&corpus.display().to_string(), "<corpus>");
+    insta::assert_snapshot!("eval_report_opening_hashing_2_trajectories", head);
+    let first_sentence = md.find("- At t=0.99: ").unwrap();
+    for paper in ["RSC", "BFR@", "ECR@", "δ̂", "metric-entropy", "Table 14", "## Headline"] {
+        assert!(md.find(paper).unwrap() > first_sentence, "{paper} before the plain sentences");
+    }
+    assert!(md.contains("Controls not run") && md.contains("`lam eval --controls`"));
+    let glossary = &md[md.find("\nTerms:\n").unwrap()..md.find("\n## Evidence").unwrap()];
+    for term in ["**RSC**", "**BFR@16K**", "**ECR@τ**", "**δ̂ (delta-hat)**", "**metric-entropy bracket**", "**t' = 4t−3**", "**paper Table 14**"] {
+        assert!(glossary.contains(term), "{term} has no gloss");
+    }
 }

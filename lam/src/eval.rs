@@ -26,11 +26,14 @@ pub struct EvalArgs {
     /// Gold patches (file or folder of SWE-bench JSON); default: swebench-gold-patches beside the inputs.
     #[arg(long)]
     gold: Option<PathBuf>,
-    /// LoCoMo file; default: locomo/locomo10.json beside the inputs.
+    /// Also run the controls: the LoCoMo control (near duplicates in ordinary dialogue; minutes with a real encoder, estimate printed first).
+    #[arg(long)]
+    controls: bool,
+    /// LoCoMo file for --controls; default: locomo/locomo10.json beside the inputs.
     #[arg(long)]
     locomo: Option<PathBuf>,
-    /// Skip the LoCoMo control.
-    #[arg(long)]
+    /// Accepted for old scripts: the controls are off unless --controls.
+    #[arg(long, hide = true)]
     no_locomo: bool,
     /// Skip SemDeDup.
     #[arg(long)]
@@ -91,6 +94,12 @@ impl Progress for Bar {
             }
         }
     }
+    fn note(&mut self, message: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("lam eval: {message}")),
+            None => eprintln!("lam eval: {message}"),
+        }
+    }
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
@@ -108,7 +117,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         semdedup: !a.no_semdedup,
         gold: a.gold.clone(),
         locomo: a.locomo.clone(),
-        no_locomo: a.no_locomo,
+        controls: a.controls && !a.no_locomo,
         ..Options::default()
     };
     let mut bar = Bar { bar: None, quiet: a.quiet, lines: None };
@@ -125,8 +134,27 @@ pub fn run(a: EvalArgs) -> Result<()> {
             eprintln!("wrote {}", p.display());
         }
     }
+    print(&r, &a)?;
+    // Every readable input was evaluated; the bad ones are named here and fail the run.
+    for f in &r.failed {
+        eprintln!("lam eval: {}", f.error);
+    }
+    if !r.failed.is_empty() {
+        let paths: Vec<&str> = r.failed.iter().map(|f| f.path.as_str()).collect();
+        anyhow::bail!("{} input(s) failed (errors above; the report covers the others): {}", r.failed.len(), paths.join(", "));
+    }
+    Ok(())
+}
+
+/// The headline rows as JSON lines (`--json`), or the report's opening,
+/// headline and evidence tables as Markdown.
+fn print(r: &eval::EvalReport, a: &EvalArgs) -> Result<()> {
     let so = std::io::stdout();
     let mut so = so.lock();
+    if let (Some(line), true) = (&r.controls_not_run, a.json) {
+        // The text report carries this line; with --json it goes to stderr.
+        eprintln!("lam eval: {line}");
+    }
     if a.json {
         for h in r.headline() {
             serde_json::to_writer(&mut so, &h)?;
@@ -137,19 +165,11 @@ pub fn run(a: EvalArgs) -> Result<()> {
             writeln!(so)?;
         }
     } else {
-        let md = eval::markdown(&r);
-        // The headline table and the evidence table are the summary.
+        let md = eval::markdown(r);
+        // The plain sentences, the headline table with its terms and the evidence table are the summary.
         let end = md.find("\n## ECR").unwrap_or(md.len());
         write!(so, "{}", &md[..end])?;
         writeln!(so, "\n(full report: {})", a.report.as_ref().map(|d| d.join("report.md").display().to_string()).unwrap_or_else(|| "pass --report DIR".into()))?;
-    }
-    // Every readable input was evaluated; the bad ones are named here and fail the run.
-    for f in &r.failed {
-        eprintln!("lam eval: {}", f.error);
-    }
-    if !r.failed.is_empty() {
-        let paths: Vec<&str> = r.failed.iter().map(|f| f.path.as_str()).collect();
-        anyhow::bail!("{} input(s) failed (errors above; the report covers the others): {}", r.failed.len(), paths.join(", "));
     }
     Ok(())
 }

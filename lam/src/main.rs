@@ -27,30 +27,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Render the bounded view a model would see of a trajectory (ARC, or a baseline policy).
-    View(view::ViewArgs),
-    /// Write an archived observation's exact bytes (or one part) to standard output.
+    // Ordered by use: what a new user runs first comes first.
+    /// Compact recorded agent sessions: remove repeated and near-duplicate tool output, keep it recoverable (LAM: L1 then L0, online and batch).
+    Compact(compact::CompactArgs),
+    /// Proxy between an agent and its model API (OpenAI/Anthropic compatible): archive every tool result, send a compacted one (docs/serve.md).
+    Serve(serve::ServeArgs),
+    /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/serve.md).
+    Run(run::RunArgs),
+    /// Replay recorded Claude Code / Codex sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency.
+    Replay(replay::ReplayArgs),
+    /// Print an archived tool output's exact bytes (or one part of it).
     Recall(recall::RecallArgs),
-    /// Cost models of the LAM and ARC papers: phi, schedules, roofline, cost classes, paper checks, calibration.
-    Costmodel(costmodel::CostmodelArgs),
-    /// Compress or decompress raw float32 embeddings with lam-codec (szp, f16, int8, binary).
-    Codec(codec::CodecArgs),
-    /// The papers' measurements over trajectory corpora (removal, bound, evidence, retrieval, baselines, plots).
+    /// Measure over trajectory corpora how much tool output compaction removes and what evidence it keeps, against baselines, with plots.
     Eval(eval::EvalArgs),
+    /// Show the bounded prompt a model would see of a trajectory (ARC's view, or a baseline policy).
+    View(view::ViewArgs),
+    /// Serve archived tool outputs to MCP clients (tools recall, recall_meta, catalog) over stdio or streamable HTTP.
+    Mcp(mcp::McpArgs),
+    /// Check an archive (a FileStore folder) for damage, or salvage its intact records into a fresh one.
+    Store(store::StoreArgs),
     /// Embed JSON strings (one per line on stdin) into unit vectors (one JSON array per line on stdout).
     Embed(embed::EmbedArgs),
-    /// Run the LAM admission test (L1 then L0) over trajectories, online and batch.
-    Compact(compact::CompactArgs),
-    /// Check a FileStore archive for damage, or salvage its intact records into a fresh one.
-    Store(store::StoreArgs),
-    /// OpenAI/Anthropic-compatible proxy: archive every tool result, forward its residual, prefix-stable (docs/serve.md).
-    Serve(serve::ServeArgs),
-    /// Run an agent (claude, codex, ...) through the proxy on a free loopback port, `lam mcp` registered; print what it saved (docs/serve.md).
-    Run(run::RunArgs),
-    /// Replay recorded Claude Code / Codex sessions through the proxy's engine: removal, bytes changed, billed input with prompt caching (lam vs direct), added latency.
-    Replay(replay::ReplayArgs),
-    /// Serve archived observations to MCP clients (tools recall, recall_meta, catalog) over stdio or streamable HTTP.
-    Mcp(mcp::McpArgs),
+    /// Compress or decompress raw float32 embeddings (szp, f16, int8, binary).
+    Codec(codec::CodecArgs),
+    /// Estimate what compaction costs and saves: the papers' cost models, schedules, roofline, calibration (phi, cost classes).
+    Costmodel(costmodel::CostmodelArgs),
 }
 
 fn main() -> Result<()> {

@@ -8,6 +8,9 @@ use lam_trajectory::read;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+// The shared budget options, worded here without the paper's bare symbols.
+#[command(mut_arg("budget", |a| a.help("Context window in cl100k_base tokens (L_ctx)")))]
+#[command(mut_arg("completion", |a| a.help("Tokens reserved for the model's answer (G_max); the view gets budget - completion")))]
 pub struct ViewArgs {
     /// A trajectory file (mini-swe-agent, SWE-agent, OpenAI chat, Claude Code transcript, Codex rollout, lam JSONL; .gz ok).
     trajectory: PathBuf,
@@ -55,7 +58,11 @@ pub fn run(a: ViewArgs) -> Result<()> {
         None => Box::new(arc_store::MemStore::new()),
     };
     let settings = a.opts.settings(a.enc.batch as usize);
-    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}"))))?;
+    if let Some(min) = policy::min_budget(a.policy.kind(), &settings, &traj).filter(|&m| a.opts.budget < m) {
+        bail!("--budget must be at least {min} for this trajectory (room for its task and the smallest summary, recent-turn, catalog and recall sections{})", if a.opts.completion > 0 { ", --completion included" } else { "" });
+    }
+    // One message, not the same one again as its cause.
+    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}")))).map_err(|e| anyhow::anyhow!("{e}"))?;
     // One model call after every turn: ARC compacts when it would.
     let mut last = None;
     for t in &turns[..n] {

@@ -38,8 +38,9 @@ pub struct Options {
     pub gold: Option<PathBuf>,
     /// LoCoMo file; `None`: look for `locomo/locomo10.json` beside the inputs.
     pub locomo: Option<PathBuf>,
-    /// Skip LoCoMo.
-    pub no_locomo: bool,
+    /// Run the controls (the LoCoMo control: minutes with a real encoder);
+    /// off by default, and the report says they were not run.
+    pub controls: bool,
     /// Evidence tau floors for ECR.
     pub taus: Vec<f64>,
 }
@@ -61,7 +62,7 @@ impl Default for Options {
             sizes: DEFAULT_SIZES.to_vec(),
             gold: None,
             locomo: None,
-            no_locomo: false,
+            controls: false,
             taus: vec![1.0, 0.999, 0.99, 0.95],
         }
     }
@@ -73,6 +74,8 @@ pub trait Progress {
     fn stage(&mut self, name: &str, total: u64);
     /// `n` steps done.
     fn inc(&mut self, n: u64);
+    /// A one-line message for the user (e.g. a time estimate before a long stage).
+    fn note(&mut self, _message: &str) {}
 }
 
 /// Progress that draws nothing.

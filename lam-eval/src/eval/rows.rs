@@ -304,8 +304,11 @@ pub struct EvalReport {
     pub evidence_control: Option<EvidenceControl>,
     /// The headline rows of each command-line input alone (empty for one input).
     pub by_input: Vec<InputSummary>,
-    /// LoCoMo control.
+    /// LoCoMo control (with `controls`).
     pub locomo: Option<Locomo>,
+    /// Controls not run (no `controls`): one line saying so and how to run them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controls_not_run: Option<String>,
     /// Timing.
     pub timing: Timing,
     /// Inputs (files, or one trajectory of a file) that could not be read or

@@ -56,6 +56,8 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
         Some(p) => Some(GoldPatches::load(p)?),
         None => None,
     };
+    let locomo_found = find_beside(inputs, "locomo/locomo10.json");
+    let locomo_path = controls_input(o, locomo_found.as_deref())?;
     let mut outcomes = evidence::Outcomes::default();
     let mut memo = TokMemo::default();
     enc.memo_chunks();
@@ -308,19 +310,10 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     let rsc: Vec<f64> = rows.iter().filter_map(|r| r.l1_l0.rsc).collect();
     let rsc_non_increasing = if rsc.is_empty() { None } else { Some(rsc.windows(2).all(|w| w[1] <= w[0] + 1e-12) && none_agg.row(o).rsc.is_none_or(|r0| rsc[0] <= r0 + 1e-12)) };
 
-    // 5. LoCoMo.
-    let locomo = if o.no_locomo {
-        None
-    } else {
-        match o.locomo.clone().or_else(|| find_beside(inputs, "locomo/locomo10.json")) {
-            Some(p) => {
-                progress.stage("locomo", 1);
-                let l = locomo_control(&p, &mut *enc, 0.95)?;
-                progress.inc(1);
-                Some(l)
-            }
-            None => None,
-        }
+    // 5. The controls, when asked for.
+    let (locomo, controls_not_run) = match &locomo_path {
+        Some(p) => (Some(locomo_control(p, &mut *enc, 0.95, progress)?), None),
+        None => (None, Some(controls_not_run_line(o.locomo.as_deref().or(locomo_found.as_deref())))),
     };
 
     let by_input = if inputs.len() > 1 { split.summaries(inputs, &preps, &thresholds, &o.masking, o) } else { Vec::new() };
@@ -350,6 +343,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
         evidence_control: evidence_control(&preps),
         by_input,
         locomo,
+        controls_not_run,
         timing: Timing { wall_s, encode_s, chunking_s, encode_share: if wall_s > 0.0 { (encode_s + chunking_s) / wall_s } else { 0.0 }, sweep_s, baselines_s },
         failed,
     })
