@@ -162,19 +162,44 @@ pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> R
         return Err(e);
     }
     let Some((_, first)) = hits.first() else {
-        let mut nearest = Vec::new();
-        for s in &sessions {
-            for id in lam_core::id::nearest(&store.ids(s)?, &shown, 3) {
-                nearest.push(format!("§{id} ({s})"));
-            }
-        }
-        return Err(StoreError::NotFound { shown, nearest });
+        return by_prefix(store, &sessions, &shown);
     };
     if hits.iter().any(|(_, b)| b != first) {
         return Err(StoreError::Ambiguous { shown, sessions: hits.into_iter().map(|(s, _)| s).collect() });
     }
     let bytes = first.clone();
     Ok(Found { sessions: hits.into_iter().map(|(s, _)| s).collect(), bytes })
+}
+
+/// An id not shown anywhere: the observation whose shown id begins with
+/// `shown` (at least 4 hex) when exactly one does (the same bytes in every
+/// session that has it); otherwise the three nearest ids of all sessions.
+fn by_prefix(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Result<Found, StoreError> {
+    let mut all: Vec<(String, SessionId)> = Vec::new();
+    for s in sessions {
+        all.extend(store.ids(s)?.into_iter().map(|id| (id, s.clone())));
+    }
+    let starts: Vec<&(String, SessionId)> = all.iter().filter(|(id, _)| shown.len() >= 4 && id.starts_with(shown)).collect();
+    if let Some((id, s)) = starts.first() {
+        let bytes = store.get(s, id)?.unwrap_or_default();
+        let mut found = Found { sessions: Vec::new(), bytes };
+        for (id, s) in &starts {
+            if store.get(s, id)?.as_deref() != Some(&found.bytes[..]) {
+                return Err(StoreError::Ambiguous { shown: shown.to_string(), sessions: starts.iter().map(|(_, s)| s.clone()).collect() });
+            }
+            found.sessions.push(s.clone());
+        }
+        return Ok(found);
+    }
+    let ids: Vec<String> = all.iter().map(|(id, _)| id.clone()).collect();
+    let mut used = vec![false; all.len()];
+    let mut nearest: Vec<String> = Vec::new();
+    for id in lam_core::id::nearest(&ids, shown, 3) {
+        let k = (0..all.len()).find(|&k| !used[k] && all[k].0 == id).expect("listed above");
+        used[k] = true;
+        nearest.push(format!("§{id} ({})", all[k].1));
+    }
+    Err(StoreError::NotFound { shown: shown.to_string(), nearest })
 }
 
 #[cfg(test)]
@@ -225,5 +250,21 @@ mod tests {
         let e = find(&st, None, "0000ffff").unwrap_err();
         assert!(matches!(e, StoreError::NotFound { ref nearest, .. } if nearest.len() == 3), "{e}");
         assert!(open(&StoreSpec::Memory, Access::ReadWrite).is_ok());
+    }
+
+    #[test]
+    fn unique_prefixes_resolve_and_unknown_ids_name_three() {
+        let mut st = MemStore::new();
+        let mut shown = Vec::new();
+        for k in 0..6 {
+            let s = SessionId(format!("s{k}"));
+            shown.push(st.append(&s, &rec(0, format!("obs {k}").as_bytes()), 1).unwrap().shown);
+            st.append(&s, &rec(1, b"shared"), 1).unwrap();
+        }
+        let f = find(&st, None, &shown[2][..5]).unwrap();
+        assert_eq!((f.bytes.as_slice(), f.sessions.len()), (&b"obs 2"[..], 1));
+        let e = find(&st, None, "0000ffff").unwrap_err();
+        assert!(matches!(e, StoreError::NotFound { ref nearest, .. } if nearest.len() == 3), "three in all, not per session: {e}");
+        assert!(find(&st, None, &shown[2][..3]).is_err(), "prefixes need 4 hex");
     }
 }

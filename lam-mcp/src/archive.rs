@@ -336,7 +336,8 @@ impl Archive {
         let (text, _) = catalog
             .page(&tok, k.checked_sub(1).ok_or_else(none)?)
             .ok_or_else(none)?;
-        Ok(text)
+        // ARC's header names the agent's typed commands; an MCP client calls tools.
+        Ok(text.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1))
     }
 }
 

@@ -294,7 +294,8 @@ async fn meta_and_catalog() {
     let mut seen = Vec::new();
     for k in 1..=expect.pages() {
         let page = ok_text(&call(&client, "catalog", json!({"session": "a", "page": k})).await);
-        assert_eq!(page, expect.page(&lam_trajectory::Cl100k, k - 1).unwrap().0);
+        let arc = expect.page(&lam_trajectory::Cl100k, k - 1).unwrap().0;
+        assert_eq!(page, arc.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1));
         assert!(
             page.starts_with(&format!("[catalog page {k}/{}", expect.pages())),
             "{page}"
@@ -310,7 +311,7 @@ async fn meta_and_catalog() {
     assert_eq!(seen, store.ids(&a).unwrap());
     assert_eq!(
         ok_text(&call(&client, "catalog", json!({"session": "a"})).await),
-        expect.page(&lam_trajectory::Cl100k, 0).unwrap().0
+        expect.page(&lam_trajectory::Cl100k, 0).unwrap().0.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1)
     );
     let e = err_text(
         &call(
@@ -409,4 +410,15 @@ fn bad_settings_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(missing.contains("nope"), "{missing}");
+}
+
+#[test]
+fn the_catalog_names_the_mcp_tools_not_typed_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path());
+    let archive = Archive::open(config(dir.path())).unwrap();
+    let page = archive.catalog(Some("a"), None).unwrap();
+    let header = page.lines().next().unwrap();
+    assert!(header.contains("call `catalog` with page=N; `recall` with id=§id"), "{header}");
+    assert!(!page.contains("catalog next") && !page.contains("_recall"), "{page}");
 }

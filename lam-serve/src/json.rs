@@ -2,7 +2,7 @@
 //! order with each value's bytes as received, so everything the proxy does not
 //! rewrite is forwarded as it came.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -19,8 +19,11 @@ impl<'de> Deserialize<'de> for Members {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut out = Vec::new();
+                let mut out: Vec<(String, Box<RawValue>)> = Vec::new();
                 while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    if GUARDED.contains(&k.as_str()) && out.iter().any(|(o, _)| *o == k) {
+                        return Err(A::Error::custom(format!("member `{k}` twice")));
+                    }
                     out.push((k, v));
                 }
                 Ok(Members(out))
@@ -28,6 +31,36 @@ impl<'de> Deserialize<'de> for Members {
         }
         d.deserialize_map(V)
     }
+}
+
+/// Top-level members that hold the conversation or its preamble: a body
+/// holding one twice is ambiguous (which one does the upstream read?).
+pub(crate) const GUARDED: [&str; 4] = ["messages", "input", "system", "instructions"];
+
+/// The first [`GUARDED`] member that `body` (a JSON object) holds twice,
+/// names compared after unescaping.
+pub(crate) fn duplicate_key(body: &[u8]) -> Option<&'static str> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<&'static str>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = [false; GUARDED.len()];
+            while let Some((k, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                if let Some(i) = GUARDED.iter().position(|g| *g == k) {
+                    if seen[i] {
+                        return Ok(Some(GUARDED[i]));
+                    }
+                    seen[i] = true;
+                }
+            }
+            Ok(None)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde::Deserializer::deserialize_map(&mut de, V).ok().flatten()
 }
 
 impl Members {
@@ -113,6 +146,17 @@ mod tests {
         assert_eq!(out, br#"{"z":1,"messages":[],"a":{"k" : "v"}}"#);
         assert!(Members::parse(b"[1]").is_err());
         assert!(Members::parse(b"{\"a\":").is_err());
+    }
+
+    #[test]
+    fn duplicate_conversation_members_are_seen() {
+        let body = br#"{"messages":[],"model":"m","m\u0065ssages":[{"role":"user"}]}"#;
+        assert!(Members::parse(body).is_err());
+        assert_eq!(duplicate_key(body), Some("messages"));
+        assert_eq!(duplicate_key(br#"{"system":"a","input":[],"system":"b"}"#), Some("system"));
+        assert_eq!(duplicate_key(br#"{"model":"a","model":"b","messages":[]}"#), None);
+        assert!(Members::parse(br#"{"model":"a","model":"b","messages":[]}"#).is_ok());
+        assert_eq!(duplicate_key(b"not json"), None);
     }
 
     #[test]

@@ -59,6 +59,7 @@ use serde::Serialize;
 use session::{Conversation, Handle, Registry};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Errors of `lam-serve`.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,11 @@ pub enum Error {
     /// A store or encoder error while closing.
     #[error(transparent)]
     Core(#[from] lam_core::Error),
+    /// A compacted request's body holds a conversation or preamble member
+    /// (`messages`, `input`, `system`, `instructions`) twice: which one the
+    /// upstream reads is unknown, so the proxy refuses it (`400`).
+    #[error("the body holds the member `{0}` twice")]
+    DuplicateKey(&'static str),
     /// Listening, serving or writing a file failed.
     #[error("{what}: {source}")]
     Io {
@@ -118,9 +124,62 @@ pub struct ServeConfig {
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
     /// (its archive stays; a later request of it starts a new session).
+    /// [`ServeConfig::max_memory`] bounds them by bytes too.
     pub max_sessions: usize,
     /// One line per request on standard error (method, path, status, session; never headers).
     pub log: bool,
+    /// Longest wait for the upstream's TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+    /// Longest silence from the upstream: before its answer's headers, and
+    /// between two chunks of its body (the timer restarts on every chunk).
+    pub idle_timeout: Duration,
+    /// After the first SIGINT/SIGTERM, how long in-flight requests may take
+    /// before the proxy exits anyway ([`run`]; a second signal exits at once).
+    pub drain_timeout: Duration,
+    /// Bytes all sessions may hold ([`Stats::memory_bytes`]); beyond, the
+    /// least recently used sessions are dropped.
+    pub max_memory: usize,
+    /// When set, every request must carry it (`x-lam-token`; the proxy's own
+    /// routes also take `Authorization: Bearer`); required to listen beyond loopback.
+    pub token: Option<Token>,
+}
+
+/// The shared secret clients present to the proxy; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A token; `None` when `s` is empty after trimming whitespace.
+    pub fn new(s: &str) -> Option<Self> {
+        let t = s.trim();
+        (!t.is_empty()).then(|| Self(t.to_string()))
+    }
+
+    /// Whether `presented` is the token, in time independent of where they differ.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        let want = self.0.as_bytes();
+        let mut diff = u8::from(want.len() != presented.len());
+        for (i, w) in want.iter().enumerate() {
+            diff |= w ^ presented.get(i).copied().unwrap_or(!w);
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// A quarter of the machine's memory (`/proc/meminfo` `MemTotal`), else 1 GiB.
+pub fn default_max_memory() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
+    total.map_or(1 << 30, |b| b / 4)
 }
 
 impl ServeConfig {
@@ -140,7 +199,18 @@ impl ServeConfig {
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            drain_timeout: Duration::from_secs(30),
+            max_memory: default_max_memory(),
+            token: None,
         }
+    }
+
+    /// The upstream as it may be printed or returned: a password in its
+    /// userinfo or query masked.
+    pub fn upstream_shown(&self) -> String {
+        lam_core::redact::url(&self.upstream)
     }
 
     /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
@@ -174,6 +244,9 @@ struct Counters {
     upstream_errors: AtomicU64,
     unreachable: AtomicU64,
     too_large: AtomicU64,
+    timeouts: AtomicU64,
+    refused: AtomicU64,
+    unauthorized: AtomicU64,
 }
 
 /// `GET /lam/stats`.
@@ -183,7 +256,7 @@ pub struct Stats {
     pub sessions: Vec<SessionStats>,
     /// Sessions started since the proxy started (one per conversation).
     pub sessions_created: u64,
-    /// Sessions dropped to stay within `max_sessions`.
+    /// Sessions dropped to stay within `max_sessions` or `max_memory`.
     pub evicted_sessions: u64,
     /// Their counters, summed (`session` empty).
     pub evicted: SessionStats,
@@ -201,6 +274,18 @@ pub struct Stats {
     pub upstream_unreachable: u64,
     /// Requests refused with 413.
     pub too_large: u64,
+    /// Requests answered 504, or streams cut, because the upstream fell
+    /// silent for `--upstream-idle-timeout-s`.
+    pub upstream_timeouts: u64,
+    /// Requests refused with 400 before reaching the upstream (a dot
+    /// segment in the path, a conversation member twice, a bad session name).
+    pub refused: u64,
+    /// Requests refused with 401 (no or a wrong token).
+    pub unauthorized: u64,
+    /// Bytes the held sessions hold (estimate: frozen forwarded bytes and operator state).
+    pub memory_bytes: u64,
+    /// Their budget (`--max-memory`).
+    pub memory_budget: u64,
 }
 
 /// The proxy's state: engine, sessions, counters. Cheap to clone (shared).
@@ -273,15 +358,35 @@ impl Proxy {
     /// The body to forward for a request to `api`'s route: its conversation
     /// matched to a session (named by `session`, else by prefix) and rewritten.
     /// Blocks while new observations are encoded; sessions rewrite in parallel.
+    /// A body holding a conversation or preamble member twice is forwarded as
+    /// it came ([`Proxy::try_rewrite`] refuses it).
     pub fn rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Rewritten {
+        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten {
+            body: body.to_vec(),
+            session: None,
+        })
+    }
+
+    /// [`Proxy::rewrite`], refusing ([`Error::DuplicateKey`]) a body that
+    /// holds `messages`, `input`, `system` or `instructions` twice.
+    pub fn try_rewrite(
+        &self,
+        api: Api,
+        session: Option<&str>,
+        body: &[u8],
+    ) -> Result<Rewritten, Error> {
         let c = &self.inner.counters;
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
+            if let Some(k) = json::duplicate_key(body) {
+                c.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::DuplicateKey(k));
+            }
             c.unparsed.fetch_add(1, Ordering::Relaxed);
-            return Rewritten {
+            return Ok(Rewritten {
                 body: body.to_vec(),
                 session: None,
-            };
+            });
         };
         let handle = match self.session_for(session, &req.keys) {
             Ok(h) => h,
@@ -290,19 +395,24 @@ impl Proxy {
                 if self.inner.cfg.log {
                     eprintln!("lam serve: no session ({e}); forwarding the request as it came");
                 }
-                return Rewritten {
+                return Ok(Rewritten {
                     body: body.to_vec(),
                     session: None,
-                };
+                });
             }
         };
-        let (out, delta) = lock(&handle.conv).rewrite(&req, &self.inner.engine);
+        let (out, delta, held) = {
+            let mut conv = lock(&handle.conv);
+            let (out, delta) = conv.rewrite(&req, &self.inner.engine);
+            (out, delta, conv.bytes())
+        };
+        lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
-        Rewritten {
+        Ok(Rewritten {
             body: out,
             session: Some(st.session.clone()),
-        }
+        })
     }
 
     /// The session `keys` continue, or a new one.
@@ -345,9 +455,9 @@ impl Proxy {
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (sessions, sessions_created, (evicted_sessions, evicted)) = {
+        let (sessions, sessions_created, (evicted_sessions, evicted), held) = {
             let reg = lock(&self.inner.sessions);
-            (reg.stats(), reg.made(), reg.evicted())
+            (reg.stats(), reg.made(), reg.evicted(), reg.held())
         };
         Stats {
             sessions,
@@ -364,6 +474,11 @@ impl Proxy {
             upstream_errors: get(&c.upstream_errors),
             upstream_unreachable: get(&c.unreachable),
             too_large: get(&c.too_large),
+            upstream_timeouts: get(&c.timeouts),
+            refused: get(&c.refused),
+            unauthorized: get(&c.unauthorized),
+            memory_bytes: held as u64,
+            memory_budget: self.inner.cfg.max_memory as u64,
         }
     }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct McpArgs {
-    /// Store to serve (read-only): a directory written by `lam compact --store` / `lam view --store`, or `postgres://...` where built in.
+    /// Store to serve (read-only): a directory written by `lam serve`, `lam run`, `lam compact --store`, `lam view --store` or the Python package (`lam.Session(store=...)`), or `postgres://...` where built in.
     #[arg(long)]
     store: String,
     /// Scope every tool to this session.

@@ -90,10 +90,10 @@ impl PolicyArg {
 /// The budget and policy parameters shared by `lam view` and `lam costmodel replay`.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct PolicyOpts {
-    /// Context window L_ctx in cl100k_base tokens.
+    /// Context window in cl100k_base tokens (L_ctx).
     #[arg(long, default_value_t = 16_000)]
     pub budget: usize,
-    /// Tokens reserved for the completion G_max (the view limit is L = budget - completion).
+    /// Tokens reserved for the model's answer (G_max); the view gets the rest (L = budget - completion).
     #[arg(long, default_value_t = 0)]
     pub completion: usize,
     /// Turns kept by the `window` policy.

@@ -10,7 +10,7 @@ use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct RecallArgs {
-    /// Store written by `lam view --store` or `lam compact --store`: a directory or `postgres://...`.
+    /// Store written by `lam serve`, `lam run`, `lam compact --store`, `lam view --store` or the Python package (`lam.Session(store=...)`): a directory or `postgres://...`.
     #[arg(long)]
     store: String,
     /// The id, as cited (`§a1b2c3d4` or `a1b2c3d4`).
@@ -22,7 +22,7 @@ pub struct RecallArgs {
     /// Session holding the id (needed only when sessions show the id for different observations).
     #[arg(long)]
     session: Option<String>,
-    /// Payload tokens per part (ARC's q).
+    /// Tokens per part when an observation is recalled in parts (ARC's q).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
     part_tokens: u32,
     /// List instead of recalling: with --session one line per archived observation (`§id`, bytes,

@@ -189,7 +189,7 @@ impl Store {
     /// `--store`, or a new directory `$LAM_HOME/runs/<unix seconds>-<pid>`; directories are created and made absolute.
     fn resolve(flag: Option<&str>) -> Result<Self> {
         let spec = match flag {
-            Some(s) => StoreSpec::parse(s).with_context(|| format!("--store {s}"))?,
+            Some(s) => StoreSpec::parse(s).with_context(|| format!("--store {}", lam_core::redact::url(s)))?,
             None => {
                 let secs = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

@@ -7,6 +7,7 @@ use lam_encode::Cache;
 use lam_serve::ServeConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum ObservationRole {
@@ -18,7 +19,7 @@ pub enum ObservationRole {
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on (loopback by default).
+    /// Address to listen on (loopback by default; any other address needs a token).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
     /// Upstream origin, e.g. https://api.openai.com or https://api.anthropic.com (request paths are appended as they come).
@@ -53,9 +54,56 @@ pub struct ServeArgs {
     /// Sessions held in memory at most; beyond, the least recently used is dropped (its archive stays).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: u32,
+    /// Bytes all sessions may hold in memory (e.g. `512MiB`, `2GiB`); beyond, the least recently used are dropped. Default: a quarter of the machine's memory.
+    #[arg(long, value_parser = bytes, value_name = "SIZE")]
+    max_memory: Option<usize>,
+    /// Seconds to wait for the upstream's connection.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    upstream_connect_timeout_s: u64,
+    /// Seconds the upstream may send nothing (before its answer, and between two chunks of it) before the request fails (504, or the stream is cut).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    upstream_idle_timeout_s: u64,
+    /// After SIGINT/SIGTERM, seconds in-flight requests may take before the proxy exits anyway (a second signal exits at once).
+    #[arg(long, default_value_t = 30)]
+    drain_timeout_s: u64,
+    /// File holding the token every client must send (`x-lam-token`); required to listen beyond loopback. Else env LAM_TOKEN.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// One line per request on standard error (method, path, status, session, time; never headers or bodies).
     #[arg(long)]
     log: bool,
+}
+
+/// `512MiB`, `2GiB`, `1G`, `64k`, `1000000`: bytes (K/M/G/T in powers of 1024).
+fn bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: usize = t[..digits].parse().map_err(|_| format!("`{s}`: expected a size such as 512MiB or 2GiB"))?;
+    let unit = t[digits..].trim().to_ascii_lowercase();
+    let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(format!("`{s}`: unknown unit (B, KiB, MiB, GiB, TiB)")),
+    };
+    n.checked_mul(1 << shift).filter(|b| *b > 0).ok_or_else(|| format!("`{s}`: out of range"))
+}
+
+/// The token: `--token-file`, else `LAM_TOKEN`.
+fn token(file: Option<&PathBuf>) -> Result<Option<lam_serve::Token>> {
+    let text = match file {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("--token-file {}", p.display()))?,
+        None => match std::env::var("LAM_TOKEN") {
+            Ok(t) => t,
+            Err(_) => return Ok(None),
+        },
+    };
+    match lam_serve::Token::new(&text) {
+        Some(t) => Ok(Some(t)),
+        None => bail!("the token (--token-file or LAM_TOKEN) is empty"),
+    }
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -63,12 +111,26 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
         bail!(
             "--upstream `{}`: expected an http:// or https:// origin",
-            a.upstream
+            lam_core::redact::url(&a.upstream)
+        );
+    }
+    if upstream.ends_with("/v1") {
+        eprintln!(
+            "lam serve: warning: --upstream ends in /v1, and clients send paths that already start with /v1 \
+             (requests would go to .../v1/v1/...); give the origin, e.g. {}",
+            lam_core::redact::url(upstream.trim_end_matches("/v1"))
         );
     }
     let mut cfg = ServeConfig::new(upstream);
+    cfg.token = token(a.token_file.as_ref())?;
+    if let Some(m) = a.max_memory {
+        cfg.max_memory = m;
+    }
+    cfg.connect_timeout = Duration::from_secs(a.upstream_connect_timeout_s);
+    cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
+    cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
     cfg.store =
-        arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", a.store))?;
+        arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     cfg.encoder = a.enc.spec();
     cfg.cache = match (a.no_cache, a.cache) {
         (true, _) => Cache::Off,
@@ -85,8 +147,23 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
     let store = cfg.store.display();
+    let shown = cfg.upstream_shown();
+    let (mib, drain) = (cfg.max_memory >> 20, a.drain_timeout_s);
+    let auth = if cfg.token.is_some() { "; clients must send x-lam-token" } else { "" };
     lam_serve::run(cfg, a.listen, |addr| {
-        eprintln!("lam serve: listening on http://{addr} -> {upstream} (store {store}); Ctrl-C or SIGTERM stops after in-flight requests");
+        eprintln!("lam serve: listening on http://{addr} -> {shown} (store {store}; sessions up to {mib} MiB{auth}); Ctrl-C or SIGTERM stops after in-flight requests (at most {drain} s; twice: at once)");
     })
     .context("lam serve")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(super::bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(super::bytes("1g"), Ok(1 << 30));
+        assert_eq!(super::bytes("4096"), Ok(4096));
+        assert!(super::bytes("12 parsecs").is_err() && super::bytes("0").is_err() && super::bytes("MiB").is_err());
+    }
 }
