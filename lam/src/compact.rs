@@ -327,21 +327,29 @@ fn write_outputs(dir: &Path, traj: &Trajectory, run: &Run) -> Result<()> {
     let safe = lam_core::file_stem(traj.session.as_str());
     let mut res = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.residual.jsonl")))?);
     let mut dec = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{safe}.decisions.jsonl")))?);
+    // Session chunk index -> the stubs' name for it, `§id#k` (k from 1).
+    let mut names: Vec<String> = Vec::new();
     for (rec, adm) in traj.records.iter().zip(&run.online) {
         let r = lam_core::Record { index: rec.index, action: rec.action.clone(), observation: adm.residual.clone(), returncode: rec.returncode };
         serde_json::to_writer(&mut res, &JsonlRecord::from_record(&traj.session.0, &r))?;
         writeln!(res)?;
         for c in &adm.chunks {
-            let (decision, rep, d) = match c.decision {
-                lam_core::Decision::Retained => ("retained", None, None),
-                lam_core::Decision::Dropped { representative, distance } => ("dropped", Some(representative), Some(distance)),
-            };
-            serde_json::to_writer(
-                &mut dec,
-                &serde_json::json!({"record": adm.record, "id": adm.id, "chunk": c.index, "ordinal": c.ordinal, "start": c.range.start, "end": c.range.end, "decision": decision, "representative": rep, "distance": d}),
-            )?;
+            names.push(format!("§{}#{}", adm.id, c.ordinal + 1));
+            serde_json::to_writer(&mut dec, &decision_line(adm, c, &names))?;
             writeln!(dec)?;
         }
     }
     Ok(())
+}
+
+/// One chunk's decision in the stubs' numbering: `id` as `§id`, `chunk` from
+/// 1 within the observation, the representative as `§id#k`; `session_chunk`
+/// is the index the deletion digest uses.
+fn decision_line(adm: &lam_operator::Admission, c: &lam_operator::ChunkOutcome, names: &[String]) -> serde_json::Value {
+    let (decision, rep, d) = match c.decision {
+        lam_core::Decision::Retained => ("retained", None, None),
+        lam_core::Decision::Dropped { representative, distance } => ("dropped", names.get(representative as usize).cloned(), Some(distance)),
+    };
+    serde_json::json!({"record": adm.record, "id": format!("§{}", adm.id), "chunk": c.ordinal + 1, "session_chunk": c.index,
+        "start": c.range.start, "end": c.range.end, "decision": decision, "representative": rep, "distance": d})
 }

@@ -164,3 +164,24 @@ fn view_too_small_budget_names_the_smallest_once() {
     assert!(lam(&["view", &example(), "--budget", &min.to_string()]).status.success(), "the named budget works");
     assert!(!lam(&["view", &example(), "--budget", &(min - 1).to_string()]).status.success());
 }
+
+/// `--out` decision files speak the stubs' language: `§id`, chunks counted
+/// from 1 within their observation, representatives as `§id#k`.
+#[test]
+fn out_decisions_use_the_stubs_numbering() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = lam(&["compact", &example(), "--encoder", "hashing", "--no-cache", "--out", out]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(dir.path().join("edit-session.decisions.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.iter().all(|v| v["id"].as_str().unwrap().starts_with('§') && v["chunk"].as_u64().unwrap() >= 1));
+    let dropped: Vec<_> = lines.iter().filter(|v| v["decision"] == "dropped").collect();
+    assert!(!dropped.is_empty());
+    for v in dropped {
+        let rep = v["representative"].as_str().unwrap();
+        let (id, k) = rep.split_once('#').unwrap();
+        let target = lines.iter().find(|w| w["id"] == id && w["chunk"].as_u64() == k.parse().ok()).expect("the representative is a chunk of the run");
+        assert_eq!(target["decision"], "retained", "{rep}");
+    }
+}
