@@ -104,6 +104,8 @@ fn format_name(f: lam_trajectory::Format) -> &'static str {
         lam_trajectory::Format::SweAgent => "swe-agent",
         lam_trajectory::Format::OpenAiChat => "openai-chat",
         lam_trajectory::Format::LamJsonl => "lam-jsonl",
+        lam_trajectory::Format::ClaudeCode => "claude-code",
+        lam_trajectory::Format::Codex => "codex",
     }
 }
 
