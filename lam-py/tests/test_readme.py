@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_minisweagent_example_runs(capsys):
     text = README.read_text()
-    m = re.search(r"<!-- example: minisweagent -->\n```python\n(.*?)```", text, re.S)
+    m = re.search(r"<!-- example: minisweagent -->\n```python\n(.*?)\n```\n", text, re.S)
     assert m, "the README keeps its example block"
     exec(compile(m.group(1), str(README), "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
