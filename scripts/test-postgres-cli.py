@@ -38,15 +38,17 @@ def swe_records(path):
 
 
 def ids(recs):
-    """Visible ids as lam gives them (SHA-1 over action, 0x1F, observation; 8 hex, longer on a collision)."""
-    book, out = {}, []
+    """Visible ids as lam gives them (SHA-1 over action, 0x1F, observation): the shortest
+    prefix, 4 hex or more, with which no earlier id of the session begins; fixed at first use."""
+    shown, out = {}, []
     for action, obs in recs:
         full = hashlib.sha1(action.encode() + b"\x1f" + obs).hexdigest()
-        n = 8
-        while full[:n] in book and book[full[:n]] != full:
-            n += 4
-        book.setdefault(full[:n], full)
-        out.append((full[:n], obs))
+        if full not in shown:
+            n = 4
+            while n < 40 and any(f.startswith(full[:n]) for f in shown):
+                n += 1
+            shown[full] = full[:n]
+        out.append((shown[full], obs))
     return out
 
 

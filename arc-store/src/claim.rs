@@ -2,10 +2,11 @@
 //! never merge: [`claim_session`].
 
 use crate::StoreError;
-use lam_core::{ObsId, ObsStore, SessionId};
+use lam_core::{ObsStore, Record, SessionId};
 
-/// The store session for a run named `name` whose first observation has
-/// content address `first`, the same rule for every store:
+/// The store session for a run named `name` whose first observation is
+/// `first` (`tokens` long), claimed by appending `first` to it, the same
+/// rule for every store:
 ///
 /// - `name` when the store holds no session `name`;
 /// - `name` when session `name` begins with the same observation (the
@@ -14,25 +15,19 @@ use lam_core::{ObsId, ObsStore, SessionId};
 /// - otherwise the first of `name@2`, `name@3`, ... that is free or begins
 ///   with the same observation: another run's session is never appended to.
 ///
-/// Appending to an existing session regardless (a run continued) is the
-/// caller's explicit choice: it skips this and appends to `name`. A claim
-/// holds once the first record is appended; the caller appends it before
-/// claiming again on the same store (the one writer of a FileStore does).
-pub fn claim_session(store: &dyn ObsStore, name: &SessionId, first: &ObsId) -> Result<SessionId, StoreError> {
+/// Each try is one [`ObsStore::claim`], which checks and appends at once,
+/// so two writers claiming one name at the same time (two hosts on one
+/// PostgreSQL store) get two sessions. Appending to an existing session
+/// regardless (a run continued) is the caller's explicit choice: it skips
+/// this and appends to `name`.
+pub fn claim_session(store: &mut dyn ObsStore, name: &SessionId, first: &Record, tokens: u32) -> Result<SessionId, StoreError> {
     for k in 1u64.. {
         let candidate = if k == 1 { name.clone() } else { SessionId(format!("{}@{k}", name.0)) };
-        if session_is_ours(store, &candidate, first)? {
+        if store.claim(&candidate, first, tokens)?.is_some() {
             return Ok(candidate);
         }
     }
     unreachable!("u64 names run out only after 2^64 runs of one name")
-}
-
-/// Whether `session` is free or begins with the observation `first`.
-fn session_is_ours(store: &dyn ObsStore, session: &SessionId, first: &ObsId) -> Result<bool, StoreError> {
-    let ids = store.ids(session)?;
-    let Some(shown) = ids.first() else { return Ok(true) };
-    Ok(store.meta(session, shown)?.is_some_and(|m| m.id == *first))
 }
 
 #[cfg(test)]
@@ -50,14 +45,11 @@ mod tests {
         let mut st = MemStore::new();
         let name = SessionId::new("run");
         let (a, b) = (rec("first of A"), rec("first of B"));
-        let id = |r: &Record| ObsId::of(r.action.as_bytes(), &r.observation);
-        assert_eq!(claim_session(&st, &name, &id(&a)).unwrap(), name);
-        st.append(&name, &a, 1).unwrap();
-        assert_eq!(claim_session(&st, &name, &id(&a)).unwrap(), name, "the same run again");
-        let s2 = claim_session(&st, &name, &id(&b)).unwrap();
-        assert_eq!(s2.0, "run@2");
-        st.append(&s2, &b, 1).unwrap();
-        assert_eq!(claim_session(&st, &name, &id(&b)).unwrap().0, "run@2");
-        assert_eq!(claim_session(&st, &name, &id(&rec("C"))).unwrap().0, "run@3");
+        assert_eq!(claim_session(&mut st, &name, &a, 1).unwrap(), name);
+        assert_eq!(claim_session(&mut st, &name, &a, 1).unwrap(), name, "the same run again");
+        assert_eq!(st.ids(&name).unwrap().len(), 1, "claimed once, written once");
+        assert_eq!(claim_session(&mut st, &name, &b, 1).unwrap().0, "run@2");
+        assert_eq!(claim_session(&mut st, &name, &b, 1).unwrap().0, "run@2");
+        assert_eq!(claim_session(&mut st, &name, &rec("C"), 1).unwrap().0, "run@3");
     }
 }

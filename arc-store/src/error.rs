@@ -176,9 +176,9 @@ impl From<lam_core::Error> for StoreError {
     /// wrapped.
     fn from(e: lam_core::Error) -> Self {
         match e {
-            lam_core::Error::Backend { what: "arc-store", source } => match source.downcast::<StoreError>() {
+            lam_core::Error::Backend { what: "arc-store", cause } => match cause.downcast::<StoreError>() {
                 Ok(mine) => *mine,
-                Err(source) => StoreError::Store(lam_core::Error::Backend { what: "arc-store", source }),
+                Err(cause) => StoreError::Store(lam_core::Error::Backend { what: "arc-store", cause }),
             },
             e => StoreError::Store(e),
         }
@@ -187,7 +187,7 @@ impl From<lam_core::Error> for StoreError {
 
 impl From<StoreError> for lam_core::Error {
     fn from(e: StoreError) -> Self {
-        lam_core::Error::Backend { what: "arc-store", source: Box::new(e) }
+        lam_core::Error::Backend { what: "arc-store", cause: Box::new(e) }
     }
 }
 

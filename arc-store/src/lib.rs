@@ -23,7 +23,9 @@
 //! a `--store` spec (a directory, `mem:`, `postgres://...`).
 //!
 //! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
-//! as 8 hex characters, extended by 4 on a collision within the session.
+//! as the shortest prefix (4 hex or more) with which no earlier id of the
+//! session begins; an id resolves to the earliest record whose id begins
+//! with it.
 //! Every session is a namespace: an id shown in one session never resolves
 //! in another. Observations are bytes; invalid UTF-8 is kept exactly.
 //! Recall bookkeeping (what was recalled, when) is not stored here: it

@@ -261,8 +261,10 @@ mod tests {
             shown.push(st.append(&s, &rec(0, format!("obs {k}").as_bytes()), 1).unwrap().shown);
             st.append(&s, &rec(1, b"shared"), 1).unwrap();
         }
-        let f = find(&st, None, &shown[2][..5]).unwrap();
-        assert_eq!((f.bytes.as_slice(), f.sessions.len()), (&b"obs 2"[..], 1));
+        let full = lam_core::ObsId::of(b"cat x", b"obs 2").hex();
+        let f = find(&st, None, &full[..10]).unwrap();
+        assert_eq!((f.bytes.as_slice(), f.sessions.len()), (&b"obs 2"[..], 1), "a longer prefix of a shown id");
+        assert_eq!(find(&st, None, &shown[2]).unwrap().bytes, b"obs 2");
         let e = find(&st, None, "0000ffff").unwrap_err();
         assert!(matches!(e, StoreError::NotFound { ref nearest, .. } if nearest.len() == 3), "three in all, not per session: {e}");
         assert!(find(&st, None, &shown[2][..3]).is_err(), "prefixes need 4 hex");

@@ -7,7 +7,8 @@
 //! - **Appends** are content-addressed and idempotent: one row per (session,
 //!   full SHA-1), from any number of processes; the same observation appended
 //!   again returns the first record's metadata. Shown ids follow
-//!   `lam_core::IdBook` (8 hex, +4 per collision in the session): each
+//!   `lam_core::IdBook` (the shortest prefix, 4 hex or more, with which no
+//!   earlier id of the session begins): each
 //!   transaction takes its sessions' advisory locks, so ids of one session
 //!   are assigned one at a time, in commit order, by every writer alike; a
 //!   unique constraint on (session, shown) guards the rule.
@@ -306,6 +307,11 @@ impl PgStore {
         self.shared.append(Insert::new(session, record, tokens)?).await
     }
 
+    /// Claim `session` with `record` as its first observation; see [`ObsStore::claim`].
+    pub async fn claim_async(&self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, StoreError> {
+        self.shared.submit(Insert::new(session, record, tokens)?.claiming()).await
+    }
+
     /// Exact bytes of the observation shown as `shown` in `session`.
     pub async fn get_async(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.shared.get(session.0.as_bytes().to_vec(), shown.to_string()).await
@@ -385,6 +391,11 @@ impl Shared {
     }
 
     async fn append(&self, ins: Insert) -> Result<ObsMeta, StoreError> {
+        self.submit(ins).await?.ok_or_else(|| self.spec.fail("append", "the commit returned no row"))
+    }
+
+    /// Queue `ins` for the writers and wait for its commit (`None`: a claim refused).
+    async fn submit(&self, ins: Insert) -> Result<Option<ObsMeta>, StoreError> {
         let Some((pool, w)) = &self.writer else {
             return Err(StoreError::ReadOnlyStore { store: self.info.target.clone() });
         };
@@ -399,6 +410,9 @@ impl Shared {
     }
 
     async fn get(&self, session: Vec<u8>, shown: String) -> Result<Option<Vec<u8>>, StoreError> {
+        if !lam_core::is_shown_form(&shown) {
+            return Ok(None);
+        }
         let row = self.read("get", |c| query_opt(c, Q::Get, vec![Box::new(session.clone()), Box::new(shown.clone())])).await?;
         let Some(row) = row else { return Ok(None) };
         let checked = (|| -> Result<Vec<u8>, String> {
@@ -415,6 +429,9 @@ impl Shared {
     }
 
     async fn meta(&self, session: Vec<u8>, shown: String) -> Result<Option<ObsMeta>, StoreError> {
+        if !lam_core::is_shown_form(&shown) {
+            return Ok(None);
+        }
         let row = self.read("meta", |c| query_opt(c, Q::Meta, vec![Box::new(session.clone()), Box::new(shown.clone())])).await?;
         let Some(row) = row else { return Ok(None) };
         obs_id(&row, 8).and_then(|id| meta_of(&row, id)).map(Some).map_err(|e| self.spec.fail("meta", &format!("§{shown}: {e}")))
@@ -551,6 +568,12 @@ impl ObsStore for PgStore {
         let ins = Insert::new(session, record, tokens)?;
         let shared = self.shared.clone();
         Ok(self.block(async move { shared.append(ins).await })?)
+    }
+
+    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, Error> {
+        let ins = Insert::new(session, record, tokens)?.claiming();
+        let shared = self.shared.clone();
+        Ok(self.block(async move { shared.submit(ins).await })?)
     }
 
     fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, Error> {

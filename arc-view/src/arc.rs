@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 fn err(msg: String) -> Error {
-    Error::Backend { what: "arc-view", source: msg.into() }
+    Error::Backend { what: "arc-view", cause: msg.into() }
 }
 
 /// Characters of an action kept in a bare summary entry (`#n §id $ action`).

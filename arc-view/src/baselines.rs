@@ -4,7 +4,7 @@ use crate::text::{lossy, task_block, verbatim};
 use lam_core::{Error, Rendered, TokenCounter, Turn, ViewPolicy};
 
 fn err(msg: String) -> Error {
-    Error::Backend { what: "arc-view", source: msg.into() }
+    Error::Backend { what: "arc-view", cause: msg.into() }
 }
 
 #[derive(Debug)]

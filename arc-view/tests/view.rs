@@ -90,7 +90,7 @@ fn unknown_ids_get_nearest_suggestions_and_limits_hold() {
     let mut v = view(4000);
     let m = v.push_turn("", &rec(0, "cat a", body(40, "a").as_bytes())).unwrap();
     let mut wrong = m.shown.clone();
-    wrong.replace_range(7..8, if &m.shown[7..8] == "0" { "1" } else { "0" });
+    wrong.replace_range(3..4, if &m.shown[3..4] == "0" { "1" } else { "0" });
     let a = v.act("", &format!("_recall §{wrong}")).unwrap().unwrap();
     assert!(a.contains(&format!("no §{wrong} in this session; nearest: §{}", m.shown)), "{a}");
     // Per-step limit r = 2.

@@ -120,6 +120,6 @@ impl Error {
 
 impl From<Error> for lam_core::Error {
     fn from(e: Error) -> Self {
-        lam_core::Error::Backend { what: "lam-codec", source: Box::new(e) }
+        lam_core::Error::Backend { what: "lam-codec", cause: Box::new(e) }
     }
 }

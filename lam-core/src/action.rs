@@ -37,9 +37,87 @@ pub fn join(calls: impl IntoIterator<Item = String>) -> String {
     calls.into_iter().collect::<Vec<_>>().join("; ")
 }
 
+/// Longest [`referent`], in characters.
+pub const REFERENT_CHARS: usize = 48;
+
+/// The words a stub names a tool call by, so that a model finds the call in
+/// its own context: the call's main argument (a command, a file path, a
+/// pattern), or the action itself when it is not a `name(arguments)` call
+/// (a shell command of mini-swe-agent), shortened: its first line, cut
+/// before the first character a JSON encoder or a Markdown code span could
+/// write differently (`"`, `\`, `` ` ``, control and non-ASCII characters)
+/// and at [`REFERENT_CHARS`]. What remains occurs verbatim in the
+/// conversation the model is given, whether the call is shown as text or as
+/// JSON. Empty only for an empty action.
+///
+/// ```
+/// use lam_core::action::referent;
+/// assert_eq!(referent(r#"Bash({"command":"cat src/app.py","description":"Show it"})"#), "cat src/app.py");
+/// assert_eq!(referent(r#"Read({"file_path":"/repo/a.rs"})"#), "/repo/a.rs");
+/// assert_eq!(referent("cd repo && grep -n \"def f\" x.py"), "cd repo && grep -n");
+/// assert_eq!(referent("ls()"), "ls");
+/// ```
+pub fn referent(action: &str) -> String {
+    let main = match call_parts(action) {
+        Some((name, Some(args))) => main_argument(&args).unwrap_or_else(|| name.to_string()),
+        Some((name, None)) => name.to_string(),
+        None => action.to_string(),
+    };
+    shorten(&main)
+}
+
+/// `name(json)` as (name, the JSON value); `(name, None)` for `name()`.
+fn call_parts(action: &str) -> Option<(&str, Option<serde_json::Value>)> {
+    let (name, rest) = action.split_once('(')?;
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(&b)) {
+        return None;
+    }
+    if rest.starts_with(')') {
+        return Some((name, None));
+    }
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+    let value = values.next()?.ok()?;
+    rest[values.byte_offset()..].starts_with(')').then_some((name, Some(value)))
+}
+
+/// The argument that names what a call did.
+fn main_argument(args: &serde_json::Value) -> Option<String> {
+    const KEYS: [&str; 10] = ["command", "cmd", "file_path", "path", "filePath", "pattern", "query", "url", "file", "code"];
+    match args {
+        serde_json::Value::String(s) => Some(s.clone()),
+        // `["bash", "-lc", "pytest -q"]` (Codex): the script, its last string.
+        serde_json::Value::Array(a) => a.iter().rev().find_map(main_argument),
+        serde_json::Value::Object(m) => {
+            let preferred = KEYS.iter().find_map(|k| m.get(*k)).and_then(main_argument);
+            preferred.or_else(|| m.values().find_map(|v| v.as_str().map(str::to_string)))
+        }
+        _ => None,
+    }
+}
+
+fn shorten(text: &str) -> String {
+    let line = text.trim_start().lines().next().unwrap_or("");
+    let end = line.find(|c: char| c == '"' || c == '\\' || c == '`' || c.is_control() || !c.is_ascii()).unwrap_or(line.len());
+    let cut: String = line[..end].chars().take(REFERENT_CHARS).collect();
+    cut.trim_end().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn referents_name_the_call_as_the_model_saw_it() {
+        assert_eq!(referent(r#"bash({"cmd":"ls -la"})"#), "ls -la");
+        assert_eq!(referent(r#"shell({"command":["bash","-lc","pytest -q"]})"#), "pytest -q");
+        assert_eq!(referent(r#"apply_patch({"input":"*** Begin Patch\n"})"#), "*** Begin Patch");
+        assert_eq!(referent("f(raw text)"), "f(raw text)", "not JSON: the action itself");
+        assert_eq!(referent("python -c 'print(1)'"), "python -c 'print(1)'");
+        assert_eq!(referent(&"x".repeat(100)).len(), REFERENT_CHARS);
+        assert_eq!(referent("  \n"), "");
+        assert_eq!(referent("echo héllo"), "echo h");
+        assert_eq!(referent(&join([tool_call("a", r#"{"path":"p"}"#), tool_call("b", "{}")])), "p", "the first call");
+    }
 
     #[test]
     fn unnamed_calls_are_tools() {

@@ -26,23 +26,23 @@ pub enum Error {
     /// A threshold outside (-1, 1].
     #[error("merge threshold {0} is outside (-1, 1]")]
     Threshold(f64),
-    /// An encoder backend failed.
-    #[error("encoder `{model}` failed: {source}")]
+    /// An encoder backend failed. The message includes the backend's, so
+    /// it is not also given as `source()` (a report would print it twice).
+    #[error("encoder `{model}` failed: {cause}")]
     Encoder {
         /// Model id.
         model: String,
         /// Backend error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
-    /// Any other backend failure (index, codec, store).
-    #[error("{what}: {source}")]
+    /// Any other backend failure (index, codec, store); the message
+    /// includes the backend's, which is not also given as `source()`.
+    #[error("{what}: {cause}")]
     Backend {
         /// Which component.
         what: &'static str,
         /// Backend error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
 }
 
@@ -81,3 +81,20 @@ impl fmt::Display for VectorFault {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: a report (anyhow's chain, `lam`'s `Error:` with `Caused by:`)
+    /// printed a store error's cause twice, once in the message and once as
+    /// its source.
+    #[test]
+    fn a_backend_cause_is_printed_once() {
+        let e = Error::Backend { what: "arc-store", cause: "disk full".into() };
+        assert_eq!(e.to_string(), "arc-store: disk full");
+        assert!(std::error::Error::source(&e).is_none());
+        let e = Error::Encoder { model: "m".into(), cause: "device lost".into() };
+        assert!(e.to_string().ends_with("device lost") && std::error::Error::source(&e).is_none());
+    }
+}

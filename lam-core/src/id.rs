@@ -1,12 +1,18 @@
 //! Content-addressed observation ids (`§id`), shared by stubs and the archive.
 //!
 //! id = SHA-1 over (action signature, byte 0x1F, observation). The visible id
-//! is the first 8 hex characters, extended by 4 only when two different
-//! observations of the same session share the shown prefix. A shown id never
-//! changes once given out.
+//! is session-scoped: the shortest prefix of the id's hex, at least
+//! [`MIN_SHOWN`] characters, with which no earlier observation's id in the
+//! session begins. It is fixed at first use and never changes; it resolves to
+//! the earliest observation of the session whose id begins with it, so ids
+//! already given out stay valid and unambiguous as the session grows (and
+//! any longer prefix, the full hex included, resolves to the same record).
 
 use sha1::{Digest, Sha1};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// Fewest hex characters a visible id has.
+pub const MIN_SHOWN: usize = 4;
 
 /// The full SHA-1 of one observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,11 +34,18 @@ impl ObsId {
     }
 }
 
-/// Gives each observation of one session its shortest unambiguous visible id.
+/// Whether `s` could be a visible id: [`MIN_SHOWN`] to 40 lowercase hex characters.
+pub fn is_shown_form(s: &str) -> bool {
+    (MIN_SHOWN..=40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Gives each observation of one session its visible id (the module's rule)
+/// and resolves visible ids back.
 #[derive(Debug, Default, Clone)]
 pub struct IdBook {
     shown: HashMap<ObsId, String>,
-    taken: HashMap<String, ObsId>,
+    /// Every id given a visible id, by full hex, with its arrival order.
+    by_hex: BTreeMap<String, (u32, ObsId)>,
 }
 
 impl IdBook {
@@ -45,27 +58,26 @@ impl IdBook {
     pub fn visible(&mut self, id: ObsId) -> &str {
         if !self.shown.contains_key(&id) {
             let full = id.hex();
-            let mut n = 8;
-            loop {
-                let p = &full[..n];
-                match self.taken.get(p) {
-                    Some(other) if *other != id => n = (n + 4).min(40),
-                    _ => break,
-                }
-                if n == 40 {
-                    break;
-                }
-            }
-            let p = full[..n].to_string();
-            self.taken.insert(p.clone(), id);
-            self.shown.insert(id, p);
+            let n = (MIN_SHOWN..40).find(|&n| self.earliest(&full[..n]).is_none()).unwrap_or(40);
+            let order = self.by_hex.len() as u32;
+            self.shown.insert(id, full[..n].to_string());
+            self.by_hex.insert(full, (order, id));
         }
         &self.shown[&id]
     }
 
-    /// The id previously shown as `visible`, if any.
+    /// The earliest id that begins with `visible` (a visible id, or any
+    /// longer prefix of one), if any.
     pub fn resolve(&self, visible: &str) -> Option<ObsId> {
-        self.taken.get(visible).copied()
+        if !is_shown_form(visible) {
+            return None;
+        }
+        self.earliest(visible)
+    }
+
+    fn earliest(&self, prefix: &str) -> Option<ObsId> {
+        let hits = self.by_hex.range(prefix.to_string()..).take_while(|(hex, _)| hex.starts_with(prefix));
+        hits.map(|(_, v)| *v).min().map(|(_, id)| id)
     }
 }
 
@@ -100,16 +112,26 @@ mod tests {
     }
 
     #[test]
-    fn extends_on_collision_only() {
+    fn shortest_prefix_no_earlier_id_begins_with() {
         let mut book = IdBook::new();
-        let a = ObsId([0xab; 20]);
-        let mut b_bytes = [0xab; 20];
-        b_bytes[19] = 0;
-        let b = ObsId(b_bytes);
-        assert_eq!(book.visible(a), "abababab");
-        assert_eq!(book.visible(a), "abababab");
-        assert_eq!(book.visible(b), "abababababab");
-        assert_eq!(book.resolve("abababab"), Some(a));
-        assert_eq!(book.resolve("abababababab"), Some(b));
+        let id = |hex: &str| {
+            let mut b = [0u8; 20];
+            hex::decode_to_slice(format!("{hex:0<40}"), &mut b).unwrap();
+            ObsId(b)
+        };
+        let (a, b, c, d) = (id("abcdef12"), id("abcd0000"), id("abcdef99"), id("12"));
+        assert_eq!(book.visible(a), "abcd");
+        assert_eq!(book.visible(a), "abcd", "fixed at first use");
+        assert_eq!(book.visible(b), "abcd0", "a's id begins with abcd");
+        assert_eq!(book.visible(c), "abcdef9");
+        assert_eq!(book.visible(d), "1200");
+        assert_eq!(book.resolve("abcd"), Some(a), "the earliest whose id begins with it");
+        assert_eq!(book.resolve("abcd0"), Some(b));
+        assert_eq!(book.resolve("abcdef9"), Some(c));
+        assert_eq!(book.resolve("abcdef"), Some(a));
+        assert_eq!(book.resolve(&c.hex()), Some(c), "the full id");
+        assert_eq!(book.resolve("abc"), None, "shorter than 4");
+        assert_eq!(book.resolve("ABCD"), None);
+        assert_eq!(book.resolve("ffff"), None);
     }
 }

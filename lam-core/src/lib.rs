@@ -51,7 +51,7 @@ pub use chunk::chunk_spans;
 pub use digest::{DeletionDigest, ChunkKey};
 pub use embedding::{check_unit, normalize_in_place};
 pub use error::{BoxError, Error, VectorFault};
-pub use id::{IdBook, ObsId};
+pub use id::{IdBook, MIN_SHOWN, ObsId, is_shown_form};
 pub use threshold::Threshold;
 pub use counter::SimpleCounter;
 pub use stub::Stub;

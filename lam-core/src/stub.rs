@@ -13,6 +13,7 @@
 //! [lam: chunk 9 ~ #2]
 //! [lam: 12 lines from §a1b2c3d4:40]
 //! [lam: 3 lines from :7; _recall §e5f6a7b8]
+//! [lam: same output as `cat src/app.py` above; _recall §91d9]
 //! ```
 //!
 //! Producers build a [`Stub`] and write it with `Display`; consumers read a
@@ -25,6 +26,8 @@ use std::fmt::{self, Write as _};
 pub const PREFIX: &str = "[lam: ";
 /// What the one recall-carrying stub line of an observation ends with, before `ID]`.
 pub const RECALL: &str = "; _recall §";
+/// How a [`RepeatStub`] begins, after [`PREFIX`].
+pub const REPEAT: &str = "same output as ";
 
 /// A chunk of a retained observation that a dropped chunk is represented by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +73,20 @@ pub struct LineStub {
     pub recall: bool,
 }
 
+/// An observation whose output repeats an earlier observation's whole: its
+/// residual is this one line, naming the earlier call the way the model saw
+/// it (`lam_core::action::referent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatStub {
+    /// Visible id of the observation the line stands in.
+    pub id: String,
+    /// The earlier call whose output this repeats ([`crate::action::referent`];
+    /// holds no backtick). Empty: an earlier call with no name.
+    pub of: String,
+    /// Whether this line carries the observation's `_recall §id`.
+    pub recall: bool,
+}
+
 /// One stub line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stub {
@@ -77,6 +94,8 @@ pub enum Stub {
     Chunks(ChunkStub),
     /// Repeated lines (L0).
     Lines(LineStub),
+    /// A whole repeated output.
+    Repeat(RepeatStub),
 }
 
 /// Why a line is not a stub.
@@ -96,6 +115,7 @@ impl Stub {
         match self {
             Stub::Chunks(c) => &c.id,
             Stub::Lines(l) => &l.id,
+            Stub::Repeat(r) => &r.id,
         }
     }
 
@@ -104,6 +124,7 @@ impl Stub {
         match self {
             Stub::Chunks(c) => c.recall,
             Stub::Lines(l) => l.recall,
+            Stub::Repeat(r) => r.recall,
         }
     }
 
@@ -112,6 +133,7 @@ impl Stub {
         match self {
             Stub::Chunks(c) => c.recall = recall,
             Stub::Lines(l) => l.recall = recall,
+            Stub::Repeat(r) => r.recall = recall,
         }
     }
 
@@ -129,6 +151,7 @@ impl Stub {
         match self {
             Stub::Chunks(c) => ids.extend(c.reps.iter().map(|r| r.id.as_str())),
             Stub::Lines(l) => ids.push(&l.first_id),
+            Stub::Repeat(_) => {}
         }
         let mut seen = Vec::with_capacity(ids.len());
         for id in ids {
@@ -161,6 +184,7 @@ impl Stub {
                 fill(&mut l.id);
                 fill(&mut l.first_id);
             }
+            Stub::Repeat(r) => fill(&mut r.id),
         }
     }
 
@@ -174,7 +198,9 @@ impl Stub {
             None => (body, None),
         };
         let own = recall.unwrap_or("");
-        let stub = if head.starts_with("chunk") {
+        let stub = if let Some(rest) = head.strip_prefix(REPEAT) {
+            parse_repeat(rest, own, recall.is_some()).map(Stub::Repeat).map_err(fail)?
+        } else if head.starts_with("chunk") {
             parse_chunks(head, own, recall.is_some()).map(Stub::Chunks).map_err(fail)?
         } else {
             parse_lines(head, own, recall.is_some()).map(Stub::Lines).map_err(fail)?
@@ -219,7 +245,7 @@ pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
 }
 
 fn check_id(s: &str) -> Option<&str> {
-    (s.len() >= 8 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())).then_some(s)
+    crate::is_shown_form(s).then_some(s)
 }
 
 fn parse_range(s: &str) -> Result<(u32, u32), &'static str> {
@@ -270,6 +296,16 @@ fn parse_reps(s: &str, own: &str) -> Result<Vec<ChunkRef>, &'static str> {
         }
     }
     Ok(out)
+}
+
+/// What follows [`REPEAT`]: `` `referent` above`` or `earlier`.
+fn parse_repeat(rest: &str, own: &str, recall: bool) -> Result<RepeatStub, &'static str> {
+    let of = match rest.strip_prefix('`').and_then(|r| r.strip_suffix("` above")) {
+        Some(of) if !of.is_empty() && !of.contains('`') => of,
+        _ if rest == "earlier" => "",
+        _ => return Err("bad repeated call"),
+    };
+    Ok(RepeatStub { id: own.to_string(), of: of.to_string(), recall })
 }
 
 fn parse_lines(head: &str, own: &str, recall: bool) -> Result<LineStub, &'static str> {
@@ -420,11 +456,23 @@ impl fmt::Display for LineStub {
     }
 }
 
+impl fmt::Display for RepeatStub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.of.is_empty() {
+            write!(f, "{PREFIX}{REPEAT}earlier")?;
+        } else {
+            write!(f, "{PREFIX}{REPEAT}`{}` above", self.of)?;
+        }
+        write_recall(f, self.recall, &self.id)
+    }
+}
+
 impl fmt::Display for Stub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Stub::Chunks(c) => c.fmt(f),
             Stub::Lines(l) => l.fmt(f),
+            Stub::Repeat(r) => r.fmt(f),
         }
     }
 }

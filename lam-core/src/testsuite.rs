@@ -165,11 +165,14 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     let a = sid("A");
     let b = sid("B");
     let mut shown = Vec::new();
+    let mut earlier = Vec::new();
     for (i, (act, obs, rc)) in samples().into_iter().enumerate() {
         let m = s.append(&a, &rec(i as u32, &act, &obs, rc), 10 + i as u32).unwrap();
         let id = ObsId::of(act.as_bytes(), &obs);
         assert_eq!(m.id, id);
-        assert_eq!(m.shown, id.hex()[..8]);
+        assert_eq!(m.shown, expected_shown(&earlier, &id), "the shortest prefix (>= 4) no earlier id begins with");
+        assert_eq!(s.get(&a, &id.hex()).unwrap().as_deref(), Some(&obs[..]), "a longer prefix resolves to the same record");
+        earlier.push(id);
         assert_eq!(m.action, act);
         assert_eq!(m.returncode, rc);
         assert_eq!(m.step, i as u32);
@@ -205,30 +208,62 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     assert_eq!(s.get(&b, &shown[0]).unwrap(), None);
     // Unknown ids and prefixes do not resolve.
     assert_eq!(s.get(&a, "00000000").unwrap(), None);
-    assert_eq!(s.get(&a, &shown[0][..7]).unwrap(), None);
+    assert_eq!(s.get(&a, &shown[0][..3]).unwrap(), None, "fewer than 4 hex");
+    assert_eq!(s.get(&a, &shown[0].to_uppercase()).unwrap(), None, "not lowercase hex");
     assert_eq!(s.get(&sid("nobody"), &shown[0]).unwrap(), None);
     assert!(s.ids(&sid("nobody")).unwrap().is_empty());
-    assert_eq!(s.sessions().unwrap(), vec![a, b], "sessions() lists both, sorted");
+    assert_eq!(s.sessions().unwrap(), vec![a.clone(), b], "sessions() lists both, sorted");
+    obs_store_claims(s, &a, &shown);
     s.flush().unwrap();
 }
 
-/// Collision extension: the second of two observations sharing 8 hex gets 12.
+/// `claim`: a session that begins with the record is claimed again (and
+/// nothing new is written), one that begins with another is refused
+/// untouched, a free one is claimed with the record as its first.
+fn obs_store_claims<S: ObsStore>(s: &mut S, a: &SessionId, shown: &[String]) {
+    let (act, obs, rc) = samples().remove(0);
+    let again = s.claim(a, &rec(0, &act, &obs, rc), 10).unwrap().expect("A begins with this record");
+    assert_eq!(again.shown, shown[0]);
+    let (act1, obs1, rc1) = samples().remove(1);
+    assert_eq!(s.claim(a, &rec(0, &act1, &obs1, rc1), 1).unwrap(), None, "A begins with another record");
+    assert_eq!(s.ids(a).unwrap(), shown, "a refused claim writes nothing");
+    let c = sid("C");
+    let first = s.claim(&c, &rec(0, &act1, &obs1, rc1), 4).unwrap().expect("C is free");
+    assert_eq!(s.ids(&c).unwrap(), vec![first.shown]);
+    assert_eq!(s.claim(&c, &rec(0, &act, &obs, rc), 1).unwrap(), None);
+}
+
+/// The visible id `id` gets after `earlier` (`lam_core::id`'s rule).
+pub fn expected_shown(earlier: &[ObsId], id: &ObsId) -> String {
+    let hex = id.hex();
+    let taken = |n: usize| earlier.iter().any(|e| e.hex().starts_with(&hex[..n]));
+    hex[..(crate::MIN_SHOWN..40).find(|&n| !taken(n)).unwrap_or(40)].to_string()
+}
+
+/// Collision extension: of two observations whose ids share 8 hex, the
+/// first gets 4 and the second one more than they share; each id, and the
+/// 8-hex prefix earlier builds showed, resolves to the earliest record
+/// whose id begins with it.
 pub fn obs_store_collision<S: ObsStore>(s: &mut S) -> (String, String) {
     let (x, y) = colliding_pair();
+    let (ix, iy) = (ObsId::of(b"cat", &x), ObsId::of(b"cat", &y));
+    let shared = ix.hex().bytes().zip(iy.hex().bytes()).take_while(|(p, q)| p == q).count();
+    assert!(shared >= 8);
     let a = sid("coll");
     let mx = s.append(&a, &rec(0, "cat", &x, None), 1).unwrap();
     let my = s.append(&a, &rec(1, "cat", &y, None), 1).unwrap();
-    assert_eq!(mx.shown.len(), 8);
-    assert_eq!(my.shown.len(), 12);
-    assert_eq!(&my.shown[..8], &mx.shown[..]);
+    assert_eq!(mx.shown.len(), 4);
+    assert_eq!(my.shown.len(), shared + 1);
     assert_eq!(s.get(&a, &mx.shown).unwrap().unwrap(), x);
     assert_eq!(s.get(&a, &my.shown).unwrap().unwrap(), y);
+    assert_eq!(s.get(&a, &ix.hex()[..8]).unwrap().unwrap(), x, "an 8-hex id of earlier builds: the earliest");
+    assert_eq!(s.get(&a, &iy.hex()).unwrap().unwrap(), y);
     // In another session the order differs, and so do the visible ids.
     let b = sid("coll-b");
     let my_b = s.append(&b, &rec(0, "cat", &y, None), 1).unwrap();
     let mx_b = s.append(&b, &rec(1, "cat", &x, None), 1).unwrap();
-    assert_eq!(my_b.shown.len(), 8);
-    assert_eq!(mx_b.shown.len(), 12);
+    assert_eq!(my_b.shown.len(), 4);
+    assert_eq!(mx_b.shown.len(), shared + 1);
     assert_eq!(s.get(&b, &mx_b.shown).unwrap().unwrap(), x);
     (mx.shown, my.shown)
 }

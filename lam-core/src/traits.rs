@@ -127,7 +127,8 @@ pub trait ByteCodec: Send + Sync {
 pub struct ObsMeta {
     /// Full content id: SHA-1 over (action, 0x1F, observation).
     pub id: ObsId,
-    /// The visible id (without `§`): 8 hex characters, +4 per collision in the session.
+    /// The visible id (without `§`): the shortest prefix (4 hex or more) with
+    /// which no earlier id of the session begins (`lam_core::id`).
     pub shown: String,
     /// The action signature that produced the observation.
     pub action: String,
@@ -193,6 +194,21 @@ pub trait ObsStore {
     fn flush(&mut self) -> Result<(), Error> {
         Ok(())
     }
+    /// Append `record` as the first observation of `session` unless the
+    /// session already begins with a different observation: then `Ok(None)`
+    /// and nothing is written. A session that begins with the same
+    /// observation is claimed again (the same run archived twice). Stores
+    /// with more than one writer (PostgreSQL across hosts) check and append
+    /// atomically; this default is atomic for a store with one writer.
+    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, Error> {
+        if let Some(first) = self.ids(session)?.first() {
+            let id = ObsId::of(record.action.as_bytes(), &record.observation);
+            if self.meta(session, first)?.is_none_or(|m| m.id != id) {
+                return Ok(None);
+            }
+        }
+        self.append(session, record, tokens).map(Some)
+    }
 }
 
 impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
@@ -214,6 +230,9 @@ impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
     fn flush(&mut self) -> Result<(), Error> {
         (**self).flush()
     }
+    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, Error> {
+        (**self).claim(session, record, tokens)
+    }
 }
 
 impl<S: ObsStore + ?Sized> ObsStore for &mut S {
@@ -234,6 +253,9 @@ impl<S: ObsStore + ?Sized> ObsStore for &mut S {
     }
     fn flush(&mut self) -> Result<(), Error> {
         (**self).flush()
+    }
+    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, Error> {
+        (**self).claim(session, record, tokens)
     }
 }
 

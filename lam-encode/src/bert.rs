@@ -179,7 +179,7 @@ impl Front {
     }
 
     pub(crate) fn err(&self, e: impl std::fmt::Display) -> Error {
-        Error::Encoder { model: self.info.model_id.clone(), source: e.to_string().into() }
+        Error::Encoder { model: self.info.model_id.clone(), cause: e.to_string().into() }
     }
 
     /// Pool the hidden states `hs` of one sequence's real tokens (row-major,

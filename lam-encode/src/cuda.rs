@@ -101,7 +101,7 @@ impl std::fmt::Display for Precision {
 }
 
 fn err(model: &str, e: impl std::fmt::Display) -> Error {
-    Error::Encoder { model: model.to_string(), source: format!("cuda: {e}").into() }
+    Error::Encoder { model: model.to_string(), cause: format!("cuda: {e}").into() }
 }
 
 /// Which CUDA libraries cudarc can load here; `Err` names the missing ones.

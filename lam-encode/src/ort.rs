@@ -165,7 +165,7 @@ impl OrtEncoder {
             }
         }
         let shape = [b as i64, l as i64];
-        let err = |e: ::ort::Error| Error::Encoder { model: self.front.info.model_id.clone(), source: Box::new(e) };
+        let err = |e: ::ort::Error| Error::Encoder { model: self.front.info.model_id.clone(), cause: Box::new(e) };
         let mut inputs: Vec<(Cow<'_, str>, ::ort::session::SessionInputValue<'_>)> = vec![
             ("input_ids".into(), Tensor::from_array((shape, input_ids)).map_err(err)?.into()),
             ("attention_mask".into(), Tensor::from_array((shape, mask)).map_err(err)?.into()),
@@ -174,12 +174,12 @@ impl OrtEncoder {
             inputs.push(("token_type_ids".into(), Tensor::from_array((shape, vec![0i64; b * l])).map_err(err)?.into()));
         }
         let model = self.front.info.model_id.clone();
-        let outputs = self.session.run(inputs).map_err(|e| Error::Encoder { model: model.clone(), source: Box::new(e) })?;
+        let outputs = self.session.run(inputs).map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
         let (out_shape, hs) = outputs[self.output.as_str()]
             .try_extract_tensor::<f32>()
-            .map_err(|e| Error::Encoder { model: model.clone(), source: Box::new(e) })?;
+            .map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
         if **out_shape != [b as i64, l as i64, d as i64] {
-            return Err(Error::Encoder { model, source: format!("output shape {out_shape:?}, expected [{b}, {l}, {d}]").into() });
+            return Err(Error::Encoder { model, cause: format!("output shape {out_shape:?}, expected [{b}, {l}, {d}]").into() });
         }
         for (r, &i) in group.iter().enumerate() {
             let n = ids[i].len();

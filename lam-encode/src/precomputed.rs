@@ -193,7 +193,7 @@ impl PrecomputedEncoder {
     fn missing(&self, what: &'static str, k: u128) -> Error {
         Error::Encoder {
             model: self.info.model_id.clone(),
-            source: Box::new(EncError::Missing { what, key: format!("{k:032x}"), model: self.info.model_id.clone() }),
+            cause: Box::new(EncError::Missing { what, key: format!("{k:032x}"), model: self.info.model_id.clone() }),
         }
     }
 }
@@ -219,7 +219,7 @@ impl Encoder for PrecomputedEncoder {
     fn token_spans(&self, _text: &[u8], _out: &mut Vec<Range<usize>>) -> Result<(), Error> {
         Err(Error::Encoder {
             model: self.info.model_id.clone(),
-            source: "precomputed embeddings carry chunk boundaries, not a tokenizer".into(),
+            cause: "precomputed embeddings carry chunk boundaries, not a tokenizer".into(),
         })
     }
 

@@ -141,7 +141,7 @@ fn find_secret_id(view: &str) -> Option<String> {
         if line.contains("$ cat secrets.txt") {
             let i = line.find('§')?;
             let id: String = line[i + 2..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
-            if id.len() >= 8 {
+            if id.len() >= lam_core::MIN_SHOWN {
                 return Some(id);
             }
         }

@@ -33,7 +33,7 @@ fn parse_stub(line: &[u8], own: &str) -> Option<(usize, String, usize)> {
     s.set_own_id(own);
     match s {
         Stub::Lines(l) => Some((l.lines as usize, l.first_id, l.first_line as usize)),
-        Stub::Chunks(_) => None,
+        Stub::Chunks(_) | Stub::Repeat(_) => None,
     }
 }
 

@@ -58,7 +58,7 @@ impl From<Error> for lam_core::Error {
     fn from(e: Error) -> Self {
         match e {
             Error::Core(c) => c,
-            other => lam_core::Error::Backend { what: "lam-operator", source: Box::new(other) },
+            other => lam_core::Error::Backend { what: "lam-operator", cause: Box::new(other) },
         }
     }
 }

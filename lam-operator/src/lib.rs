@@ -33,9 +33,12 @@
 //! let first = s.admit(&mut enc, &Record { index: 0, action: "pytest".into(), observation: log.clone(), returncode: Some(0) })?;
 //! assert_eq!(first.residual, log); // nothing seen before
 //! let again = s.admit(&mut enc, &Record { index: 1, action: "pytest -x".into(), observation: log.clone(), returncode: Some(0) })?;
-//! assert_eq!(again.stubs.len(), 1); // the rerun became one stub line citing the first run
-//! assert_eq!(again.residual, format!("{}\n", again.stubs[0]).into_bytes());
-//! assert!(again.stubs[0].is_chunks()); // `[lam: chunks 1-2 ~ §…#1-2; _recall §…]`
+//! // The rerun became one line naming the first run's call as the model saw it.
+//! assert_eq!(again.stubs.len(), 1);
+//! assert_eq!(again.residual, format!("[lam: same output as `pytest` above; _recall §{}]\n", again.id).into_bytes());
+//! let edited: Vec<u8> = [&log[..200], b"one line changed\n", &log[216..]].concat();
+//! let near = s.admit(&mut enc, &Record { index: 2, action: "pytest -k".into(), observation: edited, returncode: Some(1) })?;
+//! assert!(near.stubs.iter().any(|st| st.is_chunks())); // `[lam: chunks 1-2 ~ §…#1-2; _recall §…]`
 //! assert!(s.delta_hat() <= cfg.threshold.delta());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -6,10 +6,12 @@ use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
 use crate::segments::{self, Dropped, Recall, Seg};
 use crate::Error;
-use lam_core::stub::ChunkRef;
+use lam_core::stub::{ChunkRef, RepeatStub, worth_replacing};
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
 use lam_hash::{L0Stats, LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index, L1Stats};
+use xxhash_rust::xxh3::xxh3_128;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,6 +29,10 @@ pub struct Session<I = L1Index> {
     l0: LineDedup,
     book: IdBook,
     ids: Vec<String>,
+    /// How stubs name each record's call (`lam_core::action::referent`).
+    referents: Vec<String>,
+    /// The first record of every distinct output (xxh3-128 of its bytes).
+    outputs: HashMap<u128, u32>,
     /// (record, ordinal) of every chunk, by session chunk index.
     homes: Vec<(u32, u32)>,
     next_record: u32,
@@ -84,6 +90,8 @@ impl<I: CandidateIndex> Session<I> {
             l0: LineDedup::new().with_counter(cfg.counter),
             book: IdBook::new(),
             ids: Vec::new(),
+            referents: Vec::new(),
+            outputs: HashMap::new(),
             homes: Vec::new(),
             next_record: 0,
             digest: DeletionDigest::new(),
@@ -225,6 +233,7 @@ impl<I: CandidateIndex> Session<I> {
         self.next_record += 1;
         let id = self.book.visible(ObsId::of(rec.action.as_bytes(), &rec.observation)).to_string();
         self.ids.push(id.clone());
+        self.referents.push(lam_core::action::referent(&rec.action));
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
             let mut r0 = Vec::with_capacity(rec.observation.len());
             let st = self.l0.process(record, &id, &[Segment::Text(&rec.observation)], &mut r0);
@@ -239,6 +248,11 @@ impl<I: CandidateIndex> Session<I> {
         let text = b.text(rec);
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
+        let earlier = *self.outputs.entry(xxh3_128(&rec.observation)).or_insert(b.record);
+        if let Some(stub) = self.whole_repeat(rec, &b, earlier, &outcomes) {
+            let plain = segments::plain(text, &segs);
+            return Ok(self.repeat_admission(rec, b, stub, outcomes, plain, vectors));
+        }
         let mut residual = Vec::with_capacity(text.len());
         let l1_stubs = segs.iter().filter_map(|s| if let Seg::Stub(c) = s { Some(c.clone()) } else { None });
         let (l0, stubs, first_layer_plain) = match &b.l0_first {
@@ -259,6 +273,29 @@ impl<I: CandidateIndex> Session<I> {
         let admit_ns = b.started.elapsed().as_nanos() as u64;
         let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
         Ok(Admission { record: b.record, id: b.id, residual, chunks: outcomes, stubs, l0, first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns })
+    }
+
+    /// The one line that stands in a record whose output repeats record
+    /// `earlier`'s whole (default order), when L1 dropped every chunk and
+    /// the line costs fewer tokens than the output.
+    fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: u32, outcomes: &[ChunkOutcome]) -> Option<RepeatStub> {
+        let all_dropped = !outcomes.is_empty() && outcomes.iter().all(|c| c.decision.is_dropped());
+        if self.cfg.order != Order::L1L0 || earlier == b.record || !all_dropped {
+            return None;
+        }
+        let stub = RepeatStub { id: b.id.clone(), of: self.referents[earlier as usize].clone(), recall: true };
+        let line = stub.to_string();
+        worth_replacing(self.cfg.counter, line.len(), || line.clone(), 1, &rec.observation).then_some(stub)
+    }
+
+    /// The admission of a whole repeat: its residual is the stub's line (L0 does not see it).
+    fn repeat_admission(&self, rec: &Record, b: Begun, stub: RepeatStub, chunks: Vec<ChunkOutcome>, first_layer_plain: Vec<u8>, vectors: &[f32]) -> Admission {
+        let mut residual = stub.to_string().into_bytes();
+        residual.push(b'\n');
+        let admit_ns = b.started.elapsed().as_nanos() as u64;
+        let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
+        let stubs = vec![Stub::Repeat(stub)];
+        Admission { record: b.record, id: b.id, residual, chunks, stubs, l0: L0Stats::default(), first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns }
     }
 
     /// L1: decide every chunk in order and collapse runs of dropped chunks.

@@ -23,7 +23,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 fn l1_refs(s: &Stub) -> Option<(usize, Vec<(String, usize)>)> {
     match s {
         Stub::Chunks(c) => Some((c.first as usize, c.reps.iter().map(|r| (r.id.clone(), r.chunk as usize)).collect())),
-        Stub::Lines(_) => None,
+        Stub::Lines(_) | Stub::Repeat(_) => None,
     }
 }
 
@@ -31,7 +31,7 @@ fn l1_refs(s: &Stub) -> Option<(usize, Vec<(String, usize)>)> {
 fn l0_ref(s: &Stub) -> Option<(String, usize)> {
     match s {
         Stub::Lines(l) => Some((l.first_id.clone(), l.first_line as usize)),
-        Stub::Chunks(_) => None,
+        Stub::Chunks(_) | Stub::Repeat(_) => None,
     }
 }
 
@@ -92,6 +92,13 @@ proptest! {
             }
             for st in &parsed {
                 let line = st.to_string();
+                if let Stub::Repeat(rp) = st {
+                    // A whole repeat names an earlier call with the same output, never its own.
+                    let earlier = recs[..i].iter().position(|r| r.observation == recs[i].observation);
+                    let r = earlier.ok_or_else(|| TestCaseError::fail(format!("{line}: no earlier record has this output")))?;
+                    prop_assert_eq!(&rp.of, &lam_core::action::referent(&recs[r].action));
+                    prop_assert_eq!(parsed.len(), 1, "a whole repeat is one line");
+                }
                 let (k, refs) = l1_refs(st).unwrap_or_default();
                 for (o, (rep, j)) in refs.into_iter().enumerate() {
                     let r = by_id(&rep).expect("representative id is a record of this session");

@@ -65,7 +65,7 @@ impl Encoder for Flaky {
     }
     fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), lam_core::Error> {
         if self.1 {
-            return Err(lam_core::Error::Encoder { model: "flaky".into(), source: "device lost".into() });
+            return Err(lam_core::Error::Encoder { model: "flaky".into(), cause: "device lost".into() });
         }
         self.0.encode_batch(texts, out)
     }

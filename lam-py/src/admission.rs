@@ -106,6 +106,11 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>) -> PyRes
             d.set_item("distance", py.None())?;
             d.set_item("lines", l.lines)?;
         }
+        Stub::Repeat(r) => {
+            d.set_item("kind", "repeat")?;
+            d.set_item("representative", &r.of)?;
+            d.set_item("distance", 0.0)?;
+        }
     }
     Ok(d)
 }

@@ -31,7 +31,8 @@
 //! assert_eq!(first.session, second.session); // the second request continues the first
 //! assert!(second.body.len() < turn(2).len()); // the rerun's log became a stub
 //! let sent: serde_json::Value = serde_json::from_slice(&second.body)?;
-//! assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: chunk"));
+//! // One line naming the earlier call as the model saw it (`docs/stubs.md`).
+//! assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as `pytest` above"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
@@ -90,6 +91,11 @@ pub enum Error {
     /// upstream reads is unknown, so the proxy refuses it (`400`).
     #[error("the body holds the member `{0}` twice")]
     DuplicateKey(&'static str),
+    /// Stopped before every in-flight request finished (a second signal or
+    /// the drain deadline): the store was flushed, the cut requests' clients
+    /// saw their connections close. The program exits non-zero.
+    #[error("stopped with requests in flight ({0}); the store was flushed")]
+    Cut(&'static str),
     /// Listening, serving or writing a file failed.
     #[error("{what}: {source}")]
     Io {

@@ -75,6 +75,41 @@ pub(crate) fn render(s: &Stats) -> String {
     );
     family(
         &mut o,
+        "lam_serve_upstream_timeouts_total",
+        "counter",
+        "Requests answered 504, or streams cut, because the upstream fell silent.",
+        &one(s.upstream_timeouts as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_refused_total",
+        "counter",
+        "Requests refused with 400 before reaching the upstream (dot segment, repeated conversation member, bad session name).",
+        &one(s.refused as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_unauthorized_total",
+        "counter",
+        "Requests refused with 401 (no token or a wrong one).",
+        &one(s.unauthorized as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_memory_bytes",
+        "gauge",
+        "Bytes the held sessions hold (estimate).",
+        &one(s.memory_bytes as f64),
+    );
+    family(
+        &mut o,
+        "lam_serve_memory_budget_bytes",
+        "gauge",
+        "Bytes sessions may hold (--max-memory); beyond, the least recently used are dropped.",
+        &one(s.memory_budget as f64),
+    );
+    family(
+        &mut o,
         "lam_serve_sessions",
         "gauge",
         "Sessions held.",
@@ -84,7 +119,7 @@ pub(crate) fn render(s: &Stats) -> String {
         &mut o,
         "lam_serve_evicted_sessions_total",
         "counter",
-        "Sessions dropped to stay within --max-sessions.",
+        "Sessions dropped to stay within --max-sessions or --max-memory.",
         &one(s.evicted_sessions as f64),
     );
     family(

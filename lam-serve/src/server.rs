@@ -209,7 +209,8 @@ pub fn run(
 }
 
 /// Serve until the first signal, then drain: return when every in-flight
-/// request is done, at a second signal, or after `drain`, whichever is first.
+/// request is done, at a second signal, or after `drain`, whichever is first
+/// (the last two: [`Error::Cut`]).
 async fn serve_until_signalled(
     proxy: Proxy,
     listener: std::net::TcpListener,
@@ -234,11 +235,11 @@ async fn serve_until_signalled(
         r = &mut server => r,
         () = signals.next() => {
             eprintln!("lam serve: second signal: stopping now, cutting in-flight requests");
-            Ok(())
+            Err(Error::Cut("a second signal"))
         }
         () = tokio::time::sleep(drain) => {
             eprintln!("lam serve: drain deadline reached: stopping now, cutting in-flight requests");
-            Ok(())
+            Err(Error::Cut("the drain deadline, --drain-timeout-s"))
         }
     }
 }

@@ -268,6 +268,9 @@ async fn a_token_guards_every_route() {
     assert_eq!(seen[0].headers["x-api-key"], "k");
     assert!(seen.iter().all(|s| s.headers.get("x-lam-token").is_none()), "the token is never forwarded");
     assert_eq!(run.proxy.stats().unauthorized, denied.len() as u64);
+    let (_, metrics) = raw(a, "GET", "/metrics", "x-lam-token: t0ken-xyz\r\n", "").await;
+    assert!(metrics.contains(&format!("lam_serve_unauthorized_total {}", denied.len())), "{metrics}");
+    assert!(metrics.contains("# TYPE lam_serve_memory_bytes gauge") && metrics.contains("lam_serve_refused_total 0"), "{metrics}");
     assert!(!format!("{:?}", run.proxy.config()).contains("t0ken-xyz"), "Debug never prints it");
     run.stop.take().unwrap().send(()).unwrap();
     run.done.await.unwrap().unwrap();

@@ -51,8 +51,8 @@ async fn compacts_streams_and_passes_through() {
         sent["messages"][4]["content"]
             .as_str()
             .unwrap()
-            .starts_with("[lam: chunk"),
-        "the second log became a stub"
+            .starts_with("[lam: same output as `"),
+        "the second log became a stub naming the first call"
     );
     let raw = |b: &[u8]| -> Vec<String> {
         let m: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =

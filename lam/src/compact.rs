@@ -236,12 +236,13 @@ impl Runner<'_> {
 impl Runner<'_> {
     /// The trajectory renamed to the store session it may claim (`arc_store::claim_session`),
     /// when that is not its own name; `None`: archive it under its name (or no store, or --append).
-    fn claim(&self, traj: &Trajectory) -> Result<Option<Trajectory>> {
-        let (Some(st), Some(first), false) = (self.archive.as_ref(), traj.records.first(), self.a.append) else {
+    fn claim(&mut self, traj: &Trajectory) -> Result<Option<Trajectory>> {
+        let (Some(st), Some(first), false) = (self.archive.as_mut(), traj.records.first(), self.a.append) else {
             return Ok(None);
         };
-        let id = lam_core::ObsId::of(first.action.as_bytes(), &first.observation);
-        let session = arc_store::claim_session(st.as_ref(), &traj.session, &id)?;
+        // The count the archive records for it (`run_archived` counts cl100k tokens).
+        let tokens = u32::try_from(lam_trajectory::tokens::count(&first.observation)).unwrap_or(u32::MAX);
+        let session = arc_store::claim_session(st.as_mut(), &traj.session, first, tokens)?;
         if session == traj.session {
             return Ok(None);
         }

@@ -11,29 +11,44 @@ use tokio_postgres::{Client, Statement};
 /// Append one observation, inside a transaction that holds its session's
 /// lock. Returns the row's metadata: the new row's, or the first record's
 /// when the session already holds the id. The shown id is the first of the
-/// candidates (`$3`: the id's hex prefixes of 8, 12, ..., 40 characters)
-/// that no row of the session shows, which is `IdBook::visible` exactly,
-/// because the lock makes this statement the only one assigning ids in the
-/// session until commit.
+/// candidates (`$3`: the id's hex prefixes of 4, 5, ..., 40 characters)
+/// with which no id of the session begins, which is `IdBook::visible`
+/// exactly, because the lock makes this statement the only one assigning
+/// ids in the session until commit. A claim (`$12`, `ObsStore::claim`) returns no row
+/// and writes nothing when the session's first row is another observation;
+/// under the lock, the check and the insert are one step for every host.
 const APPEND: &str = r"
-WITH old AS (
+WITH refused AS (
+    SELECT 1 FROM (
+        SELECT id FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 ORDER BY seq LIMIT 1
+    ) f WHERE $12::bool AND f.id <> $2
+), old AS (
     SELECT shown, action, returncode, step, tokens, bytes, head, tail
     FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND id = $2
+    AND NOT EXISTS (SELECT 1 FROM refused)
 ), pick AS (
     SELECT c.p FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
-    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session_key = sha256($1::bytea) AND t.session = $1 AND t.shown = c.p)
+    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session_key = sha256($1::bytea) AND t.session = $1 AND starts_with(encode(t.id, 'hex'), c.p))
     ORDER BY c.o LIMIT 1
 ), ins AS (
     INSERT INTO lam_obs (session, id, shown, action, returncode, step, tokens, bytes, head, tail, body)
     SELECT $1, $2, pick.p, $4, $5, $6, $7, $8, $9, $10, $11 FROM pick
-    WHERE NOT EXISTS (SELECT 1 FROM old)
+    WHERE NOT EXISTS (SELECT 1 FROM old) AND NOT EXISTS (SELECT 1 FROM refused)
     RETURNING shown, action, returncode, step, tokens, bytes, head, tail
 )
 SELECT * FROM ins UNION ALL SELECT * FROM old";
 
 const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
-const GET: &str = "SELECT id, action, body FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND shown = $2";
-const META: &str = "SELECT shown, action, returncode, step, tokens, bytes, head, tail, id FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND shown = $2";
+/// The row a visible id (`$2`, checked to be 4 to 40 lowercase hex) names:
+/// the row showing it, else the earliest of the session whose id begins with
+/// it (`lam_core::id`: a longer prefix, or an id of an earlier build).
+macro_rules! resolve {
+    () => {
+        "FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND (shown = $2 OR starts_with(encode(id, 'hex'), $2)) ORDER BY shown = $2 DESC, seq LIMIT 1"
+    };
+}
+const GET: &str = concat!("SELECT id, action, body ", resolve!());
+const META: &str = concat!("SELECT shown, action, returncode, step, tokens, bytes, head, tail, id ", resolve!());
 const IDS: &str = "SELECT shown FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 ORDER BY seq";
 /// Distinct sessions by a skip scan of the primary key's `session_key` (one
 /// index probe per session, not a scan of every row), then each key's name;

@@ -19,15 +19,17 @@
 //! `sha256(session)`, instead of the session's bytes, so a session name of
 //! any length fits a btree row (the file store accepts any name; so must
 //! this one). Every lookup is `session_key = sha256($1) AND session = $1`.
+//!
+//! Version 3: visible ids of 4 to 40 hex (the `shown` check relaxed).
 
 use crate::StoreError;
 use tokio_postgres::{Client, GenericClient};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// `MIGRATIONS[v]` takes a database from version `v` to `v + 1` (0: no lam tables).
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 pub(crate) const V1: &str = r"
 CREATE TABLE lam_meta (
@@ -63,6 +65,14 @@ DROP INDEX lam_obs_session_seq;
 ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_pkey PRIMARY KEY (session_key, id);
 ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_session_shown_key UNIQUE (session_key, shown);
 CREATE INDEX lam_obs_session_seq ON lam_obs (session_key, seq);
+";
+
+/// Version 3: visible ids are the shortest prefix of 4 or more hex with
+/// which no earlier id of the session begins (`lam_core::id`); rows written
+/// before keep their 8- or 12-hex ids, which still resolve.
+const V3: &str = r"
+ALTER TABLE lam_obs DROP CONSTRAINT lam_obs_shown_check;
+ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_shown_check CHECK (shown ~ '^[0-9a-f]{4,40}$');
 ";
 
 /// First key of every advisory lock lam takes ("LAM" + 0): the second key is

@@ -143,4 +143,51 @@ fn version_1_databases_migrate() {
     let s = sid("old");
     assert_eq!(ObsStore::ids(&st, &s).unwrap(), vec![shown.clone()]);
     assert_eq!(ObsStore::get(&st, &s, &shown).unwrap().as_deref(), Some(&b"abc"[..]));
+    assert_eq!(ObsStore::get(&st, &s, &id[..4]).unwrap().as_deref(), Some(&b"abc"[..]), "a shorter prefix: the earliest");
+    // Version 3: a new record gets the shortest prefix no earlier id begins with.
+    let mut st = st;
+    let m = ObsStore::append(&mut st, &s, &rec(1, "cat", b"new", None), 1).unwrap();
+    let new_id = lam_core::ObsId::of(b"cat", b"new");
+    assert_eq!(m.shown, lam_core::testsuite::expected_shown(&[lam_core::ObsId::of(b"cat", b"abc")], &new_id));
+    assert_eq!(ObsStore::ids(&st, &s).unwrap(), vec![shown.clone(), m.shown.clone()]);
+    assert_eq!(ObsStore::get(&st, &s, "zz12").unwrap(), None, "not hex");
+}
+
+/// Defect: two hosts compacting different runs that share a name into one
+/// store merged them. Eight stores (eight hosts: each its own connections)
+/// claim one name at once, each with its own first observation, twice: every
+/// run gets a session of its own that begins with its record, and claiming
+/// again finds the same session.
+#[test]
+fn concurrent_claims_across_hosts_never_merge() {
+    let Some(admin) = admin_url() else { return };
+    runtime(true).block_on(async {
+        let url = scratch(&admin, "claims").await;
+        let mut hosts = Vec::new();
+        for _ in 0..8 {
+            hosts.push(PgStore::connect_async(&url, Access::ReadWrite).await.unwrap());
+        }
+        let name = sid("task-42");
+        let firsts: Vec<Record> = (0..8u32).map(|h| rec(0, "cat README", format!("run {h}\n").as_bytes(), Some(0))).collect();
+        let claim_all = || -> Vec<_> {
+            let each = hosts.iter().zip(&firsts).map(|(st, r)| (st.clone(), r.clone(), name.clone()));
+            each.map(|(mut st, r, name)| tokio::task::spawn_blocking(move || crate::claim_session(&mut st, &name, &r, 1))).collect()
+        };
+        let mut got = Vec::new();
+        for t in claim_all() {
+            got.push(t.await.unwrap().unwrap());
+        }
+        let distinct: std::collections::BTreeSet<_> = got.iter().collect();
+        assert_eq!(distinct.len(), 8, "eight runs, eight sessions: {got:?}");
+        for (s, r) in got.iter().zip(&firsts) {
+            let ids = hosts[0].ids_async(s).await.unwrap();
+            assert_eq!(ids.len(), 1, "{s} holds one run's first record");
+            assert_eq!(hosts[0].get_async(s, &ids[0]).await.unwrap().as_deref(), Some(&r.observation[..]));
+        }
+        let mut again = Vec::new();
+        for t in claim_all() {
+            again.push(t.await.unwrap().unwrap());
+        }
+        assert_eq!(again, got, "claiming again is idempotent");
+    });
 }

@@ -49,6 +49,8 @@ pub(crate) struct Insert {
     head: Vec<u8>,
     tail: Vec<u8>,
     body: Vec<u8>,
+    /// Written only as the session's first observation (`ObsStore::claim`).
+    claim: bool,
 }
 
 impl Insert {
@@ -63,7 +65,7 @@ impl Insert {
         Ok(Insert {
             session: session.0.as_bytes().to_vec(),
             id,
-            candidates: (8..=40).step_by(4).map(|n| hex[..n].to_string()).collect(),
+            candidates: (lam_core::MIN_SHOWN..=40).map(|n| hex[..n].to_string()).collect(),
             action: r.action.as_bytes().to_vec(),
             returncode: r.returncode,
             step: i64::from(r.index),
@@ -71,7 +73,13 @@ impl Insert {
             head: obs[h].to_vec(),
             tail: obs[t].to_vec(),
             body: obs.clone(),
+            claim: false,
         })
+    }
+
+    /// This insert as a claim: refused (no row) when the session begins with another observation.
+    pub fn claiming(self) -> Insert {
+        Insert { claim: true, ..self }
     }
 
     pub fn len(&self) -> usize {
@@ -83,7 +91,7 @@ impl Insert {
 #[derive(Debug)]
 pub(crate) struct Job {
     pub ins: Insert,
-    pub reply: oneshot::Sender<Result<ObsMeta, StoreError>>,
+    pub reply: oneshot::Sender<Result<Option<ObsMeta>, StoreError>>,
 }
 
 /// Why a batch failed: `lost` when the server could not be reached again in time.
@@ -216,8 +224,8 @@ async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, bytes: &mut 
     }
 }
 
-/// Commit `batch`, returning one result per job in order.
-async fn commit(spec: &Spec, conn: &mut Option<Conn>, batch: &[Job], opts: &PgOptions, stats: &Counters) -> Vec<Result<ObsMeta, StoreError>> {
+/// Commit `batch`, returning one result per job in order (`None`: a claim refused).
+async fn commit(spec: &Spec, conn: &mut Option<Conn>, batch: &[Job], opts: &PgOptions, stats: &Counters) -> Vec<Result<Option<ObsMeta>, StoreError>> {
     let all: Vec<&Insert> = batch.iter().map(|j| &j.ins).collect();
     let fail = |f: &Fail| spec.fail(if f.lost { "append (connection lost)" } else { "append" }, &f.reason);
     match commit_with_retry(spec, conn, &all, opts, stats).await {
@@ -237,7 +245,7 @@ async fn commit(spec: &Spec, conn: &mut Option<Conn>, batch: &[Job], opts: &PgOp
     }
 }
 
-async fn commit_with_retry(spec: &Spec, conn: &mut Option<Conn>, ins: &[&Insert], opts: &PgOptions, stats: &Counters) -> Result<Vec<ObsMeta>, Fail> {
+async fn commit_with_retry(spec: &Spec, conn: &mut Option<Conn>, ins: &[&Insert], opts: &PgOptions, stats: &Counters) -> Result<Vec<Option<ObsMeta>>, Fail> {
     let deadline = Instant::now() + opts.reconnect_for;
     let mut backoff = BACKOFF_START;
     let mut reruns = 0;
@@ -300,7 +308,7 @@ async fn commit_with_retry(spec: &Spec, conn: &mut Option<Conn>, ins: &[&Insert]
 /// so the batch is stored whole or not at all. The outer error is the
 /// driver's (the first statement's that failed); the inner one a row that
 /// does not decode.
-async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<ObsMeta>, String>, tokio_postgres::Error> {
+async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<Option<ObsMeta>>, String>, tokio_postgres::Error> {
     let keys: BTreeSet<i32> = ins.iter().map(|i| session_key(&i.session)).collect();
     let (client, st) = (&c.client, &c.st);
     let mut steps: Vec<Step<'_>> = Vec::with_capacity(keys.len() + ins.len() + 2);
@@ -312,7 +320,7 @@ async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<ObsMeta>, Stri
         steps.push(Box::pin(async move {
             let id: &[u8] = &i.id.0;
             let bytes = i.body.len() as i64;
-            client.query(&st.append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body]).await
+            client.query(&st.append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body, &i.claim]).await
         }));
     }
     steps.push(Box::pin(async move { client.batch_execute("COMMIT").await.map(|()| Vec::new()) }));
@@ -323,12 +331,13 @@ async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<ObsMeta>, Stri
     }
     let mut metas = Vec::with_capacity(ins.len());
     for (r, i) in rows[1 + keys.len()..].iter().zip(ins) {
-        let [row] = r.as_slice() else {
-            return Ok(Err(format!("appending {} returned {} rows, expected 1", i.id.hex(), r.len())));
-        };
-        match meta_of(row, i.id) {
-            Ok(m) => metas.push(m),
-            Err(e) => return Ok(Err(e)),
+        match (r.as_slice(), i.claim) {
+            ([], true) => metas.push(None),
+            ([row], _) => match meta_of(row, i.id) {
+                Ok(m) => metas.push(Some(m)),
+                Err(e) => return Ok(Err(e)),
+            },
+            _ => return Ok(Err(format!("appending {} returned {} rows, expected 1", i.id.hex(), r.len()))),
         }
     }
     Ok(Ok(metas))

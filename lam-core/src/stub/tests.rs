@@ -81,7 +81,7 @@ fn a_residual_gives_every_stub_its_own_id() {
 }
 
 fn arb_id() -> impl Strategy<Value = String> {
-    prop_oneof![Just("a1b2c3d4".to_string()), Just("c0ffee00".to_string()), Just("e5f6a7b8".to_string()), Just("e5f6a7b80123".to_string()), "[0-9a-f]{8}"]
+    prop_oneof![Just("a1b2c3d4".to_string()), Just("c0ff".to_string()), Just("e5f6a".to_string()), Just("e5f6a7b80123".to_string()), "[0-9a-f]{4,9}"]
 }
 
 fn arb_stub() -> impl Strategy<Value = Stub> {
@@ -98,7 +98,9 @@ fn arb_stub() -> impl Strategy<Value = Stub> {
     });
     let lines = (arb_id(), 1u64..5000, prop_oneof![Just(None), arb_id().prop_map(Some)], 1u32..10_000, any::<bool>())
         .prop_map(|(id, lines, fid, first_line, recall)| Stub::Lines(LineStub { first_id: fid.unwrap_or_else(|| id.clone()), id, lines, first_line, recall }));
-    prop_oneof![chunks, lines]
+    let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>())
+        .prop_map(|(id, of, recall)| Stub::Repeat(RepeatStub { id, of, recall }));
+    prop_oneof![chunks, lines, repeat]
 }
 
 proptest! {
