@@ -32,8 +32,8 @@ fn conformance_suite() {
     assert_eq!(db.sql("SELECT value FROM lam_meta WHERE key = 'schema_version'"), arc_store::SCHEMA_VERSION.to_string());
     // A second handle (another process would do the same) sees it all, through the opener too.
     let again = arc_store::open(&StoreSpec::parse(&db.url).unwrap(), Access::ReadOnly).unwrap();
-    assert_eq!(again.sessions().unwrap().len(), 4);
-    for session in ["A", "B", "coll", "coll-b"] {
+    assert_eq!(again.sessions().unwrap().len(), 5);
+    for session in ["A", "B", "C", "coll", "coll-b"] {
         let sid = SessionId(session.into());
         let ids = s.ids(&sid).unwrap();
         assert_eq!(again.ids(&sid).unwrap(), ids);

@@ -29,6 +29,91 @@ pub const RECALL: &str = "; _recall §";
 /// How a [`RepeatStub`] begins, after [`PREFIX`].
 pub const REPEAT: &str = "same output as ";
 
+/// How the one recall-carrying stub line of an observation says to get the
+/// original back: `; NAME §ID`, where NAME is the way to recall that exists
+/// where the stub is read (the ARC view's `_recall` action, `lam mcp`'s
+/// `recall` tool as the agent names it, the CLI's `lam recall`), or nothing
+/// at all (`none`: no handle, no id; the original stays archived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recall<'a> {
+    /// No handle: stubs name no id of their own.
+    None,
+    /// `; NAME §ID`.
+    Via(&'a str),
+}
+
+impl Default for Recall<'_> {
+    fn default() -> Self {
+        Recall::ARC
+    }
+}
+
+impl Recall<'static> {
+    /// The ARC view's action, `_recall §ID` (the default).
+    pub const ARC: Recall<'static> = Recall::Via("_recall");
+
+    /// `none`, or a handle name: letters, digits, `_ . : -`, and single
+    /// spaces between words (`lam recall`), at most 64 bytes. A name other
+    /// than the built-in ones is kept for the life of the process (settings
+    /// are parsed once).
+    pub fn parse(s: &str) -> Result<Recall<'static>, String> {
+        let s = s.trim();
+        match s {
+            "none" => return Ok(Recall::None),
+            "_recall" => return Ok(Recall::ARC),
+            "recall" => return Ok(Recall::Via("recall")),
+            "lam recall" => return Ok(Recall::Via("lam recall")),
+            _ => {}
+        }
+        if !valid_handle(s) {
+            return Err(format!("recall handle `{s}`: expected `none` or a tool or command name (letters, digits, `_.:-`, single spaces; at most 64 bytes)"));
+        }
+        Ok(Recall::Via(Box::leak(s.to_string().into_boxed_str())))
+    }
+}
+
+impl Recall<'_> {
+    /// Bytes the recall adds to a stub line of observation `id`, when the line carries it.
+    pub fn len(self, id: &str) -> usize {
+        match self {
+            Recall::None => 0,
+            Recall::Via(name) => "; ".len() + name.len() + " §".len() + id.len(),
+        }
+    }
+
+    /// Whether this writes no handle.
+    pub fn is_none(self) -> bool {
+        self == Recall::None
+    }
+}
+
+impl fmt::Display for Recall<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recall::None => f.write_str("none"),
+            Recall::Via(name) => f.write_str(name),
+        }
+    }
+}
+
+fn valid_handle(s: &str) -> bool {
+    let word = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+    s.len() <= 64 && s.split(' ').all(word)
+}
+
+/// A stub as written with a given recall handle ([`Stub::with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Written<'s> {
+    stub: &'s Stub,
+    how: Recall<'s>,
+}
+
+impl fmt::Display for Written<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.stub.write(f, self.how)
+    }
+}
+
 /// A chunk of a retained observation that a dropped chunk is represented by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRef {
@@ -137,6 +222,20 @@ impl Stub {
         }
     }
 
+    /// The stub as written with the recall handle `how` (`Display` writes
+    /// the default, [`Recall::ARC`]).
+    pub fn with<'s>(&'s self, how: Recall<'s>) -> Written<'s> {
+        Written { stub: self, how }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
+        match self {
+            Stub::Chunks(c) => c.write(f, how),
+            Stub::Lines(l) => l.write(f, how),
+            Stub::Repeat(r) => r.write(f, how),
+        }
+    }
+
     /// The line with the recall set as given (without a newline).
     pub fn line(&self, recall: bool) -> String {
         let mut s = self.clone();
@@ -193,9 +292,11 @@ impl Stub {
     pub fn parse(line: &str) -> Result<Stub, StubError> {
         let fail = |reason| StubError { line: line.chars().take(120).collect(), reason };
         let body = line.strip_prefix(PREFIX).and_then(|r| r.strip_suffix(']')).ok_or_else(|| fail("no `[lam: ...]` frame"))?;
-        let (head, recall) = match body.rsplit_once(RECALL) {
-            Some((h, r)) => (h, Some(check_id(r).ok_or_else(|| fail("bad recall id"))?)),
-            None => (body, None),
+        // `; NAME §ID` at the end (a repeated call's name may hold `; ` itself).
+        let tail = body.rsplit_once("; ").and_then(|(h, t)| t.rsplit_once(" §").map(|(name, id)| (h, name, id)));
+        let (head, handle, recall) = match tail.filter(|(_, name, _)| valid_handle(name)) {
+            Some((h, name, id)) => (h, Recall::Via(name), Some(check_id(id).ok_or_else(|| fail("bad recall id"))?)),
+            None => (body, Recall::None, None),
         };
         let own = recall.unwrap_or("");
         let stub = if let Some(rest) = head.strip_prefix(REPEAT) {
@@ -205,7 +306,7 @@ impl Stub {
         } else {
             parse_lines(head, own, recall.is_some()).map(Stub::Lines).map_err(fail)?
         };
-        if stub.to_string() != line {
+        if stub.with(handle).to_string() != line {
             return Err(fail("an id written twice, or not in the canonical form"));
         }
         Ok(stub)
@@ -235,7 +336,7 @@ pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
         }
     }
     match own {
-        None if !stubs.is_empty() => Err(StubError { line: stubs[0].to_string(), reason: "no stub line of the observation carries `_recall §id`" }),
+        // Written with `Recall::None`: no line names the observation's id.
         None => Ok(stubs),
         Some(own) => {
             stubs.iter_mut().for_each(|s| s.set_own_id(&own));
@@ -368,38 +469,43 @@ fn write_reps(f: &mut fmt::Formatter<'_>, own: &str, reps: &[ChunkRef]) -> fmt::
     Ok(())
 }
 
-fn write_recall(f: &mut fmt::Formatter<'_>, recall: bool, id: &str) -> fmt::Result {
-    if recall {
-        write!(f, "{RECALL}{id}]")
-    } else {
-        f.write_char(']')
+fn write_recall(f: &mut fmt::Formatter<'_>, recall: bool, id: &str, how: Recall<'_>) -> fmt::Result {
+    match how {
+        Recall::Via(name) if recall => write!(f, "; {name} §{id}]"),
+        _ => f.write_char(']'),
     }
 }
 
 impl fmt::Display for ChunkStub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, Recall::ARC)
+    }
+}
+
+impl ChunkStub {
+    fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
         if self.first == self.last {
             write!(f, "{PREFIX}chunk {} ~ ", self.first)?;
         } else {
             write!(f, "{PREFIX}chunks {}-{} ~ ", self.first, self.last)?;
         }
         write_reps(f, &self.id, &self.reps)?;
-        write_recall(f, self.recall, &self.id)
+        write_recall(f, self.recall, &self.id, how)
     }
 }
 
 impl LineStub {
-    /// Bytes of the rendered line (without a newline), computed without
-    /// formatting it: L0 sizes many runs that stay verbatim.
-    pub fn rendered_len(&self) -> usize {
-        line_stub_len(self.lines, &self.first_id, self.first_line, &self.id, self.recall)
+    /// Bytes of the line as written with `how` (without a newline),
+    /// computed without formatting it: L0 sizes many runs that stay verbatim.
+    pub fn rendered_len(&self, how: Recall<'_>) -> usize {
+        line_stub_len(self.lines, &self.first_id, self.first_line, &self.id, self.recall, how)
     }
 }
 
 /// [`LineStub::rendered_len`] of the stub these fields would make, without building it.
-pub fn line_stub_len(lines: u64, first_id: &str, first_line: u32, id: &str, recall: bool) -> usize {
+pub fn line_stub_len(lines: u64, first_id: &str, first_line: u32, id: &str, recall: bool, how: Recall<'_>) -> usize {
     let cited = if first_id == id { 0 } else { "§".len() + first_id.len() };
-    let recall = if recall { RECALL.len() + id.len() } else { 0 };
+    let recall = if recall { how.len(id) } else { 0 };
     PREFIX.len() + digits(lines) + " line".len() + usize::from(lines != 1) + " from ".len() + cited + 1 + digits(u64::from(first_line)) + recall + 1
 }
 
@@ -446,34 +552,42 @@ fn digits(mut n: u64) -> usize {
 
 impl fmt::Display for LineStub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, Recall::ARC)
+    }
+}
+
+impl LineStub {
+    fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
         let s = if self.lines == 1 { "" } else { "s" };
         write!(f, "{PREFIX}{} line{s} from ", self.lines)?;
         if self.first_id != self.id {
             write!(f, "§{}", self.first_id)?;
         }
         write!(f, ":{}", self.first_line)?;
-        write_recall(f, self.recall, &self.id)
+        write_recall(f, self.recall, &self.id, how)
     }
 }
 
 impl fmt::Display for RepeatStub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, Recall::ARC)
+    }
+}
+
+impl RepeatStub {
+    fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
         if self.of.is_empty() {
             write!(f, "{PREFIX}{REPEAT}earlier")?;
         } else {
             write!(f, "{PREFIX}{REPEAT}`{}` above", self.of)?;
         }
-        write_recall(f, self.recall, &self.id)
+        write_recall(f, self.recall, &self.id, how)
     }
 }
 
 impl fmt::Display for Stub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stub::Chunks(c) => c.fmt(f),
-            Stub::Lines(l) => l.fmt(f),
-            Stub::Repeat(r) => r.fmt(f),
-        }
+        self.write(f, Recall::ARC)
     }
 }
 

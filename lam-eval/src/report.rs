@@ -130,7 +130,7 @@ pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count
             let t = a.tokens.unwrap_or_else(|| lam_operator::Tokens { input: tokens::count(&r.observation), output: tokens::count(&a.residual) });
             tin += t.input;
             tout += t.output;
-            tgross += tokens::count(&without_stubs(&a.residual, &a.stubs));
+            tgross += tokens::count(&without_stubs(&a.residual, &a.stubs, cfg.recall));
             tfirst += tokens::count(&a.first_layer_plain);
         }
     }

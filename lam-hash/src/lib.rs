@@ -39,7 +39,7 @@
 #![warn(missing_docs)]
 
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LineStub, Recall, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -86,6 +86,7 @@ pub struct LineDedup {
     ids: Vec<String>,
     stubs: Vec<Stub>,
     counter: Option<&'static dyn TokenCounter>,
+    recall: Recall<'static>,
 }
 
 /// A run of replaceable lines within one text segment: `start..body_end`
@@ -156,6 +157,13 @@ impl LineDedup {
         self
     }
 
+    /// Write the recall of each record's first stub line with `how`
+    /// (default `_recall`; `Recall::None` writes none).
+    pub fn with_recall(mut self, how: Recall<'static>) -> Self {
+        self.recall = how;
+        self
+    }
+
     /// Number of distinct non-blank lines in the residual so far.
     pub fn distinct_lines(&self) -> usize {
         self.seen.len()
@@ -182,7 +190,7 @@ impl LineDedup {
                 Segment::Stub(s) => {
                     let mut s = s.clone();
                     s.set_recall(w.stubs == 0);
-                    w.write_stub(&s);
+                    w.write_stub(&s.with(self.recall));
                     self.stubs.push(s);
                 }
                 Segment::Text(text) => self.text(record, this_id, text, &mut w, &mut stats),
@@ -205,6 +213,7 @@ impl LineDedup {
         let mut pos = 0;
         let mut run: Option<Run> = None;
         let mut newlines = lines::Newlines::new(text);
+        let how = self.how();
         while pos < text.len() {
             let (next, nl) = match newlines.next() {
                 Some(i) => (i + 1, 1u32),
@@ -242,7 +251,7 @@ impl LineDedup {
                 }
                 Entry::Vacant(e) => {
                     if let Some(r) = run.take() {
-                        flush(&self.ids, &mut self.stubs, self.counter, r, text, this_id, w, stats);
+                        flush(how, &self.ids, &mut self.stubs, r, text, this_id, w, stats);
                     }
                     e.insert(LineLoc { record, line: w.line + 1 });
                     w.line += nl;
@@ -251,27 +260,38 @@ impl LineDedup {
             pos = next;
         }
         if let Some(r) = run.take() {
-            flush(&self.ids, &mut self.stubs, self.counter, r, text, this_id, w, stats);
+            flush(how, &self.ids, &mut self.stubs, r, text, this_id, w, stats);
         }
         w.buf.extend_from_slice(&text[copy_from..]);
     }
+
+    fn how(&self) -> How {
+        How { counter: self.counter, recall: self.recall }
+    }
+}
+
+/// How L0 judges and writes a stub: the token counter and the recall handle.
+#[derive(Clone, Copy)]
+struct How {
+    counter: Option<&'static dyn TokenCounter>,
+    recall: Recall<'static>,
 }
 
 /// Replace a run by a stub when the stub costs fewer tokens than the run
 /// (`worth_replacing`); otherwise keep it verbatim (its lines are already in
 /// the residual, so the table needs no update).
 #[allow(clippy::too_many_arguments)]
-fn flush(ids: &[String], stubs: &mut Vec<Stub>, counter: Option<&'static dyn TokenCounter>, r: Run, text: &[u8], this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
+fn flush(how: How, ids: &[String], stubs: &mut Vec<Stub>, r: Run, text: &[u8], this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
     let body = &text[r.start..r.body_end];
     let first_id = &ids[r.first.record as usize];
     let recall = w.stubs == 0;
-    let len = line_stub_len(r.replaced, first_id, r.first.line, this_id, recall);
-    let make = || LineStub { id: this_id.to_string(), lines: r.replaced, first_id: first_id.clone(), first_line: r.first.line, recall };
+    let len = line_stub_len(r.replaced, first_id, r.first.line, this_id, recall, how.recall);
+    let make = || Stub::Lines(LineStub { id: this_id.to_string(), lines: r.replaced, first_id: first_id.clone(), first_line: r.first.line, recall });
     let newlines = 1 + usize::from(w.mid_line());
-    if worth_replacing(counter, len, || make().to_string(), newlines, body) {
+    if worth_replacing(how.counter, len, || make().with(how.recall).to_string(), newlines, body) {
         let stub = make();
-        w.write_stub(&stub);
-        stubs.push(Stub::Lines(stub));
+        w.write_stub(&stub.with(how.recall));
+        stubs.push(stub);
         stats.lines_replaced += r.replaced;
         stats.bytes_replaced += body.len() as u64;
         stats.stubs += 1;

@@ -5,7 +5,7 @@
 
 use crate::{LineLoc, Segment};
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LineStub, Recall, Stub, line_stub_len, worth_replacing};
 use std::collections::HashMap;
 
 /// One session's L0 state, the obvious way.
@@ -92,7 +92,7 @@ impl NaiveLineDedup {
                             recall: stubs.is_empty(),
                         };
                         let newlines = 1 + usize::from(out.len() > start && out.last() != Some(&b'\n'));
-                        let len = line_stub_len(stub.lines, &stub.first_id, stub.first_line, &stub.id, stub.recall);
+                        let len = line_stub_len(stub.lines, &stub.first_id, stub.first_line, &stub.id, stub.recall, Recall::ARC);
                         if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
                             put_stub(out, &mut n, &stub.to_string());
                             stubs.push(Stub::Lines(stub));

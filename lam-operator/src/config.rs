@@ -1,6 +1,7 @@
 //! Operator settings: threshold, layer order, candidate index.
 
 use crate::Error;
+use lam_core::stub::Recall;
 use lam_core::{Threshold, TokenCounter};
 use lam_lsh::{BandParams, BandedIndex, ExhaustiveIndex, L1Index};
 use std::fmt;
@@ -112,12 +113,21 @@ pub struct Config {
     /// costs fewer tokens than the run; `lam_core::stub::worth_replacing`).
     /// `None`: by bytes (a run of at least twice the stub's bytes).
     pub counter: Option<&'static dyn TokenCounter>,
+    /// How each observation's first stub line says to get its original back
+    /// (`lam_core::stub::Recall`; default the ARC view's `_recall §id`).
+    pub recall: Recall<'static>,
 }
 
 impl Config {
     /// Defaults at threshold `t`.
     pub fn new(threshold: Threshold) -> Self {
-        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64, counter: None }
+        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64, counter: None, recall: Recall::ARC }
+    }
+
+    /// Write recall handles as `how` (`Recall::None`: none).
+    pub fn with_recall(mut self, how: Recall<'static>) -> Self {
+        self.recall = how;
+        self
     }
 
     /// Judge stubs by `counter`'s tokens (cl100k: `lam_trajectory::Cl100k`).

@@ -65,8 +65,9 @@ pub use lam_hash::L0Stats;
 pub use lam_lsh::{BandParams, L1Index, L1Stats};
 pub use session::Session;
 
-/// Remove the given stubs' lines from a residual (for gross accounting).
-pub fn without_stubs(residual: &[u8], stubs: &[lam_core::Stub]) -> Vec<u8> {
-    let lines: Vec<String> = stubs.iter().map(ToString::to_string).collect();
+/// Remove the given stubs' lines, as written with the recall handle `how`,
+/// from a residual (for gross accounting).
+pub fn without_stubs(residual: &[u8], stubs: &[lam_core::Stub], how: lam_core::stub::Recall<'_>) -> Vec<u8> {
+    let lines: Vec<String> = stubs.iter().map(|s| s.with(how).to_string()).collect();
     segments::strip_lines(residual, &lines)
 }

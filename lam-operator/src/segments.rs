@@ -2,7 +2,7 @@
 //! stub lines, and the rules that turn runs of dropped chunks into stubs.
 
 use lam_core::TokenCounter;
-use lam_core::stub::{ChunkRef, ChunkStub, Stub, worth_replacing, would_repeat_id};
+use lam_core::stub::{ChunkRef, ChunkStub, Recall, Stub, worth_replacing, would_repeat_id};
 use lam_hash::Segment;
 use std::ops::Range;
 
@@ -37,7 +37,7 @@ pub(crate) fn push_text(segs: &mut Vec<Seg>, range: &Range<usize>) {
 /// default order, where L0 then moves it to the record's first stub line),
 /// or on every stub (`l0-l1`, where L1 may drop the L0 stub that carried it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recall {
+pub(crate) enum Every {
     First,
     Every,
 }
@@ -48,7 +48,8 @@ struct Collapse<'a> {
     id: &'a str,
     text: &'a [u8],
     counter: Option<&'a dyn TokenCounter>,
-    recall: Recall,
+    how: Recall<'static>,
+    recall: Every,
     pending_recall: bool,
     out: Vec<Seg>,
     run: Vec<Dropped>,
@@ -63,20 +64,20 @@ impl Collapse<'_> {
         if self.run.is_empty() {
             return;
         }
-        let recall = self.recall == Recall::Every || self.pending_recall;
-        let stub = ChunkStub {
+        let recall = self.recall == Every::Every || self.pending_recall;
+        let stub = Stub::Chunks(ChunkStub {
             id: self.id.to_string(),
             first: self.run[0].ordinal + 1,
             last: self.run[self.run.len() - 1].ordinal + 1,
             reps: std::mem::take(&mut self.reps),
             recall,
-        };
-        let line = stub.to_string();
+        });
+        let line = stub.with(self.how).to_string();
         let bytes = &self.text[self.run[0].range.start..self.run[self.run.len() - 1].range.end];
         // A stub opens a line of its own when the text before it ends mid-line.
         let mid_line = matches!(self.out.last(), Some(Seg::Text(r)) if !r.is_empty() && self.text[r.end - 1] != b'\n');
         if worth_replacing(self.counter, line.len(), || line.clone(), 1 + usize::from(mid_line), bytes) {
-            self.out.push(Seg::Stub(Stub::Chunks(stub)));
+            self.out.push(Seg::Stub(stub));
             self.pending_recall = false;
         } else {
             for d in &self.run {
@@ -100,8 +101,8 @@ impl Collapse<'_> {
 /// line (a run breaks where its representatives would name an id twice),
 /// or as its own bytes when the stub would not cost fewer tokens (a stub
 /// never lengthens the text in tokens).
-pub(crate) fn collapse(id: &str, text: &[u8], segs: Vec<Seg>, counter: Option<&dyn TokenCounter>, recall: Recall) -> Vec<Seg> {
-    let mut c = Collapse { id, text, counter, recall, pending_recall: true, out: Vec::with_capacity(segs.len()), run: Vec::new(), reps: Vec::new() };
+pub(crate) fn collapse(id: &str, text: &[u8], segs: Vec<Seg>, counter: Option<&dyn TokenCounter>, how: Recall<'static>, recall: Every) -> Vec<Seg> {
+    let mut c = Collapse { id, text, counter, how, recall, pending_recall: true, out: Vec::with_capacity(segs.len()), run: Vec::new(), reps: Vec::new() };
     for s in segs {
         match s {
             Seg::Dropped(d) => c.push(d),
@@ -132,7 +133,7 @@ pub(crate) fn to_l0<'a>(text: &'a [u8], segs: &'a [Seg]) -> Vec<Segment<'a>> {
 
 /// Render segments without L0 (the `l0-l1` order): a stub line always
 /// starts a line of its own, as in L0.
-pub(crate) fn render(text: &[u8], segs: &[Seg], out: &mut Vec<u8>) {
+pub(crate) fn render(text: &[u8], segs: &[Seg], out: &mut Vec<u8>, how: Recall<'_>) {
     let start = out.len();
     for s in segs {
         match s {
@@ -141,7 +142,7 @@ pub(crate) fn render(text: &[u8], segs: &[Seg], out: &mut Vec<u8>) {
                 if out.len() > start && out.last() != Some(&b'\n') {
                     out.push(b'\n');
                 }
-                out.extend_from_slice(stub.to_string().as_bytes());
+                out.extend_from_slice(stub.with(how).to_string().as_bytes());
                 out.push(b'\n');
             }
             Seg::Dropped(_) => {}

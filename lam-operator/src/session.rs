@@ -4,7 +4,7 @@
 
 use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
-use crate::segments::{self, Dropped, Recall, Seg};
+use crate::segments::{self, Dropped, Every, Seg};
 use crate::Error;
 use lam_core::stub::{ChunkRef, RepeatStub, worth_replacing};
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
@@ -87,7 +87,7 @@ impl<I: CandidateIndex> Session<I> {
             cfg,
             dim,
             greedy: Greedy::new(dim, cfg.threshold, index),
-            l0: LineDedup::new().with_counter(cfg.counter),
+            l0: LineDedup::new().with_counter(cfg.counter).with_recall(cfg.recall),
             book: IdBook::new(),
             ids: Vec::new(),
             referents: Vec::new(),
@@ -263,8 +263,8 @@ impl<I: CandidateIndex> Session<I> {
                 (l0, self.l0.last_stubs().to_vec(), segments::plain(text, &segs))
             }
             Some((r0, l0_stubs, l0)) => {
-                segments::render(r0, &segs, &mut residual);
-                let lines: Vec<String> = l0_stubs.iter().map(ToString::to_string).collect();
+                segments::render(r0, &segs, &mut residual, self.cfg.recall);
+                let lines: Vec<String> = l0_stubs.iter().map(|s| s.with(self.cfg.recall).to_string()).collect();
                 let mut stubs = l0_stubs.clone();
                 stubs.extend(l1_stubs);
                 (*l0, stubs, segments::strip_lines(r0, &lines))
@@ -278,23 +278,23 @@ impl<I: CandidateIndex> Session<I> {
     /// The one line that stands in a record whose output repeats record
     /// `earlier`'s whole (default order), when L1 dropped every chunk and
     /// the line costs fewer tokens than the output.
-    fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: u32, outcomes: &[ChunkOutcome]) -> Option<RepeatStub> {
+    fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: u32, outcomes: &[ChunkOutcome]) -> Option<Stub> {
         let all_dropped = !outcomes.is_empty() && outcomes.iter().all(|c| c.decision.is_dropped());
         if self.cfg.order != Order::L1L0 || earlier == b.record || !all_dropped {
             return None;
         }
-        let stub = RepeatStub { id: b.id.clone(), of: self.referents[earlier as usize].clone(), recall: true };
-        let line = stub.to_string();
+        let stub = Stub::Repeat(RepeatStub { id: b.id.clone(), of: self.referents[earlier as usize].clone(), recall: true });
+        let line = stub.with(self.cfg.recall).to_string();
         worth_replacing(self.cfg.counter, line.len(), || line.clone(), 1, &rec.observation).then_some(stub)
     }
 
     /// The admission of a whole repeat: its residual is the stub's line (L0 does not see it).
-    fn repeat_admission(&self, rec: &Record, b: Begun, stub: RepeatStub, chunks: Vec<ChunkOutcome>, first_layer_plain: Vec<u8>, vectors: &[f32]) -> Admission {
-        let mut residual = stub.to_string().into_bytes();
+    fn repeat_admission(&self, rec: &Record, b: Begun, stub: Stub, chunks: Vec<ChunkOutcome>, first_layer_plain: Vec<u8>, vectors: &[f32]) -> Admission {
+        let mut residual = stub.with(self.cfg.recall).to_string().into_bytes();
         residual.push(b'\n');
         let admit_ns = b.started.elapsed().as_nanos() as u64;
         let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
-        let stubs = vec![Stub::Repeat(stub)];
+        let stubs = vec![stub];
         Admission { record: b.record, id: b.id, residual, chunks, stubs, l0: L0Stats::default(), first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns }
     }
 
@@ -320,8 +320,8 @@ impl<I: CandidateIndex> Session<I> {
             }
             outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
         }
-        let recall = if b.l0_first.is_some() { Recall::Every } else { Recall::First };
-        Ok((segments::collapse(&b.id, text, segs, self.cfg.counter, recall), outcomes))
+        let recall = if b.l0_first.is_some() { Every::Every } else { Every::First };
+        Ok((segments::collapse(&b.id, text, segs, self.cfg.counter, self.cfg.recall, recall), outcomes))
     }
 }
 

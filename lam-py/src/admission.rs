@@ -35,6 +35,8 @@ pub struct Admission {
     #[pyo3(get)]
     pub bytes_in: usize,
     pub stubs: Vec<Stub>,
+    /// How the stub lines write their recall handle.
+    pub recall: lam_core::stub::Recall<'static>,
     /// Per stub: the largest L1 distance among the chunks it stands for (`None` for L0).
     pub distances: Vec<Option<f32>>,
 }
@@ -54,7 +56,7 @@ fn stub_distance(s: &Stub, chunks: &[lam_operator::ChunkOutcome]) -> Option<f32>
 
 impl Admission {
     /// From the operator's admission.
-    pub fn new(a: lam_operator::Admission, bytes_in: usize) -> Self {
+    pub fn new(a: lam_operator::Admission, bytes_in: usize, recall: lam_core::stub::Recall<'static>) -> Self {
         let tokens = a.tokens.unwrap_or_default();
         Self {
             record: a.record,
@@ -69,6 +71,7 @@ impl Admission {
             distances: a.stubs.iter().map(|s| stub_distance(s, &a.chunks)).collect(),
             stubs: a.stubs,
             bytes_in,
+            recall,
         }
     }
 }
@@ -79,10 +82,10 @@ impl Admission {
 /// `distance` (L1: the largest embedding distance in the run; L0: `None`,
 /// the lines are exact repeats), `text` (the stub line) and the extent
 /// (`first`/`last` chunk, or `lines`).
-pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>) -> PyResult<Bound<'py, PyDict>> {
+pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam_core::stub::Recall<'_>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("id", format!("§{}", s.id()))?;
-    d.set_item("text", s.to_string())?;
+    d.set_item("text", s.with(how).to_string())?;
     match s {
         Stub::Chunks(c) => {
             d.set_item("kind", "chunks")?;
@@ -135,7 +138,7 @@ impl Admission {
         self.stubs
             .iter()
             .zip(&self.distances)
-            .map(|(s, d)| stub_dict(py, s, *d))
+            .map(|(s, d)| stub_dict(py, s, *d, self.recall))
             .collect()
     }
 

@@ -109,9 +109,11 @@ impl Session {
     /// `encoder` (`"bert"`: `model`, default the installed all-MiniLM-L6-v2;
     /// `"hashing"`: model-free) and, when `store` is given (a directory,
     /// `mem:`), archiving every observation there first under the name
-    /// `session`.
+    /// `session`. `recall` is how stubs name the way to get an original
+    /// back: `"_recall"` (default, the ARC view's action), `"recall"` or
+    /// another tool name, `"lam recall"`, or `"none"` (no handle).
     #[new]
-    #[pyo3(signature = (threshold=0.95, encoder="bert", model=None, store=None, session=None, *, order="l1-l0", index="default", cache=None, count_tokens=true, batch=32))]
+    #[pyo3(signature = (threshold=0.95, encoder="bert", model=None, store=None, session=None, *, order="l1-l0", index="default", cache=None, count_tokens=true, batch=32, recall="_recall"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -125,8 +127,10 @@ impl Session {
         cache: Option<Bound<'_, PyAny>>,
         count_tokens: bool,
         batch: usize,
+        recall: &str,
     ) -> PyResult<Self> {
-        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k);
+        let how = lam_core::stub::Recall::parse(recall).map_err(|e| errors::arg("recall", e))?;
+        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k).with_recall(how);
         cfg.order = order
             .parse::<Order>()
             .map_err(|e| errors::arg("order", e))?;
@@ -189,9 +193,10 @@ impl Session {
                 observation,
                 returncode,
             };
-            g.admit(&self.sid, &rec).map_err(errors::operator)
+            let how = g.op.config().recall;
+            g.admit(&self.sid, &rec).map_err(errors::operator).map(|a| (a, how))
         })?;
-        Ok(Admission::new(a, bytes_in))
+        Ok(Admission::new(a.0, bytes_in, a.1))
     }
 
     /// Digest of the deletion set so far (the `digest` of `lam compact --json`).

@@ -193,7 +193,7 @@ impl ArcView {
                 ),
                 View::Lam(v, _) => {
                     let a = v.push_turn(thought, &rec).map_err(errors::operator)?;
-                    (a.id.clone(), Some(Admission::new(a, bytes_in)))
+                    (a.id.clone(), Some(Admission::new(a, bytes_in, lam_core::stub::Recall::ARC)))
                 }
             };
             g.next += 1;

@@ -11,20 +11,33 @@ from conftest import EXAMPLES
 LOG = "".join(f"tests/test_{i}.py::test_case PASSED\n" for i in range(30))
 
 
-def test_rerun_becomes_a_stub_citing_the_first_run():
+def test_rerun_becomes_one_line_naming_the_first_run():
     s = lam.Session(encoder="hashing", cache=False)
     first = s.admit("pytest", LOG)
     assert first.residual == LOG and first.stubs == [] and first.id.startswith("§")
     again = s.admit("pytest -x", LOG)
     (stub,) = again.stubs
-    assert stub["kind"] == "chunks" and stub["id"] == again.id
-    assert stub["representative"].startswith(first.id + "#")
+    assert stub["kind"] == "repeat" and stub["id"] == again.id and stub["representative"] == "pytest"
+    assert stub["text"] == f"[lam: same output as `pytest` above; _recall {again.id}]"
     assert stub["distance"] == 0.0 and stub["text"] + "\n" == again.residual
     assert again.tokens_out < again.tokens_in == first.tokens_in
     assert s.records == 2 and s.ids == [first.id, again.id]
     assert 0.0 <= s.delta_hat <= s.delta
     st = s.stats()
     assert st["records"] == 2 and st["chunks_dropped"] >= 1 and st["digest"] == s.digest
+
+
+@pytest.mark.parametrize("recall,tail", [("none", "above]"), ("recall", "above; recall §"), ("mcp__lam__recall", "above; mcp__lam__recall §")])
+def test_the_recall_handle_is_the_surfaces(recall, tail):
+    s = lam.Session(encoder="hashing", cache=False, recall=recall)
+    s.admit("pytest", LOG)
+    (stub,) = s.admit("pytest", LOG).stubs
+    assert stub["text"].startswith("[lam: same output as `pytest` ") and tail in stub["text"]
+
+
+def test_a_bad_recall_handle_is_a_value_error():
+    with pytest.raises(ValueError, match="recall"):
+        lam.Session(encoder="hashing", cache=False, recall="semi;colon")
 
 
 def test_repeated_lines_stub():

@@ -126,6 +126,11 @@ pub struct ServeConfig {
     pub user_turns: bool,
     /// Tools whose results are forwarded verbatim (still archived).
     pub keep_tools: Vec<String>,
+    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
+    /// Default `Recall::None`: through the proxy the agent usually has no
+    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
+    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`).
+    pub recall: lam_core::stub::Recall<'static>,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
@@ -202,6 +207,7 @@ impl ServeConfig {
             threshold: 0.95,
             user_turns: false,
             keep_tools: Vec::new(),
+            recall: lam_core::stub::Recall::None,
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
@@ -334,7 +340,7 @@ impl Proxy {
             store: SharedStore(Mutex::new(store)),
             pool: Pool::new(encoders, cache),
             counter: Arc::new(lam_trajectory::Cl100k),
-            operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k),
+            operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k).with_recall(cfg.recall),
             dim,
             policy: api::Policy {
                 user_turns: cfg.user_turns,

@@ -101,6 +101,8 @@ fn observations(api: Api, item: &str) -> Vec<String> {
 fn proxy(store: &std::path::Path) -> Proxy {
     let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
     cfg.store = StoreSpec::Dir(store.to_path_buf());
+    // A recall handle, so that every stub names its observation's id.
+    cfg.recall = lam_core::stub::Recall::ARC;
     Proxy::open(cfg).unwrap()
 }
 
@@ -120,6 +122,7 @@ fn replay(p: &Proxy, api: Api, ts: &[lam_trajectory::read::Trajectory]) -> Vec<V
 #[test]
 fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
     let ts = trajectories(2, 25);
+    let mut repeats = 0;
     for api in Api::ALL {
         let dir = tempfile::tempdir().unwrap();
         let p = proxy(dir.path());
@@ -163,6 +166,7 @@ fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
                 tok(&originals)
             );
             check_recall(dir.path(), &sent, &originals);
+            repeats += check_referents(&last.body, &sent);
         }
         assert_ne!(sessions[0], sessions[1], "two trajectories, two sessions");
         let st = p.stats();
@@ -187,6 +191,25 @@ fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
         );
         p.close().unwrap();
     }
+    eprintln!("{repeats} whole-repeat stubs, each naming a call earlier in the forwarded body");
+}
+
+/// Every call a whole-repeat stub names occurs verbatim in the forwarded
+/// body before the stub, and is another observation's (an earlier call),
+/// never the stub's own. Returns how many such stubs there were.
+fn check_referents(body: &[u8], sent: &[String]) -> usize {
+    let body = text(body);
+    let mut n = 0;
+    for s in sent {
+        for stub in lam_core::stub::parse_residual(s.as_bytes()).unwrap() {
+            let lam_core::Stub::Repeat(r) = stub else { continue };
+            let line = format!("[lam: same output as `{}` above", r.of);
+            let at = body.find(&line).expect("the stub is in the body");
+            assert!(!r.of.is_empty() && body[..at].contains(&r.of), "`{}` is not earlier in the forwarded body", r.of);
+            n += 1;
+        }
+    }
+    n
 }
 
 fn runs_last(run: &[Rewritten]) -> &Rewritten {
@@ -341,4 +364,41 @@ fn least_recently_used_sessions_are_evicted_beyond_the_limit() {
         "an evicted conversation starts anew"
     );
     assert!(p.metrics().contains("lam_serve_evicted_sessions_total 2\n"));
+}
+
+/// Stubs name only a way to recall that exists where they are read: none
+/// through the proxy by default, the agent's tool when one is configured.
+#[test]
+fn the_recall_handle_is_none_by_default_and_the_configured_tool_otherwise() {
+    let log: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+    let edited: String = log.replacen("test_7.py::test_case PASSED", "test_7.py::test_case FAILED", 1);
+    let turn = |outs: &[&str]| {
+        let mut m = vec![json!({"role": "user", "content": "fix the bug"})];
+        for (k, out) in outs.iter().enumerate() {
+            let id = format!("call_{k}");
+            m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"cmd\":\"pytest -k {k}\"}}")}}]}));
+            m.push(json!({"role": "tool", "tool_call_id": id, "content": out}));
+        }
+        serde_json::to_vec(&json!({"model": "m", "messages": m})).unwrap()
+    };
+    let body = turn(&[&log, &log, &edited]);
+    let forwarded = |recall: &str| {
+        let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+        if !recall.is_empty() {
+            cfg.recall = lam_core::stub::Recall::parse(recall).unwrap();
+        }
+        let out = Proxy::open(cfg).unwrap().rewrite(Api::ChatCompletions, None, &body).body;
+        let sent: Value = serde_json::from_slice(&out).unwrap();
+        let (repeat, near) = (sent["messages"][4]["content"].as_str().unwrap().to_string(), sent["messages"][6]["content"].as_str().unwrap().to_string());
+        assert_eq!(check_referents(&out, &[repeat.clone(), near.clone()]), 1);
+        (repeat, near)
+    };
+    let (repeat, near) = forwarded("");
+    assert_eq!(repeat, "[lam: same output as `pytest -k 0` above]\n", "the earlier call as the model saw it; no handle");
+    assert!(near.contains("[lam: ") && !near.contains("recall"), "{near}");
+    let (repeat, near) = forwarded("mcp__lam__recall");
+    assert!(repeat.starts_with("[lam: same output as `pytest -k 0` above; mcp__lam__recall §"), "{repeat}");
+    assert!(near.contains("; mcp__lam__recall §"), "{near}");
+    // Every stub still parses back through the one parser.
+    assert!(!lam_core::stub::parse_residual(near.as_bytes()).unwrap().is_empty());
 }

@@ -31,6 +31,9 @@ pub struct CompactArgs {
     /// Layer order.
     #[arg(long, value_enum, default_value = "l1-l0")]
     order: OrderArg,
+    /// How stubs name the way to get an original back: `_recall` (default, the ARC view's action), `lam recall` (an agent with a shell and this store), `recall` or another tool name (`lam mcp`), or `none`.
+    #[arg(long, value_parser = crate::opts::recall, default_value = "_recall", value_name = "HANDLE")]
+    recall: lam_core::stub::Recall<'static>,
     /// Print one JSON object per trajectory.
     #[arg(long)]
     json: bool,
@@ -128,7 +131,7 @@ struct Totals {
 
 pub fn run(a: CompactArgs) -> Result<()> {
     let t = Threshold::from_cosine(a.threshold)?;
-    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k);
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall);
     cfg.order = match a.order {
         OrderArg::L1L0 => Order::L1L0,
         OrderArg::L0L1 => Order::L0L1,

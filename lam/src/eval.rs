@@ -38,6 +38,9 @@ pub struct EvalArgs {
     /// Skip SemDeDup.
     #[arg(long)]
     no_semdedup: bool,
+    /// How stubs name the way to get an original back (the stub cost depends on it): `_recall` (default, the ARC view's action), `recall`, `lam recall`, a tool name, or `none`.
+    #[arg(long, value_parser = crate::opts::recall, default_value = "_recall", value_name = "HANDLE")]
+    recall: lam_core::stub::Recall<'static>,
     /// SemDeDup seeds.
     #[arg(long, default_value_t = 5)]
     seeds: u64,
@@ -118,6 +121,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         gold: a.gold.clone(),
         locomo: a.locomo.clone(),
         controls: a.controls && !a.no_locomo,
+        recall: a.recall,
         ..Options::default()
     };
     let mut bar = Bar { bar: None, quiet: a.quiet, lines: None };

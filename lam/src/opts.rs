@@ -119,6 +119,11 @@ impl PolicyOpts {
 }
 
 /// A merge threshold t in (-1, 1].
+/// `--recall`: `none`, `_recall`, `recall`, `lam recall` or a tool name (`lam_core::stub::Recall::parse`).
+pub fn recall(s: &str) -> Result<lam_core::stub::Recall<'static>, String> {
+    lam_core::stub::Recall::parse(s)
+}
+
 pub fn threshold(s: &str) -> Result<f64, String> {
     let t: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
     lam_core::Threshold::from_cosine(t).map(|_| t).map_err(|e| e.to_string())

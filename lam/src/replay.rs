@@ -39,6 +39,9 @@ pub struct ReplayArgs {
     /// Tools whose results are forwarded verbatim (as `lam serve --keep-tools`).
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
+    /// How stubs name the way to get an original back (as `lam serve --recall`; default `none`).
+    #[arg(long, value_parser = crate::opts::recall, default_value = "none", value_name = "HANDLE")]
+    recall: lam_core::stub::Recall<'static>,
     /// Print one JSON object (sessions and total) instead of the table.
     #[arg(long)]
     json: bool,
@@ -51,6 +54,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     cfg.encoders = 1;
     cfg.threshold = a.threshold;
     cfg.keep_tools = a.keep_tools.clone();
+    cfg.recall = a.recall;
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut sessions = Vec::new();
     for input in read::expand_inputs(&a.paths)? {

@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write`.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
+    /// How stubs name the way to get an original back. Default: for Claude Code `mcp__lam__recall` (the `lam mcp` tool this run registers, as Claude Code names it), for other agents `none` (no handle).
+    #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
+    recall: Option<lam_core::stub::Recall<'static>>,
     /// One line per request on standard error (method, path, status, session, time).
     #[arg(long)]
     log: bool,
@@ -83,7 +86,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let agent = Agent::of(program);
     let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
     let store = Store::resolve(a.store.as_deref())?;
-    let proxy = Proxy::open(config(&a, &upstream, store.spec.clone()))
+    let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone()))
         .context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
     let server = Server::start(proxy.clone(), pid.clone())?;
@@ -224,7 +227,7 @@ impl Store {
 }
 
 /// `lam serve`'s settings from the flags.
-fn config(a: &RunArgs, upstream: &str, store: StoreSpec) -> ServeConfig {
+fn config(a: &RunArgs, agent: Agent, upstream: &str, store: StoreSpec) -> ServeConfig {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
     cfg.encoder = a.enc.spec();
@@ -239,6 +242,10 @@ fn config(a: &RunArgs, upstream: &str, store: StoreSpec) -> ServeConfig {
     cfg.threshold = a.threshold;
     cfg.user_turns = a.observation_role == crate::serve::ObservationRole::User;
     cfg.keep_tools = a.keep_tools.clone();
+    cfg.recall = a.recall.unwrap_or(match agent {
+        Agent::Claude => lam_core::stub::Recall::Via("mcp__lam__recall"),
+        Agent::Codex | Agent::Other => lam_core::stub::Recall::None,
+    });
     cfg.log = a.log;
     cfg
 }

@@ -48,6 +48,9 @@ pub struct ServeArgs {
     /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write` when the agent must act on their exact output.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
+    /// How stubs name the way to get an original back: `none` (default: no handle, the agent has no recall tool through the proxy), or the agent's name for `lam mcp`'s recall tool (Claude Code: `mcp__lam__recall`).
+    #[arg(long, value_parser = crate::opts::recall, default_value = "none", value_name = "HANDLE")]
+    recall: lam_core::stub::Recall<'static>,
     /// Largest request body accepted on the compacted routes, in MiB.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_body_mib: u32,
@@ -143,6 +146,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.threshold = a.threshold;
     cfg.user_turns = a.observation_role == ObservationRole::User;
     cfg.keep_tools = a.keep_tools;
+    cfg.recall = a.recall;
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;

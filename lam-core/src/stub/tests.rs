@@ -21,10 +21,43 @@ fn formats_as_documented() {
     assert_eq!(own.to_string(), "[lam: chunks 9-10 ~ #2 §a1b2c3d4#5; _recall §e5f6a7b8]");
     let l = LineStub { id: "e5f6a7b8".into(), lines: 12, first_id: "a1b2c3d4".into(), first_line: 40, recall: false };
     assert_eq!(l.to_string(), "[lam: 12 lines from §a1b2c3d4:40]");
-    assert_eq!(l.rendered_len(), l.to_string().len());
+    assert_eq!(l.rendered_len(Recall::ARC), l.to_string().len());
     let l1 = LineStub { lines: 1, first_id: "e5f6a7b8".into(), recall: true, ..l };
     assert_eq!(l1.to_string(), "[lam: 1 line from :40; _recall §e5f6a7b8]");
-    assert_eq!(l1.rendered_len(), l1.to_string().len());
+    assert_eq!(l1.rendered_len(Recall::ARC), l1.to_string().len());
+    let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cat src/app.py".into(), recall: true });
+    assert_eq!(rp.to_string(), "[lam: same output as `cat src/app.py` above; _recall §91d9]");
+}
+
+#[test]
+fn the_recall_handle_fits_the_surface() {
+    let st = Stub::Lines(LineStub { id: "e5f6".into(), lines: 1, first_id: "a1b2".into(), first_line: 40, recall: true });
+    let tool = Recall::parse("mcp__lam__recall").unwrap();
+    assert_eq!(st.with(tool).to_string(), "[lam: 1 line from §a1b2:40; mcp__lam__recall §e5f6]");
+    assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: 1 line from §a1b2:40; lam recall §e5f6]");
+    assert_eq!(st.with(Recall::None).to_string(), "[lam: 1 line from §a1b2:40]", "no handle, no own id");
+    let Stub::Lines(l) = &st else { unreachable!() };
+    for how in [Recall::ARC, tool, Recall::None] {
+        assert_eq!(l.rendered_len(how), st.with(how).to_string().len());
+        let parsed = Stub::parse(&st.with(how).to_string()).unwrap();
+        assert_eq!(parsed.recall(), !how.is_none());
+    }
+    assert_eq!(Stub::parse("[lam: 1 line from §a1b2:40; mcp__lam__recall §e5f6]").unwrap(), st);
+    // A repeated call's name may hold `; ` itself.
+    let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cd a; ls".into(), recall: true });
+    for how in [Recall::ARC, Recall::None] {
+        let line = rp.with(how).to_string();
+        let mut back = Stub::parse(&line).unwrap();
+        back.set_own_id("91d9");
+        back.set_recall(true);
+        assert_eq!(back, rp, "{line}");
+    }
+    assert_eq!(Recall::parse("none").unwrap(), Recall::None);
+    assert_eq!(Recall::parse("_recall").unwrap(), Recall::ARC);
+    for bad in ["", "two  spaces", "semi;colon", "§", &"x".repeat(65)] {
+        assert!(Recall::parse(bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(parse_residual(b"[lam: 4 lines from :1]\n").unwrap().len(), 1, "written with no handle");
 }
 
 #[test]
@@ -75,7 +108,6 @@ fn a_residual_gives_every_stub_its_own_id() {
     assert_eq!(stubs.len(), 3);
     assert!(stubs.iter().all(|s| s.id() == "e5f6a7b8"));
     assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), lines: 4, first_id: "e5f6a7b8".into(), first_line: 1, recall: false }));
-    assert!(parse_residual(b"[lam: 4 lines from :1]\n").is_err(), "no recall");
     assert!(parse_residual(b"[lam: 4 lines from :1; _recall \xc2\xa7e5f6a7b8]\n[lam: 4 lines from :1; _recall \xc2\xa7a1b2c3d4]\n").is_err());
     assert_eq!(parse_residual(b"no stubs\n").unwrap(), vec![]);
 }
@@ -114,7 +146,7 @@ proptest! {
         }
         prop_assert_eq!(&parsed, &stub);
         if let Stub::Lines(l) = &stub {
-            prop_assert_eq!(l.rendered_len(), line.len());
+            prop_assert_eq!(l.rendered_len(Recall::ARC), line.len());
         }
         // No id is written twice within one line.
         let ids: Vec<&str> = line.split('§').skip(1).map(|s| s.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap()).collect();

@@ -66,7 +66,7 @@ pub(super) fn semdedup(preps: &[Prep], dim: usize, o: &Options, memo: &mut TokMe
                         })
                         .collect();
                     let rs: Vec<&[u8]> = res.iter().map(Vec::as_slice).collect();
-                    let s = score(p, memo, &rs, None, &[]);
+                    let s = score(p, memo, &rs, None, &[], lam_core::stub::Recall::None);
                     agg.add(p, &s, o);
                 }
                 sets.push(set);

@@ -43,6 +43,9 @@ pub struct Options {
     pub controls: bool,
     /// Evidence tau floors for ECR.
     pub taus: Vec<f64>,
+    /// How stubs write their recall handle (`lam_core::stub::Recall`):
+    /// stub cost and net removal depend on it.
+    pub recall: lam_core::stub::Recall<'static>,
 }
 
 impl Default for Options {
@@ -64,6 +67,7 @@ impl Default for Options {
             locomo: None,
             controls: false,
             taus: vec![1.0, 0.999, 0.99, 0.95],
+            recall: lam_core::stub::Recall::ARC,
         }
     }
 }

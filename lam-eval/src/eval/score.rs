@@ -1,4 +1,5 @@
 use super::*;
+use lam_core::stub::Recall;
 
 /// The per-trajectory measurement of one setting.
 pub(super) struct Scored {
@@ -17,14 +18,17 @@ pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The tokens no stub design that keeps the guarantees can avoid: per
-/// observation that lost anything, its `_recall §id` once, plus each other
-/// observation named as an L1 representative once (`" §id"`). Ids are ARC's
-/// (`§` + 8 hex); brackets, chunk and line numbers, L0 sources and newlines
-/// are left out, so this is a lower bound on the stub cost.
-pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub]) -> u64 {
+/// observation that lost anything, its recall handle once (`_recall §id`,
+/// as written with `how`; nothing with `Recall::None`), plus each other
+/// observation named as an L1 representative once (`" §id"`). Ids are the
+/// session's short ids; brackets, chunk and line numbers, L0 sources and
+/// newlines are left out, so this is a lower bound on the stub cost.
+pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -> u64 {
     let mut total = 0u64;
     for own in recall_ids(stubs) {
-        total += memo.count(format!("{}{own}", lam_core::stub::RECALL.trim_start_matches("; ")).as_bytes()) as u64;
+        if let Recall::Via(name) = how {
+            total += memo.count(format!("{name} §{own}").as_bytes()) as u64;
+        }
         let mut reps: Vec<&str> = Vec::new();
         for s in stubs.iter().filter(|s| s.id() == own && s.is_chunks()) {
             for i in s.cited_ids() {
@@ -49,7 +53,7 @@ pub(super) fn recall_ids(stubs: &[Stub]) -> Vec<String> {
     ids
 }
 
-pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[Stub]) -> Scored {
+pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[Stub], how: Recall<'_>) -> Scored {
     let rec_net: Vec<u32> = residuals.iter().zip(&p.traj.records).zip(&p.tok).map(|((r, rec), &t)| if *r == rec.observation.as_slice() { t } else { memo.count(r) }).collect();
     let tok_net: u64 = rec_net.iter().map(|&t| t as u64).sum();
     let tok_gross = gross.map(|g| g.iter().sum()).unwrap_or(tok_net);
@@ -69,7 +73,7 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
             }
         }
     }
-    let tok_floor = floor_tokens(memo, stubs);
+    let tok_floor = floor_tokens(memo, stubs, how);
     Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor }
 }
 
@@ -208,7 +212,9 @@ mod tests {
         let d = st("[lam: 2 lines from :1; _recall §dddddddd]");
         let mut memo = TokMemo(Default::default());
         let want = memo.count("_recall §aaaaaaaa".as_bytes()) + memo.count(" §bbbbbbbb".as_bytes()) + memo.count("_recall §dddddddd".as_bytes());
-        assert_eq!(floor_tokens(&mut memo, &[a1, a2, a3, d]), want as u64);
-        assert_eq!(floor_tokens(&mut memo, &[]), 0);
+        let all = [a1, a2, a3, d];
+        assert_eq!(floor_tokens(&mut memo, &all, Recall::ARC), want as u64);
+        assert_eq!(floor_tokens(&mut memo, &all, Recall::None), memo.count(" §bbbbbbbb".as_bytes()) as u64, "no handle: the representative only");
+        assert_eq!(floor_tokens(&mut memo, &[], Recall::ARC), 0);
     }
 }

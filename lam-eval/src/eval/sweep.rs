@@ -96,10 +96,10 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     for (si, p) in preps.iter().enumerate() {
         // No compaction and L0 alone.
         let orig: Vec<&[u8]> = p.traj.records.iter().map(|r| r.observation.as_slice()).collect();
-        let s = score(p, &mut memo, &orig, None, &[]);
+        let s = score(p, &mut memo, &orig, None, &[], lam_core::stub::Recall::None);
         none_agg.add(p, &s, o);
         split.add(p, "none", &s, o);
-        let mut l0 = LineDedup::new().with_counter(Some(&lam_trajectory::Cl100k));
+        let mut l0 = LineDedup::new().with_counter(Some(&lam_trajectory::Cl100k)).with_recall(o.recall);
         let mut book = lam_core::IdBook::new();
         let (mut l0_res, mut l0_stubs, mut l0_gross) = (Vec::new(), Vec::new(), Vec::new());
         for r in &p.traj.records {
@@ -107,13 +107,13 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let mut out = Vec::new();
             l0.process(r.index, &id, &[Segment::Text(&r.observation)], &mut out);
             let st: Vec<Stub> = l0.last_stubs().to_vec();
-            l0_gross.push(memo.count(&without_stubs(&out, &st)) as u64);
+            l0_gross.push(memo.count(&without_stubs(&out, &st, o.recall)) as u64);
             l0_stubs.extend(st);
             l0_res.push(out);
         }
         l0_first += l0_gross.iter().sum::<u64>();
         let rs: Vec<&[u8]> = l0_res.iter().map(Vec::as_slice).collect();
-        let s = score(p, &mut memo, &rs, Some(&l0_gross), &l0_stubs);
+        let s = score(p, &mut memo, &rs, Some(&l0_gross), &l0_stubs, o.recall);
         l0_agg.add(p, &s, o);
         split.add(p, "l0", &s, o);
 
@@ -121,14 +121,14 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let a = &mut acc[ti];
             let mut runs = Vec::with_capacity(2);
             for order in [Order::L1L0, Order::L0L1] {
-                let mut cfg = Config::new(*th).with_counter(&lam_trajectory::Cl100k);
+                let mut cfg = Config::new(*th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall);
                 cfg.order = order;
                 let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
                 a.equal &= run.report.online_equals_batch;
                 let res: Vec<&[u8]> = run.online.iter().map(|x| x.residual.as_slice()).collect();
-                let gross: Vec<u64> = run.online.iter().map(|x| if x.stubs.is_empty() { memo.count(&x.residual) as u64 } else { memo.count(&without_stubs(&x.residual, &x.stubs)) as u64 }).collect();
+                let gross: Vec<u64> = run.online.iter().map(|x| if x.stubs.is_empty() { memo.count(&x.residual) as u64 } else { memo.count(&without_stubs(&x.residual, &x.stubs, cfg.recall)) as u64 }).collect();
                 let stubs: Vec<Stub> = run.online.iter().flat_map(|x| x.stubs.iter().cloned()).collect();
-                let s = score(p, &mut memo, &res, Some(&gross), &stubs);
+                let s = score(p, &mut memo, &res, Some(&gross), &stubs, o.recall);
                 match order {
                     Order::L1L0 => a.l1l0.add(p, &s, o),
                     Order::L0L1 => a.l0l1.add(p, &s, o),
@@ -139,7 +139,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let run = &runs[0];
             // L1 alone: the first layer's text.
             let first: Vec<&[u8]> = run.online.iter().map(|x| x.first_layer_plain.as_slice()).collect();
-            let s1 = score(p, &mut memo, &first, None, &[]);
+            let s1 = score(p, &mut memo, &first, None, &[], lam_core::stub::Recall::None);
             a.tok_l1_first += s1.tok_net;
             a.l1_alone.add(p, &s1, o);
             split.add(p, &format!("L1@{ti}"), &s1, o);
@@ -285,7 +285,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let res: Vec<Vec<u8>> = p.traj.records.iter().take(cut).map(|r| arc_view::masking_placeholder(&r.observation).into_bytes()).collect();
             let res: Vec<&[u8]> = res.iter().map(Vec::as_slice).chain(p.traj.records[cut..].iter().map(|r| r.observation.as_slice())).collect();
             let gross: Vec<u64> = p.tok.iter().enumerate().map(|(i, &t)| if i < cut { 0 } else { t as u64 }).collect();
-            let s = score(p, &mut memo, &res, Some(&gross), &[]);
+            let s = score(p, &mut memo, &res, Some(&gross), &[], lam_core::stub::Recall::None);
             agg.add(p, &s, o);
             split.add(p, &format!("masking@{k}"), &s, o);
         }

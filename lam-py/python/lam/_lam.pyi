@@ -38,7 +38,7 @@ class Admission:
     def admit_us(self) -> float: ...
     @property
     def stubs(self) -> List[Dict[str, Any]]:
-        """kind ("chunks" | "lines"), id, representative, distance (None for lines), text, extent."""
+        """kind ("chunks" | "lines" | "repeat"), id, representative (for "repeat": the earlier call), distance (None for lines), text, extent."""
 
 class Session:
     def __init__(
@@ -54,6 +54,7 @@ class Session:
         cache: Union[None, bool, _Path] = None,
         count_tokens: bool = True,
         batch: int = 32,
+        recall: str = "_recall",
     ) -> None: ...
     def admit(self, action: _Text, observation: _Text, returncode: Optional[int] = None) -> Admission: ...
     @property

@@ -93,12 +93,13 @@ class Compactor:
         cache: Any = None,
         lam_session: Optional[Session] = None,
         keep_tools: Iterable[str] = (),
+        recall: str = "_recall",
     ) -> None:
         if observation_role not in _ROLES:
             raise ValueError(f"observation_role: expected 'tool' or 'user', got {observation_role!r}")
         self.observation_role = observation_role
         self.keep_tools = frozenset(keep_tools)
-        self.session = lam_session or Session(threshold, encoder, model, store, session, cache=cache)
+        self.session = lam_session or Session(threshold, encoder, model, store, session, cache=cache, recall=recall)
         self.admissions: List[Tuple[int, Admission]] = []
         self._seen: List[str] = []
         self._out: List[dict] = []
@@ -168,6 +169,7 @@ def compact_messages(
     session: Optional[str] = None,
     cache: Any = None,
     keep_tools: Iterable[str] = (),
+    recall: str = "_recall",
 ) -> List[dict]:
     """OpenAI chat messages with tool results (and, with
     ``observation_role="user"``, user turns after the task) replaced by their
@@ -175,7 +177,11 @@ def compact_messages(
     compacting a longer history gives the same prefix. With ``store`` every
     original is archived first and each stub's ``_recall §id`` resolves there
     (``lam.Store(store).recall(id)``). Results of the tools in ``keep_tools``
-    are archived but returned whole."""
+    are archived but returned whole. ``recall`` names, in each stub, the way
+    the model can get an original back: ``"_recall"`` (default; the action
+    lam's views and mini-swe-agent integration understand), the name of a
+    recall tool you give the model (one that calls ``lam.Store.recall``), or
+    ``"none"`` (no handle)."""
     c = Compactor(
         threshold,
         observation_role=observation_role,
@@ -185,6 +191,7 @@ def compact_messages(
         session=session,
         cache=cache,
         keep_tools=keep_tools,
+        recall=recall,
     )
     out = c.compact(messages)
     c.session.close()

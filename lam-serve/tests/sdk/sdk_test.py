@@ -149,7 +149,7 @@ class Serve:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(Path(store).with_suffix(".log"), "w")
         cmd = [lam, "serve", "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream, "--store", str(store),
-               "--encoder", encoder, "--no-cache", *extra]
+               "--encoder", encoder, "--no-cache", "--recall", "recall", *extra]
         self.p = subprocess.Popen(cmd, stderr=self.log)
         for _ in range(600):
             try:
@@ -283,8 +283,9 @@ def observations(api, item):
     return []
 
 
-STUB = re.compile(r"^\[lam: .*; _recall §([0-9a-f]{8,})\]$")
-CITED = re.compile(r"§([0-9a-f]{8,})")
+# Started with `--recall recall` (lam mcp's tool, as the MCP check below calls it).
+STUB = re.compile(r"^\[lam: .*; recall §([0-9a-f]{4,40})\]$")
+CITED = re.compile(r"§([0-9a-f]{4,40})")
 
 
 def recall(lam, store, sid):
@@ -343,7 +344,7 @@ def check_recall(lam, store, convs):
                 if not (line.startswith("[lam: ") and line.endswith("]")):
                     continue
                 m = STUB.match(line)
-                if m:  # the line that carries the observation's own _recall
+                if m:  # the line that carries the observation's own recall handle
                     assert get(m.group(1)) == o, f"{api} {name}: §{m.group(1)} does not recall its original"
                 for cited in CITED.findall(line):
                     assert get(cited) in pool, f"{api} {name}: §{cited} recalls no original of the conversation"
