@@ -15,6 +15,8 @@ if [ "${CI:-}" != true ] && [ "${LAM_TEST_SYSTEM:-}" != 1 ]; then
   echo "lam tests: system installs are off (set LAM_TEST_SYSTEM=1 to allow apt-get, as CI does); parts that need them say SKIPPED" >&2
 fi
 bash scripts/install-model.sh >/dev/null
+# One style (rustfmt.toml): the tree is formatted with `cargo fmt --all`.
+cargo fmt --all -- --check
 cargo test --workspace
 cargo xtask check-features
 cargo xtask verify-digests --sample

@@ -61,11 +61,9 @@ fn bench_append(c: &mut Criterion) {
     let session = SessionId("bench".into());
     let mut g = c.benchmark_group("append");
     g.sample_size(10).measurement_time(Duration::from_secs(8)).warm_up_time(Duration::from_secs(1));
-    for (name, durability, n) in [
-        ("group", Durability::default(), records.len()),
-        ("none", Durability::None, records.len()),
-        ("every", Durability::EveryAppend, 100),
-    ] {
+    for (name, durability, n) in
+        [("group", Durability::default(), records.len()), ("none", Durability::None, records.len()), ("every", Durability::EveryAppend, 100)]
+    {
         let recs = &records[..n];
         let b: u64 = if n == records.len() { bytes } else { recs.iter().map(|r| r.observation.len() as u64).sum() };
         g.throughput(Throughput::Bytes(b));

@@ -64,9 +64,9 @@ use crate::error::{Result, StoreError, io};
 use crate::format::{self, Bad, HEADER_LEN, RecordRef};
 use crate::index::SessionIndex;
 use crate::quarantine::{Keeper, sync_dir};
-use crate::secure;
 use crate::recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 use crate::scan::{Event, Header, scan};
+use crate::secure;
 use lam_core::{Error, ObsId, ObsMeta, ObsStore, Record, SessionId};
 use std::collections::HashMap;
 use std::fs::{self, File, TryLockError};
@@ -199,7 +199,15 @@ impl Sink<'_> {
                         content_matches_id: kind != DamageKind::IdMismatch && ObsId::of(rec.action, rec.observation) == rec.id,
                         verified: false,
                     };
-                    let d = Damage { kind, path: self.path.to_path_buf(), offset: off, len: rec.framed_len() as u64, reason, record: Some(record), quarantine: None };
+                    let d = Damage {
+                        kind,
+                        path: self.path.to_path_buf(),
+                        offset: off,
+                        len: rec.framed_len() as u64,
+                        reason,
+                        record: Some(record),
+                        quarantine: None,
+                    };
                     self.damage_event(d);
                 }
             },
@@ -362,11 +370,7 @@ impl FileStore {
 
     /// Report segments `from..=to` as missing (one entry per gap).
     fn missing(&mut self, from: u32, to: u32) {
-        let reason = if from == to {
-            format!("segment {from} is missing")
-        } else {
-            format!("segments {from} to {to} are missing")
-        };
+        let reason = if from == to { format!("segment {from} is missing") } else { format!("segments {from} to {to} are missing") };
         let path = self.dir.join(format::segment_file_name(from));
         self.recovery.damage.push(Damage { kind: DamageKind::MissingSegment, path, offset: 0, len: 0, reason, record: None, quarantine: None });
     }
@@ -380,7 +384,8 @@ impl FileStore {
         let mut data = vec![0u8; flen.saturating_sub(from) as usize];
         seg.file.read_exact_at(&mut data, from).map_err(io("read", &seg.path, Some(from)))?;
         let path = seg.path.clone();
-        let mut sink = Sink { sessions: &mut self.sessions, damage: &mut self.recovery.damage, path: &path, seg: si as u32, verify_ids: self.verify_ids, records: 0 };
+        let mut sink =
+            Sink { sessions: &mut self.sessions, damage: &mut self.recovery.damage, path: &path, seg: si as u32, verify_ids: self.verify_ids, records: 0 };
         let out = scan(&path, seg.number, &data, from, last, |e| sink.event(e))?;
         let added = sink.records;
         let seg = &mut self.segs[si];
@@ -536,10 +541,7 @@ impl FileStore {
         self.join_inflight()?;
         let seg = self.segs.last().unwrap();
         let f = seg.file.try_clone().map_err(io("duplicate handle of", &seg.path, None))?;
-        let h = std::thread::Builder::new()
-            .name("arc-store-sync".into())
-            .spawn(move || f.sync_data())
-            .map_err(io("start sync thread for", &seg.path, None))?;
+        let h = std::thread::Builder::new().name("arc-store-sync".into()).spawn(move || f.sync_data()).map_err(io("start sync thread for", &seg.path, None))?;
         let w = self.writer.as_mut().unwrap();
         w.inflight = Some((h, seg.path.clone()));
         w.pending = 0;
@@ -664,13 +666,8 @@ impl FileStore {
         let seg = &self.segs[loc.seg as usize];
         let mut buf = vec![0u8; loc.len as usize];
         seg.file.read_exact_at(&mut buf, loc.off).map_err(io("read", &seg.path, Some(loc.off)))?;
-        let damaged = |reason: String| StoreError::Damaged {
-            session: session.0.clone(),
-            shown: shown.to_string(),
-            path: seg.path.clone(),
-            offset: loc.off,
-            reason,
-        };
+        let damaged =
+            |reason: String| StoreError::Damaged { session: session.0.clone(), shown: shown.to_string(), path: seg.path.clone(), offset: loc.off, reason };
         match format::decode(&buf) {
             Ok((r, n)) if n == buf.len() && r.id == meta.id => {
                 let got = ObsId::of(r.action, r.observation);
@@ -719,11 +716,8 @@ impl FileStore {
     /// Every intact record's session, metadata and place, in file order
     /// (for `salvage`).
     pub(crate) fn records_in_file_order(&self) -> Vec<(&str, &ObsMeta, (u32, u64))> {
-        let mut v: Vec<_> = self
-            .sessions
-            .iter()
-            .flat_map(|(s, index)| index.entries().iter().map(move |(m, loc)| (s.as_str(), m, (loc.seg, loc.off))))
-            .collect();
+        let mut v: Vec<_> =
+            self.sessions.iter().flat_map(|(s, index)| index.entries().iter().map(move |(m, loc)| (s.as_str(), m, (loc.seg, loc.off)))).collect();
         v.sort_by_key(|&(_, _, at)| at);
         v
     }

@@ -277,15 +277,8 @@ mod tests {
 
     #[test]
     fn roundtrip_and_every_bit_flip_is_caught() {
-        let r = RecordRef {
-            id: ObsId::of(b"ls", b"a\xff\n"),
-            session: b"s1",
-            action: b"ls",
-            step: 7,
-            tokens: 3,
-            returncode: Some(-2),
-            observation: b"a\xff\n",
-        };
+        let r =
+            RecordRef { id: ObsId::of(b"ls", b"a\xff\n"), session: b"s1", action: b"ls", step: 7, tokens: 3, returncode: Some(-2), observation: b"a\xff\n" };
         let mut buf = Vec::new();
         r.encode(&mut buf).unwrap();
         assert_eq!(buf.len(), r.framed_len());

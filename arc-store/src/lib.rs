@@ -57,23 +57,23 @@ pub mod format;
 mod index;
 mod mem;
 mod open;
+#[cfg(feature = "postgres")]
+mod pg;
 mod quarantine;
 mod recovery;
 mod repair;
 mod scan;
 mod secure;
-#[cfg(feature = "postgres")]
-mod pg;
 
 pub use claim::claim_session;
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
 pub use open::{Access, AnyStore, Found, StoreSpec, find, open, open_reported, redact};
+#[cfg(feature = "postgres")]
+pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
 pub use recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 pub use repair::{CheckReport, Renamed, SalvageReport, check, salvage};
 pub use scan::{SegmentReport, inspect_segment};
 pub use secure::{DIR_MODE, FILE_MODE};
-#[cfg(feature = "postgres")]
-pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};

@@ -43,15 +43,7 @@ impl ObsStore for MemStore {
         if let Some(m) = s.meta_of(&id) {
             return Ok(m.clone());
         }
-        let meta = s.add(
-            id,
-            record.action.as_bytes(),
-            &record.observation,
-            record.returncode,
-            record.index,
-            tokens,
-            record.observation.clone(),
-        );
+        let meta = s.add(id, record.action.as_bytes(), &record.observation, record.returncode, record.index, tokens, record.observation.clone());
         Ok(meta.clone())
     }
 

@@ -356,16 +356,18 @@ fn wait<T: Send + 'static>(handle: &Handle, target: &str, fut: impl Future<Outpu
     handle.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv().unwrap_or_else(|_| {
-        Err(StoreError::Postgres { target: target.to_string(), op: "wait", reason: "the store's runtime stopped before answering".into() })
-    })
+    rx.recv()
+        .unwrap_or_else(|_| Err(StoreError::Postgres { target: target.to_string(), op: "wait", reason: "the store's runtime stopped before answering".into() }))
 }
 
 impl Shared {
     async fn start(url: &str, opts: PgOptions, drivers: Drivers) -> Result<Shared, StoreError> {
         let target = config::resolve(url)?;
-        let tls = tls::connector(target.ssl, target.root_cert.as_deref())
-            .map_err(|reason| StoreError::Postgres { target: target.shown.clone(), op: "TLS set-up", reason })?;
+        let tls = tls::connector(target.ssl, target.root_cert.as_deref()).map_err(|reason| StoreError::Postgres {
+            target: target.shown.clone(),
+            op: "TLS set-up",
+            reason,
+        })?;
         let spec = Arc::new(Spec { target, tls, drivers });
         let stats = Arc::new(Counters::default());
         // The first writer connects first: it creates or migrates the schema the reader checks.

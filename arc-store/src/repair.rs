@@ -95,7 +95,8 @@ pub fn check(dir: impl AsRef<Path>) -> Result<CheckReport> {
         return Err(StoreError::NotAStore { path: dir.to_path_buf() });
     }
     let bytes = s.segment_paths().iter().map(|p| fs::metadata(p).map_or(0, |m| m.len())).sum();
-    let quarantined = fs::read_dir(dir.join(QUARANTINE_DIR)).map_or(0, |d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "bin"))).count());
+    let quarantined =
+        fs::read_dir(dir.join(QUARANTINE_DIR)).map_or(0, |d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "bin"))).count());
     Ok(CheckReport {
         dir: dir.to_path_buf(),
         segments: r.segments,
@@ -200,7 +201,13 @@ pub fn salvage(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> Result<SalvageRe
             Ok(Some(b)) => b,
             Ok(None) => continue,
             Err(StoreError::Damaged { path, offset, reason, .. }) => {
-                let record = DamagedRecord { session: Some(session.to_string()), id: meta.id, shown: Some(meta.shown.clone()), content_matches_id: false, verified: false };
+                let record = DamagedRecord {
+                    session: Some(session.to_string()),
+                    id: meta.id,
+                    shown: Some(meta.shown.clone()),
+                    content_matches_id: false,
+                    verified: false,
+                };
                 report.damage.push(Damage { kind: DamageKind::Record, path, offset, len: 0, reason, record: Some(record), quarantine: None });
                 continue;
             }

@@ -36,9 +36,7 @@ pub(crate) fn open(o: &OpenOptions, op: &'static str, path: &Path) -> Result<Fil
 
 /// Open `path` for reading, refusing a symlink.
 pub(crate) fn open_read(path: &Path) -> std::io::Result<File> {
-    options().read(true).open(path).map_err(|e| {
-        if is_link(path) { std::io::Error::other(LINK_REFUSED) } else { e }
-    })
+    options().read(true).open(path).map_err(|e| if is_link(path) { std::io::Error::other(LINK_REFUSED) } else { e })
 }
 
 const LINK_REFUSED: &str = "is a symbolic link; a store never follows links inside itself (replace it with the real file)";

@@ -239,7 +239,9 @@ fn verify(dir: &Path, acked: &mut Vec<Acked>, faults: &[(PathBuf, u64, u64)], wh
         // New quarantine copies were made: count the damaged places this open found.
         stats.damaged_places_reported += rc.damaged().count() as u64;
     }
-    let hit = |a: &Acked| where_.get(&(a.session.clone(), a.id())).filter(|(seg, off, len)| faults.iter().any(|(f, at, n)| f == seg && at < &(off + len) && off < &(at + n)));
+    let hit = |a: &Acked| {
+        where_.get(&(a.session.clone(), a.id())).filter(|(seg, off, len)| faults.iter().any(|(f, at, n)| f == seg && at < &(off + len) && off < &(at + n)))
+    };
     acked.retain(|a| {
         let sid = SessionId(a.session.clone());
         let want = content(a.seed, a.len);
@@ -291,9 +293,10 @@ fn prlimit() -> bool {
 }
 
 fn crash_loop(iters: u64) {
-    let seed = std::env::var("ARC_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed = std::env::var("ARC_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
     let faults_on = faults_on();
     let limits = faults_on && prlimit();
     eprintln!("crash loop: {iters} iterations, ARC_SOAK_SEED={seed}, media faults {}, size limits {}", on(faults_on), on(limits));
@@ -368,10 +371,7 @@ fn crash_loop(iters: u64) {
         let status = child.wait().unwrap();
         let lines = reader.join().unwrap();
         if status.signal() != Some(9) {
-            panic!(
-                "iteration {it}: the child ended by itself ({status}) before the kill:\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
+            panic!("iteration {it}: the child ended by itself ({status}) before the kill:\n{}", std::fs::read_to_string(&stderr_path).unwrap_or_default());
         }
         let before = acked.len();
         for l in &lines {

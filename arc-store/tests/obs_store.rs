@@ -87,12 +87,9 @@ fn reopened_store_keeps_appending_and_deduplicating() {
 
 #[test]
 fn every_durability_policy_round_trips() {
-    for durability in [
-        Durability::EveryAppend,
-        Durability::None,
-        Durability::Group { max_records: 3, max_delay: std::time::Duration::from_millis(1) },
-        Durability::default(),
-    ] {
+    for durability in
+        [Durability::EveryAppend, Durability::None, Durability::Group { max_records: 3, max_delay: std::time::Duration::from_millis(1) }, Durability::default()]
+    {
         let d = tempfile::tempdir().unwrap();
         let opts = Options { durability, segment_bytes: 1 << 12 };
         let mut ids = Vec::new();
@@ -119,12 +116,7 @@ struct Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    (
-        0u8..4,
-        0u8..3,
-        prop_oneof![proptest::collection::vec(any::<u8>(), 0..600), proptest::collection::vec(0u8..3, 0..4)],
-        proptest::option::of(any::<i32>()),
-    )
+    (0u8..4, 0u8..3, prop_oneof![proptest::collection::vec(any::<u8>(), 0..600), proptest::collection::vec(0u8..3, 0..4)], proptest::option::of(any::<i32>()))
         .prop_map(|(session, action, obs, rc)| Op { session, action, obs, rc })
 }
 

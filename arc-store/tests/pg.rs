@@ -48,7 +48,9 @@ fn conformance_suite() {
     check_integrity(&s);
     // A body changed behind lam's back is reported, not returned.
     let first = s.ids(&sid("A")).unwrap().remove(0);
-    db.sql(&format!("UPDATE lam_obs SET body = overlay(body PLACING '\\x00'::bytea FROM 1 FOR 1) WHERE shown = '{first}' AND session = convert_to('A', 'UTF8')"));
+    db.sql(&format!(
+        "UPDATE lam_obs SET body = overlay(body PLACING '\\x00'::bytea FROM 1 FOR 1) WHERE shown = '{first}' AND session = convert_to('A', 'UTF8')"
+    ));
     let e = s.get(&sid("A"), &first).unwrap_err().to_string();
     assert!(e.contains("altered outside lam") && e.contains(&first), "{e}");
 }

@@ -50,11 +50,7 @@ fn server_crash_and_restart_while_writing() {
     pg_ctl(&["start"]);
     let restarted = Instant::now();
     for (k, w) in writers.iter().enumerate().take(4) {
-        assert!(
-            w.wait_for(before[k] + 20, Duration::from_secs(60)),
-            "writer {k} did not carry on after the restart: {:?}",
-            w.said.lock().unwrap().errors
-        );
+        assert!(w.wait_for(before[k] + 20, Duration::from_secs(60)), "writer {k} did not carry on after the restart: {:?}", w.said.lock().unwrap().errors);
     }
     eprintln!("patient writers carried on {:?} after the restart", restarted.elapsed());
     let mut acks = Vec::new();

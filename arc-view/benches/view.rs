@@ -3,11 +3,11 @@
 //! sliding-window and masking baselines rendered over the same history as
 //! peers. Tokens are cl100k_base throughout.
 
-use criterion::{Criterion, black_box};
 use arc_store::MemStore;
-use lam_trajectory::Cl100k;
 use arc_view::{ArcConfig, ArcView, ObservationMasking, SlidingWindow};
+use criterion::{Criterion, black_box};
 use lam_core::{Record, SessionId, Turn, ViewPolicy};
+use lam_trajectory::Cl100k;
 use std::time::Instant;
 
 const ARCHIVED: usize = 10_000;
@@ -33,7 +33,12 @@ fn turn(base: &[Turn], i: usize) -> Turn {
     let b = &base[i % base.len()];
     Turn {
         thought: b.thought.clone(),
-        record: Record { index: i as u32, action: format!("{} # {i}", b.record.action), observation: b.record.observation.clone(), returncode: b.record.returncode },
+        record: Record {
+            index: i as u32,
+            action: format!("{} # {i}", b.record.action),
+            observation: b.record.observation.clone(),
+            returncode: b.record.returncode,
+        },
     }
 }
 

@@ -32,7 +32,8 @@ struct Fixed {
 impl Fixed {
     fn of<T: TokenCounter + ?Sized>(prefix_text: &str, tok: &T) -> Self {
         let f = "f".repeat(16);
-        let part_header = tok.count(format!("[recalled §{f} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{f} 99999/99999]\n").as_bytes());
+        let part_header = tok
+            .count(format!("[recalled §{f} part 99999/99999: exact bytes 9999999999-9999999999 of 9999999999; next: _recall §{f} 99999/99999]\n").as_bytes());
         Self { prefix: tok.count(prefix_text.as_bytes()), part_header, page_reserve: Catalog::header_reserve(tok) }
     }
 
@@ -46,17 +47,18 @@ impl Fixed {
 fn plan(cfg: &ArcConfig, limit: usize, f: &Fixed) -> Result<Budgets, String> {
     let (bp, min_need) = (f.prefix, f.min_need());
     if min_need > limit {
-        return Err(format!("the task prefix takes {bp} tokens; with the smallest summary, recent, catalog and recall budgets the view needs {min_need} > L = {limit}"));
+        return Err(format!(
+            "the task prefix takes {bp} tokens; with the smallest summary, recent, catalog and recall budgets the view needs {min_need} > L = {limit}"
+        ));
     }
     let rest = limit - bp;
     let page = cfg.page_tokens.unwrap_or((rest / 10).clamp(96, 512)).max(f.page_reserve + 16);
     let recall = cfg.recall_budget.unwrap_or((rest / 4).min(8192)).max(f.part_header + MIN_PART);
     let part = cfg.recall_max.unwrap_or(2048).min(recall - f.part_header).max(1);
     let eta = 0;
-    let left = rest
-        .checked_sub(page + recall + eta)
-        .filter(|&l| l >= 128)
-        .ok_or_else(|| format!("budgets P = {page} and Q = {recall} leave less than 128 tokens for summary and recent turns within L = {limit} after the prefix ({bp})"))?;
+    let left = rest.checked_sub(page + recall + eta).filter(|&l| l >= 128).ok_or_else(|| {
+        format!("budgets P = {page} and Q = {recall} leave less than 128 tokens for summary and recent turns within L = {limit} after the prefix ({bp})")
+    })?;
     let summary = ((left as f64) * cfg.summary_share.clamp(0.05, 0.95)) as usize;
     Ok(Budgets { limit, prefix: bp, summary, recent: left - summary, page, recall, part, eta })
 }
@@ -254,13 +256,19 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     /// and the smallest workable components cannot fit `L`; the error names
     /// the smallest context window that works ([`ArcView::min_context`]).
     pub fn new(cfg: ArcConfig, session: SessionId, prefix: &str, store: S, tok: T) -> Result<Self, Error> {
-        let limit = cfg.context.checked_sub(cfg.completion).ok_or_else(|| {
-            err(format!("completion reserve {} exceeds the context window {}", cfg.completion, cfg.context))
-        })?;
+        let limit = cfg
+            .context
+            .checked_sub(cfg.completion)
+            .ok_or_else(|| err(format!("completion reserve {} exceeds the context window {}", cfg.completion, cfg.context)))?;
         let pre = task_block(prefix);
         let fixed = Fixed::of(&pre, &tok);
         let b = plan(&cfg, limit, &fixed).map_err(|why| {
-            err(format!("{why} (context {} - completion {}; the smallest context that works for this task is {})", cfg.context, cfg.completion, min_limit(&cfg, &fixed) + cfg.completion))
+            err(format!(
+                "{why} (context {} - completion {}; the smallest context that works for this task is {})",
+                cfg.context,
+                cfg.completion,
+                min_limit(&cfg, &fixed) + cfg.completion
+            ))
         })?;
         debug_assert!(b.total() <= limit);
         let catalog = Catalog::new(&tok, b.page);
@@ -374,9 +382,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         // Counts add up where a newline meets a non-whitespace byte, so an
         // observation that starts with one and ends with a newline is not
         // tokenized twice (the whole-view tests check the sum).
-        let clean = std::ptr::eq(shown, &record.observation[..])
-            && shown.first().is_some_and(|b| !b.is_ascii_whitespace())
-            && shown.ends_with(b"\n");
+        let clean = std::ptr::eq(shown, &record.observation[..]) && shown.first().is_some_and(|b| !b.is_ascii_whitespace()) && shown.ends_with(b"\n");
         let vt = match obs_tokens {
             Some(tokens) if clean => {
                 let head = &v[..v.len() - body.len()];
@@ -385,7 +391,14 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             _ => self.tok.count(v.as_bytes()),
         };
         self.catalog.push(&self.tok, &meta);
-        self.entries.push(Entry { thought: thought.to_string(), action: record.action.clone(), kind: Kind::Normal(meta), verbatim: (v, vt), full: None, bare: None });
+        self.entries.push(Entry {
+            thought: thought.to_string(),
+            action: record.action.clone(),
+            kind: Kind::Normal(meta),
+            verbatim: (v, vt),
+            full: None,
+            bare: None,
+        });
     }
 
     /// Intercept an action before it reaches the environment. When it is an
@@ -431,7 +444,14 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         let n = self.entries.len() + 1;
         let v = verbatim(n, None, thought, action, &answer);
         let vt = self.tok.count(v.as_bytes());
-        self.entries.push(Entry { thought: thought.to_string(), action: action.to_string(), kind: Kind::Control(answer.clone()), verbatim: (v, vt), full: None, bare: None });
+        self.entries.push(Entry {
+            thought: thought.to_string(),
+            action: action.to_string(),
+            kind: Kind::Control(answer.clone()),
+            verbatim: (v, vt),
+            full: None,
+            bare: None,
+        });
         Ok(Some(answer))
     }
 
@@ -667,7 +687,13 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
             Some((a, b)) => format!("turns {a}-{b}"),
             None => "no turns".into(),
         };
-        let next = if p < n { format!("; `catalog next` shows page {}", p + 1) } else if n > 1 { "; `catalog page N` shows page N".into() } else { String::new() };
+        let next = if p < n {
+            format!("; `catalog next` shows page {}", p + 1)
+        } else if n > 1 {
+            "; `catalog page N` shows page N".into()
+        } else {
+            String::new()
+        };
         let line = format!("[turns 1-{first} are in the catalog only; page {p}/{n} below lists {lists}{next}]\n");
         let t = self.tok.count(line.as_bytes());
         (line, t)

@@ -8,7 +8,8 @@ use lam_core::{ObsMeta, TokenCounter};
 use std::collections::HashSet;
 
 /// The widest page header, reserved out of every page's budget.
-const WIDEST_HEADER: &[u8] = b"[catalog page 99999/99999: 99999 of 9999999 archived observations; catalog next | catalog prev | catalog page N; _recall \xc2\xa7id]\n";
+const WIDEST_HEADER: &[u8] =
+    b"[catalog page 99999/99999: 99999 of 9999999 archived observations; catalog next | catalog prev | catalog page N; _recall \xc2\xa7id]\n";
 
 /// The catalog of one session: lines in creation order, pages fixed as
 /// lines arrive (a page is closed when the next line would overflow it, so
@@ -34,14 +35,7 @@ impl Catalog {
     /// header included (a single line wider than a page gets a page alone).
     pub fn new<T: TokenCounter + ?Sized>(tok: &T, page_tokens: usize) -> Self {
         let cap = page_tokens.saturating_sub(Self::header_reserve(tok)).max(1);
-        Self {
-            cap,
-            lines: Vec::new(),
-            turns: Vec::new(),
-            seen: HashSet::new(),
-            starts: vec![0],
-            fill: 0,
-        }
+        Self { cap, lines: Vec::new(), turns: Vec::new(), seen: HashSet::new(), starts: vec![0], fill: 0 }
     }
 
     /// Whether the observation shown as `shown` is listed.
@@ -72,13 +66,7 @@ impl Catalog {
             return;
         }
         let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
-        let mut line = format!(
-            "§{} #{}{rc} {}tok $ {}\n",
-            m.shown,
-            m.step + 1,
-            m.tokens,
-            one_line(&m.action, 48)
-        );
+        let mut line = format!("§{} #{}{rc} {}tok $ {}\n", m.shown, m.step + 1, m.tokens, one_line(&m.action, 48));
         let mut t = tok.count(line.as_bytes());
         if t > self.cap {
             line = format!("§{} #{}\n", m.shown, m.step + 1);
@@ -164,11 +152,6 @@ mod tests {
         assert_eq!(c.page_turns(0).unwrap().0, 1);
         assert_eq!(c.page_turns(c.pages() - 1).unwrap().1, 50);
         assert!(c.page_turns(c.pages()).is_none());
-        assert!(
-            c.page(&tok, 0)
-                .unwrap()
-                .0
-                .contains("§00000000 #1 rc=0 1tok $ cat f0.txt")
-        );
+        assert!(c.page(&tok, 0).unwrap().0.contains("§00000000 #1 rc=0 1tok $ cat f0.txt"));
     }
 }

@@ -86,10 +86,7 @@ mod tests {
 
     #[test]
     fn recognises_commands() {
-        assert_eq!(
-            parse_commands("_recall §a1b2c3d4 2/5"),
-            Some(vec![Command::Recall { shown: "a1b2c3d4".into(), part: Some(2) }])
-        );
+        assert_eq!(parse_commands("_recall §a1b2c3d4 2/5"), Some(vec![Command::Recall { shown: "a1b2c3d4".into(), part: Some(2) }]));
         assert_eq!(parse_commands("_recall a1b2c3d4"), Some(vec![Command::Recall { shown: "a1b2c3d4".into(), part: None }]));
         assert_eq!(
             parse_commands("_recall_meta §A1B2C3D4\ncatalog next\n"),

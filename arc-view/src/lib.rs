@@ -39,9 +39,9 @@ mod part;
 mod text;
 
 pub use arc::{ArcConfig, ArcView, Budgets, ViewStats, cut_parts};
-pub use lam_core::id::nearest;
-pub use catalog::Catalog;
 pub use baselines::{FullContext, ObservationMasking, SlidingWindow, masking_placeholder};
+pub use catalog::Catalog;
 pub use command::{Command, parse_commands};
-pub use part::{PartError, parse_part};
 pub use lam_core::SimpleCounter;
+pub use lam_core::id::nearest;
+pub use part::{PartError, parse_part};

@@ -33,17 +33,9 @@ impl std::fmt::Display for PartError {
         match self {
             PartError::Syntax(s) => write!(f, "part `{s}`: expected K or K/N with whole numbers"),
             PartError::Count { spec, parts, given } => {
-                write!(
-                    f,
-                    "part `{spec}`: the observation has {parts} part{} at this part size, not {given}",
-                    plural(*parts)
-                )
+                write!(f, "part `{spec}`: the observation has {parts} part{} at this part size, not {given}", plural(*parts))
             }
-            PartError::Missing { k, parts } => write!(
-                f,
-                "part {k} does not exist: the observation has {parts} part{}",
-                plural(*parts)
-            ),
+            PartError::Missing { k, parts } => write!(f, "part {k} does not exist: the observation has {parts} part{}", plural(*parts)),
         }
     }
 }
@@ -56,19 +48,12 @@ pub fn parse_part(s: &str, parts: usize) -> Result<usize, PartError> {
         Some((k, n)) => (k, Some(n)),
         None => (s, None),
     };
-    let whole = |x: &str| {
-        x.parse::<usize>()
-            .map_err(|_| PartError::Syntax(s.to_string()))
-    };
+    let whole = |x: &str| x.parse::<usize>().map_err(|_| PartError::Syntax(s.to_string()));
     let k = whole(k)?;
     if let Some(n) = n.map(whole).transpose()?
         && n != parts
     {
-        return Err(PartError::Count {
-            spec: s.to_string(),
-            parts,
-            given: n,
-        });
+        return Err(PartError::Count { spec: s.to_string(), parts, given: n });
     }
     if k == 0 || k > parts {
         return Err(PartError::Missing { k, parts });
@@ -87,13 +72,7 @@ mod tests {
         for bad in ["0", "4", "1/banana", "1/0", "2/4", "x", "-1", "", " 1"] {
             assert!(parse_part(bad, 3).is_err(), "{bad}");
         }
-        assert_eq!(
-            parse_part("2/4", 3).unwrap_err().to_string(),
-            "part `2/4`: the observation has 3 parts at this part size, not 4"
-        );
-        assert_eq!(
-            parse_part("5", 1).unwrap_err().to_string(),
-            "part 5 does not exist: the observation has 1 part"
-        );
+        assert_eq!(parse_part("2/4", 3).unwrap_err().to_string(), "part `2/4`: the observation has 3 parts at this part size, not 4");
+        assert_eq!(parse_part("5", 1).unwrap_err().to_string(), "part 5 does not exist: the observation has 1 part");
     }
 }

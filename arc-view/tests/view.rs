@@ -177,7 +177,8 @@ fn a_prefix_that_cannot_fit_is_an_error() {
 
 #[test]
 fn baselines_keep_what_they_promise() {
-    let turns: Vec<Turn> = (0..20).map(|i| Turn { thought: format!("t{i}"), record: rec(i, &format!("cat f{i}"), body(10, &format!("f{i}")).as_bytes()) }).collect();
+    let turns: Vec<Turn> =
+        (0..20).map(|i| Turn { thought: format!("t{i}"), record: rec(i, &format!("cat f{i}"), body(10, &format!("f{i}")).as_bytes()) }).collect();
     let mut full = FullContext::new("task", SimpleCounter);
     let mut win = SlidingWindow::new("task", SimpleCounter, 5, 100_000);
     let mut mask = ObservationMasking::new("task", SimpleCounter, 3, 100_000);

@@ -4,8 +4,8 @@
 //! (best of several runs, all threads of the rayon pool, and one thread),
 //! then runs the criterion groups.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use lam_codec::{decode, Bound, Codec, SzpMode};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lam_codec::{Bound, Codec, SzpMode, decode};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -22,17 +22,8 @@ fn fixture() -> Vec<f32> {
 
 /// (label, codec, cuSZp ratio on the same data and bound, if any)
 fn cases() -> Vec<(String, Codec, Option<f64>)> {
-    let mut v = vec![
-        ("f16".to_string(), Codec::F16, None),
-        ("int8".to_string(), Codec::Int8PerVector, None),
-        ("binary".to_string(), Codec::SignBinary, None),
-    ];
-    for (mode, r, anchor) in [
-        (SzpMode::Fixed, 1e-2, 6.00),
-        (SzpMode::Fixed, 1e-3, 3.72),
-        (SzpMode::Plain, 1e-2, 5.46),
-        (SzpMode::Plain, 1e-3, 3.49),
-    ] {
+    let mut v = vec![("f16".to_string(), Codec::F16, None), ("int8".to_string(), Codec::Int8PerVector, None), ("binary".to_string(), Codec::SignBinary, None)];
+    for (mode, r, anchor) in [(SzpMode::Fixed, 1e-2, 6.00), (SzpMode::Fixed, 1e-3, 3.72), (SzpMode::Plain, 1e-2, 5.46), (SzpMode::Plain, 1e-3, 3.49)] {
         v.push((format!("szp {} rel {r:e}", mode.name()), Codec::Szp { mode, bound: Bound::Rel(r) }, Some(anchor)));
     }
     v
@@ -83,13 +74,7 @@ fn table(data: &[f32]) {
             Some(a) => (format!("{a:.2}"), format!("{:.3}", ratio / a)),
             None => ("-".into(), "-".into()),
         };
-        println!(
-            "| {label} | {ratio:.3} | {a} | {rel} | {err:.3e} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            gb / ce1,
-            gb / cen,
-            gb / de1,
-            gb / den
-        );
+        println!("| {label} | {ratio:.3} | {a} | {rel} | {err:.3e} | {:.2} | {:.2} | {:.2} | {:.2} |", gb / ce1, gb / cen, gb / de1, gb / den);
     }
     println!("cuSZp 3.0 anchor (H200, same data tiled to 2^24 floats): fixed 1e-2 171.5/160.3 GB/s compress/decompress\n");
 }

@@ -4,7 +4,7 @@
 //! host offset pass included), beside cuSZp 3.0 on an H200.
 //! `cargo run --release -p lam-codec --features cuda --example gpu_bench`
 
-use lam_codec::{gpu::CudaSzp, szp, Bound, SzpMode};
+use lam_codec::{Bound, SzpMode, gpu::CudaSzp, szp};
 use std::time::Instant;
 
 fn main() {
@@ -31,14 +31,34 @@ fn main() {
         let cpu = gb / t.elapsed().as_secs_f64();
         let mut g = Vec::new();
         gpu.encode(&data, rows, dim, mode, Bound::Rel(rel), &mut g).unwrap();
-        let best = |f: &mut dyn FnMut()| (0..5).map(|_| { let t = Instant::now(); f(); t.elapsed().as_secs_f64() }).fold(f64::INFINITY, f64::min);
-        let enc = best(&mut || { g.clear(); gpu.encode(&data, rows, dim, mode, Bound::Rel(rel), &mut g).unwrap(); });
+        let best = |f: &mut dyn FnMut()| {
+            (0..5)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let enc = best(&mut || {
+            g.clear();
+            gpu.encode(&data, rows, dim, mode, Bound::Rel(rel), &mut g).unwrap();
+        });
         let mut out = Vec::new();
-        let dec = best(&mut || { out.clear(); gpu.decode(&c, &mut out).unwrap(); });
+        let dec = best(&mut || {
+            out.clear();
+            gpu.decode(&c, &mut out).unwrap();
+        });
         let mut cd = Vec::new();
         szp::decode(&c, &mut cd).unwrap();
         let same = g == c && out.iter().zip(&cd).all(|(a, b)| a.to_bits() == b.to_bits());
-        println!("| {} | {rel:e} | {:.3} | {anchor:.2} | {same} | {:.1} | {:.1} | {cpu:.2} |", mode.name(), (n * 4) as f64 / c.len() as f64, gb / enc, gb / dec);
+        println!(
+            "| {} | {rel:e} | {:.3} | {anchor:.2} | {same} | {:.1} | {:.1} | {cpu:.2} |",
+            mode.name(),
+            (n * 4) as f64 / c.len() as f64,
+            gb / enc,
+            gb / dec
+        );
         assert!(same, "GPU stream differs from the CPU's");
     }
 }

@@ -118,10 +118,7 @@ pub struct Header {
 impl Header {
     /// Number of values `rows * dim`, checked.
     pub fn values(&self) -> Result<usize, Error> {
-        self.rows
-            .checked_mul(self.dim)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| Error::corrupt("rows * dim overflows"))
+        self.rows.checked_mul(self.dim).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| Error::corrupt("rows * dim overflows"))
     }
 
     pub(crate) fn write(&self, out: &mut Vec<u8>) {

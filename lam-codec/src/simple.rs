@@ -1,23 +1,13 @@
 //! The three fixed-rate codecs: F16, Int8PerVector, SignBinary.
 
-use crate::format::{self, CodecId, Header, SzpMode};
 use crate::Error;
+use crate::format::{self, CodecId, Header, SzpMode};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 fn header(codec: CodecId, rows: usize, dim: usize, out: &mut Vec<u8>) -> usize {
     let start = out.len();
-    Header {
-        version: format::VERSION,
-        codec,
-        mode: SzpMode::Fixed,
-        rows: rows as u64,
-        dim: dim as u64,
-        bound_abs: 0.0,
-        step: 0.0,
-        body_len: 0,
-    }
-    .write(out);
+    Header { version: format::VERSION, codec, mode: SzpMode::Fixed, rows: rows as u64, dim: dim as u64, bound_abs: 0.0, step: 0.0, body_len: 0 }.write(out);
     start
 }
 

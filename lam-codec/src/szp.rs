@@ -11,8 +11,8 @@
 //! a 32-bit sign word and `w` 32-bit magnitude bit planes, `w` being the bit
 //! length of its largest |coded value| (the block's own width, 0..=31).
 
-use crate::format::{self, CodecId, Header, SzpMode, HEADER_LEN};
 use crate::Error;
+use crate::format::{self, CodecId, HEADER_LEN, Header, SzpMode};
 use rayon::prelude::*;
 
 /// Values per block.
@@ -383,27 +383,10 @@ pub(crate) fn width_at(packed: &[u8], b: usize) -> u8 {
 
 /// Write the header and body prefix (widths, group offsets) and the payload
 /// parts, then finish the stream. Shared by the CPU and GPU encoders.
-pub(crate) fn assemble(
-    out: &mut Vec<u8>,
-    rows: usize,
-    dim: usize,
-    mode: SzpMode,
-    r: &Resolved,
-    widths: &[u8],
-    payload_parts: &[&[u8]],
-) {
+pub(crate) fn assemble(out: &mut Vec<u8>, rows: usize, dim: usize, mode: SzpMode, r: &Resolved, widths: &[u8], payload_parts: &[&[u8]]) {
     let start = out.len();
-    Header {
-        version: format::VERSION,
-        codec: CodecId::Szp,
-        mode,
-        rows: rows as u64,
-        dim: dim as u64,
-        bound_abs: r.bound_abs,
-        step: r.step,
-        body_len: 0,
-    }
-    .write(out);
+    Header { version: format::VERSION, codec: CodecId::Szp, mode, rows: rows as u64, dim: dim as u64, bound_abs: r.bound_abs, step: r.step, body_len: 0 }
+        .write(out);
     pack_widths(widths, out);
     let mut off = 0u64;
     for g in widths.chunks(GROUP_BLOCKS) {

@@ -1,6 +1,6 @@
 //! Bounds, round trips, stream checks and the bounded fuzz of the decoder.
 
-use lam_codec::{decode, Bound, Codec, CodecId, Error, SzpMode, SzpReader};
+use lam_codec::{Bound, Codec, CodecId, Error, SzpMode, SzpReader, decode};
 use lam_core::{ByteCodec, Shape};
 use proptest::prelude::*;
 

@@ -6,7 +6,7 @@
 //! one. The GPU codecs also run lam-core's `ByteCodec` suite through the trait.
 
 #[allow(unused_imports)]
-use lam_codec::{gpu, szp, Bound, Error, SzpMode};
+use lam_codec::{Bound, Error, SzpMode, gpu, szp};
 
 #[allow(dead_code)]
 fn required(var: &str) -> bool {
@@ -16,7 +16,9 @@ fn required(var: &str) -> bool {
 #[allow(dead_code)]
 fn fixture() -> Vec<f32> {
     // LAM_FIXTURES: where the GPU bundle puts them (the checkout's path does not exist there).
-    let dir = std::env::var_os("LAM_FIXTURES").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"));
+    let dir = std::env::var_os("LAM_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"));
     let p = dir.join("minilm-embeddings-2371x384.f32");
     match std::fs::read(&p) {
         Ok(b) => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
@@ -71,8 +73,16 @@ fn gpu_streams_match_cpu() {
     type Enc = Box<dyn Fn(&[f32], SzpMode, Bound, &mut Vec<u8>) -> Result<(), Error>>;
     type Dec = Box<dyn Fn(&[u8], &mut Vec<f32>) -> Result<(), Error>>;
     let backends: [(&str, Enc, Dec); 2] = [
-        ("cuda", Box::new(|v, m, b, o| gpu::CudaSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())), Box::new(|s, o| gpu::CudaSzp::new(0)?.decode(s, o).map(|_| ()))),
-        ("rocm", Box::new(|v, m, b, o| gpu::RocmSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())), Box::new(|s, o| gpu::RocmSzp::new(0)?.decode(s, o).map(|_| ()))),
+        (
+            "cuda",
+            Box::new(|v, m, b, o| gpu::CudaSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())),
+            Box::new(|s, o| gpu::CudaSzp::new(0)?.decode(s, o).map(|_| ())),
+        ),
+        (
+            "rocm",
+            Box::new(|v, m, b, o| gpu::RocmSzp::new(0)?.encode(v, v.len() / 384, 384, m, b, o).map(|_| ())),
+            Box::new(|s, o| gpu::RocmSzp::new(0)?.decode(s, o).map(|_| ())),
+        ),
     ];
     'backend: for (name, enc, dec) in &backends {
         for mode in [SzpMode::Fixed, SzpMode::Plain] {

@@ -63,10 +63,7 @@ mod tests {
     fn refuses_bad_vectors() {
         assert_eq!(normalize_in_place(&mut [0.0, 0.0]), Err(VectorFault::Zero));
         assert_eq!(normalize_in_place(&mut [1.0, f32::NAN]), Err(VectorFault::NaN { coord: 1 }));
-        assert_eq!(
-            normalize_in_place(&mut [f32::NEG_INFINITY, 1.0]),
-            Err(VectorFault::Infinite { coord: 0 })
-        );
+        assert_eq!(normalize_in_place(&mut [f32::NEG_INFINITY, 1.0]), Err(VectorFault::Infinite { coord: 0 }));
         assert!(matches!(check_unit(&[2.0, 0.0]), Err(VectorFault::NotUnit { .. })));
         assert_eq!(check_unit(&[0.0; 4]), Err(VectorFault::Zero));
     }

@@ -81,7 +81,6 @@ impl fmt::Display for VectorFault {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,12 +48,14 @@ pub fn corpus_dir() -> std::path::PathBuf {
 }
 
 pub use chunk::chunk_spans;
-pub use digest::{DeletionDigest, ChunkKey};
+pub use counter::SimpleCounter;
+pub use digest::{ChunkKey, DeletionDigest};
 pub use embedding::{check_unit, normalize_in_place};
 pub use error::{BoxError, Error, VectorFault};
 pub use id::{IdBook, MIN_SHOWN, ObsId, is_shown_form};
-pub use threshold::Threshold;
-pub use counter::SimpleCounter;
 pub use stub::Stub;
-pub use traits::{previews, ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, Rendered, Shape, TokenCounter, Turn, ViewPolicy, PREVIEW_BYTES};
+pub use threshold::Threshold;
+pub use traits::{
+    ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, PREVIEW_BYTES, Rendered, Shape, TokenCounter, Turn, ViewPolicy, previews,
+};
 pub use types::{Chunk, Decision, Record, SessionId, file_stem};

@@ -381,7 +381,10 @@ pub fn view_turns() -> Vec<Turn> {
     let mut turns = Vec::new();
     for i in 0..36u32 {
         let (action, obs): (String, Vec<u8>) = match i % 6 {
-            0 => (format!("cat src/mod{}.py", i % 4), (0..40 + i).map(|k| format!("def f{k}(x):\n    return x * {k}  # module {}\n", i % 4)).collect::<String>().into_bytes()),
+            0 => (
+                format!("cat src/mod{}.py", i % 4),
+                (0..40 + i).map(|k| format!("def f{k}(x):\n    return x * {k}  # module {}\n", i % 4)).collect::<String>().into_bytes(),
+            ),
             1 => ("pytest -q".into(), format!("..F.\nFAILED tests/test_{}.py::test_x - AssertionError\n1 failed, 3 passed\n", i % 3).into_bytes()),
             2 => (format!("ls -R pkg{}", i % 2), (0..300).map(|k| format!("pkg/file_{k}_{}.txt\n", i % 2)).collect::<String>().into_bytes()),
             3 => ("cat data.bin".into(), [b"header \xff\xfe\x00 ".as_slice(), &i.to_le_bytes(), b"\n"].concat()),

@@ -14,11 +14,7 @@ pub struct Threshold {
 impl Threshold {
     /// A threshold on cosine similarity, in `(-1, 1]`.
     pub fn from_cosine(t: f64) -> Result<Self, Error> {
-        if t.is_finite() && t > -1.0 && t <= 1.0 {
-            Ok(Self { t })
-        } else {
-            Err(Error::Threshold(t))
-        }
+        if t.is_finite() && t > -1.0 && t <= 1.0 { Ok(Self { t }) } else { Err(Error::Threshold(t)) }
     }
 
     /// The threshold whose bound is `delta`, for `delta` in `[0, 2)`.

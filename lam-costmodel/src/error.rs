@@ -56,9 +56,5 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// `Ok(v)` when `v` is finite and > 0, else [`Error::BadPreset`].
 pub(crate) fn positive(what: &'static str, name: &str, field: &'static str, v: f64) -> Result<f64> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(Error::BadPreset { what, name: name.to_string(), field, value: v })
-    }
+    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(Error::BadPreset { what, name: name.to_string(), field, value: v }) }
 }

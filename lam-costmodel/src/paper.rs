@@ -52,10 +52,8 @@ pub fn paper_checks() -> Result<Vec<PaperCheck>> {
 
     push("LAM Table 22", "GB10 machine balance F/B".into(), dep.device.balance(), 380.0, "FLOP/B");
 
-    let table7: [(f64, [f64; 4], [f64; 4]); 2] = [
-        (1.0, [2.5, 6.4, 21.6, 52.4], [1.03, 1.07, 1.28, 2.10]),
-        (32.0, [23.5, 45.0, 76.6, 92.9], [1.31, 1.82, 4.28, 14.1]),
-    ];
+    let table7: [(f64, [f64; 4], [f64; 4]); 2] =
+        [(1.0, [2.5, 6.4, 21.6, 52.4], [1.03, 1.07, 1.28, 2.10]), (32.0, [23.5, 45.0, 76.6, 92.9], [1.31, 1.82, 4.28, 14.1])];
     for (b, phis, ceilings) in table7 {
         let s = Serving::new(dep.clone(), b, eff)?;
         for (i, (label, c)) in TABLE7_CONTEXTS.iter().enumerate() {
@@ -78,10 +76,7 @@ pub fn paper_checks() -> Result<Vec<PaperCheck>> {
     push("LAM Table 27", "snapshot steady state Delta/r".into(), snapshot_steady_state(LAM_DELTA, LAM_REMOVAL), 2800.0, "tokens");
 
     // L0 alone removes 18.04 % (section 3); M.3: 1,615 turns, L1 over L0 1.07x.
-    let (lam_turns, l0_turns) = (
-        turns_to_capacity(cap, 0.0, LAM_DELTA, LAM_REMOVAL) - 1.0,
-        turns_to_capacity(cap, 0.0, LAM_DELTA, L0_REMOVAL) - 1.0,
-    );
+    let (lam_turns, l0_turns) = (turns_to_capacity(cap, 0.0, LAM_DELTA, LAM_REMOVAL) - 1.0, turns_to_capacity(cap, 0.0, LAM_DELTA, L0_REMOVAL) - 1.0);
     push("LAM M.3", "turns before KV capacity, L0 r=0.1804".into(), l0_turns, 1615.0, "turns");
     push("LAM M.3", "L1 over L0 alone, growth regime".into(), lam_turns / l0_turns, 1.07, "x");
 

@@ -38,13 +38,7 @@ impl Device {
     /// A preset by name (case-insensitive), see [`DEVICE_NAMES`].
     pub fn preset(name: &str) -> Result<Device> {
         let n = name.to_ascii_lowercase();
-        let d = |name: &str, mem: f64, bw: f64, f: f64, src: &str| Device {
-            name: name.into(),
-            memory_bytes: mem,
-            bandwidth: bw,
-            flops: f,
-            source: src.into(),
-        };
+        let d = |name: &str, mem: f64, bw: f64, f: f64, src: &str| Device { name: name.into(), memory_bytes: mem, bandwidth: bw, flops: f, source: src.into() };
         Ok(match n.as_str() {
             "gb10" => d(
                 "gb10",
@@ -60,13 +54,7 @@ impl Device {
                 288.5e12,
                 "LAM E.2 / issue 6: 1,365 GB/s and 288.5 TFLOP/s measured (spec 1,555 GB/s, 312 TFLOP/s bf16); 40 GiB HBM2 (nvidia-smi 40960 MiB)",
             ),
-            "h200" => d(
-                "h200",
-                141e9,
-                4.8e12,
-                989e12,
-                "ARC HBM analysis: H200_141GB_SXM spec, 141.0 GB HBM3e, 4.8 TB/s, 989.0 TFLOP/s dense bf16",
-            ),
+            "h200" => d("h200", 141e9, 4.8e12, 989e12, "ARC HBM analysis: H200_141GB_SXM spec, 141.0 GB HBM3e, 4.8 TB/s, 989.0 TFLOP/s dense bf16"),
             "h200-measured" => d(
                 "h200-measured",
                 141e9,
@@ -74,13 +62,7 @@ impl Device {
                 788e12,
                 "issue 6: this project's H200 measured 4.1-4.4 TB/s device copy (midpoint 4.25 used) and 788 TFLOP/s bf16 GEMM; 141 GB spec",
             ),
-            "mi300x" => d(
-                "mi300x",
-                192e9,
-                5.3e12,
-                1300e12,
-                "ARC Table 13 text: AMD MI300X spec, 192 GB HBM3, 5.3 TB/s, 1300 TFLOP/s dense bf16",
-            ),
+            "mi300x" => d("mi300x", 192e9, 5.3e12, 1300e12, "ARC Table 13 text: AMD MI300X spec, 192 GB HBM3, 5.3 TB/s, 1300 TFLOP/s dense bf16"),
             _ => {
                 return Err(Error::UnknownPreset { what: "device", name: name.into(), known: DEVICE_NAMES.join(", ") });
             }
@@ -172,13 +154,7 @@ impl Model {
 
     /// Every field positive, else [`Error::BadPreset`].
     pub fn validate(&self) -> Result<&Self> {
-        for (field, v) in [
-            ("layers", self.layers),
-            ("hidden", self.hidden),
-            ("heads", self.heads),
-            ("kv_heads", self.kv_heads),
-            ("head_dim", self.head_dim),
-        ] {
+        for (field, v) in [("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads), ("kv_heads", self.kv_heads), ("head_dim", self.head_dim)] {
             positive("model", &self.name, field, v as f64)?;
         }
         positive("model", &self.name, "params", self.params)?;
@@ -269,12 +245,7 @@ impl Deployment {
         }
         let need = model.weight_bytes() + scratch_bytes + model.kv_bytes_per_token();
         if need > device.memory_bytes {
-            return Err(Error::DoesNotFit {
-                model: model.name.clone(),
-                device: device.name.clone(),
-                need_bytes: need,
-                have_bytes: device.memory_bytes,
-            });
+            return Err(Error::DoesNotFit { model: model.name.clone(), device: device.name.clone(), need_bytes: need, have_bytes: device.memory_bytes });
         }
         Ok(Deployment { device, model, scratch_bytes })
     }

@@ -138,14 +138,8 @@ fn toy() -> Serving {
     Serving::new(Deployment::new(device, model, 0.0).unwrap(), 1.0, Efficiency::MEASURED).unwrap()
 }
 
-const TOY_RATES: CompactionRates = CompactionRates {
-    encode_tokens_s: 1e4,
-    hash_bytes_s: 1e9,
-    verify_pairs_s: 1e6,
-    codec_bytes_s: None,
-    codec_ratio: 1.0,
-    bytes_per_token: 4.0,
-};
+const TOY_RATES: CompactionRates =
+    CompactionRates { encode_tokens_s: 1e4, hash_bytes_s: 1e9, verify_pairs_s: 1e6, codec_bytes_s: None, codec_ratio: 1.0, bytes_per_token: 4.0 };
 
 #[test]
 fn schedules_by_hand() {

@@ -5,8 +5,7 @@ use lam_costmodel::*;
 use proptest::prelude::*;
 
 fn deployment() -> impl Strategy<Value = Deployment> {
-    (0..DEVICE_NAMES.len(), 0..MODEL_NAMES.len())
-        .prop_filter_map("model fits device", |(d, m)| Deployment::preset(DEVICE_NAMES[d], MODEL_NAMES[m]).ok())
+    (0..DEVICE_NAMES.len(), 0..MODEL_NAMES.len()).prop_filter_map("model fits device", |(d, m)| Deployment::preset(DEVICE_NAMES[d], MODEL_NAMES[m]).ok())
 }
 
 fn arrivals() -> impl Strategy<Value = Vec<Arrival>> {

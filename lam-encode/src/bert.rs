@@ -108,11 +108,7 @@ impl Front {
         tokenizer.with_padding(None);
         // The directory's name (its parent's for the pip layout `.../model`).
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
-        let name = if name == "model" {
-            dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert")
-        } else {
-            name
-        };
+        let name = if name == "model" { dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert") } else { name };
         let front = Self {
             tokenizer,
             info: EncoderInfo { model_id: name.to_string(), dim: hidden, max_tokens: max_seq_length.saturating_sub(2).max(1) },
@@ -280,9 +276,10 @@ impl BertEncoder {
         if out.len() != ids.len() * d {
             return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
         }
-        out.par_chunks_exact_mut(d).zip(ids.par_iter()).enumerate().try_for_each(|(i, (row, s))| {
-            self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason })
-        })
+        out.par_chunks_exact_mut(d)
+            .zip(ids.par_iter())
+            .enumerate()
+            .try_for_each(|(i, (row, s))| self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason }))
     }
 
     /// Pooled, unit-normalised embedding of one token sequence.

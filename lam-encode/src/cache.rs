@@ -225,7 +225,18 @@ impl<E: Encoder> CachedEncoder<E> {
     /// Wrap `inner`.
     pub fn new(inner: E) -> Self {
         let dim = inner.info().dim;
-        Self { inner, dim, memo: HashMap::new(), fresh: Vec::new(), hits: 0, misses: 0, autosave: None, report: CacheReport::default(), refuse: None, timing: Timing::default() }
+        Self {
+            inner,
+            dim,
+            memo: HashMap::new(),
+            fresh: Vec::new(),
+            hits: 0,
+            misses: 0,
+            autosave: None,
+            report: CacheReport::default(),
+            refuse: None,
+            timing: Timing::default(),
+        }
     }
 
     /// Wrap `inner` and preload the cache `r` (a `lam-embeddings/1` stream

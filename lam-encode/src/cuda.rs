@@ -32,14 +32,14 @@
 //! the device path runs in the GPU bundle (`cargo xtask gpu-bundle`).
 
 use crate::bert::{Front, Pooling};
-use crate::forward::{self, Bert};
 use crate::cuda_forward::{Arg, Dev, Gemm, Kernel, Kind, Model};
-use cudarc::cublas::{result as blas, sys as bsys, CudaBlas};
+use crate::forward::{self, Bert};
+use cudarc::cublas::{CudaBlas, result as blas, sys as bsys};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
-use std::ffi::c_void;
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use lam_core::{Encoder, EncoderInfo, Error, normalize_in_place};
 use rayon::prelude::*;
+use std::ffi::c_void;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -367,7 +367,29 @@ impl Dev for CudaDev {
             } else {
                 let st = |v: usize| v as i64;
                 blas::gemm_strided_batched_ex(
-                    h, op(g.trans_a), op(false), i(g.m), i(g.n), i(g.k), al, a, dt, i(g.a.1), st(g.a.2), b, dt, i(g.b.1), st(g.b.2), be, c, fp32, i(g.c.1), st(g.c.2), i(g.batch), ct, algo,
+                    h,
+                    op(g.trans_a),
+                    op(false),
+                    i(g.m),
+                    i(g.n),
+                    i(g.k),
+                    al,
+                    a,
+                    dt,
+                    i(g.a.1),
+                    st(g.a.2),
+                    b,
+                    dt,
+                    i(g.b.1),
+                    st(g.b.2),
+                    be,
+                    c,
+                    fp32,
+                    i(g.c.1),
+                    st(g.c.2),
+                    i(g.batch),
+                    ct,
+                    algo,
                 )
             }
         };
@@ -403,12 +425,15 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().map_err(|e| format!("{e:?}"))?;
         let ptx = compile_kernels(Some(format!("compute_{major}{minor}")))?;
         let module = ctx.load_module(ptx).map_err(|e| format!("loading the kernels: {e:?}"))?;
-        let kernels = Kernel::ALL.iter().map(|k| module.load_function(k.name()).map_err(|e| format!("kernel {}: {e:?}", k.name()))).collect::<Result<Vec<_>, _>>()?;
+        let kernels =
+            Kernel::ALL.iter().map(|k| module.load_function(k.name()).map_err(|e| format!("kernel {}: {e:?}", k.name()))).collect::<Result<Vec<_>, _>>()?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e:?}"))?;
         // Default math: no TF32 for fp32 GEMMs (tensor cores only for 16-bit inputs).
         // SAFETY: a valid handle from cublasCreate.
-        unsafe { bsys::cublasSetMathMode(*blas.handle(), bsys::cublasMath_t::CUBLAS_DEFAULT_MATH) }.result().map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        unsafe { bsys::cublasSetMathMode(*blas.handle(), bsys::cublasMath_t::CUBLAS_DEFAULT_MATH) }
+            .result()
+            .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
         let mut dev = CudaDev { stream, blas, kernels, uploads: Vec::new(), scratch: Vec::new() };
         let model = Model::upload(&mut dev, m, precision.kind())?;
         Ok(Gpu { dev, model, precision, device_name })

@@ -24,7 +24,8 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
-    pub(crate) const ALL: [Kernel; 7] = [Kernel::EmbedLn, Kernel::ResidualLn, Kernel::BiasGelu, Kernel::SplitHeads, Kernel::MaskedSoftmax, Kernel::MergeHeads, Kernel::Pool];
+    pub(crate) const ALL: [Kernel; 7] =
+        [Kernel::EmbedLn, Kernel::ResidualLn, Kernel::BiasGelu, Kernel::SplitHeads, Kernel::MaskedSoftmax, Kernel::MergeHeads, Kernel::Pool];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -157,7 +158,8 @@ impl Model {
         let mut layers = Vec::with_capacity(m.layers.len());
         let (h, i) = (m.hidden, m.inter);
         for l in &m.layers {
-            let mut lin = |w: &[f32], b: &[f32], n_in: usize, n_out: usize| -> Result<Linear, String> { Ok(Linear { w: up(w, kind)?, b: up(b, 0)?, n_in, n_out }) };
+            let mut lin =
+                |w: &[f32], b: &[f32], n_in: usize, n_out: usize| -> Result<Linear, String> { Ok(Linear { w: up(w, kind)?, b: up(b, 0)?, n_in, n_out }) };
             let qkv = lin(&l.qkv_w, &l.qkv_b, h, 3 * h)?;
             let attn_out = lin(&l.attn_out_w, &l.attn_out_b, h, h)?;
             let inter = lin(&l.inter_w, &l.inter_b, h, i)?;
@@ -195,7 +197,20 @@ impl Model {
         }
         let (t, b, scores) = (t.max(sc.tokens), b.max(sc.seqs), scores.max(sc.scores));
         // ids, lens, x, xg, y, qkv (head-major), s, p, ctx, ctxg, interg, pooled
-        let sizes = [t * 4, b * 4, t * h * 4, t * h * e, t * (3 * h).max(self.inter) * 4, 3 * t * h * e, scores * 4, scores * e, t * h * 4, t * h * e, t * self.inter * e, b * h * 4];
+        let sizes = [
+            t * 4,
+            b * 4,
+            t * h * 4,
+            t * h * e,
+            t * (3 * h).max(self.inter) * 4,
+            3 * t * h * e,
+            scores * 4,
+            scores * e,
+            t * h * 4,
+            t * h * e,
+            t * self.inter * e,
+            b * h * 4,
+        ];
         dev.free_scratch();
         let p = sizes.iter().map(|&s| dev.alloc(s.max(4))).collect::<Result<Vec<u64>, String>>()?;
         self.scratch = Scratch { tokens: t, seqs: b, scores, p };
@@ -204,7 +219,10 @@ impl Model {
 
     /// `y[t, out] = x[t, in] * W` for row-major activations and `[in, out]` weights.
     fn linear<D: Dev>(&self, dev: &mut D, x: u64, t: usize, l: &Linear, y: u64) -> Result<(), String> {
-        dev.gemm(&Gemm { trans_a: false, m: l.n_out, n: t, k: l.n_in, alpha: 1.0, a: (l.w, l.n_out, 0), b: (x, l.n_in, 0), c: (y, l.n_out, 0), batch: 1 }, self.kind)
+        dev.gemm(
+            &Gemm { trans_a: false, m: l.n_out, n: t, k: l.n_in, alpha: 1.0, a: (l.w, l.n_out, 0), b: (x, l.n_in, 0), c: (y, l.n_out, 0), batch: 1 },
+            self.kind,
+        )
     }
 
     /// Pooled, not yet normalised rows `[seqs.len(), hidden]` of one padded
@@ -241,7 +259,22 @@ impl Model {
             Kernel::EmbedLn,
             t,
             rt,
-            &[Ptr(ids_p), Ptr(lens), li, hi, I32(self.vocab as i32), Ptr(self.word), Ptr(self.pos), Ptr(self.typ), Ptr(self.ln_emb.0), Ptr(self.ln_emb.1), F32(eps), Ptr(x), Ptr(xg), I32(kind)],
+            &[
+                Ptr(ids_p),
+                Ptr(lens),
+                li,
+                hi,
+                I32(self.vocab as i32),
+                Ptr(self.word),
+                Ptr(self.pos),
+                Ptr(self.typ),
+                Ptr(self.ln_emb.0),
+                Ptr(self.ln_emb.1),
+                F32(eps),
+                Ptr(x),
+                Ptr(xg),
+                I32(kind),
+            ],
         )?;
         let scale = 1.0 / (d as f32).sqrt();
         let bh = b * heads;

@@ -45,29 +45,29 @@
 
 #[cfg(feature = "bert")]
 mod bert;
-#[cfg(feature = "bert")]
-mod forward;
-#[cfg(feature = "ort")]
-mod ort;
 mod builder;
+mod cache;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "cuda")]
 mod cuda_forward;
-mod cache;
+#[cfg(feature = "bert")]
+mod forward;
 mod hashing;
+#[cfg(feature = "ort")]
+mod ort;
 mod precomputed;
 
-#[cfg(feature = "bert")]
-pub use bert::{BertEncoder, Pooling};
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
-#[cfg(feature = "cuda")]
-pub use cuda::{BERT_KERNELS, BERT_KERNEL_SRC, CudaEncoder, DEFAULT_BATCH_TOKENS, Precision, cuda_libraries, nvrtc_compile_bert_ptx};
+#[cfg(feature = "bert")]
+pub use bert::{BertEncoder, Pooling};
 pub use builder::{Backend, Cache, EncoderSpec, default_cache_path, has_model};
 pub use cache::{CacheReport, CachedEncoder};
+#[cfg(feature = "cuda")]
+pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, DEFAULT_BATCH_TOKENS, Precision, cuda_libraries, nvrtc_compile_bert_ptx};
 pub use hashing::HashingEncoder;
-pub use precomputed::{EmbeddingsWriter, PrecomputedEncoder, FORMAT};
+pub use precomputed::{EmbeddingsWriter, FORMAT, PrecomputedEncoder};
 
 /// Where `lam` looks for the encoder: `$LAM_MODEL`, else
 /// `$LAM_HOME/models/all-MiniLM-L6-v2` (`$LAM_HOME` defaults to `~/.cache/lam`).
@@ -80,9 +80,9 @@ pub fn default_model_dir() -> std::path::PathBuf {
 
 /// `$LAM_HOME`, default `~/.cache/lam`: models and the embedding cache live here.
 pub fn lam_home() -> std::path::PathBuf {
-    std::env::var_os("LAM_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache/lam")
-    })
+    std::env::var_os("LAM_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache/lam"))
 }
 
 /// The command that installs the default model (printed when it is missing).

@@ -10,10 +10,10 @@
 
 use crate::Error as EncError;
 use crate::bert::{Front, Pooling};
-use lam_core::{Encoder, EncoderInfo, Error};
 use ::ort::session::Session;
 use ::ort::session::builder::GraphOptimizationLevel;
 use ::ort::value::Tensor;
+use lam_core::{Encoder, EncoderInfo, Error};
 use std::borrow::Cow;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -175,18 +175,15 @@ impl OrtEncoder {
         }
         let model = self.front.info.model_id.clone();
         let outputs = self.session.run(inputs).map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
-        let (out_shape, hs) = outputs[self.output.as_str()]
-            .try_extract_tensor::<f32>()
-            .map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
+        let (out_shape, hs) =
+            outputs[self.output.as_str()].try_extract_tensor::<f32>().map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
         if **out_shape != [b as i64, l as i64, d as i64] {
             return Err(Error::Encoder { model, cause: format!("output shape {out_shape:?}, expected [{b}, {l}, {d}]").into() });
         }
         for (r, &i) in group.iter().enumerate() {
             let n = ids[i].len();
             let rows = &hs[r * l * d..(r * l + n) * d];
-            self.front
-                .pool(rows, &mut out[i * d..(i + 1) * d])
-                .map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
+            self.front.pool(rows, &mut out[i * d..(i + 1) * d]).map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
         }
         Ok(())
     }

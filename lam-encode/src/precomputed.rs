@@ -217,10 +217,7 @@ impl Encoder for PrecomputedEncoder {
     }
 
     fn token_spans(&self, _text: &[u8], _out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        Err(Error::Encoder {
-            model: self.info.model_id.clone(),
-            cause: "precomputed embeddings carry chunk boundaries, not a tokenizer".into(),
-        })
+        Err(Error::Encoder { model: self.info.model_id.clone(), cause: "precomputed embeddings carry chunk boundaries, not a tokenizer".into() })
     }
 
     fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {

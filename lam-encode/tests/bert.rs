@@ -9,9 +9,7 @@ use std::path::PathBuf;
 
 fn model_dir() -> PathBuf {
     let p = std::env::var_os("LAM_MODEL").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("LAM_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lam"));
+        let home = std::env::var_os("LAM_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lam"));
         home.join("models/all-MiniLM-L6-v2")
     });
     assert!(p.join("model.safetensors").is_file(), "model not found at {}: run `bash scripts/install-model.sh` (or set LAM_MODEL)", p.display());
@@ -34,7 +32,8 @@ fn matches_the_pytorch_reference() {
     enc.set_max_seq_length(512);
     let fx = fixtures();
     let texts: Vec<&str> = fx["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    let want: Vec<Vec<f32>> = fx["embeddings"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
+    let want: Vec<Vec<f32>> =
+        fx["embeddings"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
     let counts: Vec<usize> = fx["wordpiece_tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
     for batch in [16usize] {
         enc.set_batch_size(batch);
@@ -143,11 +142,13 @@ fn cls_pooling_and_f16_weights_load_from_a_user_directory() {
     std::fs::write(
         dir.join("config.json"),
         serde_json::json!({"hidden_size": h, "num_attention_heads": 4, "intermediate_size": inter, "num_hidden_layers": layers,
-            "vocab_size": vocab, "max_position_embeddings": max_pos, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu"}).to_string(),
+            "vocab_size": vocab, "max_position_embeddings": max_pos, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu"})
+        .to_string(),
     )
     .unwrap();
     std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 64, "do_lower_case": true}"#).unwrap();
-    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"word_embedding_dimension": 32, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#).unwrap();
+    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"word_embedding_dimension": 32, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#)
+        .unwrap();
     let mut seed = 7u64;
     let mut rnd = |n: usize, scale: f32| -> Vec<u8> {
         (0..n)
@@ -168,23 +169,29 @@ fn cls_pooling_and_f16_weights_load_from_a_user_directory() {
     for i in 0..layers {
         let p = format!("bert.encoder.layer.{i}.");
         for (n, shape) in [
-            ("attention.self.query.weight", vec![h, h]), ("attention.self.query.bias", vec![h]),
-            ("attention.self.key.weight", vec![h, h]), ("attention.self.key.bias", vec![h]),
-            ("attention.self.value.weight", vec![h, h]), ("attention.self.value.bias", vec![h]),
-            ("attention.output.dense.weight", vec![h, h]), ("attention.output.dense.bias", vec![h]),
-            ("attention.output.LayerNorm.weight", vec![h]), ("attention.output.LayerNorm.bias", vec![h]),
-            ("intermediate.dense.weight", vec![inter, h]), ("intermediate.dense.bias", vec![inter]),
-            ("output.dense.weight", vec![h, inter]), ("output.dense.bias", vec![h]),
-            ("output.LayerNorm.weight", vec![h]), ("output.LayerNorm.bias", vec![h]),
+            ("attention.self.query.weight", vec![h, h]),
+            ("attention.self.query.bias", vec![h]),
+            ("attention.self.key.weight", vec![h, h]),
+            ("attention.self.key.bias", vec![h]),
+            ("attention.self.value.weight", vec![h, h]),
+            ("attention.self.value.bias", vec![h]),
+            ("attention.output.dense.weight", vec![h, h]),
+            ("attention.output.dense.bias", vec![h]),
+            ("attention.output.LayerNorm.weight", vec![h]),
+            ("attention.output.LayerNorm.bias", vec![h]),
+            ("intermediate.dense.weight", vec![inter, h]),
+            ("intermediate.dense.bias", vec![inter]),
+            ("output.dense.weight", vec![h, inter]),
+            ("output.dense.bias", vec![h]),
+            ("output.LayerNorm.weight", vec![h]),
+            ("output.LayerNorm.bias", vec![h]),
         ] {
             let n_el: usize = shape.iter().product();
             tensors.push((format!("{p}{n}"), shape, rnd(n_el, 0.3)));
         }
     }
-    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
-        .iter()
-        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap()))
-        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+        tensors.iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap())).collect();
     std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
 
     let mut enc = BertEncoder::load(&dir).unwrap();
@@ -201,10 +208,8 @@ fn cls_pooling_and_f16_weights_load_from_a_user_directory() {
     let mut out = vec![0.0f32; texts.len() * 32];
     enc.encode_batch(&texts, &mut out).unwrap();
     // A missing tensor is an error naming the file and the tensor.
-    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors[1..]
-        .iter()
-        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap()))
-        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+        tensors[1..].iter().map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap())).collect();
     std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
     let e = BertEncoder::load(&dir).unwrap_err().to_string();
     assert!(e.contains("model.safetensors") && e.contains("word_embeddings"), "{e}");

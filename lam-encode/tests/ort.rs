@@ -33,7 +33,8 @@ fn matches_the_pytorch_reference() {
     enc.set_max_seq_length(512);
     let fx = fixtures();
     let texts: Vec<&str> = fx["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    let want: Vec<Vec<f32>> = fx["embeddings"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
+    let want: Vec<Vec<f32>> =
+        fx["embeddings"].as_array().unwrap().iter().map(|v| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect();
     // Batch 1: no padding; 16 and 48: padded to the longest of each call.
     for batch in [1usize, 16, 48] {
         enc.set_batch_size(batch);

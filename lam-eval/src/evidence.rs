@@ -137,7 +137,8 @@ fn str_set(v: &Value) -> HashSet<String> {
 /// resolved}]}`, an sb-cli report (`resolved_ids`, `completed_ids`), or a
 /// `"resolved": [ids]` array found textually in a file that is not strict JSON.
 fn read_meta(dir: &Path) -> Option<DirOutcomes> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
     files.sort();
     for f in &files {
         let Ok(bytes) = std::fs::read(f) else { continue };
@@ -189,7 +190,8 @@ pub struct LocomoTurn {
 /// Read every dialogue turn of `locomo10.json` (all conversations, sessions
 /// in numeric order).
 pub fn read_locomo(path: &Path) -> Result<Vec<LocomoTurn>> {
-    let v: Value = serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?).with_context(|| format!("parsing {}", path.display()))?;
+    let v: Value = serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        .with_context(|| format!("parsing {}", path.display()))?;
     let mut out = Vec::new();
     for conv in v.as_array().context("LoCoMo: expected an array of conversations")? {
         let sample = conv.get("sample_id").and_then(Value::as_str).unwrap_or("").to_string();
@@ -205,7 +207,11 @@ pub fn read_locomo(path: &Path) -> Result<Vec<LocomoTurn>> {
         for (_, turns) in sessions {
             for t in turns {
                 if let Some(text) = t.get("text").and_then(Value::as_str) {
-                    out.push(LocomoTurn { sample: sample.clone(), dia_id: t.get("dia_id").and_then(Value::as_str).unwrap_or("").to_string(), text: text.to_string() });
+                    out.push(LocomoTurn {
+                        sample: sample.clone(),
+                        dia_id: t.get("dia_id").and_then(Value::as_str).unwrap_or("").to_string(),
+                        text: text.to_string(),
+                    });
                 }
             }
         }

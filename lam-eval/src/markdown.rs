@@ -54,7 +54,11 @@ fn plain_pct(x: f64) -> String {
 
 /// One sentence per threshold, in plain words, before any paper metric.
 fn opening(s: &mut String, r: &EvalReport) {
-    let _ = writeln!(s, "What compaction did to the tool output of {} trajectories ({} tokens), per merge threshold t (higher t: only closer near-duplicates are merged):\n", r.trajectories, r.tokens);
+    let _ = writeln!(
+        s,
+        "What compaction did to the tool output of {} trajectories ({} tokens), per merge threshold t (higher t: only closer near-duplicates are merged):\n",
+        r.trajectories, r.tokens
+    );
     for t in &r.thresholds {
         let _ = writeln!(s, "- {}", threshold_sentence(t));
     }
@@ -72,7 +76,12 @@ pub(crate) fn threshold_sentence(t: &super::ThresholdRow) -> String {
         (Some(kept), None) => format!("gold-patch evidence {} kept in the context", plain_pct(kept)),
         _ => "gold-patch evidence not measured (no gold-patch line appears in these tool outputs)".into(),
     };
-    format!("At t={}: {} of tool-output tokens removed ({} after the stub lines that replace them), {evidence}.", t.threshold, plain_pct(row.removal_gross), plain_pct(row.removal_net))
+    format!(
+        "At t={}: {} of tool-output tokens removed ({} after the stub lines that replace them), {evidence}.",
+        t.threshold,
+        plain_pct(row.removal_gross),
+        plain_pct(row.removal_net)
+    )
 }
 
 fn inputs(s: &mut String, r: &EvalReport) {
@@ -83,18 +92,27 @@ fn inputs(s: &mut String, r: &EvalReport) {
         "{} trajectories, {} observation records, {} chunks, {} observation tokens (cl100k_base). {} joined with a gold patch ({} with witnessed evidence, {} candidate lines); {} with a recorded outcome ({} resolved).\n",
         r.trajectories, r.records, r.chunks, r.tokens, r.with_gold, r.with_witnessed, r.candidate_lines, r.with_outcome, r.resolved
     );
-    let _ = writeln!(s, "Definitions of every column: `docs/eval.md`; the terms below the headline table. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n");
+    let _ = writeln!(
+        s,
+        "Definitions of every column: `docs/eval.md`; the terms below the headline table. Plots: `removal-vs-evidence.svg` (paper Fig. 3), `removal-vs-size.svg` (Fig. 9b).\n"
+    );
 }
 
 /// The paper's terms, one line each.
 const GLOSSARY: &[(&str, &str)] = &[
-    ("t", "merge threshold: the cosine similarity at which two chunks of tool output count as near duplicates; δ = √(2 − 2t) is the same threshold as a distance"),
+    (
+        "t",
+        "merge threshold: the cosine similarity at which two chunks of tool output count as near duplicates; δ = √(2 − 2t) is the same threshold as a distance",
+    ),
     ("L0, L1", "the two layers: L0 removes exactly repeated lines, L1 near-duplicate chunks; L1→L0 (the default) runs L1 first"),
     ("gross, net", "removal before and after counting the stub lines that replace removed text"),
     ("stub cost (floor)", "the stub lines' tokens, in points of removal; the floor is what any stub design that keeps recall must pay"),
     ("order effect", "net removal of L1→L0 minus that of L0→L1"),
     ("δ̂ (delta-hat)", "the largest distance between a removed chunk and the chunk kept in its place; never above δ"),
-    ("evidence, recoverable, intact", "gold-patch lines seen in tool output that stay in the context; that stay or can be restored by `_recall §id`; trajectories losing none"),
+    (
+        "evidence, recoverable, intact",
+        "gold-patch lines seen in tool output that stay in the context; that stay or can be restored by `_recall §id`; trajectories losing none",
+    ),
     ("digest", "fingerprint of the set of removed chunks: the same input gives the same digest"),
     ("online=batch", "compacting turn by turn gives exactly what compacting the whole trajectory at once gives"),
     ("RSC", "resolve-rate ceiling: resolved trajectories whose evidence stays intact, over those with a recorded outcome"),
@@ -119,7 +137,10 @@ fn taus_of(r: &EvalReport) -> Vec<f64> {
 /// The headline table, one row per threshold.
 fn headline(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "## Headline\n");
-    let _ = writeln!(s, "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |");
+    let _ = writeln!(
+        s,
+        "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |"
+    );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for t in &r.thresholds {
         let _ = writeln!(
@@ -145,7 +166,6 @@ fn headline(s: &mut String, r: &EvalReport) {
             if t.online_equals_batch { "yes" } else { "NO" }
         );
     }
-
 }
 
 /// Evidence, RSC and feasibility per setting.
@@ -160,7 +180,14 @@ fn evidence_table(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "|---|---|---|---|---|---|---|{}", "---|".repeat(nb));
     let bfr = |row: &SettingRow| row.bfr.iter().map(|b| format!(" {} |", pct(b.fits))).collect::<String>();
     for b in r.baselines.iter().filter(|b| b.baseline == "none" || b.baseline == "l0") {
-        let _ = writeln!(s, "| {} | {} | {} |{}", if b.baseline == "none" { "no compaction" } else { "L0 alone" }, pct(b.row.removal_net), ev_cells(&b.row), bfr(&b.row));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |{}",
+            if b.baseline == "none" { "no compaction" } else { "L0 alone" },
+            pct(b.row.removal_net),
+            ev_cells(&b.row),
+            bfr(&b.row)
+        );
     }
     for t in &r.thresholds {
         let _ = writeln!(s, "| LAM t={} (L1→L0) | {} | {} |{}", t.threshold, pct(t.l1_l0.removal_net), ev_cells(&t.l1_l0), bfr(&t.l1_l0));
@@ -185,13 +212,24 @@ fn evidence_checks(s: &mut String, r: &EvalReport) {
     }
     let _ = writeln!(s, "\n\nRSC non-increasing along the sweep: {}.", r.rsc_non_increasing.map(|b| if b { "yes" } else { "NO" }).unwrap_or("— (no outcomes)"));
     if let Some(c) = &r.evidence_control {
-        let _ = writeln!(s, "\nSpecificity control (paper F.3: 0.7 %): of {} witnessed lines of {} trajectories, {} ({}) occur in an unrelated trajectory's original observations.", c.lines, c.trajectories, c.found_in_unrelated, opct(Some(c.share), 2));
+        let _ = writeln!(
+            s,
+            "\nSpecificity control (paper F.3: 0.7 %): of {} witnessed lines of {} trajectories, {} ({}) occur in an unrelated trajectory's original observations.",
+            c.lines,
+            c.trajectories,
+            c.found_in_unrelated,
+            opct(Some(c.share), 2)
+        );
     }
-    let masks: Vec<String> = r.baselines.iter().filter(|b| b.baseline == "masking").map(|b| format!("k={}: {}", b.param.unwrap_or(0.0), pct(b.row.removal_gross))).collect();
+    let masks: Vec<String> =
+        r.baselines.iter().filter(|b| b.baseline == "masking").map(|b| format!("k={}: {}", b.param.unwrap_or(0.0), pct(b.row.removal_gross))).collect();
     if !masks.is_empty() {
-        let _ = writeln!(s, "\nMasking's net removal charges SWE-agent's placeholder `Old environment output: (N lines omitted)` per masked observation; without it (gross): {}.", masks.join(", "));
+        let _ = writeln!(
+            s,
+            "\nMasking's net removal charges SWE-agent's placeholder `Old environment output: (N lines omitted)` per masked observation; without it (gross): {}.",
+            masks.join(", ")
+        );
     }
-
 }
 
 /// ECR@τ per family.
@@ -204,7 +242,6 @@ fn ecr_table(s: &mut String, r: &EvalReport) {
         let cells = ecr_cells(e);
         let _ = writeln!(s, "| {} | {} |{cells}", e.family, opct(e.best, 2));
     }
-
 }
 
 /// The headline rows of each command-line input alone.
@@ -214,7 +251,10 @@ fn per_input(s: &mut String, r: &EvalReport) {
     }
     {
         let _ = writeln!(s, "\n## Per input (each command-line input alone)\n");
-        let _ = writeln!(s, "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L1→L0 stub cost | L0→L1 net | δ̂ | evidence | recoverable | intact |");
+        let _ = writeln!(
+            s,
+            "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L1→L0 stub cost | L0→L1 net | δ̂ | evidence | recoverable | intact |"
+        );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for i in &r.by_input {
             for (h, l0l1) in i.rows.iter().zip(&i.removal_l0_l1_net) {
@@ -257,11 +297,15 @@ fn per_input_ecr(s: &mut String, r: &EvalReport) {
         }
         let _ = writeln!(s, "\nMasking per input (net removal, evidence):");
         for i in &r.by_input {
-            let m: Vec<String> = i.baselines.iter().filter(|b| b.baseline == "masking").map(|b| format!("k={}: {} / {}", b.param.unwrap_or(0.0), pct(b.removal), opct(b.evidence_micro, 2))).collect();
+            let m: Vec<String> = i
+                .baselines
+                .iter()
+                .filter(|b| b.baseline == "masking")
+                .map(|b| format!("k={}: {} / {}", b.param.unwrap_or(0.0), pct(b.removal), opct(b.evidence_micro, 2)))
+                .collect();
             let _ = writeln!(s, "- {}: {}", i.input, m.join("; "));
         }
     }
-
 }
 
 /// Removal against input size T.
@@ -279,7 +323,6 @@ fn by_size(s: &mut String, r: &EvalReport) {
     for t in &r.thresholds {
         let _ = writeln!(s, "| t={} |{}", t.threshold, t.l1_l0.by_size.iter().map(|p| format!(" {} |", opct(p.removal, 2))).collect::<String>());
     }
-
 }
 
 /// The substitution bound and retrieval.
@@ -310,7 +353,6 @@ fn bound(s: &mut String, r: &EvalReport) {
             q.queries
         );
     }
-
 }
 
 /// The metric-entropy bracket and removal ceiling.
@@ -336,7 +378,6 @@ fn bracket(s: &mut String, r: &EvalReport) {
             opct(b.attained_of_ceiling, 2)
         );
     }
-
 }
 
 /// SemDeDup across seeds.
@@ -350,21 +391,44 @@ fn semdedup(s: &mut String, r: &EvalReport) {
             let v = b.seed_removal.clone().unwrap_or_default();
             let (lo, hi) = (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
             let ev: Vec<String> = b.seed_evidence.clone().unwrap_or_default().iter().map(|e| opct(*e, 3)).collect();
-            let _ = writeln!(s, "| {} | {} | {} | {}–{} | {} | {} | {} |", b.baseline, b.param.unwrap_or(0.0), pct(b.row.removal_net), pct(lo), pct(hi), ev.join(", "), of(b.jaccard_mean), opct(b.common_share, 1));
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {}–{} | {} | {} | {} |",
+                b.baseline,
+                b.param.unwrap_or(0.0),
+                pct(b.row.removal_net),
+                pct(lo),
+                pct(hi),
+                ev.join(", "),
+                of(b.jaccard_mean),
+                opct(b.common_share, 1)
+            );
         }
     }
-
 }
 
 /// The controls (or that they were not run) and the timing.
 fn controls_and_timing(s: &mut String, r: &EvalReport) {
     if let Some(l) = &r.locomo {
         let _ = writeln!(s, "\n## LoCoMo control\n");
-        let _ = writeln!(s, "{} dialogue turns ({} chunks) from `{}`: {} near-duplicate pairs at cos ≥ {} among {} pairs.", l.records, l.chunks, l.source, l.near_duplicate_pairs, l.threshold, l.pairs);
+        let _ = writeln!(
+            s,
+            "{} dialogue turns ({} chunks) from `{}`: {} near-duplicate pairs at cos ≥ {} among {} pairs.",
+            l.records, l.chunks, l.source, l.near_duplicate_pairs, l.threshold, l.pairs
+        );
     } else if let Some(line) = &r.controls_not_run {
         let _ = writeln!(s, "\n## Controls\n\n{line}");
     }
     let tm = &r.timing;
     let _ = writeln!(s, "\n## Timing\n");
-    let _ = writeln!(s, "wall {:.1} s; encoder forward {:.1} s + chunking {:.1} s = {:.1}% of wall; threshold sweep {:.1} s; baselines {:.1} s.", tm.wall_s, tm.encode_s, tm.chunking_s, 100.0 * tm.encode_share, tm.sweep_s, tm.baselines_s);
+    let _ = writeln!(
+        s,
+        "wall {:.1} s; encoder forward {:.1} s + chunking {:.1} s = {:.1}% of wall; threshold sweep {:.1} s; baselines {:.1} s.",
+        tm.wall_s,
+        tm.encode_s,
+        tm.chunking_s,
+        100.0 * tm.encode_share,
+        tm.sweep_s,
+        tm.baselines_s
+    );
 }

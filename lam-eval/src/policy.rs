@@ -55,7 +55,9 @@ pub struct PolicySettings {
 impl PolicySettings {
     /// The view limit `L = budget - completion`.
     pub fn limit(&self) -> Result<usize> {
-        self.budget.checked_sub(self.completion).ok_or_else(|| crate::Error::Input(format!("completion reserve {} exceeds the budget {}", self.completion, self.budget)))
+        self.budget
+            .checked_sub(self.completion)
+            .ok_or_else(|| crate::Error::Input(format!("completion reserve {} exceeds the budget {}", self.completion, self.budget)))
     }
 }
 
@@ -73,7 +75,13 @@ pub fn min_budget(kind: PolicyKind, s: &PolicySettings, traj: &Trajectory) -> Op
 
 /// Build policy `kind` over `traj`'s task prefix, archiving into `store`;
 /// `encoder` is called only for `lam`.
-pub fn build(kind: PolicyKind, s: &PolicySettings, traj: &Trajectory, store: Box<dyn ObsStore>, encoder: impl FnOnce() -> Result<Box<dyn Encoder>>) -> Result<Box<dyn ViewPolicy>> {
+pub fn build(
+    kind: PolicyKind,
+    s: &PolicySettings,
+    traj: &Trajectory,
+    store: Box<dyn ObsStore>,
+    encoder: impl FnOnce() -> Result<Box<dyn Encoder>>,
+) -> Result<Box<dyn ViewPolicy>> {
     let limit = s.limit()?;
     let arc = || ArcConfig { completion: s.completion, ..ArcConfig::with_limit(s.budget) };
     Ok(match kind {

@@ -21,7 +21,13 @@ pub fn shared_prefix_tokens(prev: &str, next: &str) -> u64 {
 /// turns `0..k` and decodes turn `k`'s thought and action (as `lam view` builds
 /// views; one model call per turn). With `prefix_cache`, the prompt prefix
 /// shared with the previous call counts as cached.
-pub fn policy_calls(t: &Trajectory, kind: PolicyKind, s: &PolicySettings, prefix_cache: bool, encoder: impl FnOnce() -> Result<Box<dyn Encoder>>) -> Result<Vec<Call>> {
+pub fn policy_calls(
+    t: &Trajectory,
+    kind: PolicyKind,
+    s: &PolicySettings,
+    prefix_cache: bool,
+    encoder: impl FnOnce() -> Result<Box<dyn Encoder>>,
+) -> Result<Vec<Call>> {
     let turns = t.turns();
     let decoded = |turn: &Turn| (Cl100k.count(turn.thought.as_bytes()) + Cl100k.count(turn.record.action.as_bytes())) as u64;
     let mut prev = String::new();

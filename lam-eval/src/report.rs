@@ -4,9 +4,9 @@
 use lam_core::{Encoder, Error};
 use lam_operator::{Admission, Config, Session, compact_batch, without_stubs};
 use lam_trajectory::{Trajectory, tokens};
-use std::sync::Arc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// One trajectory's report (`lam compact --json` prints one per line).
 #[derive(Debug, Clone, Serialize)]
@@ -104,7 +104,13 @@ pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: 
 
 /// [`run`], archiving every observation in `store` first when one is given
 /// (so every stub's `_recall §id` resolves there).
-pub fn run_archived(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool, mut store: Option<&mut dyn lam_core::ObsStore>) -> Result<Run, Error> {
+pub fn run_archived(
+    cfg: Config,
+    enc: &mut dyn Encoder,
+    traj: &Trajectory,
+    count_tokens: bool,
+    mut store: Option<&mut dyn lam_core::ObsStore>,
+) -> Result<Run, Error> {
     let info = enc.info();
     let mut s = Session::new(cfg, info.dim)?;
     if store.is_some() {

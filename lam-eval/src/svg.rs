@@ -57,7 +57,15 @@ fn nice_step(range: f64) -> f64 {
     let raw = range / 6.0;
     let mag = 10f64.powf(raw.log10().floor());
     let f = raw / mag;
-    mag * if f < 1.5 { 1.0 } else if f < 3.5 { 2.0 } else if f < 7.5 { 5.0 } else { 10.0 }
+    mag * if f < 1.5 {
+        1.0
+    } else if f < 3.5 {
+        2.0
+    } else if f < 7.5 {
+        5.0
+    } else {
+        10.0
+    }
 }
 
 /// An axis range for data in `[lo, hi]`, padded by `pad` of the span on
@@ -159,7 +167,8 @@ impl Chart {
     pub fn render(&self) -> String {
         let f = self.frame();
         let mut s = String::new();
-        let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#);
+        let _ =
+            writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#);
         let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
         let _ = writeln!(s, r#"<text x="{}" y="28" font-size="16" text-anchor="middle">{}</text>"#, ML + PW / 2.0, esc(&self.title));
         self.grid(&mut s, &f);
@@ -175,19 +184,37 @@ impl Chart {
         let mut y = (f.y0 / ystep).ceil() * ystep;
         while y <= f.y1 + 1e-12 {
             let yy = f.sy(y);
-            let _ = writeln!(s, r##"<line x1="{ML}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##, ML + PW, ML - 6.0, yy + 4.0, fmt_tick(y));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{ML}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                ML + PW,
+                ML - 6.0,
+                yy + 4.0,
+                fmt_tick(y)
+            );
             y += ystep;
         }
-        let (mut t, step) = if self.log2_x { (f.x0.ceil(), 1.0) } else { let st = nice_step(f.x1 - f.x0); ((f.x0 / st).ceil() * st, st) };
+        let (mut t, step) = if self.log2_x {
+            (f.x0.ceil(), 1.0)
+        } else {
+            let st = nice_step(f.x1 - f.x0);
+            ((f.x0 / st).ceil() * st, st)
+        };
         while t <= f.x1 + 1e-12 {
             let xx = f.sxt(t);
             let label = if self.log2_x { log2_tick(t) } else { fmt_tick(t) };
-            let _ = writeln!(s, r##"<line x1="{xx:.1}" y1="{MT}" x2="{xx:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{label}</text>"##, MT + PH, MT + PH + 18.0);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{xx:.1}" y1="{MT}" x2="{xx:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{label}</text>"##,
+                MT + PH,
+                MT + PH + 18.0
+            );
             t += step;
         }
         let _ = writeln!(s, r##"<rect x="{ML}" y="{MT}" width="{PW}" height="{PH}" fill="none" stroke="#333"/>"##);
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, ML + PW / 2.0, H - 15.0, esc(&self.xlabel));
-        let _ = writeln!(s, r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">{}</text>"#, MT + PH / 2.0, MT + PH / 2.0, esc(&self.ylabel));
+        let _ =
+            writeln!(s, r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">{}</text>"#, MT + PH / 2.0, MT + PH / 2.0, esc(&self.ylabel));
     }
 
     /// Lines, markers, error bars and the labels that fit; returns the
@@ -205,7 +232,15 @@ impl Chart {
                 if let Some((lo, hi)) = p.yerr {
                     let _ = writeln!(s, r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="{}"/>"#, f.sy(lo), f.sy(hi), se.color);
                 }
-                let _ = writeln!(s, r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="{}"><title>{}: {} ({:.4}, {:.4})</title></circle>"#, se.color, esc(&se.name), esc(&p.label), p.x, p.y);
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="{}"><title>{}: {} ({:.4}, {:.4})</title></circle>"#,
+                    se.color,
+                    esc(&se.name),
+                    esc(&p.label),
+                    p.x,
+                    p.y
+                );
                 if !p.label.is_empty() {
                     labels.push((k, *p, cx, cy));
                 }
@@ -237,7 +272,14 @@ impl Chart {
         }
         for (k, label, x, y) in dropped {
             ly += 13.0;
-            let _ = writeln!(s, r#"<text x="{lx}" y="{ly}" font-size="10" fill="{}">{}: {}, {}</text>"#, self.series[*k].color, esc(label), fmt_tick(*x), fmt_tick(*y));
+            let _ = writeln!(
+                s,
+                r#"<text x="{lx}" y="{ly}" font-size="10" fill="{}">{}: {}, {}</text>"#,
+                self.series[*k].color,
+                esc(label),
+                fmt_tick(*x),
+                fmt_tick(*y)
+            );
         }
     }
 }
@@ -296,11 +338,22 @@ mod tests {
     #[test]
     fn equal_values_render_without_a_negative_axis() {
         let pts = (0..3).map(|i| Point { x: 0.0, y: 0.0, label: format!("t=0.9{i}"), yerr: None }).collect();
-        let c = Chart { title: "t".into(), xlabel: "x".into(), ylabel: "y".into(), log2_x: false, series: vec![Series { name: "s".into(), color: COLORS[0], line: true, points: pts }], xmax: None };
+        let c = Chart {
+            title: "t".into(),
+            xlabel: "x".into(),
+            ylabel: "y".into(),
+            log2_x: false,
+            series: vec![Series { name: "s".into(), color: COLORS[0], line: true, points: pts }],
+            xmax: None,
+        };
         let svg = c.render();
         assert!(!svg.contains(">-"), "no negative tick: {svg}");
         // Three labels at one point: all drawn, at different heights.
-        let ys: Vec<&str> = svg.lines().filter(|l| l.contains(r##"font-size="10" fill="#d62728">t=0.9"##)).map(|l| l.split("y=\"").nth(1).unwrap().split('"').next().unwrap()).collect();
+        let ys: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.contains(r##"font-size="10" fill="#d62728">t=0.9"##))
+            .map(|l| l.split("y=\"").nth(1).unwrap().split('"').next().unwrap())
+            .collect();
         assert_eq!(ys.len(), 3, "{svg}");
         assert!(ys[0] != ys[1] && ys[1] != ys[2] && ys[0] != ys[2]);
     }

@@ -4,12 +4,12 @@
 
 use arc_store::MemStore;
 use arc_view::{ArcConfig, ArcView, ObservationMasking, SlidingWindow};
-use lam_eval::report;
-use lam_operator::Config;
-use lam_trajectory::read::{self, Trajectory};
-use lam_trajectory::Cl100k;
 use lam_core::{ObsStore, Threshold, TokenCounter, Turn, ViewPolicy};
 use lam_encode::HashingEncoder;
+use lam_eval::report;
+use lam_operator::Config;
+use lam_trajectory::Cl100k;
+use lam_trajectory::read::{self, Trajectory};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -171,10 +171,13 @@ fn needle_comes_back_exactly_in_every_trial() {
         }
         let pos = 1 + rng.below(3);
         let mut turns: Vec<Turn> = traj.turns().into_iter().take(19).collect();
-        turns.insert(pos, Turn {
-            thought: "Read the credentials file; the final answer needs the key.".into(),
-            record: lam_core::Record { index: 0, action: "cat secrets.txt".into(), observation: secrets.into_bytes(), returncode: Some(0) },
-        });
+        turns.insert(
+            pos,
+            Turn {
+                thought: "Read the credentials file; the final answer needs the key.".into(),
+                record: lam_core::Record { index: 0, action: "cat secrets.txt".into(), observation: secrets.into_bytes(), returncode: Some(0) },
+            },
+        );
         for (i, t) in turns.iter_mut().enumerate() {
             t.record.index = i as u32;
         }
@@ -244,6 +247,9 @@ fn rendered_views_of_the_example_session() {
         }
         let s = last.unwrap();
         assert!(s.tokens <= limit && s.compactions > 0);
-        insta::assert_snapshot!(format!("example_view_{limit}"), format!("tokens: {} of {}; compactions: {}; citations: {:?}\n\n{out}", s.tokens, s.limit, s.compactions, s.citations));
+        insta::assert_snapshot!(
+            format!("example_view_{limit}"),
+            format!("tokens: {} of {}; compactions: {}; citations: {:?}\n\n{out}", s.tokens, s.limit, s.compactions, s.citations)
+        );
     }
 }

@@ -2,9 +2,9 @@
 //! equals batch on real trajectories, and the deletion-set digest does not
 //! depend on the encoder batch size.
 
-use lam_operator::Config;
 use lam_core::Threshold;
 use lam_encode::{BertEncoder, CachedEncoder};
+use lam_operator::Config;
 
 fn sample() -> Vec<lam_trajectory::read::Trajectory> {
     let root = lam_core::testsuite::corpus().join("swe-agent-demos/trajectories/demonstrations");
@@ -32,7 +32,10 @@ fn online_equals_batch_and_digest_is_batch_size_independent() {
             let r = &run.report;
             assert!(r.online_equals_batch, "{}: online and batch differ", r.session);
             assert!(r.delta_hat <= r.delta);
-            eprintln!("batch {batch}: {} records {} chunks {} dropped {} delta_hat {:.4} digest {}", r.session, r.records, r.chunks, r.chunks_dropped, r.delta_hat, r.digest);
+            eprintln!(
+                "batch {batch}: {} records {} chunks {} dropped {} delta_hat {:.4} digest {}",
+                r.session, r.records, r.chunks, r.chunks_dropped, r.delta_hat, r.digest
+            );
             ds.push(r.digest.clone());
         }
         let (hits, misses) = enc.stats();
@@ -63,7 +66,10 @@ fn online_equals_batch_with_minilm_on_a_corpus_sample() {
                     assert!(r.online_equals_batch, "{}: online and batch differ at t={tc}", input.path.display());
                     assert!(r.delta_hat <= r.delta);
                     dropped += r.chunks_dropped;
-                    eprintln!("{src} {} t={tc}: {} chunks, {} dropped, delta_hat {:.4}, min margin {:?}, digest {}", r.session, r.chunks, r.chunks_dropped, r.delta_hat, r.min_margin, r.digest);
+                    eprintln!(
+                        "{src} {} t={tc}: {} chunks, {} dropped, delta_hat {:.4}, min margin {:?}, digest {}",
+                        r.session, r.chunks, r.chunks_dropped, r.delta_hat, r.min_margin, r.digest
+                    );
                 }
             }
             n += 1;

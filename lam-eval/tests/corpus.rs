@@ -1,18 +1,13 @@
 //! Online and batch residuals are byte-identical on every trajectory of
 //! `../shared/corpus` that the readers support, L0 and L1 (hashing encoder).
 
-use lam_operator::Config;
-use lam_trajectory::read;
 use lam_core::Threshold;
 use lam_encode::{EmbeddingsWriter, HashingEncoder, PrecomputedEncoder};
+use lam_operator::Config;
+use lam_trajectory::read;
 use rayon::prelude::*;
 
-const SOURCES: [&str; 4] = [
-    "mini-swe-agent-gemini3pro-swebench-verified",
-    "coder-swebench-lite",
-    "sweagent-java-multi-swe-bench",
-    "swe-agent-demos",
-];
+const SOURCES: [&str; 4] = ["mini-swe-agent-gemini3pro-swebench-verified", "coder-swebench-lite", "sweagent-java-multi-swe-bench", "swe-agent-demos"];
 
 #[test]
 fn online_equals_batch_on_every_supported_trajectory() {

@@ -4,8 +4,8 @@
 //! masking with k = infinity removes nothing, online equals batch at every
 //! threshold; plus a snapshot of the headline rows on a small fixed sample.
 
-use lam_eval::{self as eval, NoProgress, Options};
 use lam_encode::{CachedEncoder, HashingEncoder};
+use lam_eval::{self as eval, NoProgress, Options};
 use std::path::PathBuf;
 
 fn sample() -> Vec<PathBuf> {
@@ -113,8 +113,10 @@ fn headline_rows_snapshot() {
     o.semdedup = false;
     let a = run(&o);
     let b = run(&o);
-    let rows: Vec<serde_json::Value> = a.headline().iter().map(|h| serde_json::to_value(h).unwrap()).chain(a.baseline_headline().iter().map(|h| serde_json::to_value(h).unwrap())).collect();
-    let again: Vec<serde_json::Value> = b.headline().iter().map(|h| serde_json::to_value(h).unwrap()).chain(b.baseline_headline().iter().map(|h| serde_json::to_value(h).unwrap())).collect();
+    let rows: Vec<serde_json::Value> =
+        a.headline().iter().map(|h| serde_json::to_value(h).unwrap()).chain(a.baseline_headline().iter().map(|h| serde_json::to_value(h).unwrap())).collect();
+    let again: Vec<serde_json::Value> =
+        b.headline().iter().map(|h| serde_json::to_value(h).unwrap()).chain(b.baseline_headline().iter().map(|h| serde_json::to_value(h).unwrap())).collect();
     assert_eq!(rows, again, "two runs give identical rows and digests");
     let rounded: Vec<serde_json::Value> = rows.into_iter().map(round).collect();
     insta::assert_snapshot!("eval_headline_hashing_4_trajectories", serde_json::to_string_pretty(&rounded).unwrap());

@@ -14,9 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn corpus_sessions() -> Vec<Vec<Vec<u8>>> {
-    let root = std::env::var_os("LAM_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
+    let root = std::env::var_os("LAM_CORPUS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
     let dir = root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus beside the checkout").map(|e| e.unwrap().path()).collect();
     files.sort();
@@ -27,11 +25,7 @@ fn corpus_sessions() -> Vec<Vec<Vec<u8>>> {
             let mut s = Vec::new();
             flate2::read::GzDecoder::new(std::fs::File::open(f).unwrap()).read_to_end(&mut s).unwrap();
             let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
-            v["messages"].as_array().unwrap()[2..]
-                .iter()
-                .filter(|m| m["role"] == "user")
-                .map(|m| m["content"].as_str().unwrap().as_bytes().to_vec())
-                .collect()
+            v["messages"].as_array().unwrap()[2..].iter().filter(|m| m["role"] == "user").map(|m| m["content"].as_str().unwrap().as_bytes().to_vec()).collect()
         })
         .collect()
 }
@@ -139,6 +133,12 @@ fn main() {
     let gbs = |t: f64| bytes as f64 / t / 1e9;
     println!(
         "L0 over {:.1} MB of corpus observations: lam {:.2} GB/s, raw xxh3 {:.2} GB/s, naive rule {:.2} GB/s (output identical: {same}), split+HashSet {:.2} GB/s; lam/raw = {:.3}, lam/naive = {:.2}x (target >= 1.5 GB/s)",
-        bytes as f64 / 1e6, gbs(t_l0), gbs(t_raw), gbs(t_naive), gbs(t_split), t_raw / t_l0, t_naive / t_l0
+        bytes as f64 / 1e6,
+        gbs(t_l0),
+        gbs(t_raw),
+        gbs(t_naive),
+        gbs(t_split),
+        t_raw / t_l0,
+        t_naive / t_l0
     );
 }

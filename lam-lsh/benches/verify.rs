@@ -56,7 +56,9 @@ fn main() {
         let pairs = 2000.0 * n as f64;
         lines.push(format!(
             "D={dim}: lam {:.1} M pairs/s, naive {:.1} M pairs/s, ratio {:.2}x (target >= 20 M pairs/s per core)",
-            pairs / a / 1e6, pairs / b / 1e6, b / a
+            pairs / a / 1e6,
+            pairs / b / 1e6,
+            b / a
         ));
     }
     c.final_summary();

@@ -78,15 +78,7 @@ impl BandedIndex {
     /// An empty index for vectors of dimension `dim`.
     pub fn new(dim: usize, params: BandParams) -> Self {
         assert!(params.r > 0 && params.r <= dim, "band width must be in 1..=dim");
-        Self {
-            dim,
-            params,
-            quant: Quantizer::new(dim, params.rel),
-            table: HashMap::default(),
-            len: 0,
-            max_id: 0,
-            ascending: true,
-        }
+        Self { dim, params, quant: Quantizer::new(dim, params.rel), table: HashMap::default(), len: 0, max_id: 0, ascending: true }
     }
 
     /// Band settings.

@@ -91,7 +91,9 @@ fn sq_l2_avx2_within(a: &[f32], b: &[f32], bound: f32) -> Option<f32> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn reduce_avx2(acc: &[std::arch::x86_64::__m256; LANES / 8]) -> f32 {
-    use std::arch::x86_64::{_mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps, _mm256_add_ps, _mm256_castps256_ps128, _mm256_extractf128_ps};
+    use std::arch::x86_64::{
+        _mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps, _mm256_add_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,
+    };
     // w = 16: lanes 0..16 += 16..32; w = 8: 0..8 += 8..16.
     let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
     // w = 4: 0..4 += 4..8; w = 2: 0..2 += 2..4; w = 1: 0 += 1.

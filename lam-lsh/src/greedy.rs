@@ -1,10 +1,10 @@
 //! Greedy first-occurrence deduplication (LAM Algorithms 1 and 2, C.4, C.5).
 
 use crate::sq_l2_within;
+use lam_core::{CandidateIndex, Decision, Error, Threshold, check_unit};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use lam_core::{CandidateIndex, Decision, Error, Threshold, check_unit};
 
 /// Counters of one session's L1 run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

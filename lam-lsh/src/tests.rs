@@ -99,11 +99,16 @@ fn lazy_visits_equal_candidates_in_big_buckets() {
         for q in vs.iter().step_by(97) {
             idx.candidates(q, &mut out);
             idx.digests(q, &mut qd);
-            let mut want: Vec<u32> = ids.iter().zip(&vs).filter(|(_, v)| {
-                let mut d = Vec::new();
-                idx.digests(v, &mut d);
-                d.iter().zip(&qd).any(|(a, b)| a == b)
-            }).map(|(i, _)| *i).collect();
+            let mut want: Vec<u32> = ids
+                .iter()
+                .zip(&vs)
+                .filter(|(_, v)| {
+                    let mut d = Vec::new();
+                    idx.digests(v, &mut d);
+                    d.iter().zip(&qd).any(|(a, b)| a == b)
+                })
+                .map(|(i, _)| *i)
+                .collect();
             want.sort_unstable();
             assert_eq!(out, want);
             assert!(out.len() > 256, "the test must reach the windowed path");

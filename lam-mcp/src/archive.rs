@@ -32,12 +32,7 @@ pub struct Config {
 impl Config {
     /// Defaults for `store`: no scope, 2048-token parts, 512-token pages.
     pub fn new(store: StoreSpec) -> Self {
-        Self {
-            store,
-            session: None,
-            part_tokens: 2048,
-            page_tokens: 512,
-        }
+        Self { store, session: None, part_tokens: 2048, page_tokens: 512 }
     }
 }
 
@@ -150,17 +145,12 @@ pub struct Archive {
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Archive")
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
+        f.debug_struct("Archive").field("cfg", &self.cfg).finish_non_exhaustive()
     }
 }
 
 fn is_miss(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Store(StoreError::NotFound { .. }) | Error::UnknownSession { .. }
-    )
+    matches!(e, Error::Store(StoreError::NotFound { .. }) | Error::UnknownSession { .. })
 }
 
 impl Archive {
@@ -169,27 +159,13 @@ impl Archive {
         check(&cfg)?;
         let store = arc_store::open(&cfg.store, Access::ReadOnly)?;
         let reopen = cfg.store != StoreSpec::Memory;
-        Ok(Self {
-            cfg,
-            reopen,
-            open: Mutex::new(Opened {
-                store,
-                at: Instant::now(),
-            }),
-        })
+        Ok(Self { cfg, reopen, open: Mutex::new(Opened { store, at: Instant::now() }) })
     }
 
     /// Serve a store opened by the caller (never reopened on a miss).
     pub fn with_store(cfg: Config, store: AnyStore) -> Result<Self, Error> {
         check(&cfg)?;
-        Ok(Self {
-            cfg,
-            reopen: false,
-            open: Mutex::new(Opened {
-                store,
-                at: Instant::now(),
-            }),
-        })
+        Ok(Self { cfg, reopen: false, open: Mutex::new(Opened { store, at: Instant::now() }) })
     }
 
     /// The settings.
@@ -215,10 +191,7 @@ impl Archive {
     /// The session a call works in: the one asked, else the server's scope.
     fn session(&self, asked: Option<&str>) -> Result<Option<SessionId>, Error> {
         match (asked, &self.cfg.session) {
-            (Some(a), Some(s)) if a != s.as_str() => Err(Error::OutOfScope {
-                scope: s.to_string(),
-                asked: a.to_string(),
-            }),
+            (Some(a), Some(s)) if a != s.as_str() => Err(Error::OutOfScope { scope: s.to_string(), asked: a.to_string() }),
             (Some(""), _) => Err(Error::Argument("session: empty name".into())),
             (Some(a), _) => Ok(Some(SessionId::from(a))),
             (None, s) => Ok(s.clone()),
@@ -231,12 +204,7 @@ impl Archive {
 
     /// The exact bytes of `id` (with or without `§`), or of its part `part`
     /// (`K` or `K/N`), found as `lam recall` finds them.
-    pub fn recall(
-        &self,
-        id: &str,
-        session: Option<&str>,
-        part: Option<&str>,
-    ) -> Result<Recalled, Error> {
+    pub fn recall(&self, id: &str, session: Option<&str>, part: Option<&str>) -> Result<Recalled, Error> {
         let session = self.session(session)?;
         let found = self.with(|st| find(st, session.as_ref(), id))?;
         let shown = id.trim_start_matches('§').to_ascii_lowercase();
@@ -245,27 +213,12 @@ impl Archive {
             None => (None, 0..total),
             Some(p) => {
                 let parts = self.parts(&found.bytes);
-                let k = parse_part(p.trim(), parts.len()).map_err(|reason| Error::Part {
-                    shown: shown.clone(),
-                    reason,
-                    tokens: self.cfg.part_tokens,
-                })?;
+                let k = parse_part(p.trim(), parts.len()).map_err(|reason| Error::Part { shown: shown.clone(), reason, tokens: self.cfg.part_tokens })?;
                 (Some((k, parts.len())), parts[k - 1].clone())
             }
         };
-        let bytes = if range == (0..total) {
-            found.bytes
-        } else {
-            found.bytes[range.clone()].to_vec()
-        };
-        Ok(Recalled {
-            shown,
-            sessions: found.sessions,
-            part,
-            range,
-            total,
-            bytes,
-        })
+        let bytes = if range == (0..total) { found.bytes } else { found.bytes[range.clone()].to_vec() };
+        Ok(Recalled { shown, sessions: found.sessions, part, range, total, bytes })
     }
 
     /// Size, parts, sessions and first line of `id`.
@@ -274,19 +227,11 @@ impl Archive {
         let (found, m) = self.with(|st| {
             let found = find(st, session.as_ref(), id)?;
             let shown = id.trim_start_matches('§').to_ascii_lowercase();
-            let m = st
-                .meta(&found.sessions[0], &shown)
-                .map_err(StoreError::Store)?;
+            let m = st.meta(&found.sessions[0], &shown).map_err(StoreError::Store)?;
             Ok((found, m))
         })?;
-        let m = m.ok_or_else(|| {
-            Error::Argument(format!("§{id}: the store returned bytes but no metadata"))
-        })?;
-        let first = found
-            .bytes
-            .split(|&b| b == b'\n')
-            .next()
-            .unwrap_or_default();
+        let m = m.ok_or_else(|| Error::Argument(format!("§{id}: the store returned bytes but no metadata")))?;
+        let first = found.bytes.split(|&b| b == b'\n').next().unwrap_or_default();
         Ok(Meta {
             id: format!("§{}", m.shown),
             sha1: m.id.hex(),
@@ -314,10 +259,7 @@ impl Archive {
             let ids = st.ids(&session).map_err(StoreError::Store)?;
             if ids.is_empty() {
                 let known = st.sessions().map_err(StoreError::Store)?;
-                return Err(Error::UnknownSession {
-                    asked: session.to_string(),
-                    known: first_names(&known),
-                });
+                return Err(Error::UnknownSession { asked: session.to_string(), known: first_names(&known) });
             }
             let mut c = Catalog::new(&tok, self.cfg.page_tokens);
             for id in &ids {
@@ -328,14 +270,8 @@ impl Archive {
             Ok(c)
         })?;
         let k = page.unwrap_or(1);
-        let none = || Error::NoPage {
-            session: session.to_string(),
-            page: k,
-            pages: catalog.pages(),
-        };
-        let (text, _) = catalog
-            .page(&tok, k.checked_sub(1).ok_or_else(none)?)
-            .ok_or_else(none)?;
+        let none = || Error::NoPage { session: session.to_string(), page: k, pages: catalog.pages() };
+        let (text, _) = catalog.page(&tok, k.checked_sub(1).ok_or_else(none)?).ok_or_else(none)?;
         // ARC's header names the agent's typed commands; an MCP client calls tools.
         Ok(text.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1))
     }
@@ -347,24 +283,15 @@ fn check(cfg: &Config) -> Result<(), Error> {
     }
     let least = Catalog::header_reserve(&Cl100k) + 16;
     if cfg.page_tokens < least {
-        return Err(Error::Argument(format!(
-            "page tokens must be at least {least} (the page header takes {})",
-            least - 16
-        )));
+        return Err(Error::Argument(format!("page tokens must be at least {least} (the page header takes {})", least - 16)));
     }
     Ok(())
 }
 
-fn find(
-    st: &dyn ObsStore,
-    session: Option<&SessionId>,
-    id: &str,
-) -> Result<arc_store::Found, Error> {
+fn find(st: &dyn ObsStore, session: Option<&SessionId>, id: &str) -> Result<arc_store::Found, Error> {
     let shown = id.trim_start_matches('§');
     if shown.is_empty() || !shown.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::Argument(format!(
-            "id `{id}`: expected §hex as cited (e.g. §a1b2c3d4)"
-        )));
+        return Err(Error::Argument(format!("id `{id}`: expected §hex as cited (e.g. §a1b2c3d4)")));
     }
     Ok(arc_store::find(st, session, id)?)
 }
@@ -374,26 +301,16 @@ fn first_names(sessions: &[SessionId]) -> String {
     if sessions.len() > 20 {
         s.push(format!("... ({} in all)", sessions.len()));
     }
-    if s.is_empty() {
-        "none".into()
-    } else {
-        s.join(", ")
-    }
+    if s.is_empty() { "none".into() } else { s.join(", ") }
 }
 
 fn session_list(st: &dyn ObsStore) -> Result<String, Error> {
     let sessions = st.sessions().map_err(StoreError::Store)?;
-    let mut out = format!(
-        "[{} session{} in the archive; catalog with a session lists its observations]\n",
-        sessions.len(),
-        if sessions.len() == 1 { "" } else { "s" }
-    );
+    let mut out =
+        format!("[{} session{} in the archive; catalog with a session lists its observations]\n", sessions.len(), if sessions.len() == 1 { "" } else { "s" });
     for s in &sessions {
         let n = st.ids(s).map_err(StoreError::Store)?.len();
-        out.push_str(&format!(
-            "{s} ({n} observation{})\n",
-            if n == 1 { "" } else { "s" }
-        ));
+        out.push_str(&format!("{s} ({n} observation{})\n", if n == 1 { "" } else { "s" }));
     }
     Ok(out)
 }

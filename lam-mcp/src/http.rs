@@ -185,9 +185,7 @@ pub async fn serve_http(
         config = config.disable_allowed_hosts();
     }
     let service = StreamableHttpService::new(move || Ok(RecallServer::new(archive.clone())), LocalSessionManager::default().into(), config);
-    let router = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(access, guard));
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(access, guard));
     axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -225,7 +223,14 @@ mod tests {
         let code = |b: &str| check_jsonrpc(b.as_bytes()).err().map(|r| r.status());
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), None);
         assert_eq!(code(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), None);
-        for bad in ["{", "", r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, r#"{"id":1,"method":"ping"}"#, r#"{"jsonrpc":"2.0","id":1}"#] {
+        for bad in [
+            "{",
+            "",
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+        ] {
             assert_eq!(code(bad), Some(StatusCode::BAD_REQUEST), "{bad}");
         }
     }

@@ -70,14 +70,8 @@ pub enum ServeError {
 
 /// Serve `archive` on standard input and output until the client closes it.
 pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
-    let running = RecallServer::new(archive)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ServeError::Protocol(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| ServeError::Protocol(e.to_string()))?;
+    let running = RecallServer::new(archive).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    running.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
     Ok(())
 }
 
@@ -86,10 +80,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|error| ServeError::Io {
-            what: "starting the async runtime".into(),
-            error,
-        })
+        .map_err(|error| ServeError::Io { what: "starting the async runtime".into(), error })
 }
 
 /// Open `cfg.store` and serve it over stdio (blocking; `lam mcp`).
@@ -103,26 +94,13 @@ pub fn run_stdio(cfg: Config) -> Result<(), ServeError> {
 /// as `access` says (a non-loopback `addr` needs a token: refused before
 /// anything is opened). `ready` is called with the bound address (port 0
 /// picks a free one).
-pub fn run_http(
-    cfg: Config,
-    addr: SocketAddr,
-    access: HttpAccess,
-    ready: impl FnOnce(SocketAddr),
-) -> Result<(), ServeError> {
+pub fn run_http(cfg: Config, addr: SocketAddr, access: HttpAccess, ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
     access.check_bind(addr)?;
     let archive = Arc::new(Archive::open(cfg)?);
     let rt = runtime()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|error| ServeError::Io {
-                what: format!("binding {addr}"),
-                error,
-            })?;
-        ready(listener.local_addr().map_err(|error| ServeError::Io {
-            what: "listener address".into(),
-            error,
-        })?);
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| ServeError::Io { what: format!("binding {addr}"), error })?;
+        ready(listener.local_addr().map_err(|error| ServeError::Io { what: "listener address".into(), error })?);
         serve_http(archive, listener, access, shutdown_signal()).await
     })
 }

@@ -4,9 +4,7 @@ use crate::archive::{Archive, Error, Recalled};
 use base64::Engine;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolResult, Content, Implementation, ResourceContents, ServerCapabilities, ServerInfo,
-};
+use rmcp::model::{CallToolResult, Content, Implementation, ResourceContents, ServerCapabilities, ServerInfo};
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use std::sync::Arc;
 
@@ -72,9 +70,7 @@ pub struct RecallServer {
 
 impl std::fmt::Debug for RecallServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecallServer")
-            .field("archive", &self.archive)
-            .finish_non_exhaustive()
+        f.debug_struct("RecallServer").field("archive", &self.archive).finish_non_exhaustive()
     }
 }
 
@@ -89,9 +85,7 @@ async fn blocking<R: Send + 'static>(
     Ok(match tokio::task::spawn_blocking(move || work(&a)).await {
         Ok(Ok(r)) => answer(r),
         Ok(Err(e)) => CallToolResult::error(vec![Content::text(e.to_string())]),
-        Err(e) => CallToolResult::error(vec![Content::text(format!(
-            "internal error: the tool's task failed: {e}"
-        ))]),
+        Err(e) => CallToolResult::error(vec![Content::text(format!("internal error: the tool's task failed: {e}"))]),
     })
 }
 
@@ -103,10 +97,7 @@ pub fn recall_content(r: &Recalled) -> Vec<Content> {
         Ok(s) => vec![Content::text(s)],
         Err(_) => {
             let what = match r.part {
-                Some((k, m)) => format!(
-                    "§{} part {k}/{m} (bytes {}..{} of {})",
-                    r.shown, r.range.start, r.range.end, r.total
-                ),
+                Some((k, m)) => format!("§{} part {k}/{m} (bytes {}..{} of {})", r.shown, r.range.start, r.range.end, r.total),
                 None => format!("§{} ({} bytes)", r.shown, r.total),
             };
             let uri = match r.part {
@@ -119,12 +110,7 @@ pub fn recall_content(r: &Recalled) -> Vec<Content> {
                 Content::text(format!(
                     "[{what} is not valid UTF-8: the text above shows each invalid byte sequence as U+FFFD; the exact bytes follow as a base64 blob ({uri})]"
                 )),
-                Content::resource(ResourceContents::BlobResourceContents {
-                    uri,
-                    mime_type: Some("application/octet-stream".into()),
-                    blob,
-                    meta: None,
-                }),
+                Content::resource(ResourceContents::BlobResourceContents { uri, mime_type: Some("application/octet-stream".into()), blob, meta: None }),
             ]
         }
     }
@@ -134,43 +120,28 @@ pub fn recall_content(r: &Recalled) -> Vec<Content> {
 impl RecallServer {
     /// A server over `archive`.
     pub fn new(archive: Arc<Archive>) -> Self {
-        Self {
-            archive,
-            tool_router: Self::tool_router(),
-        }
+        Self { archive, tool_router: Self::tool_router() }
     }
 
     /// The exact archived text of an observation cited as §id, or one part of it.
     #[tool(
         description = "Recall the exact archived text of an observation cited as §id (from a stub `_recall §id` or the catalog). Without `part`: the whole observation; with `part` \"K\" or \"K/N\": part K of it (see recall_meta for the part count). Bytes that are not valid UTF-8 come back as text with U+FFFD plus the exact bytes as a base64 blob."
     )]
-    async fn recall(
-        &self,
-        Parameters(a): Parameters<RecallArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
+    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<CallToolResult, ErrorData> {
         let part = a.part.as_ref().map(PartArg::text);
-        blocking(
-            &self.archive,
-            move |ar| ar.recall(&a.id, a.session.as_deref(), part.as_deref()),
-            |r| CallToolResult::success(recall_content(&r)),
-        )
-        .await
+        blocking(&self.archive, move |ar| ar.recall(&a.id, a.session.as_deref(), part.as_deref()), |r| CallToolResult::success(recall_content(&r))).await
     }
 
     /// Size, parts, sessions and first line of an observation.
     #[tool(
         description = "Metadata of an archived observation cited as §id: size in bytes and tokens, number of parts for `recall`, sessions holding it, action, return code, first line. JSON."
     )]
-    async fn recall_meta(
-        &self,
-        Parameters(a): Parameters<MetaArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
+    async fn recall_meta(&self, Parameters(a): Parameters<MetaArgs>) -> Result<CallToolResult, ErrorData> {
         blocking(
             &self.archive,
             move |ar| ar.meta(&a.id, a.session.as_deref()),
             |m| {
-                let json = serde_json::to_string_pretty(&m)
-                    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+                let json = serde_json::to_string_pretty(&m).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
                 CallToolResult::success(vec![Content::text(json)])
             },
         )
@@ -181,16 +152,8 @@ impl RecallServer {
     #[tool(
         description = "One page of a session's citation catalog: every archived observation of the session, one line each (`§id #step rc=N Ttok $ action`), in creation order, as the ARC view shows it. Without a session (on a server not scoped to one): the sessions in the archive."
     )]
-    async fn catalog(
-        &self,
-        Parameters(a): Parameters<CatalogArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
-        blocking(
-            &self.archive,
-            move |ar| ar.catalog(a.session.as_deref(), a.page),
-            |t| CallToolResult::success(vec![Content::text(t)]),
-        )
-        .await
+    async fn catalog(&self, Parameters(a): Parameters<CatalogArgs>) -> Result<CallToolResult, ErrorData> {
+        blocking(&self.archive, move |ar| ar.catalog(a.session.as_deref(), a.page), |t| CallToolResult::success(vec![Content::text(t)])).await
     }
 }
 

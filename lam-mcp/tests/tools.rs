@@ -17,24 +17,11 @@ use std::sync::Arc;
 type Client = RunningService<RoleClient, ()>;
 
 fn rec(i: u32, action: &str, obs: &[u8]) -> Record {
-    Record {
-        index: i,
-        action: action.into(),
-        observation: obs.to_vec(),
-        returncode: Some(i as i32 % 2),
-    }
+    Record { index: i, action: action.into(), observation: obs.to_vec(), returncode: Some(i as i32 % 2) }
 }
 
 fn big() -> Vec<u8> {
-    (0..1500)
-        .map(|k| {
-            format!(
-                "line {k}: some output ü with words {} and more\n",
-                k * 7919 % 1000
-            )
-        })
-        .collect::<String>()
-        .into_bytes()
+    (0..1500).map(|k| format!("line {k}: some output ü with words {} and more\n", k * 7919 % 1000)).collect::<String>().into_bytes()
 }
 
 const BAD: &[u8] = b"ok \xff\xfe not utf-8 \xc3\n";
@@ -44,33 +31,14 @@ fn fill(dir: &std::path::Path) -> Vec<String> {
     let mut st = FileStore::open(dir).unwrap();
     let (a, b) = (SessionId::new("a"), SessionId::new("b"));
     let mut shown = Vec::new();
-    for (i, (act, obs)) in [
-        ("echo hi", b"hello\n".to_vec()),
-        ("cat big.txt", big()),
-        ("cat bin", BAD.to_vec()),
-        ("ls", b"x\ny\n".to_vec()),
-    ]
-    .iter()
-    .enumerate()
+    for (i, (act, obs)) in [("echo hi", b"hello\n".to_vec()), ("cat big.txt", big()), ("cat bin", BAD.to_vec()), ("ls", b"x\ny\n".to_vec())].iter().enumerate()
     {
         shown.push(st.append(&a, &rec(i as u32, act, obs), 3).unwrap().shown);
     }
     for i in 0..40u32 {
-        st.append(
-            &a,
-            &rec(
-                10 + i,
-                &format!("cat file{i}.txt"),
-                format!("file {i}\n").as_bytes(),
-            ),
-            3,
-        )
-        .unwrap();
+        st.append(&a, &rec(10 + i, &format!("cat file{i}.txt"), format!("file {i}\n").as_bytes()), 3).unwrap();
     }
-    assert_eq!(
-        st.append(&b, &rec(0, "ls", b"x\ny\n"), 3).unwrap().shown,
-        shown[3]
-    );
+    assert_eq!(st.append(&b, &rec(0, "ls", b"x\ny\n"), 3).unwrap().shown, shown[3]);
     st.flush().unwrap();
     shown
 }
@@ -93,19 +61,12 @@ async fn connect(archive: Archive) -> Client {
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let p = CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().expect("object").clone());
-    client
-        .call_tool(p)
-        .await
-        .expect("a tool result, not a protocol error")
+    let p = CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().expect("object").clone());
+    client.call_tool(p).await.expect("a tool result, not a protocol error")
 }
 
 fn texts(r: &CallToolResult) -> Vec<String> {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect()
 }
 
 fn ok_text(r: &CallToolResult) -> String {
@@ -115,12 +76,7 @@ fn ok_text(r: &CallToolResult) -> String {
 }
 
 fn err_text(r: &CallToolResult) -> String {
-    assert_eq!(
-        r.is_error,
-        Some(true),
-        "expected a tool error, got {:?}",
-        texts(r)
-    );
+    assert_eq!(r.is_error, Some(true), "expected a tool error, got {:?}", texts(r));
     texts(r).join("\n")
 }
 
@@ -136,27 +92,12 @@ async fn recall_is_exact_and_errors_are_tool_errors() {
     assert_eq!(names, ["catalog", "recall", "recall_meta"]);
 
     // Whole observations, with and without §, in any case.
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": format!("§{}", ids[0])})).await),
-        "hello\n"
-    );
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": ids[0].to_uppercase()})).await),
-        "hello\n"
-    );
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": ids[1]})).await).as_bytes(),
-        big()
-    );
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": format!("§{}", ids[0])})).await), "hello\n");
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[0].to_uppercase()})).await), "hello\n");
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[1]})).await).as_bytes(), big());
     // Shared by two sessions with the same bytes: found without a session, and in each.
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": ids[3]})).await),
-        "x\ny\n"
-    );
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": ids[3], "session": "b"})).await),
-        "x\ny\n"
-    );
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[3]})).await), "x\ny\n");
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[3], "session": "b"})).await), "x\ny\n");
 
     // Parts: cut as lam recall cuts them (cl100k, 256 tokens), concatenating to the whole.
     let parts = cut_parts(&lam_trajectory::Cl100k, &big(), 256);
@@ -164,11 +105,7 @@ async fn recall_is_exact_and_errors_are_tool_errors() {
     let m = parts.len();
     let mut joined = Vec::new();
     for k in 1..=m {
-        let sel = if k % 2 == 0 {
-            json!(format!("{k}/{m}"))
-        } else {
-            json!(k)
-        };
+        let sel = if k % 2 == 0 { json!(format!("{k}/{m}")) } else { json!(k) };
         let t = ok_text(&call(&client, "recall", json!({"id": ids[1], "part": sel})).await);
         assert_eq!(t.as_bytes(), &big()[parts[k - 1].clone()], "part {k}");
         joined.extend_from_slice(t.as_bytes());
@@ -181,63 +118,29 @@ async fn recall_is_exact_and_errors_are_tool_errors() {
     assert_eq!(r.content.len(), 3);
     assert_eq!(texts(&r)[0], String::from_utf8_lossy(BAD));
     assert!(texts(&r)[1].contains("not valid UTF-8"), "{:?}", texts(&r));
-    let RawContent::Resource(res) = &r.content[2].raw else {
-        panic!("third item is not a resource: {:?}", r.content[2])
-    };
-    let ResourceContents::BlobResourceContents {
-        blob, mime_type, ..
-    } = &res.resource
-    else {
-        panic!("not a blob")
-    };
+    let RawContent::Resource(res) = &r.content[2].raw else { panic!("third item is not a resource: {:?}", r.content[2]) };
+    let ResourceContents::BlobResourceContents { blob, mime_type, .. } = &res.resource else { panic!("not a blob") };
     assert_eq!(mime_type.as_deref(), Some("application/octet-stream"));
-    assert_eq!(
-        base64::engine::general_purpose::STANDARD
-            .decode(blob)
-            .unwrap(),
-        BAD
-    );
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(blob).unwrap(), BAD);
 
     // Errors: tool errors with a clear message, and the session goes on.
     let unknown = err_text(&call(&client, "recall", json!({"id": "§0000ffff"})).await);
-    assert!(
-        unknown.contains("no §0000ffff in the archive") && unknown.contains("nearest"),
-        "{unknown}"
-    );
-    for (part, says) in [
-        (json!("0"), "does not exist"),
-        (json!(format!("{}", m + 1)), "does not exist"),
-        (json!("1/99"), "not 99"),
-        (json!("one"), "expected K or K/N"),
-    ] {
+    assert!(unknown.contains("no §0000ffff in the archive") && unknown.contains("nearest"), "{unknown}");
+    for (part, says) in
+        [(json!("0"), "does not exist"), (json!(format!("{}", m + 1)), "does not exist"), (json!("1/99"), "not 99"), (json!("one"), "expected K or K/N")]
+    {
         let e = err_text(&call(&client, "recall", json!({"id": ids[1], "part": part})).await);
-        assert!(
-            e.contains(says) && e.contains(&format!("§{}", ids[1])),
-            "{e}"
-        );
+        assert!(e.contains(says) && e.contains(&format!("§{}", ids[1])), "{e}");
     }
     let e = err_text(&call(&client, "recall", json!({"id": "not-an-id"})).await);
     assert!(e.contains("expected §hex"), "{e}");
     let e = err_text(&call(&client, "recall", json!({"id": ids[0], "session": "b"})).await);
     assert!(e.contains(&format!("no §{}", ids[0])), "{e}");
     // Arguments that miss the schema are tool errors too; an unknown tool is a protocol error; neither drops the connection.
-    assert!(
-        err_text(&call(&client, "recall", json!({"part": 1})).await).contains("missing field `id`")
-    );
-    assert!(
-        err_text(&call(&client, "catalog", json!({"page": "two"})).await)
-            .contains("failed to deserialize")
-    );
-    assert!(
-        client
-            .call_tool(CallToolRequestParams::new("no_such_tool"))
-            .await
-            .is_err()
-    );
-    assert_eq!(
-        ok_text(&call(&client, "recall", json!({"id": ids[0]})).await),
-        "hello\n"
-    );
+    assert!(err_text(&call(&client, "recall", json!({"part": 1})).await).contains("missing field `id`"));
+    assert!(err_text(&call(&client, "catalog", json!({"page": "two"})).await).contains("failed to deserialize"));
+    assert!(client.call_tool(CallToolRequestParams::new("no_such_tool")).await.is_err());
+    assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[0]})).await), "hello\n");
     client.cancel().await.unwrap();
 }
 
@@ -247,48 +150,27 @@ async fn meta_and_catalog() {
     let ids = fill(dir.path());
     let client = connect(Archive::open(config(dir.path())).unwrap()).await;
 
-    let meta: Value = serde_json::from_str(&ok_text(
-        &call(&client, "recall_meta", json!({"id": ids[1]})).await,
-    ))
-    .unwrap();
+    let meta: Value = serde_json::from_str(&ok_text(&call(&client, "recall_meta", json!({"id": ids[1]})).await)).unwrap();
     assert_eq!(meta["id"], format!("§{}", ids[1]));
     assert_eq!(meta["bytes"], big().len());
-    assert_eq!(
-        meta["parts"],
-        cut_parts(&lam_trajectory::Cl100k, &big(), 256).len()
-    );
+    assert_eq!(meta["parts"], cut_parts(&lam_trajectory::Cl100k, &big(), 256).len());
     assert_eq!(meta["part_tokens"], 256);
     assert_eq!(meta["sessions"], json!(["a"]));
-    assert_eq!(
-        meta["first_line"],
-        "line 0: some output ü with words 0 and more"
-    );
+    assert_eq!(meta["first_line"], "line 0: some output ü with words 0 and more");
     assert_eq!(meta["action"], "cat big.txt");
     assert_eq!(meta["utf8"], true);
-    let shared: Value = serde_json::from_str(&ok_text(
-        &call(&client, "recall_meta", json!({"id": ids[3]})).await,
-    ))
-    .unwrap();
+    let shared: Value = serde_json::from_str(&ok_text(&call(&client, "recall_meta", json!({"id": ids[3]})).await)).unwrap();
     assert_eq!(shared["sessions"], json!(["a", "b"]));
-    let bad: Value = serde_json::from_str(&ok_text(
-        &call(&client, "recall_meta", json!({"id": ids[2]})).await,
-    ))
-    .unwrap();
+    let bad: Value = serde_json::from_str(&ok_text(&call(&client, "recall_meta", json!({"id": ids[2]})).await)).unwrap();
     assert_eq!(bad["utf8"], false);
-    assert!(
-        err_text(&call(&client, "recall_meta", json!({"id": "§0000ffff"})).await)
-            .contains("no §0000ffff")
-    );
+    assert!(err_text(&call(&client, "recall_meta", json!({"id": "§0000ffff"})).await).contains("no §0000ffff"));
 
     // The catalog: the pages ARC's Catalog renders, covering every id of the session once.
     let store = FileStore::open_read_only(dir.path()).unwrap();
     let a = SessionId::new("a");
     let mut expect = Catalog::new(&lam_trajectory::Cl100k, 160);
     for id in store.ids(&a).unwrap() {
-        expect.push(
-            &lam_trajectory::Cl100k,
-            &store.meta(&a, &id).unwrap().unwrap(),
-        );
+        expect.push(&lam_trajectory::Cl100k, &store.meta(&a, &id).unwrap().unwrap());
     }
     assert!(expect.pages() > 2);
     let mut seen = Vec::new();
@@ -296,50 +178,26 @@ async fn meta_and_catalog() {
         let page = ok_text(&call(&client, "catalog", json!({"session": "a", "page": k})).await);
         let arc = expect.page(&lam_trajectory::Cl100k, k - 1).unwrap().0;
         assert_eq!(page, arc.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1));
-        assert!(
-            page.starts_with(&format!("[catalog page {k}/{}", expect.pages())),
-            "{page}"
-        );
-        seen.extend(page.lines().skip(1).map(|l| {
-            l.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches('§')
-                .to_string()
-        }));
+        assert!(page.starts_with(&format!("[catalog page {k}/{}", expect.pages())), "{page}");
+        seen.extend(page.lines().skip(1).map(|l| l.split_whitespace().next().unwrap().trim_start_matches('§').to_string()));
     }
     assert_eq!(seen, store.ids(&a).unwrap());
     assert_eq!(
         ok_text(&call(&client, "catalog", json!({"session": "a"})).await),
-        expect.page(&lam_trajectory::Cl100k, 0).unwrap().0.replacen("catalog next | catalog prev | catalog page N; _recall §id]", "call `catalog` with page=N; `recall` with id=§id]", 1)
-    );
-    let e = err_text(
-        &call(
-            &client,
-            "catalog",
-            json!({"session": "a", "page": expect.pages() + 1}),
+        expect.page(&lam_trajectory::Cl100k, 0).unwrap().0.replacen(
+            "catalog next | catalog prev | catalog page N; _recall §id]",
+            "call `catalog` with page=N; `recall` with id=§id]",
+            1
         )
-        .await,
     );
-    assert!(
-        e.contains("does not exist") && e.contains(&format!("{} pages", expect.pages())),
-        "{e}"
-    );
-    assert!(
-        err_text(&call(&client, "catalog", json!({"session": "a", "page": 0})).await)
-            .contains("page 0 does not exist")
-    );
+    let e = err_text(&call(&client, "catalog", json!({"session": "a", "page": expect.pages() + 1})).await);
+    assert!(e.contains("does not exist") && e.contains(&format!("{} pages", expect.pages())), "{e}");
+    assert!(err_text(&call(&client, "catalog", json!({"session": "a", "page": 0})).await).contains("page 0 does not exist"));
     let e = err_text(&call(&client, "catalog", json!({"session": "zz"})).await);
-    assert!(
-        e.contains("session `zz` holds no observations") && e.contains("`a`, `b`"),
-        "{e}"
-    );
+    assert!(e.contains("session `zz` holds no observations") && e.contains("`a`, `b`"), "{e}");
     // Without a session: the sessions.
     let list = ok_text(&call(&client, "catalog", json!({})).await);
-    assert!(
-        list.contains("\na (44 observations)\n") && list.contains("\nb (1 observation)\n"),
-        "{list}"
-    );
+    assert!(list.contains("\na (44 observations)\n") && list.contains("\nb (1 observation)\n"), "{list}");
     client.cancel().await.unwrap();
 }
 
@@ -350,21 +208,12 @@ async fn a_scoped_server_serves_one_session() {
     let mut cfg = config(dir.path());
     cfg.session = Some(SessionId::new("b"));
     let client = connect(Archive::open(cfg).unwrap()).await;
-    let shared: Value = serde_json::from_str(&ok_text(
-        &call(&client, "recall_meta", json!({"id": ids[3]})).await,
-    ))
-    .unwrap();
+    let shared: Value = serde_json::from_str(&ok_text(&call(&client, "recall_meta", json!({"id": ids[3]})).await)).unwrap();
     assert_eq!(shared["sessions"], json!(["b"]));
-    assert!(
-        err_text(&call(&client, "recall", json!({"id": ids[0]})).await)
-            .contains(&format!("no §{}", ids[0]))
-    );
+    assert!(err_text(&call(&client, "recall", json!({"id": ids[0]})).await).contains(&format!("no §{}", ids[0])));
     let e = err_text(&call(&client, "recall", json!({"id": ids[3], "session": "a"})).await);
     assert!(e.contains("scoped to session `b`"), "{e}");
-    assert!(
-        ok_text(&call(&client, "catalog", json!({})).await)
-            .starts_with("[catalog page 1/1: 1 of 1 archived observations")
-    );
+    assert!(ok_text(&call(&client, "catalog", json!({})).await).starts_with("[catalog page 1/1: 1 of 1 archived observations"));
     client.cancel().await.unwrap();
 }
 
@@ -374,21 +223,11 @@ fn a_miss_reopens_the_store_to_see_later_appends() {
     fill(dir.path());
     let archive = Archive::open(config(dir.path())).unwrap();
     let mut w = FileStore::open(dir.path()).unwrap();
-    let m = w
-        .append(&SessionId::new("c"), &rec(0, "date", b"later\n"), 2)
-        .unwrap();
+    let m = w.append(&SessionId::new("c"), &rec(0, "date", b"later\n"), 2).unwrap();
     w.flush().unwrap();
     std::thread::sleep(lam_mcp::REOPEN_AFTER);
-    assert_eq!(
-        archive.recall(&m.shown, None, None).unwrap().bytes,
-        b"later\n"
-    );
-    assert!(
-        archive
-            .catalog(Some("c"), None)
-            .unwrap()
-            .contains(&format!("§{} #1", m.shown))
-    );
+    assert_eq!(archive.recall(&m.shown, None, None).unwrap().bytes, b"later\n");
+    assert!(archive.catalog(Some("c"), None).unwrap().contains(&format!("§{} #1", m.shown)));
 }
 
 #[test]
@@ -397,18 +236,11 @@ fn bad_settings_are_refused() {
     fill(dir.path());
     let mut c = config(dir.path());
     c.page_tokens = 10;
-    assert!(
-        Archive::open(c)
-            .unwrap_err()
-            .to_string()
-            .contains("page tokens must be at least")
-    );
+    assert!(Archive::open(c).unwrap_err().to_string().contains("page tokens must be at least"));
     let mut c = config(dir.path());
     c.part_tokens = 0;
     assert!(Archive::open(c).is_err());
-    let missing = Archive::open(config(&dir.path().join("nope")))
-        .unwrap_err()
-        .to_string();
+    let missing = Archive::open(config(&dir.path().join("nope"))).unwrap_err().to_string();
     assert!(missing.contains("nope"), "{missing}");
 }
 

@@ -4,9 +4,9 @@
 //! against the sequential run.
 
 use criterion::{Criterion, black_box};
-use lam_operator::{Config, Session};
 use lam_core::{Encoder, Record, Threshold};
 use lam_encode::HashingEncoder;
+use lam_operator::{Config, Session};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::time::Instant;
@@ -71,7 +71,10 @@ fn main() {
     let q = |p: f64| lat[((p * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1] as f64 / 1000.0;
     println!(
         "admission per arrival, embeddings given, {} arrivals of 64 real trajectories: p50 {:.1} us, p99 {:.1} us, max {:.1} us (paper: 1.49 ms; target p50 <= 50 us)",
-        arrivals, q(0.5), q(0.99), q(1.0)
+        arrivals,
+        q(0.5),
+        q(0.99),
+        q(1.0)
     );
 
     for k in [1usize, 2, 64] {

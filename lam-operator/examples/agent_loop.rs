@@ -36,7 +36,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let a = view.push_turn(&turn.thought, &turn.record)?;
         let t = a.tokens;
-        println!("  $ {} -> §{}: {} bytes shown of {}, {} stubs{}", turn.record.action, a.id, a.residual.len(), turn.record.observation.len(), a.stubs.len(), t.map_or(String::new(), |t| format!(", {} -> {} tokens", t.input, t.output)));
+        println!(
+            "  $ {} -> §{}: {} bytes shown of {}, {} stubs{}",
+            turn.record.action,
+            a.id,
+            a.residual.len(),
+            turn.record.observation.len(),
+            a.stubs.len(),
+            t.map_or(String::new(), |t| format!(", {} -> {} tokens", t.input, t.output))
+        );
         if let Some(stub) = a.stubs.first() {
             println!("  {stub}");
             let answer = view.act("look at the original", &format!("_recall §{}", stub.id()))?.ok_or("_recall is a view command")?;

@@ -16,7 +16,9 @@ pub enum Error {
     },
     /// The archive and the operator gave one observation different ids: the
     /// store's session already holds records the operator never saw.
-    #[error("record {record}: the archive shows its observation as §{archive} but the operator as §{operator}; session `{session}` of the store holds other records with colliding ids")]
+    #[error(
+        "record {record}: the archive shows its observation as §{archive} but the operator as §{operator}; session `{session}` of the store holds other records with colliding ids"
+    )]
     ArchiveMismatch {
         /// Record index.
         record: u32,

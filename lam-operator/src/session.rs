@@ -2,19 +2,19 @@
 //! the online form ([`Session::admit`]) and the batch form
 //! ([`crate::compact_batch`]) run.
 
+use crate::Error;
 use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
 use crate::segments::{self, Dropped, Every, Seg};
-use crate::Error;
 use lam_core::stub::{ChunkRef, RepeatStub, worth_replacing};
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
 use lam_hash::{L0Stats, LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index, L1Stats};
-use xxhash_rust::xxh3::xxh3_128;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
+use xxhash_rust::xxh3::xxh3_128;
 
 /// One session's online operator state. `Send`: sessions admit in parallel.
 ///
@@ -196,7 +196,13 @@ impl<I: CandidateIndex> Session<I> {
     /// archived original with `_recall §id`, and that id resolves in `store`
     /// to the exact observation bytes. The archive records the observation's
     /// tokens by the session's counter (0 without one).
-    pub fn admit_archived<E: Encoder + ?Sized, S: ObsStore + ?Sized>(&mut self, store: &mut S, session: &SessionId, enc: &mut E, rec: &Record) -> Result<Admission, Error> {
+    pub fn admit_archived<E: Encoder + ?Sized, S: ObsStore + ?Sized>(
+        &mut self,
+        store: &mut S,
+        session: &SessionId,
+        enc: &mut E,
+        rec: &Record,
+    ) -> Result<Admission, Error> {
         self.check_next(rec)?;
         let tokens = self.counter.as_ref().map_or(0, |c| c.count(&rec.observation));
         let meta = store.append(session, rec, u32::try_from(tokens).unwrap_or(u32::MAX))?;
@@ -272,7 +278,19 @@ impl<I: CandidateIndex> Session<I> {
         };
         let admit_ns = b.started.elapsed().as_nanos() as u64;
         let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
-        Ok(Admission { record: b.record, id: b.id, residual, chunks: outcomes, stubs, l0, first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns })
+        Ok(Admission {
+            record: b.record,
+            id: b.id,
+            residual,
+            chunks: outcomes,
+            stubs,
+            l0,
+            first_layer_plain,
+            vectors: vectors.to_vec(),
+            tokens,
+            encode_ns: 0,
+            admit_ns,
+        })
     }
 
     /// The one line that stands in a record whose output repeats record
@@ -295,7 +313,19 @@ impl<I: CandidateIndex> Session<I> {
         let admit_ns = b.started.elapsed().as_nanos() as u64;
         let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
         let stubs = vec![stub];
-        Admission { record: b.record, id: b.id, residual, chunks, stubs, l0: L0Stats::default(), first_layer_plain, vectors: vectors.to_vec(), tokens, encode_ns: 0, admit_ns }
+        Admission {
+            record: b.record,
+            id: b.id,
+            residual,
+            chunks,
+            stubs,
+            l0: L0Stats::default(),
+            first_layer_plain,
+            vectors: vectors.to_vec(),
+            tokens,
+            encode_ns: 0,
+            admit_ns,
+        }
     }
 
     /// L1: decide every chunk in order and collapse runs of dropped chunks.

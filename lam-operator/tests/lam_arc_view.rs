@@ -9,7 +9,16 @@ use lam_operator::{ArcConfig, Config, LamArcView};
 
 fn view(limit: usize) -> LamArcView<arc_store::MemStore, SimpleCounter, HashingEncoder> {
     let cfg = Config::new(Threshold::from_cosine(0.95).unwrap());
-    LamArcView::new(ArcConfig::with_limit(limit), cfg, SessionId::new("s"), "fix the failing test", arc_store::MemStore::new(), SimpleCounter, HashingEncoder::default()).unwrap()
+    LamArcView::new(
+        ArcConfig::with_limit(limit),
+        cfg,
+        SessionId::new("s"),
+        "fix the failing test",
+        arc_store::MemStore::new(),
+        SimpleCounter,
+        HashingEncoder::default(),
+    )
+    .unwrap()
 }
 
 #[test]

@@ -1,17 +1,14 @@
 //! Operator behaviour: stubs cite text present in the residual, online equals
 //! batch, invalid UTF-8 survives, bad vectors are refused.
 
-use lam_operator::{Config, Order, Session, compact_batch};
 use lam_core::stub::parse_residual;
 use lam_core::{Decision, Record, Stub, Threshold};
 use lam_encode::HashingEncoder;
+use lam_operator::{Config, Order, Session, compact_batch};
 use proptest::prelude::*;
 
 fn records(obs: &[Vec<u8>]) -> Vec<Record> {
-    obs.iter()
-        .enumerate()
-        .map(|(i, o)| Record { index: i as u32, action: format!("cmd {}", i % 3), observation: o.clone(), returncode: Some(0) })
-        .collect()
+    obs.iter().enumerate().map(|(i, o)| Record { index: i as u32, action: format!("cmd {}", i % 3), observation: o.clone(), returncode: Some(0) }).collect()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

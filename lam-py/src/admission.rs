@@ -89,11 +89,7 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam
     match s {
         Stub::Chunks(c) => {
             d.set_item("kind", "chunks")?;
-            let reps: Vec<String> = c
-                .reps
-                .iter()
-                .map(|r| format!("§{}#{}", r.id, r.chunk))
-                .collect();
+            let reps: Vec<String> = c.reps.iter().map(|r| format!("§{}#{}", r.id, r.chunk)).collect();
             d.set_item("representative", reps.first().cloned())?;
             d.set_item("representatives", reps)?;
             d.set_item("distance", distance)?;
@@ -102,10 +98,7 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam
         }
         Stub::Lines(l) => {
             d.set_item("kind", "lines")?;
-            d.set_item(
-                "representative",
-                format!("§{}:{}", l.first_id, l.first_line),
-            )?;
+            d.set_item("representative", format!("§{}:{}", l.first_id, l.first_line))?;
             d.set_item("distance", py.None())?;
             d.set_item("lines", l.lines)?;
         }
@@ -135,11 +128,7 @@ impl Admission {
     /// Every stub of this admission, in the order the layers wrote them.
     #[getter]
     fn stubs<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.stubs
-            .iter()
-            .zip(&self.distances)
-            .map(|(s, d)| stub_dict(py, s, *d, self.recall))
-            .collect()
+        self.stubs.iter().zip(&self.distances).map(|(s, d)| stub_dict(py, s, *d, self.recall)).collect()
     }
 
     fn __repr__(&self) -> String {

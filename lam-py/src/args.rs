@@ -21,16 +21,12 @@ pub fn bytes_of(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(s) = v.downcast::<PyString>() {
         return Ok(s.to_cow()?.as_bytes().to_vec());
     }
-    Err(PyTypeError::new_err(format!(
-        "{name}: expected str or bytes, got {}",
-        v.get_type().name()?
-    )))
+    Err(PyTypeError::new_err(format!("{name}: expected str or bytes, got {}", v.get_type().name()?)))
 }
 
 /// `str`, or `bytes` that are valid UTF-8 (actions and thoughts are text).
 pub fn text_of(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
-    String::from_utf8(bytes_of(name, v)?)
-        .map_err(|e| errors::arg(name, format!("not valid UTF-8 ({e})")))
+    String::from_utf8(bytes_of(name, v)?).map_err(|e| errors::arg(name, format!("not valid UTF-8 ({e})")))
 }
 
 /// A merge threshold `t` in (-1, 1].
@@ -41,32 +37,18 @@ pub fn threshold(t: f64) -> PyResult<Threshold> {
 /// The encoder `name` (`"bert"` or `"hashing"`) with `model` (a
 /// sentence-transformers directory, default the installed model) behind its
 /// embedding cache ([`cache`]). Returns the encoder and the file its cache is saved to.
-pub fn encoder(
-    name: &str,
-    model: Option<PathBuf>,
-    cache: Cache,
-    batch: usize,
-) -> PyResult<(Enc, Option<PathBuf>)> {
+pub fn encoder(name: &str, model: Option<PathBuf>, cache: Cache, batch: usize) -> PyResult<(Enc, Option<PathBuf>)> {
     let backend = match name {
         "bert" => Backend::Bert,
         "hashing" => Backend::Hashing,
         other => {
-            return Err(errors::arg(
-                "encoder",
-                format!("expected \"bert\" or \"hashing\", got {other:?}"),
-            ));
+            return Err(errors::arg("encoder", format!("expected \"bert\" or \"hashing\", got {other:?}")));
         }
     };
     if batch == 0 {
         return Err(errors::arg("batch", "must be at least 1"));
     }
-    EncoderSpec {
-        backend,
-        model,
-        batch,
-    }
-    .load_cached(&cache)
-    .map_err(errors::encoder)
+    EncoderSpec { backend, model, batch }.load_cached(&cache).map_err(errors::encoder)
 }
 
 /// A `cache` argument: `None`/`True` for `$LAM_HOME/cache/MODEL.lamemb`,
@@ -80,10 +62,7 @@ pub fn cache(cache: Option<&Bound<'_, PyAny>>) -> PyResult<Cache> {
     }
     match cache.extract::<PathBuf>() {
         Ok(p) => Ok(Cache::File(p)),
-        Err(_) => Err(PyTypeError::new_err(format!(
-            "cache: expected a bool or a path, got {}",
-            cache.get_type().name()?
-        ))),
+        Err(_) => Err(PyTypeError::new_err(format!("cache: expected a bool or a path, got {}", cache.get_type().name()?))),
     }
 }
 
@@ -99,9 +78,7 @@ pub fn store(spec: &str, access: Access) -> PyResult<AnyStore> {
 pub fn part(v: &Bound<'_, PyAny>, parts: usize) -> PyResult<usize> {
     let spec = match v.extract::<i64>() {
         Ok(k) => k.to_string(),
-        Err(_) => v
-            .extract::<String>()
-            .map_err(|_| PyTypeError::new_err("part: expected an int k or a str \"k/m\""))?,
+        Err(_) => v.extract::<String>().map_err(|_| PyTypeError::new_err("part: expected an int k or a str \"k/m\""))?,
     };
     arc_view::parse_part(&spec, parts).map_err(|e| errors::arg("part", e))
 }

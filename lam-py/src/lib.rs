@@ -19,30 +19,16 @@ use pyo3::prelude::*;
 /// (`lam-py/bench/bench_admit.py`). Returns nanoseconds per admission.
 #[pyfunction]
 #[pyo3(signature = (records, threshold=0.95, encoder="hashing", count_tokens=false))]
-fn _bench_rust_admit(
-    py: Python<'_>,
-    records: Vec<PyRef<'_, record::Record>>,
-    threshold: f64,
-    encoder: &str,
-    count_tokens: bool,
-) -> PyResult<Vec<u64>> {
+fn _bench_rust_admit(py: Python<'_>, records: Vec<PyRef<'_, record::Record>>, threshold: f64, encoder: &str, count_tokens: bool) -> PyResult<Vec<u64>> {
     use lam_core::Encoder;
     let recs: Vec<lam_core::Record> = records
         .iter()
         .enumerate()
-        .map(|(i, r)| lam_core::Record {
-            index: i as u32,
-            action: r.action.clone(),
-            observation: r.observation.clone(),
-            returncode: r.returncode,
-        })
+        .map(|(i, r)| lam_core::Record { index: i as u32, action: r.action.clone(), observation: r.observation.clone(), returncode: r.returncode })
         .collect();
     let (mut enc, _) = args::encoder(encoder, None, lam_encode::Cache::Off, 32)?;
-    let mut s = lam_operator::Session::new(
-        lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k),
-        enc.info().dim,
-    )
-    .map_err(errors::operator)?;
+    let mut s = lam_operator::Session::new(lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k), enc.info().dim)
+        .map_err(errors::operator)?;
     if count_tokens {
         s = s.with_counter(std::sync::Arc::new(lam_trajectory::Cl100k));
     }

@@ -31,20 +31,8 @@ pub struct Record {
 impl Record {
     #[new]
     #[pyo3(signature = (action, observation, index=0, returncode=None, thought=String::new()))]
-    fn new(
-        action: &Bound<'_, PyAny>,
-        observation: &Bound<'_, PyAny>,
-        index: u32,
-        returncode: Option<i32>,
-        thought: String,
-    ) -> PyResult<Self> {
-        Ok(Self {
-            index,
-            action: args::text_of("action", action)?,
-            observation: args::bytes_of("observation", observation)?,
-            returncode,
-            thought,
-        })
+    fn new(action: &Bound<'_, PyAny>, observation: &Bound<'_, PyAny>, index: u32, returncode: Option<i32>, thought: String) -> PyResult<Self> {
+        Ok(Self { index, action: args::text_of("action", action)?, observation: args::bytes_of("observation", observation)?, returncode, thought })
     }
 
     /// The observation, byte for byte.
@@ -60,13 +48,7 @@ impl Record {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Record(index={}, action={:?}, observation=<{} bytes>, returncode={:?})",
-            self.index,
-            self.action,
-            self.observation.len(),
-            self.returncode
-        )
+        format!("Record(index={}, action={:?}, observation=<{} bytes>, returncode={:?})", self.index, self.action, self.observation.len(), self.returncode)
     }
 }
 
@@ -89,12 +71,7 @@ pub struct Trajectory {
 #[pymethods]
 impl Trajectory {
     fn __repr__(&self) -> String {
-        format!(
-            "Trajectory(session={:?}, format={:?}, records={})",
-            self.session,
-            self.format,
-            self.records.len()
-        )
+        format!("Trajectory(session={:?}, format={:?}, records={})", self.session, self.format, self.records.len())
     }
 }
 
@@ -122,22 +99,14 @@ fn convert(t: lam_trajectory::Trajectory) -> Trajectory {
             thought: t.thoughts.get(i).cloned().unwrap_or_default(),
         })
         .collect();
-    Trajectory {
-        session: t.session.0,
-        format: format_name(t.format).into(),
-        source: t.source,
-        task: t.task,
-        records,
-    }
+    Trajectory { session: t.session.0, format: format_name(t.format).into(), source: t.source, task: t.task, records }
 }
 
 /// Every session in a trajectory file (mini-swe-agent `.traj.json`, SWE-agent
 /// `.traj`, OpenAI chat messages, lam JSON Lines; `.gz` ok).
 #[pyfunction]
 pub fn read_trajectories(py: Python<'_>, path: PathBuf) -> PyResult<Vec<Trajectory>> {
-    let ts = py
-        .allow_threads(|| lam_trajectory::read::read_path(&path))
-        .map_err(errors::read)?;
+    let ts = py.allow_threads(|| lam_trajectory::read::read_path(&path)).map_err(errors::read)?;
     Ok(ts.into_iter().map(convert).collect())
 }
 
@@ -149,15 +118,7 @@ pub fn read_trajectory(py: Python<'_>, path: PathBuf) -> PyResult<Vec<Record>> {
     let mut ts = read_trajectories(py, path.clone())?;
     if ts.len() != 1 {
         let names: Vec<&str> = ts.iter().map(|t| t.session.as_str()).collect();
-        return Err(errors::arg(
-            "path",
-            format!(
-                "{} holds {} sessions ({}); use read_trajectories",
-                path.display(),
-                ts.len(),
-                names.join(", ")
-            ),
-        ));
+        return Err(errors::arg("path", format!("{} holds {} sessions ({}); use read_trajectories", path.display(), ts.len(), names.join(", "))));
     }
     Ok(ts.pop().expect("one").records)
 }
@@ -174,10 +135,7 @@ pub fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> 
 /// next|prev|page N`), as dicts (a recall's `part` is `k`, `part_spec` the
 /// `k/m` as written); `None` for an ordinary action.
 #[pyfunction]
-pub fn parse_commands<'py>(
-    py: Python<'py>,
-    action: &str,
-) -> PyResult<Option<Vec<Bound<'py, PyDict>>>> {
+pub fn parse_commands<'py>(py: Python<'py>, action: &str) -> PyResult<Option<Vec<Bound<'py, PyDict>>>> {
     let Some(cmds) = arc_view::parse_commands(action) else {
         return Ok(None);
     };

@@ -34,11 +34,7 @@ struct Totals {
 }
 
 impl Inner {
-    fn admit(
-        &mut self,
-        sid: &SessionId,
-        rec: &Record,
-    ) -> Result<lam_operator::Admission, lam_operator::Error> {
+    fn admit(&mut self, sid: &SessionId, rec: &Record) -> Result<lam_operator::Admission, lam_operator::Error> {
         let a = match self.store.as_mut() {
             Some(st) => self.op.admit_archived(st, sid, &mut self.enc, rec)?,
             None => self.op.admit(&mut self.enc, rec)?,
@@ -58,9 +54,7 @@ impl Inner {
             st.flush().map_err(errors::core)?;
         }
         if let Some(p) = &self.cache_file {
-            self.enc.save(p).map_err(|e| {
-                pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display()))
-            })?;
+            self.enc.save(p).map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display())))?;
         }
         Ok(())
     }
@@ -78,28 +72,18 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("session", &self.sid.0)
-            .field("encoder", &self.encoder)
-            .field("store", &self.store_spec)
-            .finish_non_exhaustive()
+        f.debug_struct("Session").field("session", &self.sid.0).field("encoder", &self.encoder).field("store", &self.store_spec).finish_non_exhaustive()
     }
 }
 
 impl Session {
     fn lock(&self) -> PyResult<MutexGuard<'_, Inner>> {
-        self.inner.lock().map_err(|_| {
-            PyRuntimeError::new_err(
-                "the session stopped after a panic in another thread; start a new session",
-            )
-        })
+        self.inner.lock().map_err(|_| PyRuntimeError::new_err("the session stopped after a panic in another thread; start a new session"))
     }
 }
 
 fn default_session_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("py-{}-{nanos}", std::process::id())
 }
 
@@ -131,12 +115,8 @@ impl Session {
     ) -> PyResult<Self> {
         let how = lam_core::stub::Recall::parse(recall).map_err(|e| errors::arg("recall", e))?;
         let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k).with_recall(how);
-        cfg.order = order
-            .parse::<Order>()
-            .map_err(|e| errors::arg("order", e))?;
-        cfg.index = index
-            .parse::<IndexChoice>()
-            .map_err(|e| errors::arg("index", e))?;
+        cfg.order = order.parse::<Order>().map_err(|e| errors::arg("order", e))?;
+        cfg.index = index.parse::<IndexChoice>().map_err(|e| errors::arg("index", e))?;
         if session.as_deref() == Some("") {
             return Err(errors::arg("session", "must not be empty"));
         }
@@ -146,53 +126,22 @@ impl Session {
         if count_tokens {
             op = op.with_counter(Arc::new(Cl100k));
         }
-        let st = store
-            .map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite)))
-            .transpose()?;
-        let sid = SessionId(session.unwrap_or_else(|| {
-            if st.is_some() {
-                default_session_name()
-            } else {
-                "python".into()
-            }
-        }));
-        let inner = Inner {
-            op,
-            enc,
-            cache_file,
-            store: st,
-            totals: Totals::default(),
-        };
-        Ok(Self {
-            inner: Mutex::new(inner),
-            sid,
-            encoder: encoder.to_string(),
-            model_id: info.model_id,
-            store_spec: store.map(str::to_string),
-        })
+        let st = store.map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite))).transpose()?;
+        let sid = SessionId(session.unwrap_or_else(|| if st.is_some() { default_session_name() } else { "python".into() }));
+        let inner = Inner { op, enc, cache_file, store: st, totals: Totals::default() };
+        Ok(Self { inner: Mutex::new(inner), sid, encoder: encoder.to_string(), model_id: info.model_id, store_spec: store.map(str::to_string) })
     }
 
     /// Admit one tool observation (`str` or `bytes`) produced by `action`:
     /// archive it first (with a store), then return its residual and stubs.
     #[pyo3(signature = (action, observation, returncode=None))]
-    fn admit(
-        &self,
-        py: Python<'_>,
-        action: &Bound<'_, PyAny>,
-        observation: &Bound<'_, PyAny>,
-        returncode: Option<i32>,
-    ) -> PyResult<Admission> {
+    fn admit(&self, py: Python<'_>, action: &Bound<'_, PyAny>, observation: &Bound<'_, PyAny>, returncode: Option<i32>) -> PyResult<Admission> {
         let action = args::text_of("action", action)?;
         let observation = args::bytes_of("observation", observation)?;
         let bytes_in = observation.len();
         let a = py.allow_threads(|| -> PyResult<_> {
             let mut g = self.lock()?;
-            let rec = Record {
-                index: g.op.records(),
-                action,
-                observation,
-                returncode,
-            };
+            let rec = Record { index: g.op.records(), action, observation, returncode };
             let how = g.op.config().recall;
             g.admit(&self.sid, &rec).map_err(errors::operator).map(|a| (a, how))
         })?;
@@ -232,13 +181,7 @@ impl Session {
     /// `§id` of every observation admitted so far, in order.
     #[getter]
     fn ids(&self) -> PyResult<Vec<String>> {
-        Ok(self
-            .lock()?
-            .op
-            .ids()
-            .iter()
-            .map(|i| format!("§{i}"))
-            .collect())
+        Ok(self.lock()?.op.ids().iter().map(|i| format!("§{i}")).collect())
     }
 
     /// The session's name in the store.
@@ -269,11 +212,7 @@ impl Session {
         d.set_item("stubs", t.stubs)?;
         d.set_item("tokens_in", t.tokens_in)?;
         d.set_item("tokens_out", t.tokens_out)?;
-        let net = if t.tokens_in == 0 {
-            0.0
-        } else {
-            (t.tokens_in as f64 - t.tokens_out as f64) / t.tokens_in as f64
-        };
+        let net = if t.tokens_in == 0 { 0.0 } else { (t.tokens_in as f64 - t.tokens_out as f64) / t.tokens_in as f64 };
         d.set_item("removal_net", net)?;
         d.set_item("digest", g.op.digest().hex16())?;
         d.set_item("encode_us", t.encode_ns as f64 / 1e3)?;
@@ -288,25 +227,12 @@ impl Session {
     /// (`part`: `k` or `"k/m"`, parts of at most `part_tokens` cl100k tokens).
     /// Needs a store.
     #[pyo3(signature = (id, part=None, *, part_tokens=2048))]
-    fn recall<'py>(
-        &self,
-        py: Python<'py>,
-        id: &str,
-        part: Option<&Bound<'py, PyAny>>,
-        part_tokens: usize,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    fn recall<'py>(&self, py: Python<'py>, id: &str, part: Option<&Bound<'py, PyAny>>, part_tokens: usize) -> PyResult<Bound<'py, PyBytes>> {
         let sid = &self.sid;
         let body = py.allow_threads(|| {
             let g = self.lock()?;
-            let st = g.store.as_ref().ok_or_else(|| {
-                errors::arg(
-                    "store",
-                    "this session has no store: pass store=DIR (or \"mem:\") to Session",
-                )
-            })?;
-            arc_store::find(st.as_ref(), Some(sid), id)
-                .map(|f| f.bytes)
-                .map_err(errors::store)
+            let st = g.store.as_ref().ok_or_else(|| errors::arg("store", "this session has no store: pass store=DIR (or \"mem:\") to Session"))?;
+            arc_store::find(st.as_ref(), Some(sid), id).map(|f| f.bytes).map_err(errors::store)
         })?;
         crate::store::select(py, &body, part, part_tokens)
     }

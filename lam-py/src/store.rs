@@ -12,12 +12,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::sync::Mutex;
 
 /// `body`, or its part `part` among parts of at most `part_tokens` cl100k tokens.
-pub fn select<'py>(
-    py: Python<'py>,
-    body: &[u8],
-    part: Option<&Bound<'py, PyAny>>,
-    part_tokens: usize,
-) -> PyResult<Bound<'py, PyBytes>> {
+pub fn select<'py>(py: Python<'py>, body: &[u8], part: Option<&Bound<'py, PyAny>>, part_tokens: usize) -> PyResult<Bound<'py, PyBytes>> {
     let Some(part) = part.filter(|p| !p.is_none()) else {
         return Ok(PyBytes::new(py, body));
     };
@@ -30,11 +25,7 @@ pub fn select<'py>(
 }
 
 /// An archived observation's metadata as a dict.
-pub fn meta_dict<'py>(
-    py: Python<'py>,
-    m: &ObsMeta,
-    session: &SessionId,
-) -> PyResult<Bound<'py, PyDict>> {
+pub fn meta_dict<'py>(py: Python<'py>, m: &ObsMeta, session: &SessionId) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("id", format!("§{}", m.shown))?;
     d.set_item("sha1", m.id.hex())?;
@@ -60,29 +51,19 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("spec", &self.spec)
-            .field("session", &self.session)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").field("spec", &self.spec).field("session", &self.session).finish_non_exhaustive()
     }
 }
 
 impl Store {
     /// Run `f` on the store; when the id is not found, reopen it once (a
     /// writer may have appended since this handle read the directory).
-    fn with_retry<T>(
-        &self,
-        py: Python<'_>,
-        f: impl Fn(&AnyStore) -> Result<T, StoreError> + Send + Sync,
-    ) -> PyResult<T>
+    fn with_retry<T>(&self, py: Python<'_>, f: impl Fn(&AnyStore) -> Result<T, StoreError> + Send + Sync) -> PyResult<T>
     where
         T: Send,
     {
         py.allow_threads(|| {
-            let mut g = self
-                .store
-                .lock()
-                .map_err(|_| PyRuntimeError::new_err("store handle poisoned by a panic"))?;
+            let mut g = self.store.lock().map_err(|_| PyRuntimeError::new_err("store handle poisoned by a panic"))?;
             match f(&g) {
                 Err(StoreError::NotFound { .. }) => {
                     *g = args::store(&self.spec, Access::ReadOnly)?;
@@ -102,36 +83,21 @@ impl Store {
     #[new]
     #[pyo3(signature = (path, session=None))]
     fn new(py: Python<'_>, path: std::path::PathBuf, session: Option<String>) -> PyResult<Self> {
-        let spec = path
-            .to_str()
-            .ok_or_else(|| errors::arg("path", "not valid UTF-8"))?
-            .to_string();
+        let spec = path.to_str().ok_or_else(|| errors::arg("path", "not valid UTF-8"))?.to_string();
         if spec.is_empty() {
             return Err(errors::arg("path", "empty"));
         }
         let store = py.allow_threads(|| args::store(&spec, Access::ReadOnly))?;
-        Ok(Self {
-            spec,
-            session: session.map(SessionId),
-            store: Mutex::new(store),
-        })
+        Ok(Self { spec, session: session.map(SessionId), store: Mutex::new(store) })
     }
 
     /// The exact archived bytes of `id` (`§id` or bare), or of one part
     /// (`part`: `k` or `"k/m"`, as `_recall §id k/m`; parts of at most
     /// `part_tokens` cl100k tokens, default 2048 as `lam recall`).
     #[pyo3(signature = (id, part=None, *, part_tokens=2048))]
-    fn recall<'py>(
-        &self,
-        py: Python<'py>,
-        id: &str,
-        part: Option<&Bound<'py, PyAny>>,
-        part_tokens: usize,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    fn recall<'py>(&self, py: Python<'py>, id: &str, part: Option<&Bound<'py, PyAny>>, part_tokens: usize) -> PyResult<Bound<'py, PyBytes>> {
         let session = self.session.clone();
-        let body = self.with_retry(py, |st| {
-            arc_store::find(st.as_ref(), session.as_ref(), id).map(|f| f.bytes)
-        })?;
+        let body = self.with_retry(py, |st| arc_store::find(st.as_ref(), session.as_ref(), id).map(|f| f.bytes))?;
         select(py, &body, part, part_tokens)
     }
 
@@ -141,17 +107,11 @@ impl Store {
         let shown = id.trim_start_matches('§').to_ascii_lowercase();
         let (m, s) = self.with_retry(py, |st| {
             let found = arc_store::find(st.as_ref(), session.as_ref(), &shown)?;
-            let s = found
-                .sessions
-                .into_iter()
-                .next()
-                .expect("find returns at least one session");
+            let s = found.sessions.into_iter().next().expect("find returns at least one session");
             let m = st.meta(&s, &shown).map_err(StoreError::Store)?;
             Ok((m, s))
         })?;
-        let m = m.ok_or_else(|| {
-            pyo3::exceptions::PyKeyError::new_err(format!("no metadata for §{shown}"))
-        })?;
+        let m = m.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no metadata for §{shown}")))?;
         meta_dict(py, &m, &s)
     }
 

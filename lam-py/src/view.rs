@@ -61,17 +61,13 @@ pub struct ArcView {
 
 impl std::fmt::Debug for ArcView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArcView")
-            .field("policy", &self.policy)
-            .finish_non_exhaustive()
+        f.debug_struct("ArcView").field("policy", &self.policy).finish_non_exhaustive()
     }
 }
 
 impl ArcView {
     fn lock(&self) -> PyResult<MutexGuard<'_, State>> {
-        self.state.lock().map_err(|_| {
-            PyRuntimeError::new_err("the view stopped after a panic in another thread")
-        })
+        self.state.lock().map_err(|_| PyRuntimeError::new_err("the view stopped after a panic in another thread"))
     }
 }
 
@@ -80,20 +76,8 @@ fn rendered_dict<'py>(py: Python<'py>, r: Rendered) -> PyResult<Bound<'py, PyDic
     d.set_item("text", r.text)?;
     d.set_item("tokens", r.tokens)?;
     d.set_item("limit", r.limit)?;
-    d.set_item(
-        "citations",
-        r.citations
-            .iter()
-            .map(|c| format!("§{c}"))
-            .collect::<Vec<_>>(),
-    )?;
-    d.set_item(
-        "recalled",
-        r.recalled
-            .iter()
-            .map(|c| format!("§{c}"))
-            .collect::<Vec<_>>(),
-    )?;
+    d.set_item("citations", r.citations.iter().map(|c| format!("§{c}")).collect::<Vec<_>>())?;
+    d.set_item("recalled", r.recalled.iter().map(|c| format!("§{c}")).collect::<Vec<_>>())?;
     Ok(d)
 }
 
@@ -121,11 +105,7 @@ impl ArcView {
         recent_turns: Option<usize>,
         rho: Option<usize>,
     ) -> PyResult<Self> {
-        let mut cfg = ArcConfig {
-            context: budget,
-            completion,
-            ..ArcConfig::default()
-        };
+        let mut cfg = ArcConfig { context: budget, completion, ..ArcConfig::default() };
         cfg.recent_turns = recent_turns.unwrap_or(cfg.recent_turns);
         cfg.rho = rho.unwrap_or(cfg.rho);
         if session.is_empty() {
@@ -135,32 +115,21 @@ impl ArcView {
             "arc" => "arc",
             "lam" => "lam",
             other => {
-                return Err(errors::arg(
-                    "policy",
-                    format!("expected \"arc\" or \"lam\", got {other:?}"),
-                ));
+                return Err(errors::arg("policy", format!("expected \"arc\" or \"lam\", got {other:?}")));
             }
         };
         let st = py.allow_threads(|| args::store(store.unwrap_or("mem:"), Access::ReadWrite))?;
-        let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k)
-            .map_err(|e| errors::arg("budget", e))?;
+        let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k).map_err(|e| errors::arg("budget", e))?;
         let view = if policy == "lam" {
-            let (enc, cache_file) =
-                args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
-            let op = lam_operator::Session::new(
-                Config::new(args::threshold(threshold)?).with_counter(&Cl100k),
-                enc.info().dim,
-            )
-            .map_err(errors::operator)?
-            .with_counter(Arc::new(Cl100k));
+            let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
+            let op = lam_operator::Session::new(Config::new(args::threshold(threshold)?).with_counter(&Cl100k), enc.info().dim)
+                .map_err(errors::operator)?
+                .with_counter(Arc::new(Cl100k));
             View::Lam(Box::new(LamArcView::from_parts(view, op, enc)), cache_file)
         } else {
             View::Arc(Box::new(view))
         };
-        Ok(Self {
-            state: Mutex::new(State { view, next: 0 }),
-            policy,
-        })
+        Ok(Self { state: Mutex::new(State { view, next: 0 }), policy })
     }
 
     /// Record a completed turn: archive its observation (`str` or `bytes`)
@@ -180,17 +149,9 @@ impl ArcView {
         let bytes_in = observation.len();
         let (id, adm) = py.allow_threads(|| -> PyResult<_> {
             let mut g = self.lock()?;
-            let rec = Record {
-                index: g.next,
-                action,
-                observation,
-                returncode,
-            };
+            let rec = Record { index: g.next, action, observation, returncode };
             let out = match &mut g.view {
-                View::Arc(v) => (
-                    v.push_turn(thought, &rec).map_err(errors::core)?.shown,
-                    None,
-                ),
+                View::Arc(v) => (v.push_turn(thought, &rec).map_err(errors::core)?.shown, None),
                 View::Lam(v, _) => {
                     let a = v.push_turn(thought, &rec).map_err(errors::operator)?;
                     (a.id.clone(), Some(Admission::new(a, bytes_in, lam_core::stub::Recall::ARC)))
@@ -210,13 +171,7 @@ impl ArcView {
     /// and recorded as a turn; `None` leaves the action to the environment.
     #[pyo3(signature = (action, thought=""))]
     fn act(&self, py: Python<'_>, action: &str, thought: &str) -> PyResult<Option<String>> {
-        py.allow_threads(|| {
-            self.lock()?
-                .view
-                .arc_mut()
-                .act(thought, action)
-                .map_err(errors::core)
-        })
+        py.allow_threads(|| self.lock()?.view.arc_mut().act(thought, action).map_err(errors::core))
     }
 
     /// The prompt for the next model call: `text, tokens, limit, citations, recalled`.
@@ -233,9 +188,7 @@ impl ArcView {
             let v = g.view.arc();
             v.store().get(v.session(), &shown).map_err(errors::core)?
         };
-        let body = body.ok_or_else(|| {
-            pyo3::exceptions::PyKeyError::new_err(format!("no §{shown} in this view's session"))
-        })?;
+        let body = body.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no §{shown} in this view's session")))?;
         Ok(PyBytes::new(py, &body))
     }
 
@@ -297,9 +250,7 @@ impl ArcView {
             let mut g = self.lock()?;
             g.view.arc_mut().store_mut().flush().map_err(errors::core)?;
             if let View::Lam(v, Some(p)) = &mut g.view {
-                v.encoder_mut().save(p).map_err(|e| {
-                    pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display()))
-                })?;
+                v.encoder_mut().save(p).map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cache {}: {e}", p.display())))?;
             }
             Ok(())
         })

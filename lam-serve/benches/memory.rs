@@ -42,10 +42,7 @@ fn args() -> Args {
 /// `VmHWM` (peak resident set) in KiB.
 fn peak_rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
+    s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
 }
 
 /// A tool result of about `kib` KiB of random words, different per session
@@ -129,7 +126,13 @@ async fn main() {
     let sent: u64 = (a.sessions * a.turns * (a.turns + 1) / 2 * a.obs_kib) as u64;
     println!(
         "sessions {} x turns {} x {} KiB observations ({} requests, {:.0} MiB of tool results sent) in {:.1} s, {} clients",
-        a.sessions, a.turns, a.obs_kib, a.sessions * a.turns, sent as f64 / 1024.0, started.elapsed().as_secs_f64(), a.clients
+        a.sessions,
+        a.turns,
+        a.obs_kib,
+        a.sessions * a.turns,
+        sent as f64 / 1024.0,
+        started.elapsed().as_secs_f64(),
+        a.clients
     );
     let budget = if a.budget_mib == 0 { "none".to_string() } else { format!("{} MiB", a.budget_mib) };
     println!("| budget | most held MiB | held at end MiB | sessions held | evicted | created | peak RSS MiB (start) |");

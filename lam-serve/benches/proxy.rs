@@ -20,40 +20,22 @@ use std::time::{Duration, Instant};
 
 /// Conversations: the first `turns` records of the first trajectories.
 fn conversations(count: usize, turns: usize) -> Vec<Vec<(String, String)>> {
-    let dir =
-        lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus")
-        .map(|e| e.expect("entry").path())
-        .collect();
+    let dir = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus").map(|e| e.expect("entry").path()).collect();
     files.sort();
     files
         .iter()
         .filter_map(|f| lam_trajectory::read::read_path(f).ok()?.into_iter().next())
         .filter(|t| t.records.len() >= turns)
         .take(count)
-        .map(|t| {
-            t.records
-                .iter()
-                .take(turns)
-                .map(|r| {
-                    (
-                        r.action.clone(),
-                        String::from_utf8_lossy(&r.observation).into_owned(),
-                    )
-                })
-                .collect()
-        })
+        .map(|t| t.records.iter().take(turns).map(|r| (r.action.clone(), String::from_utf8_lossy(&r.observation).into_owned())).collect())
         .collect()
 }
 
 /// The chat request after `k` tool results of conversation `c` (tagged so
 /// every session is distinct).
 fn request(c: &[(String, String)], k: usize, tag: usize, stream: bool) -> Vec<u8> {
-    let mut m = vec![
-        json!({"role": "system", "content": "You are a helpful assistant."}),
-        json!({"role": "user", "content": format!("task {tag}")}),
-    ];
+    let mut m = vec![json!({"role": "system", "content": "You are a helpful assistant."}), json!({"role": "user", "content": format!("task {tag}")})];
     for (j, (action, obs)) in c.iter().take(k).enumerate() {
         let id = format!("call_{j}");
         m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": json!({"command": action}).to_string()}}]}));
@@ -65,13 +47,7 @@ fn request(c: &[(String, String)], k: usize, tag: usize, stream: bool) -> Vec<u8
 /// Send one request; time to first byte, and drain the rest.
 async fn ttfb(c: &reqwest::Client, url: &str, body: Vec<u8>) -> Duration {
     let t = Instant::now();
-    let mut r = c
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("send");
+    let mut r = c.post(url).header("content-type", "application/json").body(body).send().await.expect("send");
     assert!(r.status().is_success(), "{}", r.status());
     let first = r.chunk().await.expect("chunk");
     let d = t.elapsed();
@@ -87,13 +63,7 @@ fn pct(v: &mut [Duration], p: usize) -> f64 {
 
 /// `max(sessions, convs.len())` conversations turn by turn, `sessions` at
 /// once (worker `w` runs conversations `w`, `w + sessions`, ...); (TTFBs, wall time).
-async fn drive(
-    base: &str,
-    convs: &[Vec<(String, String)>],
-    sessions: usize,
-    stream: bool,
-    round: usize,
-) -> (Vec<Duration>, Duration) {
+async fn drive(base: &str, convs: &[Vec<(String, String)>], sessions: usize, stream: bool, round: usize) -> (Vec<Duration>, Duration) {
     let url = format!("{base}/v1/chat/completions");
     let total = sessions.max(convs.len());
     let t = Instant::now();
@@ -121,11 +91,7 @@ async fn drive(
 
 fn arg(name: &str, default: usize) -> usize {
     let a: Vec<String> = std::env::args().collect();
-    a.iter()
-        .position(|x| x == name)
-        .and_then(|i| a.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -144,10 +110,7 @@ async fn main() {
         "lam serve: added latency and throughput (loopback stub, hashing encoder, mem: store; {} cores)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    println!(
-        "each request continues a real trajectory by one tool result ({} conversations x {turns} turns = {n} requests per row)\n",
-        convs.len()
-    );
+    println!("each request continues a real trajectory by one tool result ({} conversations x {turns} turns = {n} requests per row)\n", convs.len());
     println!("| mode | path | p50 TTFB ms | p99 TTFB ms |");
     println!("|---|---|---|---|");
     let mut round = 0;
@@ -157,11 +120,7 @@ async fn main() {
             round += 1;
             let (mut d, _) = drive(base, &convs, 1, stream, round).await;
             let mode = if stream { "streaming" } else { "non-streaming" };
-            println!(
-                "| {mode} | {name} | {:.2} | {:.2} |",
-                pct(&mut d, 50),
-                pct(&mut d, 99)
-            );
+            println!("| {mode} | {name} | {:.2} | {:.2} |", pct(&mut d, 50), pct(&mut d, 99));
         }
     }
     println!("\n| sessions at once | path | requests | req/s | p50 TTFB ms | p99 TTFB ms |");
@@ -170,26 +129,12 @@ async fn main() {
         for (name, base) in [("direct", &direct), ("proxy", &proxied)] {
             round += 1;
             let (mut d, wall) = drive(base, &convs, sessions, false, round).await;
-            println!(
-                "| {sessions} | {name} | {} | {:.0} | {:.2} | {:.2} |",
-                d.len(),
-                d.len() as f64 / wall.as_secs_f64(),
-                pct(&mut d, 50),
-                pct(&mut d, 99)
-            );
+            println!("| {sessions} | {name} | {} | {:.0} | {:.2} | {:.2} |", d.len(), d.len() as f64 / wall.as_secs_f64(), pct(&mut d, 50), pct(&mut d, 99));
         }
     }
     let st = run.proxy.stats();
-    let (tin, tout): (u64, u64) = st
-        .sessions
-        .iter()
-        .fold((0, 0), |(a, b), s| (a + s.tokens_in, b + s.tokens_out));
-    let errors: u64 = st.sessions.iter().map(|s| s.admission_errors).sum::<u64>()
-        + st.upstream_errors
-        + st.upstream_unreachable;
-    println!(
-        "\nproxy: {} sessions, cl100k tool-result tokens {tin} in, {tout} forwarded; {errors} errors",
-        st.sessions.len()
-    );
+    let (tin, tout): (u64, u64) = st.sessions.iter().fold((0, 0), |(a, b), s| (a + s.tokens_in, b + s.tokens_out));
+    let errors: u64 = st.sessions.iter().map(|s| s.admission_errors).sum::<u64>() + st.upstream_errors + st.upstream_unreachable;
+    println!("\nproxy: {} sessions, cl100k tool-result tokens {tin} in, {tout} forwarded; {errors} errors", st.sessions.len());
     assert_eq!(errors, 0);
 }

@@ -130,13 +130,7 @@ impl Api {
                 }
             }
             Api::Messages => {
-                for b in v
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| str_at(b, "type") == Some("tool_use"))
-                {
+                for b in v.get("content").and_then(Value::as_array).into_iter().flatten().filter(|b| str_at(b, "type") == Some("tool_use")) {
                     note(str_at(b, "id"), str_at(b, "name"), b.get("input"));
                 }
             }
@@ -155,44 +149,20 @@ impl Api {
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
         let kept = |id: Option<&str>| id.and_then(|id| cx.names.get(id)).is_some_and(|n| policy.keep_tools.contains(n));
-        let action = |id: Option<&str>| {
-            id.and_then(|id| cx.actions.get(id))
-                .cloned()
-                .unwrap_or_else(|| id.unwrap_or_default().to_string())
-        };
-        let with_keep = |ptrs: Vec<String>, action: String, keep: bool| {
-            ptrs.into_iter()
-                .map(|pointer| Slot {
-                    pointer,
-                    action: action.clone(),
-                    keep,
-                })
-                .collect::<Vec<_>>()
-        };
+        let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(|| id.unwrap_or_default().to_string());
+        let with_keep =
+            |ptrs: Vec<String>, action: String, keep: bool| ptrs.into_iter().map(|pointer| Slot { pointer, action: action.clone(), keep }).collect::<Vec<_>>();
         let with = |ptrs, action| with_keep(ptrs, action, false);
-        let user_obs = || {
-            user_turns
-                && role(v) == Some("user")
-                && self.is_message(v)
-                && cx.task.is_some_and(|t| i > t)
-        };
+        let user_obs = || user_turns && role(v) == Some("user") && self.is_message(v) && cx.task.is_some_and(|t| i > t);
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
-            Api::ChatCompletions if role(v) == Some("tool") => with_keep(
-                text_slots(content, "/content", &["text"]),
-                action(str_at(v, "tool_call_id")),
-                kept(str_at(v, "tool_call_id")),
-            ),
+            Api::ChatCompletions if role(v) == Some("tool") => {
+                with_keep(text_slots(content, "/content", &["text"]), action(str_at(v, "tool_call_id")), kept(str_at(v, "tool_call_id")))
+            }
             Api::Messages => {
                 let mut out = Vec::new();
-                for (k, b) in content
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                    .filter(|(_, b)| str_at(b, "type") == Some("tool_result"))
-                {
+                for (k, b) in content.as_array().into_iter().flatten().enumerate().filter(|(_, b)| str_at(b, "type") == Some("tool_result")) {
                     let inner = b.get("content").unwrap_or(&Value::Null);
                     out.extend(with_keep(
                         text_slots(inner, &format!("/content/{k}/content"), &["text"]),
@@ -200,31 +170,17 @@ impl Api {
                         kept(str_at(b, "tool_use_id")),
                     ));
                 }
-                let has_results = content
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
+                let has_results = content.as_array().is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
                 if !has_results && user_obs() {
                     out = with(text_slots(content, "/content", &["text"]), said());
                 }
                 out
             }
-            Api::Responses
-                if matches!(
-                    str_at(v, "type"),
-                    Some("function_call_output" | "custom_tool_call_output")
-                ) =>
-            {
+            Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output")) => {
                 let output = v.get("output").unwrap_or(&Value::Null);
-                with_keep(
-                    text_slots(output, "/output", &["input_text", "output_text", "text"]),
-                    action(str_at(v, "call_id")),
-                    kept(str_at(v, "call_id")),
-                )
+                with_keep(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(str_at(v, "call_id")), kept(str_at(v, "call_id")))
             }
-            _ if user_obs() => with(
-                text_slots(content, "/content", &["text", "input_text"]),
-                said(),
-            ),
+            _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
             _ => Vec::new(),
         }
     }
@@ -246,10 +202,7 @@ fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
         Value::Array(parts) => parts
             .iter()
             .enumerate()
-            .filter(|(_, p)| {
-                str_at(p, "type").is_some_and(|t| types.contains(&t))
-                    && str_at(p, "text").is_some_and(|t| !t.is_empty())
-            })
+            .filter(|(_, p)| str_at(p, "type").is_some_and(|t| types.contains(&t)) && str_at(p, "text").is_some_and(|t| !t.is_empty()))
             .map(|(k, _)| format!("{base}/{k}/text"))
             .collect(),
         _ => Vec::new(),
@@ -260,11 +213,7 @@ fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
 fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| str_at(p, "text"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Value::Array(parts) => parts.iter().filter_map(|p| str_at(p, "text")).collect::<Vec<_>>().join("\n"),
         _ => String::new(),
     }
 }
@@ -298,45 +247,11 @@ mod tests {
         ];
         let s = slots(Api::ChatCompletions, &items, false);
         assert_eq!(s.len(), 2);
-        assert_eq!(
-            s[0],
-            (
-                3,
-                Slot {
-                    pointer: "/content".into(),
-                    action: "bash({\"cmd\":\"ls\"})".into(),
-                    keep: false,
-                }
-            )
-        );
-        assert_eq!(
-            s[1],
-            (
-                4,
-                Slot {
-                    pointer: "/content/0/text".into(),
-                    action: "c2".into(),
-                    keep: false,
-                }
-            )
-        );
+        assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
+        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "c2".into(), keep: false }));
         let u = slots(Api::ChatCompletions, &items, true);
-        assert_eq!(
-            u.len(),
-            3,
-            "the task is not an observation, later user turns are"
-        );
-        assert_eq!(
-            u[2],
-            (
-                5,
-                Slot {
-                    pointer: "/content".into(),
-                    action: "run it".into(),
-                    keep: false,
-                }
-            )
-        );
+        assert_eq!(u.len(), 3, "the task is not an observation, later user turns are");
+        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "run it".into(), keep: false }));
     }
 
     #[test]
@@ -349,14 +264,7 @@ mod tests {
         ];
         let s = slots(Api::Messages, &items, true);
         let ptrs: Vec<_> = s.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
-        assert_eq!(
-            ptrs,
-            [
-                (2, "/content/0/content"),
-                (2, "/content/1/content/0/text"),
-                (3, "/content/0/text")
-            ]
-        );
+        assert_eq!(ptrs, [(2, "/content/0/content"), (2, "/content/1/content/0/text"), (3, "/content/0/text")]);
         assert_eq!(s[0].1.action, "bash({\"command\":\"ls\"})");
         assert_eq!(s[2].1.action, "t");
     }
@@ -369,17 +277,7 @@ mod tests {
             json!({"type":"function_call_output","call_id":"f1","output":"res"}),
             json!({"type":"message","role":"user","content":[{"type":"input_text","text":"obs"}]}),
         ];
-        assert_eq!(
-            slots(Api::Responses, &items, false),
-            [(
-                2,
-                Slot {
-                    pointer: "/output".into(),
-                    action: "shell({})".into(),
-                    keep: false,
-                }
-            )]
-        );
+        assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false })]);
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
     }
 }

@@ -339,10 +339,7 @@ fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: 
     }
     if mine == have {
         let base = node.span.start;
-        let edits: Vec<_> = children
-            .into_iter()
-            .filter_map(|(m, new)| new.map(|n| (m.value.span.start - base..m.value.span.end - base, n)))
-            .collect();
+        let edits: Vec<_> = children.into_iter().filter_map(|(m, new)| new.map(|n| (m.value.span.start - base..m.value.span.end - base, n))).collect();
         return (!edits.is_empty()).then(|| splice(&b[node.span.clone()], edits));
     }
     let mut out = vec![b'{'];
@@ -407,7 +404,8 @@ mod tests {
     #[test]
     fn annotations_move_and_the_rest_stays_byte_for_byte() {
         let frozen = br#"{"role":"user", "content":[{"type":"tool_result","content":"ok","cache_control":{"type":"ephemeral"}}, {"type":"text","text":"t"}]}"#;
-        let later = br#"{"role":"user","content":[{"type":"tool_result","content":"LONG ORIGINAL"},{"type":"text","text":"t","cache_control":{"type":"ephemeral"}}]}"#;
+        let later =
+            br#"{"role":"user","content":[{"type":"tool_result","content":"LONG ORIGINAL"},{"type":"text","text":"t","cache_control":{"type":"ephemeral"}}]}"#;
         let n = parse(frozen).unwrap();
         let want = annotations(later, &parse(later).unwrap());
         assert_eq!(want, vec![(vec![Seg::Key("content".into()), Seg::Index(1)], "cache_control".into(), br#"{"type":"ephemeral"}"#.to_vec())]);

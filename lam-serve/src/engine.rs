@@ -29,12 +29,7 @@ impl std::fmt::Debug for SharedStore {
 }
 
 impl ObsStore for &SharedStore {
-    fn append(
-        &mut self,
-        session: &SessionId,
-        record: &Record,
-        tokens: u32,
-    ) -> Result<ObsMeta, lam_core::Error> {
+    fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, lam_core::Error> {
         lock(&self.0).append(session, record, tokens)
     }
     fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
@@ -75,20 +70,13 @@ impl std::fmt::Debug for Loan<'_> {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool")
-            .field("free", &lock(&self.free).len())
-            .field("cache", &self.cache)
-            .finish()
+        f.debug_struct("Pool").field("free", &lock(&self.free).len()).field("cache", &self.cache).finish()
     }
 }
 
 impl Pool {
     pub(crate) fn new(encoders: Vec<Enc>, cache: Option<PathBuf>) -> Self {
-        Self {
-            free: Mutex::new(encoders),
-            ready: Condvar::new(),
-            cache,
-        }
+        Self { free: Mutex::new(encoders), ready: Condvar::new(), cache }
     }
 
     /// Wait for a free encoder.
@@ -96,15 +84,9 @@ impl Pool {
         let mut free = lock(&self.free);
         loop {
             if let Some(e) = free.pop() {
-                return Loan {
-                    pool: self,
-                    enc: Some(e),
-                };
+                return Loan { pool: self, enc: Some(e) };
             }
-            free = self
-                .ready
-                .wait(free)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            free = self.ready.wait(free).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -115,10 +97,7 @@ impl Pool {
         };
         let mut n = 0;
         for e in lock(&self.free).iter_mut() {
-            n += e.save(path).map_err(|source| Error::Io {
-                what: format!("saving the embedding cache {}", path.display()),
-                source,
-            })?;
+            n += e.save(path).map_err(|source| Error::Io { what: format!("saving the embedding cache {}", path.display()), source })?;
         }
         Ok(n)
     }
@@ -152,11 +131,7 @@ pub(crate) struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("operator", &self.operator)
-            .field("dim", &self.dim)
-            .field("policy", &self.policy)
-            .finish_non_exhaustive()
+        f.debug_struct("Engine").field("operator", &self.operator).field("dim", &self.dim).field("policy", &self.policy).finish_non_exhaustive()
     }
 }
 

@@ -82,11 +82,7 @@ impl Members {
     /// The object again, member `at` replaced by `replacement` (raw JSON):
     /// every other member's value byte for byte as received.
     pub(crate) fn write_with(&self, at: usize, replacement: &[u8]) -> Vec<u8> {
-        let len: usize = self
-            .0
-            .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
-            .sum();
+        let len: usize = self.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
         let mut out = Vec::with_capacity(len + replacement.len());
         out.push(b'{');
         for (i, (k, v)) in self.0.iter().enumerate() {
@@ -96,11 +92,7 @@ impl Members {
             // Writing a String to a Vec cannot fail.
             serde_json::to_writer(&mut out, k).expect("string to vec");
             out.push(b':');
-            out.extend_from_slice(if i == at {
-                replacement
-            } else {
-                v.get().as_bytes()
-            });
+            out.extend_from_slice(if i == at { replacement } else { v.get().as_bytes() });
         }
         out.push(b'}');
         out
@@ -137,10 +129,7 @@ mod tests {
     fn members_keep_order_and_bytes() {
         let body = br#"{"z": 1, "messages" : [ {"a":1} ], "a":{"k" : "v"}}"#;
         let m = Members::parse(body).unwrap();
-        assert_eq!(
-            m.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-            ["z", "messages", "a"]
-        );
+        assert_eq!(m.0.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["z", "messages", "a"]);
         let at = m.position("messages").unwrap();
         let out = m.write_with(at, b"[]");
         assert_eq!(out, br#"{"z":1,"messages":[],"a":{"k" : "v"}}"#);

@@ -227,12 +227,7 @@ impl ServeConfig {
 
     /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
     pub fn for_tests(upstream: &str) -> Self {
-        Self {
-            encoder: EncoderSpec::new(lam_encode::Backend::Hashing),
-            cache: Cache::Off,
-            encoders: 2,
-            ..Self::new(upstream)
-        }
+        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::new(upstream) }
     }
 }
 
@@ -321,13 +316,8 @@ impl Proxy {
         if cfg.encoders == 0 {
             return Err(Error::Setting("--encoders must be at least 1".into()));
         }
-        let threshold = Threshold::from_cosine(cfg.threshold)
-            .map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
-        let store =
-            arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store {
-                spec: cfg.store.display(),
-                source: Box::new(source),
-            })?;
+        let threshold = Threshold::from_cosine(cfg.threshold).map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
+        let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
         let mut encoders = Vec::with_capacity(cfg.encoders);
         let mut cache = None;
         for _ in 0..cfg.encoders {
@@ -342,24 +332,11 @@ impl Proxy {
             counter: Arc::new(lam_trajectory::Cl100k),
             operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k).with_recall(cfg.recall),
             dim,
-            policy: api::Policy {
-                user_turns: cfg.user_turns,
-                keep_tools: cfg.keep_tools.iter().cloned().collect(),
-            },
+            policy: api::Policy { user_turns: cfg.user_turns, keep_tools: cfg.keep_tools.iter().cloned().collect() },
         };
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let run = format!("serve-{secs}-{}", std::process::id());
-        Ok(Self {
-            inner: Arc::new(Inner {
-                cfg,
-                engine,
-                sessions: Mutex::new(Registry::default()),
-                counters: Counters::default(),
-                run,
-            }),
-        })
+        Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters: Counters::default(), run }) })
     }
 
     /// The settings.
@@ -373,20 +350,12 @@ impl Proxy {
     /// A body holding a conversation or preamble member twice is forwarded as
     /// it came ([`Proxy::try_rewrite`] refuses it).
     pub fn rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Rewritten {
-        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten {
-            body: body.to_vec(),
-            session: None,
-        })
+        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten { body: body.to_vec(), session: None })
     }
 
     /// [`Proxy::rewrite`], refusing ([`Error::DuplicateKey`]) a body that
     /// holds `messages`, `input`, `system` or `instructions` twice.
-    pub fn try_rewrite(
-        &self,
-        api: Api,
-        session: Option<&str>,
-        body: &[u8],
-    ) -> Result<Rewritten, Error> {
+    pub fn try_rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Result<Rewritten, Error> {
         let c = &self.inner.counters;
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
@@ -395,10 +364,7 @@ impl Proxy {
                 return Err(Error::DuplicateKey(k));
             }
             c.unparsed.fetch_add(1, Ordering::Relaxed);
-            return Ok(Rewritten {
-                body: body.to_vec(),
-                session: None,
-            });
+            return Ok(Rewritten { body: body.to_vec(), session: None });
         };
         let handle = match self.session_for(session, &req.keys) {
             Ok(h) => h,
@@ -407,10 +373,7 @@ impl Proxy {
                 if self.inner.cfg.log {
                     eprintln!("lam serve: no session ({e}); forwarding the request as it came");
                 }
-                return Ok(Rewritten {
-                    body: body.to_vec(),
-                    session: None,
-                });
+                return Ok(Rewritten { body: body.to_vec(), session: None });
             }
         };
         let (out, delta, held) = {
@@ -421,10 +384,7 @@ impl Proxy {
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
-        Ok(Rewritten {
-            body: out,
-            session: Some(st.session.clone()),
-        })
+        Ok(Rewritten { body: out, session: Some(st.session.clone()) })
     }
 
     /// The session `keys` continue, or a new one.
@@ -435,15 +395,8 @@ impl Proxy {
         }
         let label = self.new_label(name, reg.made() + 1)?;
         let op = self.inner.engine.operator_session()?;
-        let stats = SessionStats {
-            session: label.clone(),
-            name: name.map(str::to_string),
-            ..SessionStats::default()
-        };
-        let h = Arc::new(Handle {
-            conv: Mutex::new(Conversation::new(SessionId::new(label), op)),
-            stats: Mutex::new(stats),
-        });
+        let stats = SessionStats { session: label.clone(), name: name.map(str::to_string), ..SessionStats::default() };
+        let h = Arc::new(Handle { conv: Mutex::new(Conversation::new(SessionId::new(label), op)), stats: Mutex::new(stats) });
         reg.insert(name, keys, h.clone(), self.inner.cfg.max_sessions);
         Ok(h)
     }
@@ -456,11 +409,7 @@ impl Proxy {
             return Ok(format!("{run}-{n}"));
         };
         let held = lam_core::ObsStore::ids(&&self.inner.engine.store, &SessionId::new(name))?;
-        Ok(if held.is_empty() {
-            name.to_string()
-        } else {
-            format!("{name}@{run}-{n}")
-        })
+        Ok(if held.is_empty() { name.to_string() } else { format!("{name}@{run}-{n}") })
     }
 
     /// Every session's counters and the proxy's.
@@ -476,10 +425,7 @@ impl Proxy {
             sessions_created,
             evicted_sessions,
             evicted,
-            requests: Api::ALL
-                .iter()
-                .map(|a| (a.name(), get(&c.requests[*a as usize])))
-                .collect(),
+            requests: Api::ALL.iter().map(|a| (a.name(), get(&c.requests[*a as usize]))).collect(),
             passthrough: get(&c.passthrough),
             bypassed: get(&c.bypassed),
             unparsed: get(&c.unparsed),

@@ -67,19 +67,12 @@ impl Parsed {
             items.push(Item { raw, value, tree, annotations });
         }
         let keys = keys(api, &members, &items);
-        Some(Self {
-            api,
-            members,
-            at,
-            items,
-            keys,
-        })
+        Some(Self { api, members, at, items, keys })
     }
 
     /// The body with the conversation replaced by `items` (raw JSON each).
     pub(crate) fn body_with<'a>(&self, items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
-        self.members
-            .write_with(self.at, &crate::json::write_array(items))
+        self.members.write_with(self.at, &crate::json::write_array(items))
     }
 }
 
@@ -110,21 +103,12 @@ mod tests {
     #[test]
     fn keys_follow_content_and_preamble() {
         let a = Parsed::parse(Api::Messages, br#"{"system":"s","messages":[{"role":"user","content":"t"},{"role":"user","content":"t"}]}"#).unwrap();
-        let b = Parsed::parse(
-            Api::Messages,
-            br#"{"messages":[{"role" : "user","content":"t","cache_control":{"type":"ephemeral"}}],"system":"s","model":"m"}"#,
-        )
-        .unwrap();
-        let c = Parsed::parse(
-            Api::Messages,
-            br#"{"system":"other","messages":[{"role":"user","content":"t"}]}"#,
-        )
-        .unwrap();
+        let b =
+            Parsed::parse(Api::Messages, br#"{"messages":[{"role" : "user","content":"t","cache_control":{"type":"ephemeral"}}],"system":"s","model":"m"}"#)
+                .unwrap();
+        let c = Parsed::parse(Api::Messages, br#"{"system":"other","messages":[{"role":"user","content":"t"}]}"#).unwrap();
         assert_eq!(a.keys.len(), 3);
-        assert_ne!(
-            a.keys[1], a.keys[2],
-            "a repeated message is a second message"
-        );
+        assert_ne!(a.keys[1], a.keys[2], "a repeated message is a second message");
         assert!(a.keys.starts_with(&b.keys));
         assert_ne!(a.keys[0], c.keys[0]);
         assert!(Parsed::parse(Api::Responses, br#"{"input":"just text"}"#).is_none());

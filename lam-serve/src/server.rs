@@ -21,17 +21,7 @@ const BYPASS: &str = "x-lam-bypass";
 const TOKEN: &str = "x-lam-token";
 
 /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client library recomputes.
-const HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-];
+const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"];
 
 #[derive(Debug, Clone)]
 struct App {
@@ -42,10 +32,7 @@ struct App {
 fn router(app: App) -> Router {
     let mut r = Router::new();
     for api in Api::ALL {
-        r = r.route(
-            api.path(),
-            post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough),
-        );
+        r = r.route(api.path(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
     }
     r.route("/lam/stats", get(stats))
         .route("/metrics", get(metrics))
@@ -136,40 +123,26 @@ fn percent_decoded(p: &[u8]) -> Vec<u8> {
 
 /// Serve `proxy` on `listener` until `shutdown` completes, then finish the
 /// requests in flight (streams included) and return.
-pub async fn serve(
-    proxy: Proxy,
-    listener: std::net::TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
+pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| Error::Io { what, source }
     };
     listener.set_nonblocking(true).map_err(io("listening"))?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(proxy.config().connect_timeout)
-        .build()
-        .map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
+    let client = reqwest::Client::builder().connect_timeout(proxy.config().connect_timeout).build().map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let app = App { proxy, client };
     // Small SSE events go out at once (no Nagle delay waiting for an ACK).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(io("serving"))
+    axum::serve(listener, router(app)).with_graceful_shutdown(shutdown).await.map_err(io("serving"))
 }
 
 /// Listen on `listen`, call `ready` with the bound address, serve until
 /// SIGINT or SIGTERM, finish what is in flight, then make the archive
 /// durable and save the embedding cache.
-pub fn run(
-    cfg: ServeConfig,
-    listen: SocketAddr,
-    ready: impl FnOnce(SocketAddr),
-) -> Result<(), Error> {
+pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> Result<(), Error> {
     if !listen.ip().is_loopback() && cfg.token.is_none() {
         return Err(Error::Setting(format!(
             "--listen {listen} is not a loopback address: give a token (--token-file PATH or LAM_TOKEN) that every client must send"
@@ -177,28 +150,13 @@ pub fn run(
     }
     let drain = cfg.drain_timeout;
     let proxy = Proxy::open(cfg)?;
-    let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io {
-        what: format!("listening on {listen}"),
-        source,
-    })?;
-    let addr = listener.local_addr().map_err(|source| Error::Io {
-        what: "listening".into(),
-        source,
-    })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            what: "starting the runtime".into(),
-            source,
-        })?;
+    let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io { what: format!("listening on {listen}"), source })?;
+    let addr = listener.local_addr().map_err(|source| Error::Io { what: "listening".into(), source })?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|source| Error::Io { what: "starting the runtime".into(), source })?;
     // Handlers first: a signal right after `ready` is a stop, never a kill.
     let signals = {
         let _in = rt.enter();
-        Signals::new().map_err(|source| Error::Io {
-            what: "installing signal handlers".into(),
-            source,
-        })?
+        Signals::new().map_err(|source| Error::Io { what: "installing signal handlers".into(), source })?
     };
     ready(addr);
     let served = rt.block_on(serve_until_signalled(proxy.clone(), listener, signals, drain));
@@ -211,12 +169,7 @@ pub fn run(
 /// Serve until the first signal, then drain: return when every in-flight
 /// request is done, at a second signal, or after `drain`, whichever is first
 /// (the last two: [`Error::Cut`]).
-async fn serve_until_signalled(
-    proxy: Proxy,
-    listener: std::net::TcpListener,
-    mut signals: Signals,
-    drain: Duration,
-) -> Result<(), Error> {
+async fn serve_until_signalled(proxy: Proxy, listener: std::net::TcpListener, mut signals: Signals, drain: Duration) -> Result<(), Error> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = serve(proxy, listener, async move {
         let _ = stopped.await;
@@ -258,10 +211,7 @@ impl Signals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            Ok(Self {
-                int: signal(SignalKind::interrupt())?,
-                term: signal(SignalKind::terminate())?,
-            })
+            Ok(Self { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())? })
         }
         #[cfg(not(unix))]
         Ok(Self {})
@@ -285,16 +235,9 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     let max = app.proxy.config().max_body;
     let Ok(bytes) = axum::body::to_bytes(body, max).await else {
         app.proxy.count(|c| &c.too_large);
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "lam_request_too_large",
-            &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"),
-        );
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "lam_request_too_large", &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"));
     };
-    let bypass = parts
-        .headers
-        .get(BYPASS)
-        .is_some_and(|v| v.as_bytes() == b"1");
+    let bypass = parts.headers.get(BYPASS).is_some_and(|v| v.as_bytes() == b"1");
     let name = match session_name(&parts.headers) {
         Ok(n) => n,
         Err(why) => {
@@ -313,38 +256,22 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     };
     let mut resp = forward(&app, &parts, reqwest::Body::from(body)).await;
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
-        resp.headers_mut()
-            .insert(HeaderName::from_static(SESSION), s);
+        resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
     }
     log(&app, &parts, &resp, started);
     resp
 }
 
 /// The body to forward and its session, or the error answer.
-async fn rewritten(
-    app: &App,
-    api: Api,
-    name: Option<String>,
-    bytes: Bytes,
-) -> Result<(Bytes, Option<String>), Response> {
+async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>), Response> {
     let p = app.proxy.clone();
     match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &bytes)).await {
         Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session)),
-        Ok(Err(e @ Error::DuplicateKey(_))) => Err(error(
-            StatusCode::BAD_REQUEST,
-            "lam_duplicate_key",
-            &format!("lam serve: {e}; which one the upstream would read is unknown"),
-        )),
-        Ok(Err(e)) => Err(error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "lam_internal_error",
-            &format!("lam serve: rewriting failed: {e}"),
-        )),
-        Err(e) => Err(error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "lam_internal_error",
-            &format!("lam serve: rewriting failed: {e}"),
-        )),
+        Ok(Err(e @ Error::DuplicateKey(_))) => {
+            Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
+        }
+        Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "lam_internal_error", &format!("lam serve: rewriting failed: {e}"))),
+        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "lam_internal_error", &format!("lam serve: rewriting failed: {e}"))),
     }
 }
 
@@ -352,12 +279,7 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     let started = Instant::now();
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
-    let resp = forward(
-        &app,
-        &parts,
-        reqwest::Body::wrap_stream(body.into_data_stream()),
-    )
-    .await;
+    let resp = forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream())).await;
     log(&app, &parts, &resp, started);
     resp
 }
@@ -381,12 +303,7 @@ async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::B
     let cfg = app.proxy.config();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{pq}", cfg.upstream);
-    let send = app
-        .client
-        .request(parts.method.clone(), &url)
-        .headers(filtered(&parts.headers, true))
-        .body(body)
-        .send();
+    let send = app.client.request(parts.method.clone(), &url).headers(filtered(&parts.headers, true)).body(body).send();
     let up = match tokio::time::timeout(cfg.idle_timeout, send).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return unreachable(app, e),
@@ -395,11 +312,7 @@ async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::B
             return error(
                 StatusCode::GATEWAY_TIMEOUT,
                 "lam_upstream_timeout",
-                &format!(
-                    "lam serve: upstream {} sent nothing for {} s (--upstream-idle-timeout-s)",
-                    cfg.upstream_shown(),
-                    cfg.idle_timeout.as_secs_f64()
-                ),
+                &format!("lam serve: upstream {} sent nothing for {} s (--upstream-idle-timeout-s)", cfg.upstream_shown(), cfg.idle_timeout.as_secs_f64()),
             );
         }
     };
@@ -420,11 +333,7 @@ fn unreachable(app: &App, e: reqwest::Error) -> Response {
     let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
     let shown = cfg.upstream_shown();
     let why = why.replace(&cfg.upstream, &shown);
-    let (status, kind) = if timeout {
-        (StatusCode::GATEWAY_TIMEOUT, "lam_upstream_timeout")
-    } else {
-        (StatusCode::BAD_GATEWAY, "lam_upstream_unreachable")
-    };
+    let (status, kind) = if timeout { (StatusCode::GATEWAY_TIMEOUT, "lam_upstream_timeout") } else { (StatusCode::BAD_GATEWAY, "lam_upstream_unreachable") };
     error(status, kind, &format!("lam serve: upstream {shown} unreachable: {why}"))
 }
 
@@ -442,13 +351,7 @@ fn answer(app: &App, up: reqwest::Response) -> Response {
     }
     let idle = app.proxy.config().idle_timeout;
     resp.body(Body::from_stream(idle_limited(up.bytes_stream(), idle, app.proxy.clone())))
-        .unwrap_or_else(|e| {
-            error(
-                StatusCode::BAD_GATEWAY,
-                "lam_internal_error",
-                &format!("lam serve: {e}"),
-            )
-        })
+        .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "lam_internal_error", &format!("lam serve: {e}")))
 }
 
 /// `s`, cut with an error (the client sees the answer end abruptly, never
@@ -493,12 +396,7 @@ fn filtered(h: &HeaderMap, upstream: bool) -> HeaderMap {
 /// A JSON error both SDKs read (`error.type`, `error.message`).
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     let body = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 async fn stats(State(app): State<App>) -> Response {
@@ -507,21 +405,13 @@ async fn stats(State(app): State<App>) -> Response {
 }
 
 async fn metrics(State(app): State<App>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.proxy.metrics(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.proxy.metrics()).into_response()
 }
 
 /// One line per request when `--log` is on: never a header, never a body.
 fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant) {
     if app.proxy.config().log {
-        let session = resp
-            .headers()
-            .get(SESSION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("-");
+        let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
         eprintln!(
             "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent)",
             parts.method,

@@ -52,11 +52,7 @@ pub struct SessionStats {
 }
 
 fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
-    if tokens_in == 0 {
-        0.0
-    } else {
-        1.0 - tokens_out as f64 / tokens_in as f64
-    }
+    if tokens_in == 0 { 0.0 } else { 1.0 - tokens_out as f64 / tokens_in as f64 }
 }
 
 /// What admitting one request's new observations changed.
@@ -155,13 +151,7 @@ pub(crate) struct Conversation {
 
 impl Conversation {
     pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self {
-            store_session,
-            op,
-            forwarded: HashMap::new(),
-            frozen_bytes: 0,
-            lines: 0,
-        }
+        Self { store_session, op, forwarded: HashMap::new(), frozen_bytes: 0, lines: 0 }
     }
 
     /// An estimate of the memory this conversation holds: its frozen
@@ -212,14 +202,7 @@ impl Conversation {
     /// Archive and admit every observation of `item`; the item's bytes with
     /// each observation's string replaced by its residual, every other byte
     /// as received. An observation whose admission fails is forwarded verbatim.
-    fn admit(
-        &mut self,
-        item: &Item,
-        slots: &[Slot],
-        engine: &Engine,
-        loan: &mut Loan<'_>,
-        d: &mut Delta,
-    ) -> Vec<u8> {
+    fn admit(&mut self, item: &Item, slots: &[Slot], engine: &Engine, loan: &mut Loan<'_>, d: &mut Delta) -> Vec<u8> {
         let raw = item.raw.get().as_bytes();
         let Some(tree) = &item.tree else {
             return raw.to_vec();
@@ -230,12 +213,7 @@ impl Conversation {
                 continue;
             };
             self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
-            let rec = Record {
-                index: self.op.records(),
-                action: s.action.clone(),
-                observation: text.as_bytes().to_vec(),
-                returncode: None,
-            };
+            let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
                     d.add(&a, s.keep);
@@ -294,11 +272,7 @@ impl Registry {
         self.clock += 1;
         let e = match name {
             Some(n) => self.named.get_mut(n)?,
-            None => self
-                .open
-                .iter_mut()
-                .filter(|e| keys.starts_with(&e.keys))
-                .max_by_key(|e| (e.keys.len(), e.used))?,
+            None => self.open.iter_mut().filter(|e| keys.starts_with(&e.keys)).max_by_key(|e| (e.keys.len(), e.used))?,
         };
         e.keys = keys.to_vec();
         e.used = self.clock;
@@ -307,24 +281,13 @@ impl Registry {
 
     /// Add a new session continued by `keys`, first dropping the least
     /// recently used sessions so that at most `max` are held.
-    pub(crate) fn insert(
-        &mut self,
-        name: Option<&str>,
-        keys: &[u128],
-        handle: Arc<Handle>,
-        max: usize,
-    ) {
+    pub(crate) fn insert(&mut self, name: Option<&str>, keys: &[u128], handle: Arc<Handle>, max: usize) {
         while self.open.len() + self.named.len() >= max.max(1) {
             self.evict_oldest();
         }
         self.clock += 1;
         self.made += 1;
-        let e = Entry {
-            handle,
-            keys: keys.to_vec(),
-            used: self.clock,
-            bytes: 0,
-        };
+        let e = Entry { handle, keys: keys.to_vec(), used: self.clock, bytes: 0 };
         match name {
             Some(n) => {
                 self.named.insert(n.to_string(), e);
@@ -334,17 +297,8 @@ impl Registry {
     }
 
     fn evict_oldest(&mut self) {
-        let open = self
-            .open
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, e)| e.used)
-            .map(|(i, e)| (e.used, i));
-        let named = self
-            .named
-            .iter()
-            .min_by_key(|(_, e)| e.used)
-            .map(|(k, e)| (e.used, k.clone()));
+        let open = self.open.iter().enumerate().min_by_key(|(_, e)| e.used).map(|(i, e)| (e.used, i));
+        let named = self.named.iter().min_by_key(|(_, e)| e.used).map(|(k, e)| (e.used, k.clone()));
         let e = match (open, named) {
             (Some((uo, i)), Some((un, _))) if uo <= un => self.open.remove(i),
             (Some((_, i)), None) => self.open.remove(i),
@@ -361,11 +315,7 @@ impl Registry {
     /// sessions hold at most `budget` bytes. A session dropped meanwhile is
     /// not counted.
     pub(crate) fn account(&mut self, h: &Arc<Handle>, bytes: usize, budget: usize) {
-        let found = self
-            .open
-            .iter_mut()
-            .chain(self.named.values_mut())
-            .find(|e| Arc::ptr_eq(&e.handle, h));
+        let found = self.open.iter_mut().chain(self.named.values_mut()).find(|e| Arc::ptr_eq(&e.handle, h));
         let Some(e) = found else {
             return;
         };
@@ -395,10 +345,6 @@ impl Registry {
     pub(crate) fn stats(&self) -> Vec<SessionStats> {
         let mut named: Vec<_> = self.named.iter().collect();
         named.sort_by(|a, b| a.0.cmp(b.0));
-        self.open
-            .iter()
-            .chain(named.into_iter().map(|(_, e)| e))
-            .map(|e| lock(&e.handle.stats).clone())
-            .collect()
+        self.open.iter().chain(named.into_iter().map(|(_, e)| e)).map(|e| lock(&e.handle.stats).clone()).collect()
     }
 }

@@ -19,10 +19,7 @@ const PLANTED: &str = "pl4nted-S3CRET";
 /// One raw HTTP/1.1 request (no client-side path normalisation): status and body.
 async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n{headers}content-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n{headers}content-length: {}\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
@@ -150,7 +147,13 @@ async fn start_sluggish() -> SocketAddr {
             if k == n {
                 return None;
             }
-            let wait = if slow { 400 } else if k == 0 { 0 } else { 3_600_000 };
+            let wait = if slow {
+                400
+            } else if k == 0 {
+                0
+            } else {
+                3_600_000
+            };
             tokio::time::sleep(Duration::from_millis(wait)).await;
             Some((Ok::<_, std::io::Error>(Bytes::from(format!("data: {k}\n\n"))), k + 1))
         });

@@ -9,9 +9,7 @@ use std::time::Duration;
 use support::{REPLY, events, start_proxy, start_upstream};
 
 fn chat(n: usize, stream: bool) -> Value {
-    let log: String = (0..60)
-        .map(|i| format!("tests/test_mod.py::test_case_{i} PASSED\n"))
-        .collect();
+    let log: String = (0..60).map(|i| format!("tests/test_mod.py::test_case_{i} PASSED\n")).collect();
     let mut m = vec![json!({"role": "user", "content": "fix it"})];
     for k in 0..n {
         let id = format!("call_{k}");
@@ -30,14 +28,7 @@ async fn compacts_streams_and_passes_through() {
 
     // Non-streaming: the answer comes back as the upstream sent it; auth passes through, x-lam-* does not.
     for n in 1..=2 {
-        let r = c
-            .post(format!("{base}/v1/chat/completions"))
-            .bearer_auth("sk-test")
-            .header("x-api-key", "k")
-            .json(&chat(n, false))
-            .send()
-            .await
-            .unwrap();
+        let r = c.post(format!("{base}/v1/chat/completions")).bearer_auth("sk-test").header("x-api-key", "k").json(&chat(n, false)).send().await.unwrap();
         assert_eq!(r.status(), 200);
         assert!(r.headers().get("x-lam-session").is_some());
         assert_eq!(r.text().await.unwrap(), REPLY);
@@ -47,42 +38,17 @@ async fn compacts_streams_and_passes_through() {
     assert_eq!(seen[1].headers["authorization"], "Bearer sk-test");
     assert_eq!(seen[1].headers["x-api-key"], "k");
     let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
-    assert!(
-        sent["messages"][4]["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("[lam: same output as `"),
-        "the second log became a stub naming the first call"
-    );
+    assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as `"), "the second log became a stub naming the first call");
     let raw = |b: &[u8]| -> Vec<String> {
-        let m: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
-            serde_json::from_slice(b).unwrap();
-        serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(m["messages"].get())
-            .unwrap()
-            .iter()
-            .map(|r| r.get().to_string())
-            .collect()
+        let m: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> = serde_json::from_slice(b).unwrap();
+        serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(m["messages"].get()).unwrap().iter().map(|r| r.get().to_string()).collect()
     };
-    assert_eq!(
-        raw(&seen[1].body)[..3],
-        raw(&seen[0].body)[..],
-        "earlier messages byte-identical"
-    );
+    assert_eq!(raw(&seen[1].body)[..3], raw(&seen[0].body)[..], "earlier messages byte-identical");
 
     // Streaming: the first event reaches the client before the upstream sends the second.
-    let mut r = c
-        .post(format!("{base}/v1/chat/completions"))
-        .header("x-stub-gate", "1")
-        .json(&chat(3, true))
-        .send()
-        .await
-        .unwrap();
+    let mut r = c.post(format!("{base}/v1/chat/completions")).header("x-stub-gate", "1").json(&chat(3, true)).send().await.unwrap();
     assert_eq!(r.headers()["content-type"], "text/event-stream");
-    let first = tokio::time::timeout(Duration::from_secs(5), r.chunk())
-        .await
-        .expect("first event in time")
-        .unwrap()
-        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), r.chunk()).await.expect("first event in time").unwrap().unwrap();
     let ev = events("/v1/chat/completions", 8);
     assert_eq!(first, ev[0].as_bytes());
     up.gate.notify_one();
@@ -95,79 +61,33 @@ async fn compacts_streams_and_passes_through() {
     // Upstream errors pass through with their status and body.
     let mut e = chat(1, false);
     e["model"] = json!("error");
-    let r = c
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&e)
-        .send()
-        .await
-        .unwrap();
+    let r = c.post(format!("{base}/v1/chat/completions")).json(&e).send().await.unwrap();
     assert_eq!(r.status(), 429);
     assert!(r.text().await.unwrap().contains("slow down"));
 
     // Bypass: the body goes as it came.
     let body = serde_json::to_vec(&chat(4, false)).unwrap();
-    let r = c
-        .post(format!("{base}/v1/chat/completions"))
-        .header("x-lam-bypass", "1")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-bypass", "1").body(body.clone()).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let last = up.seen.lock().unwrap().last().unwrap().clone();
     assert_eq!(last.body, body);
     assert!(last.headers.get("x-lam-bypass").is_none());
 
     // Other paths (and other methods on compacted paths) pass through unchanged.
-    let r = c
-        .get(format!("{base}/v1/models?limit=2"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.json::<Value>().await.unwrap()["path"],
-        "/v1/models?limit=2"
-    );
-    let r = c
-        .get(format!("{base}/v1/chat/completions"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.json::<Value>().await.unwrap()["path"],
-        "/v1/chat/completions"
-    );
+    let r = c.get(format!("{base}/v1/models?limit=2")).send().await.unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["path"], "/v1/models?limit=2");
+    let r = c.get(format!("{base}/v1/chat/completions")).send().await.unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["path"], "/v1/chat/completions");
 
     // Stats and metrics.
-    let st: Value = c
-        .get(format!("{base}/lam/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let st: Value = c.get(format!("{base}/lam/stats")).send().await.unwrap().json().await.unwrap();
     assert_eq!(st["bypassed"], 1);
     assert_eq!(st["upstream_errors"], 1);
     assert_eq!(st["requests"]["chat"], 4);
     let s0 = &st["sessions"][0];
-    assert!(
-        s0["tokens_out"].as_u64() < s0["tokens_in"].as_u64() && s0["stubs"].as_u64() > Some(0),
-        "{st}"
-    );
-    let m = c
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        m.contains("# TYPE lam_serve_tokens_in_total counter")
-            && m.contains("lam_serve_requests_total{route=\"chat\"} 4"),
-        "{m}"
-    );
+    assert!(s0["tokens_out"].as_u64() < s0["tokens_in"].as_u64() && s0["stubs"].as_u64() > Some(0), "{st}");
+    let m = c.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains("# TYPE lam_serve_tokens_in_total counter") && m.contains("lam_serve_requests_total{route=\"chat\"} 4"), "{m}");
 
     run.stop.take().unwrap().send(()).unwrap();
     run.done.await.unwrap().unwrap();
@@ -176,20 +96,12 @@ async fn compacts_streams_and_passes_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_json_and_shutdown_finishes_streams() {
     // Unreachable upstream: 502 with a JSON error.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let mut cfg = ServeConfig::for_tests(&format!("http://{dead}"));
     cfg.max_body = 4096;
     let mut run = start_proxy(cfg);
     let c = reqwest::Client::new();
-    let r = c
-        .post(format!("http://{}/v1/messages", run.addr))
-        .json(&json!({"model": "m", "messages": []}))
-        .send()
-        .await
-        .unwrap();
+    let r = c.post(format!("http://{}/v1/messages", run.addr)).json(&json!({"model": "m", "messages": []})).send().await.unwrap();
     assert_eq!(r.status(), 502);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["type"], "lam_upstream_unreachable");
@@ -202,17 +114,9 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    assert_eq!(
-        r.json::<Value>().await.unwrap()["error"]["type"],
-        "lam_bad_session"
-    );
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["type"], "lam_bad_session");
     // Too large: 413.
-    let r = c
-        .post(format!("http://{}/v1/chat/completions", run.addr))
-        .json(&chat(20, false))
-        .send()
-        .await
-        .unwrap();
+    let r = c.post(format!("http://{}/v1/chat/completions", run.addr)).json(&chat(20, false)).send().await.unwrap();
     assert_eq!(r.status(), 413);
     assert_eq!(run.proxy.stats().too_large, 1);
     run.stop.take().unwrap().send(()).unwrap();
@@ -221,13 +125,7 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
     // Shutdown while a stream is in flight: the stream still completes.
     let (up_addr, up) = start_upstream().await;
     let mut run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
-    let mut r = c
-        .post(format!("http://{}/v1/chat/completions", run.addr))
-        .header("x-stub-gate", "1")
-        .json(&chat(1, true))
-        .send()
-        .await
-        .unwrap();
+    let mut r = c.post(format!("http://{}/v1/chat/completions", run.addr)).header("x-stub-gate", "1").json(&chat(1, true)).send().await.unwrap();
     let first = r.chunk().await.unwrap().unwrap();
     run.stop.take().unwrap().send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -237,13 +135,6 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
         all.extend_from_slice(&b);
     }
     assert_eq!(all, events("/v1/chat/completions", 8).concat().as_bytes());
-    tokio::time::timeout(Duration::from_secs(10), run.done)
-        .await
-        .expect("serve returns once the stream is done")
-        .unwrap()
-        .unwrap();
-    assert!(
-        tokio::net::TcpStream::connect(run.addr).await.is_err(),
-        "no longer listening"
-    );
+    tokio::time::timeout(Duration::from_secs(10), run.done).await.expect("serve returns once the stream is done").unwrap().unwrap();
+    assert!(tokio::net::TcpStream::connect(run.addr).await.is_err(), "no longer listening");
 }

@@ -11,12 +11,8 @@ use std::path::PathBuf;
 
 /// Up to `n` records of the first mini-swe-agent trajectories of the corpus.
 fn trajectories(count: usize, n: usize) -> Vec<lam_trajectory::read::Trajectory> {
-    let dir =
-        lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let dir = lam_core::testsuite::corpus().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     files
         .iter()
@@ -56,24 +52,15 @@ fn body(api: Api, t: &lam_trajectory::read::Trajectory, k: usize) -> Vec<u8> {
             }
         }
     }
-    let field = if api == Api::Responses {
-        "input"
-    } else {
-        "messages"
-    };
+    let field = if api == Api::Responses { "input" } else { "messages" };
     serde_json::to_vec(&json!({"model": "stub", "system": "be brief", field: items})).unwrap()
 }
 
 /// The forwarded conversation items, as raw bytes.
 fn items(api: Api, forwarded: &[u8]) -> Vec<String> {
-    let field = if api == Api::Responses {
-        "input"
-    } else {
-        "messages"
-    };
+    let field = if api == Api::Responses { "input" } else { "messages" };
     // Raw bytes of the body itself, not of a re-serialisation.
-    let members: std::collections::BTreeMap<String, Box<RawValue>> =
-        serde_json::from_slice(forwarded).unwrap();
+    let members: std::collections::BTreeMap<String, Box<RawValue>> = serde_json::from_slice(forwarded).unwrap();
     let list: Vec<Box<RawValue>> = serde_json::from_str(members[field].get()).unwrap();
     list.iter().map(|r| r.get().to_string()).collect()
 }
@@ -84,16 +71,8 @@ fn observations(api: Api, item: &str) -> Vec<String> {
     let s = |x: &Value| x.as_str().map(str::to_string);
     match api {
         Api::ChatCompletions if v["role"] == "tool" => s(&v["content"]).into_iter().collect(),
-        Api::Messages => v["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|b| b["type"] == "tool_result")
-            .filter_map(|b| s(&b["content"]))
-            .collect(),
-        Api::Responses if v["type"] == "function_call_output" => {
-            s(&v["output"]).into_iter().collect()
-        }
+        Api::Messages => v["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "tool_result").filter_map(|b| s(&b["content"])).collect(),
+        Api::Responses if v["type"] == "function_call_output" => s(&v["output"]).into_iter().collect(),
         _ => Vec::new(),
     }
 }
@@ -130,41 +109,22 @@ fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
         let mut sessions = Vec::new();
         for (t, run) in ts.iter().zip(&runs) {
             let s = run[0].session.clone().expect("a conversation");
-            assert!(
-                run.iter().all(|r| r.session.as_ref() == Some(&s)),
-                "{api:?}: one trajectory, one session"
-            );
+            assert!(run.iter().all(|r| r.session.as_ref() == Some(&s)), "{api:?}: one trajectory, one session");
             sessions.push(s);
             let mut prev: Vec<String> = Vec::new();
             for r in run {
                 let now = items(api, &r.body);
                 assert!(now.len() > prev.len());
-                assert_eq!(
-                    now[..prev.len()],
-                    prev[..],
-                    "{api:?}: earlier items forwarded byte-identically"
-                );
+                assert_eq!(now[..prev.len()], prev[..], "{api:?}: earlier items forwarded byte-identically");
                 prev = now;
             }
             // Fewer tokens forwarded than received, and every stub recalls exactly.
             let last = runs_last(run);
             let originals: Vec<String> = t.records.iter().map(|r| text(&r.observation)).collect();
-            let sent: Vec<String> = items(api, &last.body)
-                .iter()
-                .flat_map(|i| observations(api, i))
-                .collect();
+            let sent: Vec<String> = items(api, &last.body).iter().flat_map(|i| observations(api, i)).collect();
             assert_eq!(sent.len(), originals.len());
-            let tok = |v: &[String]| {
-                v.iter()
-                    .map(|s| lam_trajectory::Cl100k.count(s.as_bytes()))
-                    .sum::<usize>()
-            };
-            assert!(
-                tok(&sent) < tok(&originals),
-                "{api:?}: {} tokens forwarded of {}",
-                tok(&sent),
-                tok(&originals)
-            );
+            let tok = |v: &[String]| v.iter().map(|s| lam_trajectory::Cl100k.count(s.as_bytes())).sum::<usize>();
+            assert!(tok(&sent) < tok(&originals), "{api:?}: {} tokens forwarded of {}", tok(&sent), tok(&originals));
             check_recall(dir.path(), &sent, &originals);
             repeats += check_referents(&last.body, &sent);
         }
@@ -173,22 +133,12 @@ fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
         assert_eq!(st.sessions.len(), 2);
         let mut total = 0;
         for (s, t) in st.sessions.iter().zip(&ts) {
-            assert!(
-                s.tokens_out < s.tokens_in && s.stubs > 0 && s.admission_errors == 0,
-                "{s:?}"
-            );
-            let n = t
-                .records
-                .iter()
-                .filter(|r| !r.observation.is_empty())
-                .count() as u64;
+            assert!(s.tokens_out < s.tokens_in && s.stubs > 0 && s.admission_errors == 0, "{s:?}");
+            let n = t.records.iter().filter(|r| !r.observation.is_empty()).count() as u64;
             assert_eq!(s.observations, n, "each observation admitted once");
             total += n;
         }
-        assert!(
-            p.metrics()
-                .contains(&format!("lam_serve_observations_total {total}\n"))
-        );
+        assert!(p.metrics().contains(&format!("lam_serve_observations_total {total}\n")));
         p.close().unwrap();
     }
     eprintln!("{repeats} whole-repeat stubs, each naming a call earlier in the forwarded body");
@@ -224,10 +174,7 @@ fn check_recall(store: &std::path::Path, sent: &[String], originals: &[String]) 
     for (s, o) in sent.iter().zip(originals) {
         for stub in lam_core::stub::parse_residual(s.as_bytes()).unwrap() {
             stubs += 1;
-            assert_eq!(
-                text(&arc_store::find(st.as_ref(), None, stub.id()).unwrap().bytes),
-                *o
-            );
+            assert_eq!(text(&arc_store::find(st.as_ref(), None, stub.id()).unwrap().bytes), *o);
             for id in stub.cited_ids() {
                 let b = text(&arc_store::find(st.as_ref(), None, id).unwrap().bytes);
                 assert!(originals.contains(&b), "§{id} recalls an original");
@@ -248,10 +195,7 @@ fn diverging_runs_of_one_task_split_and_names_win() {
     let mut other = t.clone();
     other.records[0].observation = b"a different first observation\n".to_vec();
     let b1 = p.rewrite(api, None, &body(api, &other, 1));
-    assert_ne!(
-        a1.session, b1.session,
-        "diverged conversations never share a session"
-    );
+    assert_ne!(a1.session, b1.session, "diverged conversations never share a session");
     let a2 = p.rewrite(api, None, &body(api, t, 2));
     let b2 = p.rewrite(api, None, &body(api, &other, 2));
     assert_eq!(a2.session, a1.session);
@@ -292,11 +236,7 @@ fn items_seen_before_keep_their_forwarded_bytes_in_any_position() {
     let now = items(api, &again.body);
     assert_eq!(now[0], sent[0]);
     assert_eq!(now[1..], sent[5..]);
-    assert_eq!(
-        p.stats().sessions[0].observations,
-        4,
-        "nothing admitted twice"
-    );
+    assert_eq!(p.stats().sessions[0].observations, 4, "nothing admitted twice");
 }
 
 #[test]
@@ -308,10 +248,7 @@ fn user_turn_observations_when_asked() {
     cfg.user_turns = true;
     let p = Proxy::open(cfg).unwrap();
     // mini-swe-agent's own shape: observations as user turns after the task.
-    let mut m = vec![
-        json!({"role": "system", "content": "sys"}),
-        json!({"role": "user", "content": t.task}),
-    ];
+    let mut m = vec![json!({"role": "system", "content": "sys"}), json!({"role": "user", "content": t.task})];
     for r in &t.records {
         m.push(json!({"role": "assistant", "content": r.action}));
         m.push(json!({"role": "user", "content": text(&r.observation)}));
@@ -321,11 +258,7 @@ fn user_turn_observations_when_asked() {
     let st = &p.stats().sessions[0];
     assert_eq!(st.observations, 12, "the task is not an observation");
     assert!(st.tokens_out < st.tokens_in);
-    assert_eq!(
-        items(Api::ChatCompletions, &out.body)[1],
-        items(Api::ChatCompletions, &b)[1],
-        "the task goes as it came"
-    );
+    assert_eq!(items(Api::ChatCompletions, &out.body)[1], items(Api::ChatCompletions, &b)[1], "the task goes as it came");
 }
 
 #[test]
@@ -344,25 +277,14 @@ fn least_recently_used_sessions_are_evicted_beyond_the_limit() {
     };
     let s0 = p.rewrite(api, None, &body(api, &tagged(0), 2)).session;
     let s1 = p.rewrite(api, None, &body(api, &tagged(1), 2)).session;
-    assert_eq!(
-        p.rewrite(api, None, &body(api, &tagged(0), 3)).session,
-        s0,
-        "0 used last"
-    );
+    assert_eq!(p.rewrite(api, None, &body(api, &tagged(0), 3)).session, s0, "0 used last");
     p.rewrite(api, None, &body(api, &tagged(2), 1));
     let st = p.stats();
     assert_eq!((st.sessions.len(), st.evicted_sessions), (2, 1));
     assert_eq!(st.evicted.session, "");
-    assert_eq!(
-        st.evicted.requests, 1,
-        "session 1 (least recently used) went"
-    );
+    assert_eq!(st.evicted.requests, 1, "session 1 (least recently used) went");
     assert!(st.sessions.iter().all(|s| Some(&s.session) != s1.as_ref()));
-    assert_ne!(
-        p.rewrite(api, None, &body(api, &tagged(1), 3)).session,
-        s1,
-        "an evicted conversation starts anew"
-    );
+    assert_ne!(p.rewrite(api, None, &body(api, &tagged(1), 3)).session, s1, "an evicted conversation starts anew");
     assert!(p.metrics().contains("lam_serve_evicted_sessions_total 2\n"));
 }
 

@@ -50,7 +50,9 @@ fn marks(v: &Value, path: String, out: &mut Vec<String>) {
 /// tools marked, and the last block of the last two messages marked.
 fn claude_code_request(turns: usize, log: &str) -> Vec<u8> {
     let eph = json!({"type": "ephemeral"});
-    let mut msgs = vec![json!({"role": "user", "content": [{"type": "text", "text": "<system-reminder>ctx</system-reminder>"}, {"type": "text", "text": "fix the failing test"}]})];
+    let mut msgs = vec![
+        json!({"role": "user", "content": [{"type": "text", "text": "<system-reminder>ctx</system-reminder>"}, {"type": "text", "text": "fix the failing test"}]}),
+    ];
     for k in 0..turns {
         let id = format!("toolu_{k:02}");
         msgs.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("step {k}")}, {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "pytest -q", "description": "Run tests"}}]}));

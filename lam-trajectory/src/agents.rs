@@ -43,8 +43,14 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
 fn is_codex_item(t: &str) -> bool {
     matches!(
         t,
-        "message" | "reasoning" | "function_call" | "function_call_output" | "custom_tool_call" | "custom_tool_call_output"
-            | "local_shell_call" | "web_search_call"
+        "message"
+            | "reasoning"
+            | "function_call"
+            | "function_call_output"
+            | "custom_tool_call"
+            | "custom_tool_call_output"
+            | "local_shell_call"
+            | "web_search_call"
     )
 }
 

@@ -86,7 +86,14 @@ mod tests {
     use crate::Format;
 
     fn traj(session: &str, source: &str) -> Trajectory {
-        Trajectory { session: SessionId(session.into()), source: source.into(), format: Format::LamJsonl, records: vec![], thoughts: vec![], task: String::new() }
+        Trajectory {
+            session: SessionId(session.into()),
+            source: source.into(),
+            format: Format::LamJsonl,
+            records: vec![],
+            thoughts: vec![],
+            task: String::new(),
+        }
     }
 
     #[test]

@@ -31,11 +31,7 @@ pub struct Trajectory {
 impl Trajectory {
     /// The session as completed turns (thought, action, observation).
     pub fn turns(&self) -> Vec<lam_core::Turn> {
-        self.records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| lam_core::Turn { thought: self.thoughts.get(i).cloned().unwrap_or_default(), record: r.clone() })
-            .collect()
+        self.records.iter().enumerate().map(|(i, r)| lam_core::Turn { thought: self.thoughts.get(i).cloned().unwrap_or_default(), record: r.clone() }).collect()
     }
 }
 
@@ -197,11 +193,8 @@ fn walk(root: &Path) -> Result<Vec<PathBuf>, ReadError> {
 /// judged by its target), `Err(why)` for anything else.
 fn entry_kind(path: &Path) -> Result<bool, String> {
     let lmeta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot stat it ({e})"))?;
-    let meta = if lmeta.file_type().is_symlink() {
-        std::fs::metadata(path).map_err(|e| format!("a symlink whose target cannot be read ({e})"))?
-    } else {
-        lmeta
-    };
+    let meta =
+        if lmeta.file_type().is_symlink() { std::fs::metadata(path).map_err(|e| format!("a symlink whose target cannot be read ({e})"))? } else { lmeta };
     let ft = meta.file_type();
     if ft.is_dir() || ft.is_file() {
         return Ok(ft.is_dir());
@@ -252,9 +245,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
     let raw = std::fs::read(path).map_err(|source| ReadError::Io { path: name.clone(), source })?;
     let bytes = if name.ends_with(".gz") {
         let mut v = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_end(&mut v)
-            .map_err(|source| ReadError::Io { path: name.clone(), source })?;
+        flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut v).map_err(|source| ReadError::Io { path: name.clone(), source })?;
         v
     } else {
         raw
@@ -278,12 +269,8 @@ pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadErro
             _ => read_jsonl(bytes, path),
         };
     }
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| ReadError::Json {
-        path: name.clone(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| ReadError::Json { path: name.clone(), line: e.line(), column: e.column(), message: e.to_string() })?;
     let session = default_session(path);
     read_value(&v, path, session).map(|t| vec![t])
 }
@@ -330,10 +317,7 @@ pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Tra
             if let Some(Value::Array(msgs)) = o.get("history") {
                 return Ok(mk(Format::SweAgent, from_messages(msgs, &name, "history")?));
             }
-            Err(ReadError::Unknown {
-                path: name,
-                message: "expected `messages`, `trajectory` or `history`, or a message array".into(),
-            })
+            Err(ReadError::Unknown { path: name, message: "expected `messages`, `trajectory` or `history`, or a message array".into() })
         }
         _ => Err(ReadError::Unknown { path: name, message: "top level is neither an object nor an array".into() }),
     }

@@ -139,7 +139,10 @@ pub fn run(a: CompactArgs) -> Result<()> {
     cfg.index = a.index;
     let mut enc = Enc::new(&a)?;
     let dump = match &a.dump_embeddings {
-        Some(p) => Some(EmbeddingsWriter::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?), &enc.as_dyn().info())?),
+        Some(p) => Some(EmbeddingsWriter::new(
+            std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+            &enc.as_dyn().info(),
+        )?),
         None => None,
     };
     if let Some(d) = &a.out {
@@ -153,7 +156,11 @@ pub fn run(a: CompactArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut so = stdout.lock();
     if !a.json {
-        writeln!(so, "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}", "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us")?;
+        writeln!(
+            so,
+            "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}",
+            "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us"
+        )?;
     }
     let names = SessionNames::new(files.iter().map(|i| i.path.as_path()));
     let mut r = Runner { a: &a, cfg, enc: &mut enc, dump, archive, names, tot: Totals { all_equal: true, ..Totals::default() } };
@@ -269,7 +276,13 @@ fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc
         if tot.all_equal { "all" } else { "NOT ALL" }
     )?;
     if a.codec.is_some() {
-        writeln!(so, "retained embeddings (L2): {} bytes as f32, {} bytes stored ({:.2}x)", tot.l2_raw, tot.l2_stored, tot.l2_raw as f64 / tot.l2_stored.max(1) as f64)?;
+        writeln!(
+            so,
+            "retained embeddings (L2): {} bytes as f32, {} bytes stored ({:.2}x)",
+            tot.l2_raw,
+            tot.l2_stored,
+            tot.l2_raw as f64 / tot.l2_stored.max(1) as f64
+        )?;
     }
     Ok(())
 }

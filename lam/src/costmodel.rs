@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use lam_costmodel::classes::{Class3Inputs, Compressor, class1_summarize, class2_prefill_only, class3_lam};
 use lam_costmodel::paper::{paper_checks, render_checks};
 use lam_costmodel::{
-    Arrival, BatchRule, Call, CompactionRates, PolicyCalls, DEVICE_NAMES, Deployment, Device, DeviceProfile, Efficiency, KvLength, Limit, MODEL_NAMES, Model,
+    Arrival, BatchRule, Call, CompactionRates, DEVICE_NAMES, Deployment, Device, DeviceProfile, Efficiency, KvLength, Limit, MODEL_NAMES, Model, PolicyCalls,
     Roofline, Schedule, ScheduleConfig, Serving, phi_table, run_schedule,
 };
 use serde::Serialize;
@@ -259,7 +259,24 @@ fn phi(device: &str, model: &str, delta: f64, decoded: f64, batch: &[f64], conte
 }
 
 fn schedules(c: CostCmd) -> Result<()> {
-    let CostCmd::Schedules { device, model, turns, delta, decoded, removal, pairs, batch, budget, wall, evict_reprefill, invalidated_share, profile, bytes_per_token, json } = c else {
+    let CostCmd::Schedules {
+        device,
+        model,
+        turns,
+        delta,
+        decoded,
+        removal,
+        pairs,
+        batch,
+        budget,
+        wall,
+        evict_reprefill,
+        invalidated_share,
+        profile,
+        bytes_per_token,
+        json,
+    } = c
+    else {
         unreachable!("called for the schedules subcommand only")
     };
     let dep = Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?;
@@ -410,7 +427,9 @@ fn classes(device: &str, model: &str, tokens: &[String], rho: f64, profile: Opti
     if json {
         return print_json(&rows);
     }
-    println!("cost classes (LAM M.1) on {device}: summarizer {model} at rho = {rho}, LLMLingua-2 (xlm-roberta-large), LAM eq. 12; mu_c = 0.70, mu_m = 1.00 for the LLMs");
+    println!(
+        "cost classes (LAM M.1) on {device}: summarizer {model} at rho = {rho}, LLMLingua-2 (xlm-roberta-large), LAM eq. 12; mu_c = 0.70, mu_m = 1.00 for the LLMs"
+    );
     println!("{:>10} {:>14} {:>14} {:>12} {:>10} {:>10}", "T", "summarize s", "llmlingua2 s", "lam s", "sum/lam", "enc share");
     for r in &rows {
         println!(

@@ -30,7 +30,11 @@ pub fn run(a: EmbedArgs) -> Result<()> {
     let mut texts: Vec<String> = Vec::new();
     for (n, line) in std::io::BufRead::lines(stdin.lock()).enumerate() {
         let line = line.context("reading stdin")?;
-        texts.push(if line.trim().is_empty() { String::new() } else { serde_json::from_str(&line).with_context(|| format!("stdin line {}: expected a JSON string", n + 1))? });
+        texts.push(if line.trim().is_empty() {
+            String::new()
+        } else {
+            serde_json::from_str(&line).with_context(|| format!("stdin line {}: expected a JSON string", n + 1))?
+        });
     }
     let mut pieces: Vec<&[u8]> = Vec::new();
     let mut counts = Vec::with_capacity(texts.len());

@@ -1,7 +1,7 @@
 //! `lam eval`.
 
-use anyhow::{Context, Result};
 use crate::opts::{EncoderArg, EncoderOpts};
+use anyhow::{Context, Result};
 use lam_eval::{self as eval, Options, Progress};
 use std::io::Write;
 use std::path::PathBuf;
@@ -81,7 +81,11 @@ impl Progress for Bar {
             return;
         }
         let b = indicatif::ProgressBar::new(total);
-        b.set_style(indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()).progress_chars("=> "));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
         b.set_prefix(name.to_string());
         self.bar = Some(b);
     }
@@ -173,7 +177,11 @@ fn print(r: &eval::EvalReport, a: &EvalArgs) -> Result<()> {
         // The plain sentences, the headline table with its terms and the evidence table are the summary.
         let end = md.find("\n## ECR").unwrap_or(md.len());
         write!(so, "{}", &md[..end])?;
-        writeln!(so, "\n(full report: {})", a.report.as_ref().map(|d| d.join("report.md").display().to_string()).unwrap_or_else(|| "pass --report DIR".into()))?;
+        writeln!(
+            so,
+            "\n(full report: {})",
+            a.report.as_ref().map(|d| d.join("report.md").display().to_string()).unwrap_or_else(|| "pass --report DIR".into())
+        )?;
     }
     Ok(())
 }

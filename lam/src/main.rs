@@ -14,8 +14,8 @@ mod opts;
 mod recall;
 mod replay;
 mod run;
-mod store;
 mod serve;
+mod store;
 mod view;
 
 #[derive(Parser)]

@@ -164,7 +164,12 @@ fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepo
         100.0 * share,
         100.0 * total.tool_bill_share()
     );
-    println!("(removal x bill share = {:.1} %); billed input through lam was {:.1} % of direct: {:.1} % saved.", 100.0 * total.removal() * total.tool_bill_share(), 100.0 * total.billed_ratio(), 100.0 * (1.0 - total.billed_ratio()));
+    println!(
+        "(removal x bill share = {:.1} %); billed input through lam was {:.1} % of direct: {:.1} % saved.",
+        100.0 * total.removal() * total.tool_bill_share(),
+        100.0 * total.billed_ratio(),
+        100.0 * (1.0 - total.billed_ratio())
+    );
 }
 
 fn print_json(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {

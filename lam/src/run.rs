@@ -72,38 +72,25 @@ impl Agent {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let (program, args) = a
-        .agent
-        .split_first()
-        .context("lam run: no agent given after `--`")?;
+    let (program, args) = a.agent.split_first().context("lam run: no agent given after `--`")?;
     if find_program(program).is_none() {
-        eprintln!(
-            "Error: lam run: agent `{}` not found (not an executable file, nor on PATH)",
-            program.to_string_lossy()
-        );
+        eprintln!("Error: lam run: agent `{}` not found (not an executable file, nor on PATH)", program.to_string_lossy());
         std::process::exit(127);
     }
     let agent = Agent::of(program);
     let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
     let store = Store::resolve(a.store.as_deref())?;
-    let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone()))
-        .context("lam run: starting the proxy")?;
+    let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
     let server = Server::start(proxy.clone(), pid.clone())?;
-    eprintln!(
-        "lam run: proxy http://{} -> {upstream} ({from})",
-        server.addr
-    );
+    eprintln!("lam run: proxy http://{} -> {upstream} ({from})", server.addr);
     eprintln!("lam run: store {}", store.shown);
     eprintln!(
         "lam run: recall an archived tool result with `lam recall --store {} --session S §ID` (S: `lam recall --store {} --list`), or the agent's `lam` MCP tools",
         store.arg, store.arg
     );
     let launch = Launch::new(agent, program, args, server.addr, &store);
-    let status = launch
-        .as_ref()
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .and_then(|l| l.wait(&pid));
+    let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid));
     let stopped = server.stop();
     let closed = proxy.close().context("lam run: flushing the store");
     if let Ok(l) = &launch {
@@ -122,9 +109,7 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
         return is_executable(p).then(|| p.to_path_buf());
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|c| is_executable(c))
+    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| is_executable(c))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -144,23 +129,11 @@ fn upstream(flag: Option<&str>, agent: Agent) -> Result<(String, String)> {
     let env = |k: &'static str, v1: bool| {
         let v = std::env::var(k).ok().filter(|v| !v.trim().is_empty())?;
         let v = v.trim().trim_end_matches('/');
-        let v = if v1 {
-            v.strip_suffix("/v1").unwrap_or(v)
-        } else {
-            v
-        };
+        let v = if v1 { v.strip_suffix("/v1").unwrap_or(v) } else { v };
         Some((v.to_string(), format!("from ${k}")))
     };
-    let (anthropic, openai) = (
-        env("ANTHROPIC_BASE_URL", false),
-        env("OPENAI_BASE_URL", true),
-    );
-    let default = |u: &str| {
-        (
-            u.to_string(),
-            format!("default for {agent:?}").to_lowercase(),
-        )
-    };
+    let (anthropic, openai) = (env("ANTHROPIC_BASE_URL", false), env("OPENAI_BASE_URL", true));
+    let default = |u: &str| (u.to_string(), format!("default for {agent:?}").to_lowercase());
     let (url, from) = match (flag, agent) {
         (Some(u), _) => (u.to_string(), "--upstream".to_string()),
         (None, Agent::Claude) => anthropic.unwrap_or_else(|| default("https://api.anthropic.com")),
@@ -168,9 +141,7 @@ fn upstream(flag: Option<&str>, agent: Agent) -> Result<(String, String)> {
         (None, Agent::Other) => match (anthropic, openai) {
             (Some(x), None) | (None, Some(x)) => x,
             (Some(x), Some(y)) if x.0 == y.0 => x,
-            _ => bail!(
-                "lam run: not claude or codex, so give the upstream: --upstream https://api.anthropic.com or https://api.openai.com"
-            ),
+            _ => bail!("lam run: not claude or codex, so give the upstream: --upstream https://api.anthropic.com or https://api.openai.com"),
         },
     };
     let url = url.trim_end_matches('/').to_string();
@@ -194,22 +165,15 @@ impl Store {
         let spec = match flag {
             Some(s) => StoreSpec::parse(s).with_context(|| format!("--store {}", lam_core::redact::url(s)))?,
             None => {
-                let secs = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let dir = lam_encode::lam_home()
-                    .join("runs")
-                    .join(format!("{secs}-{}", std::process::id()));
+                let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let dir = lam_encode::lam_home().join("runs").join(format!("{secs}-{}", std::process::id()));
                 StoreSpec::Dir(dir)
             }
         };
         let spec = match spec {
             StoreSpec::Dir(d) => {
-                std::fs::create_dir_all(&d)
-                    .with_context(|| format!("creating the store {}", d.display()))?;
-                StoreSpec::Dir(
-                    std::path::absolute(&d).with_context(|| format!("--store {}", d.display()))?,
-                )
+                std::fs::create_dir_all(&d).with_context(|| format!("creating the store {}", d.display()))?;
+                StoreSpec::Dir(std::path::absolute(&d).with_context(|| format!("--store {}", d.display()))?)
             }
             other => other,
         };
@@ -218,11 +182,7 @@ impl Store {
             (_, Some(s)) => s.to_string(),
             (_, None) => spec.display(),
         };
-        Ok(Self {
-            shown: spec.display(),
-            spec,
-            arg,
-        })
+        Ok(Self { shown: spec.display(), spec, arg })
     }
 }
 
@@ -263,13 +223,9 @@ impl Server {
     /// Listen on a free loopback port and serve; SIGINT, SIGTERM and SIGHUP
     /// no longer end `lam` (the last two are passed on to the agent `pid`).
     fn start(proxy: Proxy, pid: Arc<AtomicU32>) -> Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .context("lam run: listening on 127.0.0.1")?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("lam run: listening on 127.0.0.1")?;
         let addr = listener.local_addr().context("lam run: listening")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("lam run: starting the runtime")?;
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("lam run: starting the runtime")?;
         #[cfg(unix)]
         guard_signals(&rt, pid)?;
         #[cfg(not(unix))]
@@ -278,12 +234,7 @@ impl Server {
         let task = rt.spawn(lam_serve::serve(proxy, listener, async move {
             let _ = rx.await;
         }));
-        Ok(Self {
-            addr,
-            rt,
-            stop,
-            task,
-        })
+        Ok(Self { addr, rt, stop, task })
     }
 
     /// Stop accepting, finish what is in flight, and stop the runtime.
@@ -291,9 +242,7 @@ impl Server {
         let _ = self.stop.send(());
         let served = self.rt.block_on(self.task);
         self.rt.shutdown_timeout(std::time::Duration::from_secs(5));
-        served
-            .context("lam run: the proxy")?
-            .context("lam run: the proxy")
+        served.context("lam run: the proxy")?.context("lam run: the proxy")
     }
 }
 
@@ -315,9 +264,7 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>) -> Result<()
             };
             let child = pid.load(Ordering::SeqCst);
             if child != 0 {
-                let _ = Command::new("kill")
-                    .args(["-s", sig, &child.to_string()])
-                    .status();
+                let _ = Command::new("kill").args(["-s", sig, &child.to_string()]).status();
             }
         }
     });
@@ -334,13 +281,7 @@ struct Launch {
 
 impl Launch {
     /// Base URLs at the proxy; `lam mcp --store STORE` registered for Claude Code and Codex.
-    fn new(
-        agent: Agent,
-        program: &OsStr,
-        args: &[OsString],
-        addr: SocketAddr,
-        store: &Store,
-    ) -> Result<Self> {
+    fn new(agent: Agent, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store) -> Result<Self> {
         let exe = std::env::current_exe().context("lam run: the path of this lam")?;
         let exe = exe.to_string_lossy().into_owned();
         let mcp = ["mcp", "--store", store.arg.as_str()];
@@ -351,19 +292,13 @@ impl Launch {
             Agent::Claude => {
                 let file = write_mcp_config(&exe, &mcp)?;
                 cmd.extend(args.iter().cloned());
-                cmd.extend([
-                    OsString::from("--mcp-config"),
-                    file.clone().into_os_string(),
-                ]);
+                cmd.extend([OsString::from("--mcp-config"), file.clone().into_os_string()]);
                 (vec![anthropic], Some(file))
             }
             Agent::Codex => {
                 let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
                 let list = serde_json::to_string(&mcp).unwrap_or_default();
-                for kv in [
-                    format!("mcp_servers.lam.command={}", quoted(&exe)),
-                    format!("mcp_servers.lam.args={list}"),
-                ] {
+                for kv in [format!("mcp_servers.lam.command={}", quoted(&exe)), format!("mcp_servers.lam.args={list}")] {
                     cmd.extend([OsString::from("-c"), OsString::from(kv)]);
                 }
                 cmd.extend(args.iter().cloned());
@@ -380,10 +315,7 @@ impl Launch {
                 program.to_string_lossy(),
                 store.arg
             ),
-            _ => eprintln!(
-                "lam run: MCP server `lam` registered for this run: {exe} mcp --store {}",
-                store.arg
-            ),
+            _ => eprintln!("lam run: MCP server `lam` registered for this run: {exe} mcp --store {}", store.arg),
         }
         Ok(Self { cmd, env, mcp_file })
     }
@@ -397,9 +329,7 @@ impl Launch {
             .spawn()
             .with_context(|| format!("lam run: starting `{program}`"))?;
         pid.store(child.id(), Ordering::SeqCst);
-        let status = child
-            .wait()
-            .with_context(|| format!("lam run: waiting for `{program}`"));
+        let status = child.wait().with_context(|| format!("lam run: waiting for `{program}`"));
         pid.store(0, Ordering::SeqCst);
         status
     }
@@ -420,11 +350,8 @@ fn write_mcp_config(exe: &str, args: &[&str]) -> Result<PathBuf> {
     o.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o
-        .open(&path)
-        .with_context(|| format!("lam run: writing {}", path.display()))?;
-    std::io::Write::write_all(&mut f, json.to_string().as_bytes())
-        .with_context(|| format!("lam run: writing {}", path.display()))?;
+    let mut f = o.open(&path).with_context(|| format!("lam run: writing {}", path.display()))?;
+    std::io::Write::write_all(&mut f, json.to_string().as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))?;
     Ok(path)
 }
 
@@ -441,16 +368,9 @@ fn exit_code(status: ExitStatus) -> i32 {
 fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
     let line = |s: &SessionStats| {
         let pct = 100.0 * s.removal;
-        format!(
-            "{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed)",
-            s.requests, s.observations, s.tokens_in, s.tokens_out
-        )
+        format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed)", s.requests, s.observations, s.tokens_in, s.tokens_out)
     };
-    eprintln!(
-        "lam run: `{}` exited with code {}",
-        program.to_string_lossy(),
-        exit_code(status)
-    );
+    eprintln!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
     let mut total = stats.evicted.clone();
     for s in &stats.sessions {
         eprintln!("lam run: session {}: {}", s.session, line(s));
@@ -459,21 +379,10 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
         total.tokens_in += s.tokens_in;
         total.tokens_out += s.tokens_out;
     }
-    total.removal = if total.tokens_in == 0 {
-        0.0
-    } else {
-        1.0 - total.tokens_out as f64 / total.tokens_in as f64
-    };
+    total.removal = if total.tokens_in == 0 { 0.0 } else { 1.0 - total.tokens_out as f64 / total.tokens_in as f64 };
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;
-    eprintln!(
-        "lam run: total: {n} session{}, {}",
-        if n == 1 { "" } else { "s" },
-        line(&total)
-    );
-    let session = stats
-        .sessions
-        .first()
-        .map_or("SESSION", |s| s.session.as_str());
+    eprintln!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
+    let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());
     eprintln!(
         "lam run: store {}; recall: lam recall --store {} --session {session} §ID (list: lam recall --store {} --list)",
         store.shown, store.arg, store.arg

@@ -112,10 +112,7 @@ fn token(file: Option<&PathBuf>) -> Result<Option<lam_serve::Token>> {
 pub fn run(a: ServeArgs) -> Result<()> {
     let upstream = a.upstream.trim_end_matches('/');
     if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
-        bail!(
-            "--upstream `{}`: expected an http:// or https:// origin",
-            lam_core::redact::url(&a.upstream)
-        );
+        bail!("--upstream `{}`: expected an http:// or https:// origin", lam_core::redact::url(&a.upstream));
     }
     if upstream.ends_with("/v1") {
         eprintln!(
@@ -132,8 +129,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.connect_timeout = Duration::from_secs(a.upstream_connect_timeout_s);
     cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
-    cfg.store =
-        arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
+    cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     cfg.encoder = a.enc.spec();
     cfg.cache = match (a.no_cache, a.cache) {
         (true, _) => Cache::Off,

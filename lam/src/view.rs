@@ -59,10 +59,14 @@ pub fn run(a: ViewArgs) -> Result<()> {
     };
     let settings = a.opts.settings(a.enc.batch as usize);
     if let Some(min) = policy::min_budget(a.policy.kind(), &settings, &traj).filter(|&m| a.opts.budget < m) {
-        bail!("--budget must be at least {min} for this trajectory (room for its task and the smallest summary, recent-turn, catalog and recall sections{})", if a.opts.completion > 0 { ", --completion included" } else { "" });
+        bail!(
+            "--budget must be at least {min} for this trajectory (room for its task and the smallest summary, recent-turn, catalog and recall sections{})",
+            if a.opts.completion > 0 { ", --completion included" } else { "" }
+        );
     }
     // One message, not the same one again as its cause.
-    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}")))).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut view = policy::build(a.policy.kind(), &settings, &traj, store, || a.enc.load().map_err(|e| lam_eval::Error::Input(format!("{e:#}"))))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     // One model call after every turn: ARC compacts when it would.
     let mut last = None;
     for t in &turns[..n] {

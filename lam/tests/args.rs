@@ -27,7 +27,8 @@ fn store() -> &'static (PathBuf, String) {
         let dir = std::env::temp_dir().join(format!("lam-args-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let ex = lam_core::testsuite::example();
-        let args: Vec<String> = ["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", ex.to_str().unwrap(), "--store", dir.to_str().unwrap()].map(String::from).to_vec();
+        let args: Vec<String> =
+            ["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", ex.to_str().unwrap(), "--store", dir.to_str().unwrap()].map(String::from).to_vec();
         assert!(lam(&args).status.success());
         let traj = lam_trajectory::read::read_path(&ex).unwrap().remove(0);
         let r = traj.records.iter().max_by_key(|r| r.observation.len()).unwrap();
@@ -130,7 +131,22 @@ fn case() -> impl Strategy<Value = Vec<String>> {
         num().prop_map(|t| compact(&["--threshold", &t])),
         (num(), num(), num()).prop_map(|(k, n, q)| recall(&[&format!("{k}/{n}"), "--part-tokens", &q])),
         num().prop_map(|k| recall(&[&k])),
-        (a, b, c).prop_map(|(t, m, s)| ["eval", "--encoder", "hashing", "--no-cache", "--quiet", "--thresholds", &t, "--masking", &m, "--sample", &s, "/nonexistent/lam-args"].map(String::from).to_vec()),
+        (a, b, c).prop_map(|(t, m, s)| [
+            "eval",
+            "--encoder",
+            "hashing",
+            "--no-cache",
+            "--quiet",
+            "--thresholds",
+            &t,
+            "--masking",
+            &m,
+            "--sample",
+            &s,
+            "/nonexistent/lam-args"
+        ]
+        .map(String::from)
+        .to_vec()),
         (num(), num(), num(), num()).prop_map(|(b, c, t, w)| {
             let ex = lam_core::testsuite::example();
             ["view", ex.to_str().unwrap(), "--policy", "window", "--budget", &b, "--completion", &c, "--at-turn", &t, "--window", &w].map(String::from).to_vec()
@@ -138,7 +154,9 @@ fn case() -> impl Strategy<Value = Vec<String>> {
         num().prop_map(|b| ["embed", "--encoder", "hashing", "--batch", &b].map(String::from).to_vec()),
         (num(), num()).prop_map(|(d, b)| {
             let raw = floats();
-            ["codec", "compress", "--codec", "szp", "--dim", &d, "--rel", &b, raw.to_str().unwrap(), raw.with_extension("lamc").to_str().unwrap()].map(String::from).to_vec()
+            ["codec", "compress", "--codec", "szp", "--dim", &d, "--rel", &b, raw.to_str().unwrap(), raw.with_extension("lamc").to_str().unwrap()]
+                .map(String::from)
+                .to_vec()
         }),
         (num(), num(), num()).prop_map(|(d, g, b)| ["costmodel", "phi", "--delta", &d, "--decoded", &g, "--batch", &b].map(String::from).to_vec()),
         (num(), num(), num(), num()).prop_map(|(t, r, b, s)| {

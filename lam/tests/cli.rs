@@ -9,10 +9,8 @@ fn lam_view_archives_and_lam_recall_returns_exact_bytes() {
     let dir = std::env::temp_dir().join(format!("lam-arc-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ex = lam_core::testsuite::example();
-    let o = std::process::Command::new(bin)
-        .args(["view", ex.to_str().unwrap(), "--budget", "4000", "--json", "--store", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o =
+        std::process::Command::new(bin).args(["view", ex.to_str().unwrap(), "--budget", "4000", "--json", "--store", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["policy"], "arc");
@@ -64,7 +62,11 @@ fn lam_mcp_refuses_bad_settings_with_errors() {
     assert!(err.contains(missing.to_str().unwrap()) && err.contains("No such file"), "{err}");
     let dir = std::env::temp_dir().join(format!("lam-mcp-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let o = std::process::Command::new(bin).args(["mcp", "--store", dir.to_str().unwrap(), "--page-tokens", "10"]).stdin(std::process::Stdio::null()).output().unwrap();
+    let o = std::process::Command::new(bin)
+        .args(["mcp", "--store", dir.to_str().unwrap(), "--page-tokens", "10"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("page tokens must be at least"));
     assert!(o.stdout.is_empty(), "stdout carries only the protocol");

@@ -21,7 +21,14 @@ fn example() -> String {
 /// The subcommand names of `lam --help`, in order.
 fn commands(help: &str) -> Vec<String> {
     let start = help.find("Commands:\n").expect("a command list");
-    help[start..].lines().skip(1).take_while(|l| l.starts_with("  ")).filter(|l| !l.starts_with("   ")).filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+    help[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Text outside parentheses (nested ones included).

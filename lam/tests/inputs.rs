@@ -31,7 +31,8 @@ fn sessions(o: &Output) -> Vec<String> {
 #[test]
 fn finding_3_two_runs_of_one_task_stay_two_sessions() {
     let corpus = lam_core::testsuite::corpus().join("sweagent-java-multi-swe-bench");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path().join("trajs/fasterxml__jackson-core-370.traj.gz")).filter(|p| p.is_file()).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path().join("trajs/fasterxml__jackson-core-370.traj.gz")).filter(|p| p.is_file()).collect();
     files.sort();
     assert!(files.len() >= 2, "two runs of jackson-core-370 under {}", corpus.display());
     let (a, b) = (files[0].to_str().unwrap(), files[1].to_str().unwrap());
@@ -48,7 +49,8 @@ fn finding_3_two_runs_of_one_task_stay_two_sessions() {
     assert_eq!(names[0], "fasterxml__jackson-core-370");
     assert_eq!(run(), names, "the same inputs give the same names on every run");
     // Two residuals in --out, two sessions in the store, each with its own trajectory's bytes.
-    let residuals: BTreeSet<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".residual.jsonl")).collect();
+    let residuals: BTreeSet<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".residual.jsonl")).collect();
     assert_eq!(residuals.len(), 2, "{residuals:?}");
     let o = lam(&["recall", "--store", store.to_str().unwrap(), "--list"]);
     let listed: BTreeSet<String> = text(&o.stdout).lines().map(|l| l.split('\t').next().unwrap().to_string()).collect();
@@ -116,7 +118,8 @@ fn finding_4_compact_reads_every_good_file_and_fails_at_the_end() {
 #[test]
 fn finding_4_eval_reads_every_good_file_and_fails_at_the_end() {
     let dir = mixed_folder("f4-eval");
-    let o = lam(&["eval", "--encoder", "hashing", "--no-cache", "--quiet", "--no-locomo", "--no-semdedup", "--thresholds", "0.9", "--json", dir.to_str().unwrap()]);
+    let o =
+        lam(&["eval", "--encoder", "hashing", "--no-cache", "--quiet", "--no-locomo", "--no-semdedup", "--thresholds", "0.9", "--json", dir.to_str().unwrap()]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("b.jsonl: line 2") && err.contains("1 input(s) failed"), "{err}");
@@ -125,7 +128,8 @@ fn finding_4_eval_reads_every_good_file_and_fails_at_the_end() {
 }
 
 fn embed(args: &[&str], stdin: &str) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_lam")).arg("embed").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c =
+        Command::new(env!("CARGO_BIN_EXE_lam")).arg("embed").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     c.wait_with_output().unwrap()
 }

@@ -6,13 +6,7 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 
 fn replay(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_lam"))
-        .arg("replay")
-        .args(["--encoder", "hashing", "--json"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lam")).arg("replay").args(["--encoder", "hashing", "--json"]).args(args).stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "lam replay failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -83,11 +83,7 @@ fn answer(conn: TcpStream, seen: &Seen) {
         if r.read_line(&mut line).unwrap_or(0) == 0 {
             return;
         }
-        let path = line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_string();
+        let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
         let mut len = 0;
         loop {
             let mut h = String::new();
@@ -95,9 +91,7 @@ fn answer(conn: TcpStream, seen: &Seen) {
                 return;
             }
             match h.trim_end().split_once(':') {
-                Some((k, v)) if k.eq_ignore_ascii_case("content-length") => {
-                    len = v.trim().parse().unwrap()
-                }
+                Some((k, v)) if k.eq_ignore_ascii_case("content-length") => len = v.trim().parse().unwrap(),
                 Some(_) => {}
                 None => break,
             }
@@ -106,13 +100,8 @@ fn answer(conn: TcpStream, seen: &Seen) {
         r.read_exact(&mut body).unwrap();
         seen.lock().unwrap().push((path, body));
         let reply = br#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            reply.len()
-        );
-        w.write_all(head.as_bytes())
-            .and_then(|()| w.write_all(reply))
-            .unwrap();
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", reply.len());
+        w.write_all(head.as_bytes()).and_then(|()| w.write_all(reply)).unwrap();
     }
 }
 
@@ -128,12 +117,9 @@ fn fake(dir: &Path, name: &str) -> PathBuf {
 /// `lam run` with a model-free encoder, no cache, and no base URLs inherited.
 fn lam(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lam"));
-    c.args(["run", "--encoder", "hashing", "--no-cache"])
-        .args(args);
-    c.env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("OPENAI_BASE_URL");
-    c.env("LAM_HOME", dir.join("home"))
-        .env("FAKE_RECORD", dir.join("record.json"));
+    c.args(["run", "--encoder", "hashing", "--no-cache"]).args(args);
+    c.env_remove("ANTHROPIC_BASE_URL").env_remove("OPENAI_BASE_URL");
+    c.env("LAM_HOME", dir.join("home")).env("FAKE_RECORD", dir.join("record.json"));
     c.envs(env.iter().copied()).output().unwrap()
 }
 
@@ -148,21 +134,13 @@ fn record(dir: &Path) -> serde_json::Value {
 }
 
 fn exe() -> String {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_lam"))
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
+    std::fs::canonicalize(env!("CARGO_BIN_EXE_lam")).unwrap().to_string_lossy().into_owned()
 }
 
 /// The upstream got 3 requests on `path`; the third lost tokens to stubs.
 fn check_upstream(seen: &Seen, path: &str, sent: &serde_json::Value) {
     let seen = seen.lock().unwrap();
-    assert_eq!(
-        seen.len(),
-        3,
-        "{:?}",
-        seen.iter().map(|s| &s.0).collect::<Vec<_>>()
-    );
+    assert_eq!(seen.len(), 3, "{:?}", seen.iter().map(|s| &s.0).collect::<Vec<_>>());
     assert!(seen.iter().all(|(p, _)| p == path), "{path}");
     let last = String::from_utf8_lossy(&seen[2].1);
     assert!(last.contains("[lam: "), "no stub upstream: {last}");
@@ -174,22 +152,13 @@ fn check_run(out: &Output, store: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains(&format!("store {store}")), "{err}");
-    assert!(
-        err.contains("total: 1 session, 3 requests, 2 observations"),
-        "{err}"
-    );
+    assert!(err.contains("total: 1 session, 3 requests, 2 observations"), "{err}");
     assert!(err.contains("% removed)"), "{err}");
-    let list = Command::new(env!("CARGO_BIN_EXE_lam"))
-        .args(["recall", "--store", store, "--list"])
-        .output()
-        .unwrap();
+    let list = Command::new(env!("CARGO_BIN_EXE_lam")).args(["recall", "--store", store, "--list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
     assert!(list.contains("\t2 observations"), "{list}");
     let session = list.split('\t').next().unwrap();
-    assert!(
-        err.contains(&format!("session {session}: 3 requests, 2 observations")),
-        "{err}"
-    );
+    assert!(err.contains(&format!("session {session}: 3 requests, 2 observations")), "{err}");
 }
 
 #[test]
@@ -198,16 +167,7 @@ fn claude_runs_through_the_proxy_with_lam_mcp() {
     let (up, seen) = upstream();
     let agent = fake(dir.path(), "claude");
     let store = dir.path().join("store").to_string_lossy().into_owned();
-    let args = [
-        "--store",
-        &store,
-        "--upstream",
-        &up,
-        "--",
-        agent.to_str().unwrap(),
-        "-p",
-        "hello",
-    ];
+    let args = ["--store", &store, "--upstream", &up, "--", agent.to_str().unwrap(), "-p", "hello"];
     let out = lam(dir.path(), &[], &args);
     let err = String::from_utf8_lossy(&out.stderr);
     check_run(&out, &store);
@@ -219,10 +179,7 @@ fn claude_runs_through_the_proxy_with_lam_mcp() {
     assert_eq!(rec["argv"][2], "--mcp-config");
     let want = serde_json::json!({"mcpServers": {"lam": {"command": exe(), "args": ["mcp", "--store", store]}}});
     assert_eq!(rec["mcp"], want);
-    assert!(
-        !Path::new(rec["argv"][3].as_str().unwrap()).exists(),
-        "the MCP config file is removed"
-    );
+    assert!(!Path::new(rec["argv"][3].as_str().unwrap()).exists(), "the MCP config file is removed");
     check_upstream(&seen, "/v1/messages", &rec["sent"]);
 }
 
@@ -232,36 +189,17 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     let (up, seen) = upstream();
     fake(dir.path(), "codex");
     let store = dir.path().join("store").to_string_lossy().into_owned();
-    let path = format!(
-        "{}:{}",
-        dir.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
     let gateway = format!("{up}/v1");
-    let env = [
-        ("PATH", path.as_str()),
-        ("OPENAI_BASE_URL", gateway.as_str()),
-    ];
-    let out = lam(
-        dir.path(),
-        &env,
-        &["--store", &store, "--", "codex", "exec", "fix it"],
-    );
+    let env = [("PATH", path.as_str()), ("OPENAI_BASE_URL", gateway.as_str())];
+    let out = lam(dir.path(), &env, &["--store", &store, "--", "codex", "exec", "fix it"]);
     let err = String::from_utf8_lossy(&out.stderr);
     check_run(&out, &store);
-    assert!(
-        err.contains(&format!("-> {up} (from $OPENAI_BASE_URL)")),
-        "{err}"
-    );
+    assert!(err.contains(&format!("-> {up} (from $OPENAI_BASE_URL)")), "{err}");
     let rec = record(dir.path());
     assert_eq!(rec["openai"], format!("{}/v1", proxy_url(&err)), "{err}");
     assert_eq!(rec["anthropic"], serde_json::Value::Null);
-    let argv: Vec<&str> = rec["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv: Vec<&str> = rec["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     let command = format!("mcp_servers.lam.command=\"{}\"", exe());
     let margs = format!("mcp_servers.lam.args=[\"mcp\",\"--store\",\"{store}\"]");
     assert_eq!(argv, ["-c", &command, "-c", &margs, "exec", "fix it"]);
@@ -271,22 +209,10 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
 #[test]
 fn a_missing_agent_or_none_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = lam(
-        dir.path(),
-        &[],
-        &[
-            "--upstream",
-            "http://127.0.0.1:9",
-            "--",
-            "no-such-agent-lam-test",
-        ],
-    );
+    let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", "no-such-agent-lam-test"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(127), "{err}");
-    assert!(
-        err.contains("agent `no-such-agent-lam-test` not found"),
-        "{err}"
-    );
+    assert!(err.contains("agent `no-such-agent-lam-test` not found"), "{err}");
     let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9"]);
     assert_eq!(out.status.code(), Some(2));
     let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--"]);
@@ -297,20 +223,9 @@ fn a_missing_agent_or_none_is_an_error() {
 fn signals_wait_for_the_agent_and_its_status_is_lams() {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
-    let script = format!(
-        "trap 'kill $s; exit 7' TERM; sleep 30 & s=$!; touch {}; wait",
-        ready.display()
-    );
+    let script = format!("trap 'kill $s; exit 7' TERM; sleep 30 & s=$!; touch {}; wait", ready.display());
     let mut lam = Command::new(env!("CARGO_BIN_EXE_lam"))
-        .args([
-            "run",
-            "--encoder",
-            "hashing",
-            "--no-cache",
-            "--upstream",
-            "http://127.0.0.1:9",
-            "--store",
-        ])
+        .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
         .arg(dir.path().join("store"))
         .args(["--", "sh", "-c", &script])
         .stderr(std::process::Stdio::null())
@@ -322,42 +237,17 @@ fn signals_wait_for_the_agent_and_its_status_is_lams() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = lam.id().to_string();
-    let kill = |sig: &str| {
-        Command::new("kill")
-            .args(["-s", sig, &pid])
-            .status()
-            .unwrap()
-    };
+    let kill = |sig: &str| Command::new("kill").args(["-s", sig, &pid]).status().unwrap();
     assert!(kill("INT").success());
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(
-        lam.try_wait().unwrap().is_none(),
-        "SIGINT alone ended lam before the agent"
-    );
+    assert!(lam.try_wait().unwrap().is_none(), "SIGINT alone ended lam before the agent");
     assert!(kill("TERM").success());
-    assert_eq!(
-        lam.wait().unwrap().code(),
-        Some(7),
-        "SIGTERM reaches the agent, lam exits with its code"
-    );
+    assert_eq!(lam.wait().unwrap().code(), Some(7), "SIGTERM reaches the agent, lam exits with its code");
     let out = Command::new(env!("CARGO_BIN_EXE_lam"))
-        .args([
-            "run",
-            "--encoder",
-            "hashing",
-            "--no-cache",
-            "--upstream",
-            "http://127.0.0.1:9",
-            "--store",
-        ])
+        .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
         .arg(dir.path().join("store"))
         .args(["--", "sh", "-c", "kill -9 $$"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(137),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(137), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -93,7 +93,8 @@ fn a_fifo_in_an_input_folder_is_skipped() {
     std::fs::copy(lam_core::testsuite::example(), dir.join("edit-session.jsonl")).unwrap();
     let fifo = dir.join("blocked.json");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let (ok, out, err, timed_out) = lam_within(&["compact", dir.to_str().unwrap(), "--encoder", "hashing", "--no-cache", "--no-tokens"], Duration::from_secs(120));
+    let (ok, out, err, timed_out) =
+        lam_within(&["compact", dir.to_str().unwrap(), "--encoder", "hashing", "--no-cache", "--no-tokens"], Duration::from_secs(120));
     assert!(!timed_out, "lam compact blocked on the FIFO:\n{err}");
     assert!(ok, "{out}\n{err}");
     assert!(err.contains("skipping") && err.contains("blocked.json") && err.contains("FIFO"), "{err}");

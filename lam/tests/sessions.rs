@@ -23,7 +23,8 @@ fn scratch(name: &str) -> PathBuf {
 /// A two-record trajectory of session `run` whose observations say `tag`.
 fn traj(dir: &Path, file: &str, tag: &str) -> String {
     let p = dir.join(file);
-    let line = |i: u32, obs: &str| format!("{{\"session\": \"run\", \"index\": {i}, \"action\": \"cat f{i}\", \"observation\": \"{obs}\\n\", \"returncode\": 0}}\n");
+    let line =
+        |i: u32, obs: &str| format!("{{\"session\": \"run\", \"index\": {i}, \"action\": \"cat f{i}\", \"observation\": \"{obs}\\n\", \"returncode\": 0}}\n");
     std::fs::write(&p, line(0, &format!("{tag} zero")) + &line(1, &format!("{tag} one"))).unwrap();
     p.to_str().unwrap().to_string()
 }

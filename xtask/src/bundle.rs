@@ -95,12 +95,15 @@ pub fn round_weights_to_f16(src: &Path, dst: &Path) -> Result<()> {
     for (name, t) in st.tensors() {
         // Float weights become fp16; anything else (e.g. the I64 `position_ids` buffer) is kept.
         let (dtype, bytes): (Dtype, Vec<u8>) = match t.dtype() {
-            Dtype::F32 => (Dtype::F16, t.data().chunks_exact(4).flat_map(|b| half::f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes()).collect()),
+            Dtype::F32 => {
+                (Dtype::F16, t.data().chunks_exact(4).flat_map(|b| half::f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes()).collect())
+            }
             other => (other, t.data().to_vec()),
         };
         data.push((name, dtype, t.shape().to_vec(), bytes));
     }
-    let views = data.iter().map(|(n, dt, s, d)| Ok((n.clone(), TensorView::new(*dt, s.clone(), d)?))).collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+    let views =
+        data.iter().map(|(n, dt, s, d)| Ok((n.clone(), TensorView::new(*dt, s.clone(), d)?))).collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     safetensors::serialize_to_file(views, None, dst).with_context(|| format!("{}", dst.display()))?;
     Ok(())
 }
@@ -189,7 +192,11 @@ pub fn gpu_bundle(root: &Path, args: &[String]) -> Result<()> {
     // CPU encoder's independence of batch and threads is the main golden run's job).
     let xtask = root.join("target/release/xtask");
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
-    run(Command::new(&xtask).args(["verify-digests", "--sample", &SAMPLE.to_string(), "--batches", "32", "--threads", &threads, "--bless"]).args(["--corpus".as_ref(), corpus.as_os_str()]).args(["--model".as_ref(), m.as_os_str()]).args(["--golden".as_ref(), out.join("golden").as_os_str()]))?;
+    run(Command::new(&xtask)
+        .args(["verify-digests", "--sample", &SAMPLE.to_string(), "--batches", "32", "--threads", &threads, "--bless"])
+        .args(["--corpus".as_ref(), corpus.as_os_str()])
+        .args(["--model".as_ref(), m.as_os_str()])
+        .args(["--golden".as_ref(), out.join("golden").as_os_str()]))?;
     let t256 = windows(&m, &corpus, 256, &out.join("bench/windows-256.json"))?;
     let t512 = windows(&m, &corpus, 512, &out.join("bench/windows-512.json"))?;
     println!("benchmark windows: {t256} tokens at 256, {t512} at 512");

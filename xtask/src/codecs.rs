@@ -4,8 +4,8 @@
 //! byte-identical.
 
 use anyhow::{Result, bail};
-use lam_codec::gpu::{CudaSzp, RocmSzp};
 use lam_codec::Codec;
+use lam_codec::gpu::{CudaSzp, RocmSzp};
 use sha2::{Digest, Sha256};
 
 /// The codecs whose streams are digested, by their canonical names (one parser: `lam_codec::parse_codec`).

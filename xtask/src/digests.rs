@@ -6,8 +6,8 @@
 //! CPUs); of the stored fixture embeddings, equal to the golden file everywhere.
 
 use anyhow::{Context, Result, bail};
-use lam_operator::{Config, Session};
 use lam_core::{DeletionDigest, Encoder, Record, Threshold};
+use lam_operator::{Config, Session};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -97,7 +97,9 @@ fn parse(root: &Path, args: &[String]) -> Result<Args> {
                 i += 1;
                 a.threads = Some(list(args.get(i), "--threads")?);
             }
-            other => bail!("verify-digests: unknown argument `{other}` (expected --corpus DIR, --sample [N], --records M, --model DIR, --encoder bert|hashing|cuda|cuda-bf16|cuda-f16, --golden DIR, --compare-cpu, --batches N,.., --threads N,.., --bless)"),
+            other => bail!(
+                "verify-digests: unknown argument `{other}` (expected --corpus DIR, --sample [N], --records M, --model DIR, --encoder bert|hashing|cuda|cuda-bf16|cuda-f16, --golden DIR, --compare-cpu, --batches N,.., --threads N,.., --bless)"
+            ),
         }
         i += 1;
     }
@@ -172,12 +174,7 @@ struct Row {
 }
 
 fn golden_path(dir: &Path, model_id: &str, corpus: &Path, n: usize, records: Option<usize>) -> PathBuf {
-    let cname = corpus
-        .components()
-        .filter_map(|c| c.as_os_str().to_str())
-        .rfind(|s| *s != "trajs")
-        .unwrap_or("corpus")
-        .to_string();
+    let cname = corpus.components().filter_map(|c| c.as_os_str().to_str()).rfind(|s| *s != "trajs").unwrap_or("corpus").to_string();
     let r = records.map_or(String::new(), |m| format!("_r{m}"));
     dir.join(format!("{}__{}__n{n}{r}.json", lam_core::file_stem(golden_id(model_id)), lam_core::file_stem(&cname)))
 }
@@ -306,7 +303,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let golden = read_golden(&gpath)?;
     let golden_digest = |t: f64| golden.as_ref().and_then(|g| g["digests"][format!("{t}")].as_str().map(str::to_string));
 
-    println!("{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7}", "backend", "batch", "threads", "t", "digest", "dropped", "match", "min_margin", "enc_s");
+    println!(
+        "{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7}",
+        "backend", "batch", "threads", "t", "digest", "dropped", "match", "min_margin", "enc_s"
+    );
     let mut ok = codec_ok;
     for r in &rows {
         let same = reference[&format!("{}", r.t)] == r.digest;
@@ -320,7 +320,13 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             r.t,
             r.digest,
             r.dropped,
-            if same && gold { "yes" } else if same { "GOLDEN≠" } else { "NO" },
+            if same && gold {
+                "yes"
+            } else if same {
+                "GOLDEN≠"
+            } else {
+                "NO"
+            },
             r.min_margin.map_or("-".into(), |m| format!("{m:.2e}")),
             r.secs
         );
@@ -382,7 +388,16 @@ fn print_fixture_streams(golden: Option<&serde_json::Value>, fixture: &[(String,
         let g = golden.and_then(|g| g["codec"][name].as_str());
         let gm = g == Some(d.as_str());
         ok &= gm;
-        println!("codec {name:<22} fixture stream {d} {}", if gm { "match" } else if g.is_none() { "NO GOLDEN" } else { "GOLDEN≠" });
+        println!(
+            "codec {name:<22} fixture stream {d} {}",
+            if gm {
+                "match"
+            } else if g.is_none() {
+                "NO GOLDEN"
+            } else {
+                "GOLDEN≠"
+            }
+        );
     }
     ok
 }
@@ -409,7 +424,13 @@ fn print_retained_streams(golden: Option<&serde_json::Value>, codec_ref: &BTreeM
             let g = golden.and_then(|g| g["codec"][t][name].as_str());
             let gm = !comparable || g.is_none_or(|g| g == d);
             ok &= gm;
-            let verdict = if !comparable { "not compared" } else if gm { "match" } else { "GOLDEN≠" };
+            let verdict = if !comparable {
+                "not compared"
+            } else if gm {
+                "match"
+            } else {
+                "GOLDEN≠"
+            };
             println!("codec {name:<22} t={t:<5} stream {d} {verdict}");
         }
     }
@@ -467,7 +488,8 @@ fn compare_with_cpu(a: &Args, prepared: &[Prepared], vectors: &[Vec<f32>], dim: 
     for &t in &THRESHOLDS {
         let (dc, cd, mc) = decide(prepared, &cpu_vectors, t, dim)?;
         let (dg, gd, mg) = decide(prepared, vectors, t, dim)?;
-        let flips: Vec<(usize, &lam_core::Decision, &lam_core::Decision)> = cd.iter().zip(&gd).enumerate().filter(|(_, (x, y))| x.is_dropped() != y.is_dropped()).map(|(i, (x, y))| (i, x, y)).collect();
+        let flips: Vec<(usize, &lam_core::Decision, &lam_core::Decision)> =
+            cd.iter().zip(&gd).enumerate().filter(|(_, (x, y))| x.is_dropped() != y.is_dropped()).map(|(i, (x, y))| (i, x, y)).collect();
         let fmt = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{m:.2e}"));
         println!(
             "compare t={t}: digest cpu {} {} {} ({}), flips {}, min margin cpu {} {} {}",

@@ -199,15 +199,7 @@ pub fn fuzz(root: &Path, args: &[String]) -> Result<()> {
     }
     println!("{:<28} {:>12} {:>9} {:>10} {:>7}  result", "target", "executions", "seconds", "execs/s", "corpus");
     for r in &outcomes {
-        println!(
-            "{:<28} {:>12} {:>9.0} {:>10.0} {:>7}  {}",
-            r.target,
-            r.execs,
-            r.secs,
-            r.execs as f64 / r.secs.max(1e-9),
-            r.corpus,
-            r.note
-        );
+        println!("{:<28} {:>12} {:>9.0} {:>10.0} {:>7}  {}", r.target, r.execs, r.secs, r.execs as f64 / r.secs.max(1e-9), r.corpus, r.note);
         for f in &r.findings {
             println!("{:<28} finding: {}", "", f.display());
         }

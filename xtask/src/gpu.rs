@@ -181,7 +181,12 @@ pub fn gpu_check(root: &Path) -> Result<()> {
         cmd.args(args).current_dir(root);
         cmd
     };
-    step(&mut log, &mut steps, "device", Command::new("sh").args(["-c", "nvidia-smi -L && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo 'no nvidia-smi'"]));
+    step(
+        &mut log,
+        &mut steps,
+        "device",
+        Command::new("sh").args(["-c", "nvidia-smi -L && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo 'no nvidia-smi'"]),
+    );
     // NVRTC: the toolkit's, or the PyPI wheel's under $LAM_HOME/pip (scripts/install-gpu-compilers.sh).
     let home = std::env::var_os("LAM_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/lam"));
     let mut ld = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
@@ -202,7 +207,12 @@ pub fn gpu_check(root: &Path) -> Result<()> {
         cmd.env("LD_LIBRARY_PATH", &ld);
         cmd
     };
-    step(&mut log, &mut steps, "build (cuda)", &mut c(&["build", "--release", "-p", "lam-codec", "-p", "xtask", "--features", "lam-codec/cuda,xtask/cuda", "--tests", "--benches"]));
+    step(
+        &mut log,
+        &mut steps,
+        "build (cuda)",
+        &mut c(&["build", "--release", "-p", "lam-codec", "-p", "xtask", "--features", "lam-codec/cuda,xtask/cuda", "--tests", "--benches"]),
+    );
     step(&mut log, &mut steps, "codec tests (cuda)", &mut with_ld(c(&["test", "--release", "-p", "lam-codec", "--features", "cuda", "--", "--nocapture"])));
     let model = std::env::var_os("LAM_MODEL").map(PathBuf::from).unwrap_or_else(|| home.join("models/all-MiniLM-L6-v2"));
     let encoder = if model.join("model.safetensors").is_file() { "bert" } else { "hashing" };
@@ -217,7 +227,25 @@ pub fn gpu_check(root: &Path) -> Result<()> {
     );
     step(&mut log, &mut steps, "codec bench (cuda)", &mut with_ld(c(&["bench", "-p", "lam-codec", "--features", "cuda", "--bench", "codec"])));
     if encoder == "bert" {
-        step(&mut log, &mut steps, "encoder calibrate", &mut c(&["run", "--release", "-q", "-p", "lam", "--", "costmodel", "calibrate", "--seconds", "2", "--out", log_dir.join("profile.json").to_str().unwrap_or("profile.json")]));
+        step(
+            &mut log,
+            &mut steps,
+            "encoder calibrate",
+            &mut c(&[
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "lam",
+                "--",
+                "costmodel",
+                "calibrate",
+                "--seconds",
+                "2",
+                "--out",
+                log_dir.join("profile.json").to_str().unwrap_or("profile.json"),
+            ]),
+        );
     } else {
         skip(&mut steps, "encoder calibrate", "no encoder model on this machine (bash scripts/install-model.sh needs PyPI)");
     }

@@ -31,7 +31,12 @@ struct Windows {
 
 fn read_windows(p: &Path) -> Result<Windows> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).with_context(|| format!("{}", p.display()))?)?;
-    let ids = v["ids"].as_array().context("ids")?.iter().map(|w| w.as_array().map(|a| a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect()).unwrap_or_default()).collect();
+    let ids = v["ids"]
+        .as_array()
+        .context("ids")?
+        .iter()
+        .map(|w| w.as_array().map(|a| a.iter().map(|x| x.as_u64().unwrap_or(0) as u32).collect()).unwrap_or_default())
+        .collect();
     let texts = v["texts"].as_array().context("texts")?.iter().map(|t| t.as_str().unwrap_or("").to_string()).collect();
     Ok(Windows { ids, texts })
 }
@@ -81,7 +86,10 @@ fn random_bge(minilm: &Path, dir: &Path) -> Result<()> {
         "vocab_size": vocab, "max_position_embeddings": max_pos, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "model_type": "bert"});
     std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&cfg)?)?;
     std::fs::write(dir.join("sentence_bert_config.json"), br#"{"max_seq_length": 512, "do_lower_case": true}"#)?;
-    std::fs::write(dir.join("1_Pooling/config.json"), br#"{"word_embedding_dimension": 768, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#)?;
+    std::fs::write(
+        dir.join("1_Pooling/config.json"),
+        br#"{"word_embedding_dimension": 768, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+    )?;
     // The tokenizer and sentence-transformers module files are MiniLM's (same vocabulary).
     for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "modules.json", "config_sentence_transformers.json"] {
         if minilm.join(f).is_file() {
@@ -133,7 +141,11 @@ fn random_bge(minilm: &Path, dir: &Path) -> Result<()> {
                 .collect()
         })
         .collect();
-    let views = shapes.iter().zip(&data).map(|((n, s), d)| Ok((n.clone(), TensorView::new(Dtype::F16, s.clone(), d)?))).collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+    let views = shapes
+        .iter()
+        .zip(&data)
+        .map(|((n, s), d)| Ok((n.clone(), TensorView::new(Dtype::F16, s.clone(), d)?)))
+        .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
     Ok(())
 }
@@ -242,7 +254,13 @@ pub fn gpu_bench(args: &[String]) -> Result<()> {
     let peer_json = out.join("pytorch-peer.json");
     let st = std::process::Command::new(&python)
         .arg(bundle.join("bench/pytorch_gpu_peer.py"))
-        .args([minilm.as_os_str(), bge.as_os_str(), bundle.join("bench/windows-256.json").as_os_str(), bundle.join("bench/windows-512.json").as_os_str(), peer_json.as_os_str()])
+        .args([
+            minilm.as_os_str(),
+            bge.as_os_str(),
+            bundle.join("bench/windows-256.json").as_os_str(),
+            bundle.join("bench/windows-512.json").as_os_str(),
+            peer_json.as_os_str(),
+        ])
         .arg(MIN_TOKENS.to_string())
         .status()
         .context("running the PyTorch peer")?;
@@ -255,7 +273,13 @@ pub fn gpu_bench(args: &[String]) -> Result<()> {
     let (f32_, _) = model_only(&minilm, Precision::F32, &ids256)?;
     rows.push(Row { what: "encoder MiniLM model-only fp32 (TF32 off)".into(), ours: f32_, peer: pv("minilm_fp32_tok_s"), unit: "tok/s", target: f64::NAN });
     let e2e = end_to_end(&minilm, Precision::Bf16, &texts, e2e_tokens)?;
-    rows.push(Row { what: "encoder MiniLM end to end bf16 vs ST.encode fp16".into(), ours: e2e, peer: pv("minilm_e2e_fp16_tok_s"), unit: "tok/s", target: 2.0 });
+    rows.push(Row {
+        what: "encoder MiniLM end to end bf16 vs ST.encode fp16".into(),
+        ours: e2e,
+        peer: pv("minilm_e2e_fp16_tok_s"),
+        unit: "tok/s",
+        target: 2.0,
+    });
     let (bg, _) = model_only(&bge, Precision::Bf16, &ids512)?;
     rows.push(Row { what: "encoder bge-base shape bf16 (random weights)".into(), ours: bg, peer: pv("bge_bf16_tok_s"), unit: "tok/s", target: 0.8 });
     codec_rows(&bundle.join("fixtures/minilm-embeddings-2371x384.f32"), &mut rows, &mut notes)?;
@@ -275,7 +299,13 @@ pub fn gpu_bench(args: &[String]) -> Result<()> {
     for n in &notes {
         println!("note: {n}");
     }
-    println!("windows: MiniLM {} x 256-max ({t256} tokens, tiled to {} per pass); bge {} x 512-max ({t512}, tiled to {})", w256.ids.len(), ids256.iter().map(Vec::len).sum::<usize>(), w512.ids.len(), ids512.iter().map(Vec::len).sum::<usize>());
+    println!(
+        "windows: MiniLM {} x 256-max ({t256} tokens, tiled to {} per pass); bge {} x 512-max ({t512}, tiled to {})",
+        w256.ids.len(),
+        ids256.iter().map(Vec::len).sum::<usize>(),
+        w512.ids.len(),
+        ids512.iter().map(Vec::len).sum::<usize>()
+    );
     std::fs::write(out.join("gpu-bench.json"), serde_json::to_vec_pretty(&serde_json::json!({"device": dev, "rows": json, "notes": notes, "peer": peer}))?)?;
     Ok(())
 }

@@ -51,7 +51,23 @@ mod gpu;
 #[cfg(feature = "cuda")]
 mod gpubench;
 
-const CRATES: [&str; 15] = ["lam-core", "lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-trajectory", "lam-operator", "lam-eval", "lam-serve", "lam-mcp", "lam", "lam-py"];
+const CRATES: [&str; 15] = [
+    "lam-core",
+    "lam-hash",
+    "lam-lsh",
+    "lam-codec",
+    "lam-encode",
+    "arc-store",
+    "arc-view",
+    "lam-costmodel",
+    "lam-trajectory",
+    "lam-operator",
+    "lam-eval",
+    "lam-serve",
+    "lam-mcp",
+    "lam",
+    "lam-py",
+];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
 // runtime), and the PostgreSQL client (arc-store feature `postgres`).
 const FORBIDDEN: [&str; 10] =
@@ -72,10 +88,7 @@ fn cargo() -> Command {
 
 fn check_default_deps() -> Result<()> {
     for c in CRATES {
-        let out = cargo()
-            .args(["tree", "-q", "-e", "normal", "--prefix", "none", "-p", c])
-            .output()
-            .with_context(|| format!("cargo tree -p {c}"))?;
+        let out = cargo().args(["tree", "-q", "-e", "normal", "--prefix", "none", "-p", c]).output().with_context(|| format!("cargo tree -p {c}"))?;
         if !out.status.success() {
             bail!("cargo tree -p {c} failed: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -90,7 +103,10 @@ fn check_default_deps() -> Result<()> {
         }
         if c != "lam" {
             // Direct dependencies only: tiktoken-rs, for one, uses anyhow inside.
-            let direct = cargo().args(["tree", "-q", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", c]).output().with_context(|| format!("cargo tree -p {c}"))?;
+            let direct = cargo()
+                .args(["tree", "-q", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", c])
+                .output()
+                .with_context(|| format!("cargo tree -p {c}"))?;
             let direct = String::from_utf8_lossy(&direct.stdout);
             let cli: Vec<&str> = direct.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| CLI_ONLY.contains(n)).collect();
             if !cli.is_empty() {
@@ -165,10 +181,7 @@ fn main() -> Result<()> {
                 bail!("could not prepare the PyTorch venv: {}", String::from_utf8_lossy(&venv.stderr));
             }
             let python = String::from_utf8_lossy(&venv.stdout).trim().to_string();
-            let st = cargo()
-                .args(["run", "--release", "-q", "--manifest-path", "benches/encoder-peer/Cargo.toml"])
-                .env("LAM_BENCH_PYTHON", python)
-                .status()?;
+            let st = cargo().args(["run", "--release", "-q", "--manifest-path", "benches/encoder-peer/Cargo.toml"]).env("LAM_BENCH_PYTHON", python).status()?;
             if !st.success() {
                 bail!("encoder benchmark failed");
             }
@@ -177,11 +190,7 @@ fn main() -> Result<()> {
         "calibrate" => {
             // The measurement needs the pipeline's crates, which the `lam` command already links.
             let rest: Vec<String> = std::env::args().skip(2).collect();
-            let st = cargo()
-                .args(["run", "--release", "-q", "-p", "lam", "--", "costmodel", "calibrate"])
-                .args(&rest)
-                .status()
-                .context("cargo run -p lam")?;
+            let st = cargo().args(["run", "--release", "-q", "-p", "lam", "--", "costmodel", "calibrate"]).args(&rest).status().context("cargo run -p lam")?;
             if !st.success() {
                 bail!("calibration failed");
             }
@@ -207,7 +216,9 @@ fn main() -> Result<()> {
         #[cfg(not(feature = "cuda"))]
         "gpu-bench" => bail!("gpu-bench needs xtask built with `--features cuszp` (the GPU bundle's binary is)"),
         _ => {
-            eprintln!("usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing|cuda|cuda-bf16|cuda-f16] [--compare-cpu] [--golden DIR] [--batches N,..] [--threads N,..] [--bless] | build-kernels | gpu-check | gpu-bundle [--out DIR] | gpu-bench --bundle DIR | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>");
+            eprintln!(
+                "usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing|cuda|cuda-bf16|cuda-f16] [--compare-cpu] [--golden DIR] [--batches N,..] [--threads N,..] [--bless] | build-kernels | gpu-check | gpu-bundle [--out DIR] | gpu-bench --bundle DIR | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>"
+            );
             std::process::exit(2);
         }
     }

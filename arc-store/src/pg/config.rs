@@ -103,9 +103,8 @@ pub(crate) fn resolve_with(url: &str, env: &dyn Fn(&str) -> Option<String>) -> R
     let secret = config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).or_else(|| env("PGPASSWORD"));
     fill_from_env(&mut config, env).map_err(bad)?;
     let sslmode = sslmode.or_else(|| env("PGSSLMODE")).unwrap_or_else(|| "prefer".into());
-    let ssl = SslMode::parse(&sslmode).ok_or_else(|| {
-        bad(format!("sslmode `{sslmode}` is not supported (use disable, prefer, require, verify-ca or verify-full)"))
-    })?;
+    let ssl = SslMode::parse(&sslmode)
+        .ok_or_else(|| bad(format!("sslmode `{sslmode}` is not supported (use disable, prefer, require, verify-ca or verify-full)")))?;
     let root_cert = rootcert.or_else(|| env("PGSSLROOTCERT")).filter(|r| r != "system").map(PathBuf::from);
     // libpq: `require` with a root certificate named behaves as `verify-ca`.
     let ssl = if ssl == SslMode::Require && root_cert.is_some() { SslMode::VerifyCa } else { ssl };

@@ -140,9 +140,7 @@ pub(crate) fn lost(e: &tokio_postgres::Error) -> bool {
         return true;
     }
     match e.code() {
-        Some(c) => {
-            [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(c) || c.code().starts_with("08")
-        }
+        Some(c) => [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(c) || c.code().starts_with("08"),
         // No SQLSTATE: an I/O, TLS or protocol failure of the connection itself.
         None => e.as_db_error().is_none() && std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()),
     }

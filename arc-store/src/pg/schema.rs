@@ -98,10 +98,7 @@ pub(crate) async fn version(c: &impl GenericClient) -> Result<i64, String> {
     if !exists {
         return Ok(0);
     }
-    let row = c
-        .query_opt("SELECT value FROM lam_meta WHERE key = 'schema_version'", &[])
-        .await
-        .map_err(|e| super::describe(&e))?;
+    let row = c.query_opt("SELECT value FROM lam_meta WHERE key = 'schema_version'", &[]).await.map_err(|e| super::describe(&e))?;
     let Some(row) = row else { return Err("table lam_meta exists but holds no schema_version".into()) };
     let v: String = row.try_get(0).map_err(|e| super::describe(&e))?;
     v.trim().parse::<i64>().map_err(|_| format!("lam_meta.schema_version is `{v}`, not a number"))

@@ -20,18 +20,12 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// The connector for `mode`. Fails when a named root certificate file cannot be read.
 pub(crate) fn connector(mode: SslMode, root_cert: Option<&Path>) -> Result<MakeRustlsConnect, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up: {e}"))?;
+    let builder = ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| format!("TLS set-up: {e}"))?;
     let verifier: Arc<dyn ServerCertVerifier> = match mode {
-        SslMode::Disable | SslMode::Prefer | SslMode::Require => {
-            Arc::new(EncryptOnly { algs: provider.signature_verification_algorithms })
-        }
+        SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(EncryptOnly { algs: provider.signature_verification_algorithms }),
         SslMode::VerifyCa | SslMode::VerifyFull => {
             let roots = roots(root_cert)?;
-            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| format!("TLS set-up: {e}"))?;
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().map_err(|e| format!("TLS set-up: {e}"))?;
             if mode == SslMode::VerifyCa { Arc::new(AnyName(webpki)) } else { webpki }
         }
     };

@@ -21,9 +21,9 @@ use lam_core::{ObsId, ObsMeta, Record, SessionId, previews};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -320,7 +320,9 @@ async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<Option<ObsMeta
         steps.push(Box::pin(async move {
             let id: &[u8] = &i.id.0;
             let bytes = i.body.len() as i64;
-            client.query(&st.append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body, &i.claim]).await
+            client
+                .query(&st.append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body, &i.claim])
+                .await
         }));
     }
     steps.push(Box::pin(async move { client.batch_execute("COMMIT").await.map(|()| Vec::new()) }));

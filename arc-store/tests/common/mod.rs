@@ -26,11 +26,8 @@ pub fn fill(dir: &Path, n: u32, opts: Options) -> Vec<(String, Vec<u8>)> {
 }
 
 pub fn last_segment(dir: &Path) -> PathBuf {
-    let mut v: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("seg-"))
-        .collect();
+    let mut v: Vec<_> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("seg-")).collect();
     v.sort();
     v.pop().unwrap()
 }
@@ -54,7 +51,6 @@ pub fn copy_dir(from: &Path, to: &Path) {
         fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
-
 
 /// Every file under `dir` (recursively) with its bytes: to show that something wrote nothing.
 pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {

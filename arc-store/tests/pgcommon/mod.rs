@@ -17,10 +17,7 @@ pub fn admin_url() -> Option<String> {
     match std::env::var("LAM_TEST_PG_URL") {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
-            assert!(
-                std::env::var("LAM_REQUIRE_PG").as_deref() != Ok("1"),
-                "LAM_REQUIRE_PG=1 but LAM_TEST_PG_URL is not set: run scripts/test-postgres.sh"
-            );
+            assert!(std::env::var("LAM_REQUIRE_PG").as_deref() != Ok("1"), "LAM_REQUIRE_PG=1 but LAM_TEST_PG_URL is not set: run scripts/test-postgres.sh");
             eprintln!("SKIPPED: LAM_TEST_PG_URL is not set (scripts/test-postgres.sh runs these tests against a throwaway server)");
             None
         }

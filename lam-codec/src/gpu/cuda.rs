@@ -5,7 +5,7 @@
 //! here (kernel to PTX with NVRTC in CI), but no device was available.
 
 use super::SZP_KERNEL_SRC;
-use crate::szp::{self, block_offsets, Bound, Layout, Resolved, SzpReader};
+use crate::szp::{self, Bound, Layout, Resolved, SzpReader, block_offsets};
 use crate::{Error, Header, SzpMode};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};

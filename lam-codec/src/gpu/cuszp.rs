@@ -112,7 +112,12 @@ impl Cuszp {
                 None
             }
         });
-        let lib = lib.ok_or_else(|| unavailable(format!("libcuSZp.so not found (build cuSZp with CMake and set CUSZP_DIR to its install or build directory); tried {}", errs.join("; "))))?;
+        let lib = lib.ok_or_else(|| {
+            unavailable(format!(
+                "libcuSZp.so not found (build cuSZp with CMake and set CUSZP_DIR to its install or build directory); tried {}",
+                errs.join("; ")
+            ))
+        })?;
         // SAFETY: the types are the C signatures of include/cuSZp.h (enums are int-sized, uint3 by value).
         let (compress, decompress) = unsafe {
             let c: libloading::Symbol<'_, CompressFn> = lib.get(b"cuSZp_compress\0").map_err(|e| unavailable(format!("cuSZp_compress: {e}")))?;
@@ -190,7 +195,20 @@ impl Cuszp {
             // cuSZp works on the legacy default stream (null), as cudarc's default stream does.
             s.synchronize().map_err(gpu)?;
             // SAFETY: px holds n floats, pc holds cap bytes (more than cuSZp writes for n floats); the C signature matches.
-            unsafe { (self.compress)(px as *mut c_void, pc as *mut u8, n, &mut size, eb, DIM_1D, Uint3 { x: 0, y: 0, z: 0 }, TYPE_FLOAT, mode_code(self.mode), std::ptr::null_mut()) };
+            unsafe {
+                (self.compress)(
+                    px as *mut c_void,
+                    pc as *mut u8,
+                    n,
+                    &mut size,
+                    eb,
+                    DIM_1D,
+                    Uint3 { x: 0, y: 0, z: 0 },
+                    TYPE_FLOAT,
+                    mode_code(self.mode),
+                    std::ptr::null_mut(),
+                )
+            };
         }
         if size == 0 || size > cap {
             return Err(gpu(format!("cuSZp reported {size} compressed bytes for {n} values (buffer {cap})")));
@@ -218,7 +236,20 @@ impl Cuszp {
             let (pc, _gc) = d_c.device_ptr_mut(s);
             s.synchronize().map_err(gpu)?;
             // SAFETY: the container was checksummed and sized (payload backs n); po holds n floats.
-            unsafe { (self.decompress)(po as *mut c_void, pc as *mut u8, n, c.payload.len(), c.eb, DIM_1D, Uint3 { x: 0, y: 0, z: 0 }, TYPE_FLOAT, c.mode, std::ptr::null_mut()) };
+            unsafe {
+                (self.decompress)(
+                    po as *mut c_void,
+                    pc as *mut u8,
+                    n,
+                    c.payload.len(),
+                    c.eb,
+                    DIM_1D,
+                    Uint3 { x: 0, y: 0, z: 0 },
+                    TYPE_FLOAT,
+                    c.mode,
+                    std::ptr::null_mut(),
+                )
+            };
         }
         let values = s.clone_dtoh(&d_out).map_err(gpu)?;
         s.synchronize().map_err(gpu)?;
@@ -248,7 +279,9 @@ impl Cuszp {
             s.synchronize().map_err(gpu)?;
             let t = std::time::Instant::now();
             // SAFETY: as in `encode`/`decode`; buffers are sized for n values.
-            unsafe { (self.compress)(px as *mut c_void, pc as *mut u8, n, &mut size, eb, DIM_1D, dims, TYPE_FLOAT, mode_code(self.mode), std::ptr::null_mut()) };
+            unsafe {
+                (self.compress)(px as *mut c_void, pc as *mut u8, n, &mut size, eb, DIM_1D, dims, TYPE_FLOAT, mode_code(self.mode), std::ptr::null_mut())
+            };
             s.synchronize().map_err(gpu)?;
             best_c = best_c.min(t.elapsed().as_secs_f64());
             let t = std::time::Instant::now();

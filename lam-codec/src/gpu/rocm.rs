@@ -7,10 +7,10 @@
 //! the device path (allocation, launch, copies) has not run on AMD hardware.
 
 use super::SZP_KERNEL_SRC;
-use crate::szp::{self, block_offsets, Bound, Layout, Resolved, SzpReader};
+use crate::szp::{self, Bound, Layout, Resolved, SzpReader, block_offsets};
 use crate::{Error, Header, SzpMode};
 use libloading::Library;
-use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ffi::{CString, c_char, c_int, c_uint, c_void};
 use std::ptr;
 
 type HipErr = c_int;
@@ -47,7 +47,11 @@ macro_rules! sym {
 /// code object. Needs only the runtime library and device libraries, no GPU.
 pub fn hiprtc_compile(arch: Option<&str>) -> Result<Vec<u8>, Error> {
     let lib = rtc_lib()?;
-    let create = sym!(lib, "hiprtcCreateProgram", unsafe extern "C" fn(*mut Prog, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> c_int);
+    let create = sym!(
+        lib,
+        "hiprtcCreateProgram",
+        unsafe extern "C" fn(*mut Prog, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> c_int
+    );
     let compile = sym!(lib, "hiprtcCompileProgram", unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int);
     let log_size = sym!(lib, "hiprtcGetProgramLogSize", unsafe extern "C" fn(Prog, *mut usize) -> c_int);
     let get_log = sym!(lib, "hiprtcGetProgramLog", unsafe extern "C" fn(Prog, *mut c_char) -> c_int);
@@ -96,7 +100,8 @@ pub fn hiprtc_compile(arch: Option<&str>) -> Result<Vec<u8>, Error> {
 type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> HipErr;
 type Free = unsafe extern "C" fn(*mut c_void) -> HipErr;
 type Memcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipErr;
-type Launch = unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> HipErr;
+type Launch =
+    unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> HipErr;
 type DevSync = unsafe extern "C" fn() -> HipErr;
 
 const H2D: c_int = 1;
@@ -230,7 +235,10 @@ impl RocmSzp {
         let g = u32::try_from(nblocks.div_ceil(THREADS as usize)).map_err(|_| err("batch too large for one launch"))?;
         // SAFETY: `args` point at live locals whose types match the kernel's parameters.
         unsafe {
-            check((self.launch)(self.functions[k] as *mut c_void, g.max(1), 1, 1, THREADS, 1, 1, 0, ptr::null_mut(), args.as_mut_ptr(), ptr::null_mut()), "hipModuleLaunchKernel")?;
+            check(
+                (self.launch)(self.functions[k] as *mut c_void, g.max(1), 1, 1, THREADS, 1, 1, 0, ptr::null_mut(), args.as_mut_ptr(), ptr::null_mut()),
+                "hipModuleLaunchKernel",
+            )?;
             check((self.sync)(), "hipDeviceSynchronize")
         }
     }

@@ -163,8 +163,22 @@ impl Dev for Emu {
         let threads = grid * block as usize;
         match kn {
             Kernel::EmbedLn => {
-                let (ids, lens, l, h, vocab, word, pos, typ, g, bt, eps, x, xg, kind) =
-                    (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), p(&a[5]), p(&a[6]), p(&a[7]), p(&a[8]), p(&a[9]), fl(&a[10]), p(&a[11]), p(&a[12]), k(&a[13]));
+                let (ids, lens, l, h, vocab, word, pos, typ, g, bt, eps, x, xg, kind) = (
+                    p(&a[0]),
+                    p(&a[1]),
+                    i(&a[2]),
+                    i(&a[3]),
+                    i(&a[4]),
+                    p(&a[5]),
+                    p(&a[6]),
+                    p(&a[7]),
+                    p(&a[8]),
+                    p(&a[9]),
+                    fl(&a[10]),
+                    p(&a[11]),
+                    p(&a[12]),
+                    k(&a[13]),
+                );
                 for row in 0..grid {
                     let (b, ps) = (row / l, row % l);
                     let mut id = if ps < self.u(lens, b) as usize { self.u(ids, row) as usize } else { 0 };
@@ -289,7 +303,9 @@ mod tests {
     fn cpu(front: &Front, bert: &forward::Bert, ids: &[u32], cls: bool) -> Vec<f32> {
         let hs = bert.forward(ids);
         let d = bert.hidden;
-        if cls { unit(hs[..d].to_vec()) } else {
+        if cls {
+            unit(hs[..d].to_vec())
+        } else {
             let mut row = vec![0.0f32; d];
             front.pool(&hs, &mut row).unwrap();
             row

@@ -19,7 +19,12 @@ pub(super) fn evidence_control(preps: &[Prep]) -> Option<EvidenceControl> {
             found += other.traj.records.iter().any(|r| contains(&r.observation, l)) as u64;
         }
     }
-    (pairs > 0).then(|| EvidenceControl { trajectories: pairs, lines, found_in_unrelated: found, share: if lines == 0 { 0.0 } else { found as f64 / lines as f64 } })
+    (pairs > 0).then(|| EvidenceControl {
+        trajectories: pairs,
+        lines,
+        found_in_unrelated: found,
+        share: if lines == 0 { 0.0 } else { found as f64 / lines as f64 },
+    })
 }
 
 pub(super) fn ecr_of(family: &str, pts: &[(String, &SettingRow)], taus: &[f64]) -> Ecr {
@@ -55,8 +60,13 @@ pub(super) fn controls_input(o: &Options, found: Option<&Path>) -> Result<Option
 /// The one line a report carries when the controls were not run.
 pub(super) fn controls_not_run_line(locomo: Option<&Path>) -> String {
     match locomo {
-        Some(p) => format!("Controls not run: the LoCoMo control (near duplicates in ordinary dialogue, {}) runs with `lam eval --controls` (minutes with a real encoder; a time estimate is printed first).", p.display()),
-        None => "Controls not run: the LoCoMo control runs with `lam eval --controls --locomo FILE` (LoCoMo's locomo10.json; minutes with a real encoder).".into(),
+        Some(p) => format!(
+            "Controls not run: the LoCoMo control (near duplicates in ordinary dialogue, {}) runs with `lam eval --controls` (minutes with a real encoder; a time estimate is printed first).",
+            p.display()
+        ),
+        None => {
+            "Controls not run: the LoCoMo control runs with `lam eval --controls --locomo FILE` (LoCoMo's locomo10.json; minutes with a real encoder).".into()
+        }
     }
 }
 
@@ -77,7 +87,13 @@ pub(super) fn locomo_control(path: &Path, enc: &mut dyn Encoder, t: f64, progres
     let first = Instant::now();
     let batch = 64.min(n);
     enc.encode_batch(&texts[..batch], &mut v[..batch * dim])?;
-    let est = LocomoEstimate { turns: turns.len(), chunks: n, prep_s: first.duration_since(start).as_secs_f64(), per_chunk_s: first.elapsed().as_secs_f64() / batch.max(1) as f64, per_pair_s: pair_cost(&v, dim, batch) };
+    let est = LocomoEstimate {
+        turns: turns.len(),
+        chunks: n,
+        prep_s: first.duration_since(start).as_secs_f64(),
+        per_chunk_s: first.elapsed().as_secs_f64() / batch.max(1) as f64,
+        per_pair_s: pair_cost(&v, dim, batch),
+    };
     progress.note(&est.line(path));
     progress.stage("locomo", 1);
     for (t, o) in texts[batch..].chunks(64).zip(v[batch * dim..].chunks_mut(64 * dim)) {
@@ -85,7 +101,14 @@ pub(super) fn locomo_control(path: &Path, enc: &mut dyn Encoder, t: f64, progres
     }
     let near = near_pairs(&v, dim, Threshold::from_cosine(t)?.delta_sq_f32());
     progress.inc(1);
-    Ok(Locomo { source: path.display().to_string(), records: turns.len() as u64, chunks: n as u64, pairs: pairs_of(n), near_duplicate_pairs: near, threshold: t })
+    Ok(Locomo {
+        source: path.display().to_string(),
+        records: turns.len() as u64,
+        chunks: n as u64,
+        pairs: pairs_of(n),
+        near_duplicate_pairs: near,
+        threshold: t,
+    })
 }
 
 fn pairs_of(n: usize) -> u64 {

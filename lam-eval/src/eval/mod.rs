@@ -30,7 +30,7 @@ use crate::error::{Context, Result, bail};
 use crate::evidence::{self, GoldPatches, evidence_lines};
 use crate::markdown::markdown;
 use crate::{report, svg};
-use lam_core::{DeletionDigest, Decision, Encoder, ObsStore, Stub, Threshold};
+use lam_core::{Decision, DeletionDigest, Encoder, ObsStore, Stub, Threshold};
 use lam_encode::CachedEncoder;
 use lam_hash::{LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index};

@@ -24,10 +24,29 @@ pub fn write_report(r: &EvalReport, dir: &Path) -> Result<Vec<PathBuf>> {
 /// Figure 3: token removal (y) against evidence lost (x), one marker per setting.
 pub fn plot_removal_evidence(r: &EvalReport) -> svg::Chart {
     use svg::{COLORS, Point, Series};
-    let pt = |row: &SettingRow, label: String, yerr: Option<(f64, f64)>| Point { x: 100.0 * (1.0 - row.evidence_micro.unwrap_or(f64::NAN)), y: 100.0 * row.removal_net, label, yerr };
-    let mut series = vec![Series { name: "LAM L1->L0 (net)".into(), color: COLORS[0], line: true, points: r.thresholds.iter().map(|t| pt(&t.l1_l0, format!("t={}", t.threshold), None)).collect() }];
-    series.push(Series { name: "LAM L0->L1 (net)".into(), color: COLORS[5], line: true, points: r.thresholds.iter().map(|t| pt(&t.l0_l1, String::new(), None)).collect() });
-    for (i, (fam, name)) in [("l0", "L0 alone"), ("masking", "masking (last k)"), ("semdedup-global", "SemDeDup global"), ("semdedup-trajectory", "SemDeDup per trajectory")].iter().enumerate() {
+    let pt = |row: &SettingRow, label: String, yerr: Option<(f64, f64)>| Point {
+        x: 100.0 * (1.0 - row.evidence_micro.unwrap_or(f64::NAN)),
+        y: 100.0 * row.removal_net,
+        label,
+        yerr,
+    };
+    let mut series = vec![Series {
+        name: "LAM L1->L0 (net)".into(),
+        color: COLORS[0],
+        line: true,
+        points: r.thresholds.iter().map(|t| pt(&t.l1_l0, format!("t={}", t.threshold), None)).collect(),
+    }];
+    series.push(Series {
+        name: "LAM L0->L1 (net)".into(),
+        color: COLORS[5],
+        line: true,
+        points: r.thresholds.iter().map(|t| pt(&t.l0_l1, String::new(), None)).collect(),
+    });
+    for (i, (fam, name)) in
+        [("l0", "L0 alone"), ("masking", "masking (last k)"), ("semdedup-global", "SemDeDup global"), ("semdedup-trajectory", "SemDeDup per trajectory")]
+            .iter()
+            .enumerate()
+    {
         let pts: Vec<Point> = r
             .baselines
             .iter()
@@ -38,7 +57,10 @@ pub fn plot_removal_evidence(r: &EvalReport) -> svg::Chart {
                     (_, Some(t)) => format!("{t}"),
                     _ => String::new(),
                 };
-                let yerr = b.seed_removal.as_ref().map(|v| (100.0 * v.iter().cloned().fold(f64::INFINITY, f64::min), 100.0 * v.iter().cloned().fold(f64::NEG_INFINITY, f64::max)));
+                let yerr = b
+                    .seed_removal
+                    .as_ref()
+                    .map(|v| (100.0 * v.iter().cloned().fold(f64::INFINITY, f64::min), 100.0 * v.iter().cloned().fold(f64::NEG_INFINITY, f64::max)));
                 pt(&b.row, label, yerr)
             })
             .collect();
@@ -69,7 +91,14 @@ pub fn plot_removal_size(r: &EvalReport) -> svg::Chart {
                 .l1_l0
                 .by_size
                 .iter()
-                .filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: if i == 0 { format!("n={}", s.trajectories) } else { String::new() }, yerr: None }))
+                .filter_map(|s| {
+                    s.removal.map(|x| Point {
+                        x: s.size as f64,
+                        y: 100.0 * x,
+                        label: if i == 0 { format!("n={}", s.trajectories) } else { String::new() },
+                        yerr: None,
+                    })
+                })
                 .collect(),
         });
     }
@@ -78,8 +107,20 @@ pub fn plot_removal_size(r: &EvalReport) -> svg::Chart {
             name: "L0 alone".into(),
             color: "#000000",
             line: true,
-            points: b.row.by_size.iter().filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: String::new(), yerr: None })).collect(),
+            points: b
+                .row
+                .by_size
+                .iter()
+                .filter_map(|s| s.removal.map(|x| Point { x: s.size as f64, y: 100.0 * x, label: String::new(), yerr: None }))
+                .collect(),
         });
     }
-    svg::Chart { title: "Removal vs input size T (trajectories reaching T)".into(), xlabel: "input size T (observation tokens, log scale)".into(), ylabel: "tokens removed (%, net)".into(), log2_x: true, series, xmax: None }
+    svg::Chart {
+        title: "Removal vs input size T (trajectories reaching T)".into(),
+        xlabel: "input size T (observation tokens, log scale)".into(),
+        ylabel: "tokens removed (%, net)".into(),
+        log2_x: true,
+        series,
+        xmax: None,
+    }
 }

@@ -73,7 +73,12 @@ pub(super) fn sample_order(mut files: Vec<read::Input>, n: Option<usize>) -> Vec
 /// order that hold a trajectory with observations (metadata files found in a
 /// folder do not count), then sorted by path. A file that cannot be read is
 /// added to `failed` and the others are still read.
-pub(super) fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progress: &mut dyn Progress, failed: &mut Vec<FailedInput>) -> Result<Vec<(read::Input, Vec<Trajectory>)>> {
+pub(super) fn read_sample(
+    files: Vec<read::Input>,
+    sample: Option<usize>,
+    progress: &mut dyn Progress,
+    failed: &mut Vec<FailedInput>,
+) -> Result<Vec<(read::Input, Vec<Trajectory>)>> {
     progress.stage("read", sample.map_or(files.len(), |n| n.min(files.len())) as u64);
     let mut out = Vec::new();
     for f in sample_order(files, sample) {
@@ -101,7 +106,13 @@ pub(super) fn read_sample(files: Vec<read::Input>, sample: Option<usize>, progre
     Ok(out)
 }
 
-pub(super) fn prepare(traj: Trajectory, enc: &mut dyn Encoder, gold: Option<&GoldPatches>, outcomes: &mut evidence::Outcomes, memo: &mut TokMemo) -> Result<Prep> {
+pub(super) fn prepare(
+    traj: Trajectory,
+    enc: &mut dyn Encoder,
+    gold: Option<&GoldPatches>,
+    outcomes: &mut evidence::Outcomes,
+    memo: &mut TokMemo,
+) -> Result<Prep> {
     let dim = enc.info().dim;
     let tok: Vec<u32> = traj.records.iter().map(|r| memo.count(&r.observation)).collect();
     let mut chunks = Vec::with_capacity(traj.records.len());
@@ -149,7 +160,8 @@ pub(super) fn prepare(traj: Trajectory, enc: &mut dyn Encoder, gold: Option<&Gol
             enc.encode_batch(t, o)?;
         }
         for q in qv.chunks_exact(dim) {
-            let mut s: Vec<(f32, u32)> = vecs.chunks_exact(dim).enumerate().map(|(i, c)| (q.iter().zip(c).map(|(a, b)| a * b).sum::<f32>(), i as u32)).collect();
+            let mut s: Vec<(f32, u32)> =
+                vecs.chunks_exact(dim).enumerate().map(|(i, c)| (q.iter().zip(c).map(|(a, b)| a * b).sum::<f32>(), i as u32)).collect();
             s.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             queries.push(s.into_iter().map(|x| x.1).collect());
         }

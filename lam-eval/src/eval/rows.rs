@@ -383,6 +383,9 @@ impl EvalReport {
 
     /// Headline rows per baseline setting.
     pub fn baseline_headline(&self) -> Vec<BaselineHeadline> {
-        self.baselines.iter().map(|b| BaselineHeadline { baseline: b.baseline.clone(), param: b.param, removal: b.row.removal_net, evidence_micro: b.row.evidence_micro }).collect()
+        self.baselines
+            .iter()
+            .map(|b| BaselineHeadline { baseline: b.baseline.clone(), param: b.param, removal: b.row.removal_net, evidence_micro: b.row.evidence_micro })
+            .collect()
     }
 }

@@ -54,7 +54,8 @@ pub(super) fn recall_ids(stubs: &[Stub]) -> Vec<String> {
 }
 
 pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Option<&[u64]>, stubs: &[Stub], how: Recall<'_>) -> Scored {
-    let rec_net: Vec<u32> = residuals.iter().zip(&p.traj.records).zip(&p.tok).map(|((r, rec), &t)| if *r == rec.observation.as_slice() { t } else { memo.count(r) }).collect();
+    let rec_net: Vec<u32> =
+        residuals.iter().zip(&p.traj.records).zip(&p.tok).map(|((r, rec), &t)| if *r == rec.observation.as_slice() { t } else { memo.count(r) }).collect();
     let tok_net: u64 = rec_net.iter().map(|&t| t as u64).sum();
     let tok_gross = gross.map(|g| g.iter().sum()).unwrap_or(tok_net);
     let (mut witnessed, mut kept, mut recovered) = (0, 0, 0);
@@ -180,7 +181,8 @@ impl Agg {
                 .enumerate()
                 .map(|(i, &t)| {
                     // An aggregate nothing was added to (an input the sample left out) has no sizes.
-                    let (n, tin, tout) = (self.size_n.get(i).copied().unwrap_or(0), self.size_in.get(i).copied().unwrap_or(0), self.size_out.get(i).copied().unwrap_or(0));
+                    let (n, tin, tout) =
+                        (self.size_n.get(i).copied().unwrap_or(0), self.size_in.get(i).copied().unwrap_or(0), self.size_out.get(i).copied().unwrap_or(0));
                     SizePoint { size: t, trajectories: n, removal: if tin == 0 { None } else { Some((tin as f64 - tout as f64) / tin as f64) } }
                 })
                 .collect(),

@@ -57,11 +57,26 @@ impl Split {
                     BaselineHeadline { baseline: "none".into(), param: None, removal: none.removal_net, evidence_micro: none.evidence_micro },
                     BaselineHeadline { baseline: "l0".into(), param: None, removal: l0.removal_net, evidence_micro: l0.evidence_micro },
                 ];
-                baselines.extend(masks.iter().map(|(k, r)| BaselineHeadline { baseline: "masking".into(), param: Some(*k as f64), removal: r.removal_net, evidence_micro: r.evidence_micro }));
+                baselines.extend(masks.iter().map(|(k, r)| BaselineHeadline {
+                    baseline: "masking".into(),
+                    param: Some(*k as f64),
+                    removal: r.removal_net,
+                    evidence_micro: r.evidence_micro,
+                }));
                 let lam: Vec<(String, &SettingRow)> = lam_pts.iter().map(|(n, r)| (n.clone(), r)).collect();
                 let mask: Vec<(String, &SettingRow)> = masks.iter().map(|(k, r)| (format!("{k}"), r)).collect();
-                let ecr = vec![ecr_of("LAM (L1->L0, net)", &lam, &o.taus), ecr_of("l0", &[("l0".to_string(), &l0)], &o.taus), ecr_of("masking", &mask, &o.taus)];
-                InputSummary { input: inputs[i].display().to_string(), trajectories: mine.len() as u64, tokens: mine.iter().map(|p| p.tok_in()).sum(), rows, removal_l0_l1_net: l0l1, removal_l1_l0_gross: gross, baselines, ecr }
+                let ecr =
+                    vec![ecr_of("LAM (L1->L0, net)", &lam, &o.taus), ecr_of("l0", &[("l0".to_string(), &l0)], &o.taus), ecr_of("masking", &mask, &o.taus)];
+                InputSummary {
+                    input: inputs[i].display().to_string(),
+                    trajectories: mine.len() as u64,
+                    tokens: mine.iter().map(|p| p.tok_in()).sum(),
+                    rows,
+                    removal_l0_l1_net: l0l1,
+                    removal_l1_l0_gross: gross,
+                    baselines,
+                    ecr,
+                }
             })
             .collect()
     }

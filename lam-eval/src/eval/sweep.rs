@@ -126,7 +126,17 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
                 let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
                 a.equal &= run.report.online_equals_batch;
                 let res: Vec<&[u8]> = run.online.iter().map(|x| x.residual.as_slice()).collect();
-                let gross: Vec<u64> = run.online.iter().map(|x| if x.stubs.is_empty() { memo.count(&x.residual) as u64 } else { memo.count(&without_stubs(&x.residual, &x.stubs, cfg.recall)) as u64 }).collect();
+                let gross: Vec<u64> =
+                    run.online
+                        .iter()
+                        .map(|x| {
+                            if x.stubs.is_empty() {
+                                memo.count(&x.residual) as u64
+                            } else {
+                                memo.count(&without_stubs(&x.residual, &x.stubs, cfg.recall)) as u64
+                            }
+                        })
+                        .collect();
                 let stubs: Vec<Stub> = run.online.iter().flat_map(|x| x.stubs.iter().cloned()).collect();
                 let s = score(p, &mut memo, &res, Some(&gross), &stubs, o.recall);
                 match order {
@@ -226,7 +236,17 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             below_half: if wtot > 0.0 { Some(a.dist.iter().filter(|x| (x.0 as f64) <= delta / 2.0).map(|x| x.1 as f64).sum::<f64>() / wtot) } else { None },
         };
         let nf = n_chunks as f64;
-        let h_pi = if n_chunks == 0 { 0.0 } else { -a.cluster_sizes.iter().map(|&c| { let q = c as f64 / nf; q * q.log2() }).sum::<f64>() };
+        let h_pi = if n_chunks == 0 {
+            0.0
+        } else {
+            -a.cluster_sizes
+                .iter()
+                .map(|&c| {
+                    let q = c as f64 / nf;
+                    q * q.log2()
+                })
+                .sum::<f64>()
+        };
         let tp = 4.0 * th.cosine() - 3.0;
         let removed = if n_chunks == 0 { 0.0 } else { 1.0 - a.retained as f64 / nf };
         let ceiling = if tp >= 0.2 && n_chunks > 0 { Some(1.0 - a.retained_2d as f64 / nf) } else { None };
@@ -273,7 +293,15 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     // 3. Baselines.
     let base_start = Instant::now();
     let mut baselines = vec![
-        BaselineRow { baseline: "none".into(), param: None, row: none_agg.row(o), seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None },
+        BaselineRow {
+            baseline: "none".into(),
+            param: None,
+            row: none_agg.row(o),
+            seed_removal: None,
+            seed_evidence: None,
+            jaccard_mean: None,
+            common_share: None,
+        },
         BaselineRow { baseline: "l0".into(), param: None, row: l0_agg.row(o), seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None },
     ];
     progress.stage("masking", o.masking.len() as u64);
@@ -289,7 +317,15 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             agg.add(p, &s, o);
             split.add(p, &format!("masking@{k}"), &s, o);
         }
-        baselines.push(BaselineRow { baseline: "masking".into(), param: Some(k as f64), row: agg.row(o), seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None });
+        baselines.push(BaselineRow {
+            baseline: "masking".into(),
+            param: Some(k as f64),
+            row: agg.row(o),
+            seed_removal: None,
+            seed_evidence: None,
+            jaccard_mean: None,
+            common_share: None,
+        });
         progress.inc(1);
     }
     if o.semdedup && n_chunks > 0 {
@@ -302,13 +338,15 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
     let lam_pts: Vec<(String, &SettingRow)> = rows.iter().map(|r| (format!("t={}", r.threshold), &r.l1_l0)).collect();
     ecr.push(ecr_of("LAM (L1->L0, net)", &lam_pts, &o.taus));
     for fam in ["l0", "masking", "semdedup-global", "semdedup-trajectory"] {
-        let pts: Vec<(String, &SettingRow)> = baselines.iter().filter(|b| b.baseline == fam).map(|b| (b.param.map(|p| format!("{p}")).unwrap_or_else(|| fam.to_string()), &b.row)).collect();
+        let pts: Vec<(String, &SettingRow)> =
+            baselines.iter().filter(|b| b.baseline == fam).map(|b| (b.param.map(|p| format!("{p}")).unwrap_or_else(|| fam.to_string()), &b.row)).collect();
         if !pts.is_empty() {
             ecr.push(ecr_of(fam, &pts, &o.taus));
         }
     }
     let rsc: Vec<f64> = rows.iter().filter_map(|r| r.l1_l0.rsc).collect();
-    let rsc_non_increasing = if rsc.is_empty() { None } else { Some(rsc.windows(2).all(|w| w[1] <= w[0] + 1e-12) && none_agg.row(o).rsc.is_none_or(|r0| rsc[0] <= r0 + 1e-12)) };
+    let rsc_non_increasing =
+        if rsc.is_empty() { None } else { Some(rsc.windows(2).all(|w| w[1] <= w[0] + 1e-12) && none_agg.row(o).rsc.is_none_or(|r0| rsc[0] <= r0 + 1e-12)) };
 
     // 5. The controls, when asked for.
     let (locomo, controls_not_run) = match &locomo_path {

@@ -38,11 +38,7 @@ pub fn events(path: &str, n: usize) -> Vec<String> {
             }
         })
         .collect();
-    ev.push(if path.ends_with("/messages") {
-        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into()
-    } else {
-        "data: [DONE]\n\n".into()
-    });
+    ev.push(if path.ends_with("/messages") { "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into() } else { "data: [DONE]\n\n".into() });
     ev
 }
 
@@ -51,31 +47,15 @@ pub const REPLY: &str = r#"{"id":"c1","object":"chat.completion","created":1,"mo
 async fn answer(State(up): State<Upstream>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map_or("/".to_string(), |p| p.to_string());
-    up.seen.lock().unwrap().push(Seen {
-        method: parts.method.to_string(),
-        path_and_query: pq.clone(),
-        headers: parts.headers.clone(),
-        body: body.clone(),
-    });
+    let pq = parts.uri.path_and_query().map_or("/".to_string(), |p| p.to_string());
+    up.seen.lock().unwrap().push(Seen { method: parts.method.to_string(), path_and_query: pq.clone(), headers: parts.headers.clone(), body: body.clone() });
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     if v["model"] == "error" {
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::CONTENT_TYPE, "application/json")],
-            r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
-        )
+        return (StatusCode::TOO_MANY_REQUESTS, [(header::CONTENT_TYPE, "application/json")], r#"{"error":{"message":"slow down","type":"rate_limit"}}"#)
             .into_response();
     }
     if parts.method == "GET" {
-        return (
-            [(header::CONTENT_TYPE, "application/json")],
-            serde_json::json!({"path": pq}).to_string(),
-        )
-            .into_response();
+        return ([(header::CONTENT_TYPE, "application/json")], serde_json::json!({"path": pq}).to_string()).into_response();
     }
     if v["stream"] != true {
         return ([(header::CONTENT_TYPE, "application/json")], REPLY).into_response();
@@ -91,14 +71,8 @@ async fn answer(State(up): State<Upstream>, req: Request) -> Response {
             }
             if k == 1 && gated {
                 // Never sends the rest unless the client saw the first event.
-                if tokio::time::timeout(Duration::from_secs(10), gate.notified())
-                    .await
-                    .is_err()
-                {
-                    return Some((
-                        Ok::<_, std::io::Error>(Bytes::from("data: GATE-TIMEOUT\n\n")),
-                        ev.len(),
-                    ));
+                if tokio::time::timeout(Duration::from_secs(10), gate.notified()).await.is_err() {
+                    return Some((Ok::<_, std::io::Error>(Bytes::from("data: GATE-TIMEOUT\n\n")), ev.len()));
                 }
             } else {
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -106,11 +80,7 @@ async fn answer(State(up): State<Upstream>, req: Request) -> Response {
             Some((Ok(Bytes::from(ev[k].clone())), k + 1))
         }
     });
-    (
-        [(header::CONTENT_TYPE, "text/event-stream")],
-        Body::from_stream(stream),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/event-stream")], Body::from_stream(stream)).into_response()
 }
 
 pub async fn start_upstream() -> (SocketAddr, Upstream) {
@@ -140,10 +110,5 @@ pub fn start_proxy(cfg: ServeConfig) -> Running {
     let done = tokio::spawn(lam_serve::serve(proxy.clone(), l, async move {
         let _ = rx.await;
     }));
-    Running {
-        addr,
-        proxy,
-        stop: Some(stop),
-        done,
-    }
+    Running { addr, proxy, stop: Some(stop), done }
 }
