@@ -80,7 +80,7 @@ async def catalog_ids(s, session):
 
 async def check_session(s, session, full):
     ids = await catalog_ids(s, session)
-    if not ids or not all(re.fullmatch(r"§[0-9a-f]{8,}", i) for i in ids):
+    if not ids or not all(re.fullmatch(r"§[0-9a-f]{4,40}", i) for i in ids):
         fail(f"catalog {session}: bad ids {ids[:5]}")
     for shown in ids if full else ids[:3]:
         meta = json.loads(text_of(await s.call_tool("recall_meta", {"id": shown, "session": session}), f"recall_meta {shown}"))
