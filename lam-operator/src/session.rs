@@ -29,10 +29,9 @@ pub struct Session<I = L1Index> {
     l0: LineDedup,
     book: IdBook,
     ids: Vec<String>,
-    /// How stubs name each record's call (`lam_core::action::referent`).
-    referents: Vec<String>,
-    /// The first record of every distinct output (xxh3-128 of its bytes).
-    outputs: HashMap<u128, u32>,
+    /// The first record of every distinct output (xxh3-128 of its bytes)
+    /// and how stubs name its call (`lam_core::action::referent`).
+    outputs: HashMap<u128, (u32, String)>,
     /// (record, ordinal) of every chunk, by session chunk index.
     homes: Vec<(u32, u32)>,
     next_record: u32,
@@ -90,7 +89,6 @@ impl<I: CandidateIndex> Session<I> {
             l0: LineDedup::new().with_counter(cfg.counter).with_recall(cfg.recall),
             book: IdBook::new(),
             ids: Vec::new(),
-            referents: Vec::new(),
             outputs: HashMap::new(),
             homes: Vec::new(),
             next_record: 0,
@@ -239,7 +237,6 @@ impl<I: CandidateIndex> Session<I> {
         self.next_record += 1;
         let id = self.book.visible(ObsId::of(rec.action.as_bytes(), &rec.observation)).to_string();
         self.ids.push(id.clone());
-        self.referents.push(lam_core::action::referent(&rec.action));
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
             let mut r0 = Vec::with_capacity(rec.observation.len());
             let st = self.l0.process(record, &id, &[Segment::Text(&rec.observation)], &mut r0);
@@ -254,7 +251,9 @@ impl<I: CandidateIndex> Session<I> {
         let text = b.text(rec);
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
-        let earlier = *self.outputs.entry(xxh3_128(&rec.observation)).or_insert(b.record);
+        // The call's name is worked out once per distinct output, not per record.
+        let earlier = self.outputs.entry(xxh3_128(&rec.observation)).or_insert_with(|| (b.record, lam_core::action::referent(&rec.action)));
+        let earlier = (earlier.0 != b.record).then(|| earlier.1.clone());
         if let Some(stub) = self.whole_repeat(rec, &b, earlier, &outcomes) {
             let plain = segments::plain(text, &segs);
             return Ok(self.repeat_admission(rec, b, stub, outcomes, plain, vectors));
@@ -296,12 +295,10 @@ impl<I: CandidateIndex> Session<I> {
     /// The one line that stands in a record whose output repeats record
     /// `earlier`'s whole (default order), when L1 dropped every chunk and
     /// the line costs fewer tokens than the output.
-    fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: u32, outcomes: &[ChunkOutcome]) -> Option<Stub> {
+    fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: Option<String>, outcomes: &[ChunkOutcome]) -> Option<Stub> {
         let all_dropped = !outcomes.is_empty() && outcomes.iter().all(|c| c.decision.is_dropped());
-        if self.cfg.order != Order::L1L0 || earlier == b.record || !all_dropped {
-            return None;
-        }
-        let stub = Stub::Repeat(RepeatStub { id: b.id.clone(), of: self.referents[earlier as usize].clone(), recall: true });
+        let of = earlier.filter(|_| self.cfg.order == Order::L1L0 && all_dropped)?;
+        let stub = Stub::Repeat(RepeatStub { id: b.id.clone(), of, recall: true });
         let line = stub.with(self.cfg.recall).to_string();
         worth_replacing(self.cfg.counter, line.len(), || line.clone(), 1, &rec.observation).then_some(stub)
     }
