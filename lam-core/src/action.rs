@@ -46,7 +46,7 @@ pub const REFERENT_CHARS: usize = 48;
 /// (a shell command of mini-swe-agent), shortened: its first line, cut
 /// before the first character a JSON encoder or a Markdown code span could
 /// write differently (`"`, `\`, `` ` ``, control and non-ASCII characters)
-/// and at [`REFERENT_CHARS`]. What remains occurs verbatim in the
+/// and at [`REFERENT_CHARS`] (at a word boundary). What remains occurs verbatim in the
 /// conversation the model is given, whether the call is shown as text or as
 /// JSON. Empty only for an empty action.
 ///
@@ -98,8 +98,18 @@ fn main_argument(args: &serde_json::Value) -> Option<String> {
 fn shorten(text: &str) -> String {
     let line = text.trim_start().lines().next().unwrap_or("");
     let end = line.find(|c: char| c == '"' || c == '\\' || c == '`' || c.is_control() || !c.is_ascii()).unwrap_or(line.len());
-    let cut: String = line[..end].chars().take(REFERENT_CHARS).collect();
-    cut.trim_end().to_string()
+    let line = &line[..end];
+    match line.char_indices().nth(REFERENT_CHARS) {
+        None => line.trim_end().to_string(),
+        // Too long: cut at the last space within the limit, so no word is
+        // cut in half (unless the first word alone is that long).
+        Some((limit, _)) => {
+            let cut = &line[..limit];
+            let at_word = line[limit..].starts_with(' ') || cut.ends_with(' ');
+            let cut = if at_word { cut } else { cut.rsplit_once(' ').map_or(cut, |(head, _)| head) };
+            cut.trim_end().to_string()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +124,8 @@ mod tests {
         assert_eq!(referent("f(raw text)"), "f(raw text)", "not JSON: the action itself");
         assert_eq!(referent("python -c 'print(1)'"), "python -c 'print(1)'");
         assert_eq!(referent(&"x".repeat(100)).len(), REFERENT_CHARS);
+        assert_eq!(referent("sed -n '660,690p' astropy/io/fits/hdu/compressed_data.py"), "sed -n '660,690p'", "no word cut in half");
+        assert_eq!(referent(&format!("{} tail", "y".repeat(47))), "y".repeat(47));
         assert_eq!(referent("  \n"), "");
         assert_eq!(referent("echo héllo"), "echo h");
         assert_eq!(referent(&join([tool_call("a", r#"{"path":"p"}"#), tool_call("b", "{}")])), "p", "the first call");

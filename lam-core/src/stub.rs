@@ -1,24 +1,27 @@
 //! The stub grammar: the one place where LAM's one-line stubs are written
 //! and read back (`docs/stubs.md`).
 //!
-//! A stub replaces text that admission removed from an observation and cites
-//! where an equivalent, readable copy is (`§id#chunk` or `§id:line`). The
-//! first stub line of an observation also says how to get the exact removed
-//! bytes back (`_recall §id`, the archived original); later stub lines of the
-//! same observation leave it out, and a citation of the observation itself
-//! leaves out its id. No id is written twice within one stub line.
+//! A stub replaces text that admission removed from an observation and says
+//! where an equivalent, readable copy is, the way the model saw it: the
+//! earlier tool call (its main argument, [`crate::action::referent`]) and
+//! line numbers within that call's output as it was given to the model, or
+//! lines of the observation's own output above the stub. The first stub line
+//! of an observation may also say how to get the exact removed bytes back
+//! (`_recall §id`, the archived original; [`Recall`]); later stub lines of
+//! the same observation leave it out.
 //!
 //! ```text
-//! [lam: chunks 3-6 ~ §a1b2c3d4#1-2,2 §c0ffee00#4; _recall §e5f6a7b8]
-//! [lam: chunk 9 ~ #2]
-//! [lam: 12 lines from §a1b2c3d4:40]
-//! [lam: 3 lines from :7; _recall §e5f6a7b8]
+//! [lam: similar to lines 12-51 of `cat src/app.py`; _recall §e5f6]
+//! [lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]
+//! [lam: same as lines 40-51 of `cat src/app.py`]
+//! [lam: same as line 7 of this output; _recall §e5f6]
 //! [lam: same output as `cat src/app.py` above; _recall §91d9]
 //! ```
 //!
-//! Producers build a [`Stub`] and write it with `Display`; consumers read a
-//! line with [`Stub::parse`] or a whole residual with [`parse_residual`]
-//! (which fills in the observation's own id on lines that leave it out).
+//! Producers build a [`Stub`] and write it with `Display` (or [`Stub::with`]
+//! a recall handle); consumers read a line with [`Stub::parse`] or a whole
+//! residual with [`parse_residual`] (which fills in the observation's own id
+//! on lines that leave it out).
 
 use std::fmt::{self, Write as _};
 
@@ -28,6 +31,14 @@ pub const PREFIX: &str = "[lam: ";
 pub const RECALL: &str = "; _recall §";
 /// How a [`RepeatStub`] begins, after [`PREFIX`].
 pub const REPEAT: &str = "same output as ";
+/// How an L1 stub begins, after [`PREFIX`].
+pub const SIMILAR: &str = "similar to ";
+/// How an L0 stub begins, after [`PREFIX`].
+pub const SAME: &str = "same as ";
+/// How a place names the observation's own output.
+pub const THIS: &str = "this output";
+/// How a place names an earlier call that has no name.
+pub const UNNAMED: &str = "an earlier output";
 
 /// How the one recall-carrying stub line of an observation says to get the
 /// original back: `; NAME §ID`, where NAME is the way to recall that exists
@@ -114,46 +125,54 @@ impl fmt::Display for Written<'_> {
     }
 }
 
-/// A chunk of a retained observation that a dropped chunk is represented by.
+/// Where readable lines are: lines of an earlier call's output, as the model
+/// saw that output (its residual), or of this observation's own output,
+/// above the stub.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkRef {
-    /// Visible id of the observation holding the representative (no `§`).
-    /// Equal to the stub's own id for a chunk of the same observation
-    /// (written `#J`, without the id).
-    pub id: String,
-    /// 1-based chunk number within that observation.
-    pub chunk: u32,
+pub struct Place {
+    /// The earlier call whose output holds the lines, named as the model
+    /// saw it ([`crate::action::referent`]; holds no backtick; empty: a
+    /// call with no name). `None`: this observation's own output.
+    pub of: Option<String>,
+    /// First line, 1-based, in that output as the model was given it.
+    pub first: u32,
+    /// Last line (`>= first`).
+    pub last: u32,
 }
 
-/// L1: a run of consecutive dropped chunks of one observation.
+impl Place {
+    /// Lines `first..=last` of `of` (`None`: this output).
+    pub fn new(of: Option<String>, first: u32, last: u32) -> Self {
+        Self { of, first, last }
+    }
+}
+
+/// L1: a run of consecutive dropped chunks of one observation, each within
+/// `delta` of a retained chunk, named by the lines that hold those.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkStub {
     /// Visible id of the observation the chunks were dropped from.
     pub id: String,
-    /// First dropped chunk, 1-based.
-    pub first: u32,
-    /// Last dropped chunk, 1-based (`== first` for one chunk).
-    pub last: u32,
-    /// The representative of each dropped chunk, in chunk order
-    /// (`last - first + 1` entries). No id other than the stub's own may
-    /// appear in two stretches that are not adjacent.
-    pub reps: Vec<ChunkRef>,
+    /// Where the representatives are, in chunk order; adjacent places of
+    /// the same call are written as one (`lines 3-9,12 of `ls``).
+    pub like: Vec<Place>,
     /// Whether this line carries the observation's `_recall §id`.
     pub recall: bool,
+    /// The dropped chunks (1-based ordinals, first and last) when the
+    /// operator made the stub; not written (`None` when parsed).
+    pub chunks: Option<(u32, u32)>,
 }
 
-/// L0: a run of lines already present in the session's residual text.
+/// L0: a run of lines that repeats, line for line, lines already present
+/// in the session's residual text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineStub {
     /// Visible id of the observation the lines were removed from.
     pub id: String,
-    /// Lines replaced.
-    pub lines: u64,
-    /// Visible id of the observation whose residual holds the first line
-    /// (the stub's own id when it is this observation's).
-    pub first_id: String,
-    /// 1-based line number of the first line in that residual.
-    pub first_line: u32,
+    /// The lines it repeats: lines `first..=last` of an earlier call's
+    /// output, or of this one's above the stub (blank lines included; a
+    /// blank line may differ in its spaces).
+    pub from: Place,
     /// Whether this line carries the observation's `_recall §id`.
     pub recall: bool,
 }
@@ -243,22 +262,31 @@ impl Stub {
         s.to_string()
     }
 
-    /// Every id the stub names: the observation it stands in, then where its
-    /// text is readable (representatives, or the first repeated line).
-    pub fn cited_ids(&self) -> Vec<&str> {
-        let mut ids = vec![self.id()];
-        match self {
-            Stub::Chunks(c) => ids.extend(c.reps.iter().map(|r| r.id.as_str())),
-            Stub::Lines(l) => ids.push(&l.first_id),
-            Stub::Repeat(_) => {}
-        }
-        let mut seen = Vec::with_capacity(ids.len());
-        for id in ids {
-            if !seen.contains(&id) {
-                seen.push(id);
+    /// Every earlier call the stub names (where its text is readable), each
+    /// once, in order; empty names and this observation's own output left out.
+    pub fn calls(&self) -> Vec<&str> {
+        let named: Vec<&str> = match self {
+            Stub::Chunks(c) => c.like.iter().filter_map(|p| p.of.as_deref()).collect(),
+            Stub::Lines(l) => l.from.of.as_deref().into_iter().collect(),
+            Stub::Repeat(r) => vec![r.of.as_str()],
+        };
+        let mut seen = Vec::with_capacity(named.len());
+        for c in named {
+            if !c.is_empty() && !seen.contains(&c) {
+                seen.push(c);
             }
         }
         seen
+    }
+
+    /// The stub as its line reads back ([`Stub::parse`]): without what is
+    /// not written (the dropped chunks' ordinals).
+    pub fn written(&self) -> Stub {
+        let mut s = self.clone();
+        if let Stub::Chunks(c) = &mut s {
+            c.chunks = None;
+        }
+        s
     }
 
     /// True for L1 stubs.
@@ -266,24 +294,15 @@ impl Stub {
         matches!(self, Stub::Chunks(_))
     }
 
-    /// Give a stub parsed without its recall the observation's own id (on
-    /// itself and on the citations of its own observation).
+    /// Give a stub parsed without its recall the observation's own id.
     pub fn set_own_id(&mut self, own: &str) {
-        let fill = |s: &mut String| {
-            if s.is_empty() {
-                *s = own.to_string();
-            }
+        let id = match self {
+            Stub::Chunks(c) => &mut c.id,
+            Stub::Lines(l) => &mut l.id,
+            Stub::Repeat(r) => &mut r.id,
         };
-        match self {
-            Stub::Chunks(c) => {
-                fill(&mut c.id);
-                c.reps.iter_mut().for_each(|r| fill(&mut r.id));
-            }
-            Stub::Lines(l) => {
-                fill(&mut l.id);
-                fill(&mut l.first_id);
-            }
-            Stub::Repeat(r) => fill(&mut r.id),
+        if id.is_empty() {
+            *id = own.to_string();
         }
     }
 
@@ -301,10 +320,8 @@ impl Stub {
         let own = recall.unwrap_or("");
         let stub = if let Some(rest) = head.strip_prefix(REPEAT) {
             parse_repeat(rest, own, recall.is_some()).map(Stub::Repeat).map_err(fail)?
-        } else if head.starts_with("chunk") {
-            parse_chunks(head, own, recall.is_some()).map(Stub::Chunks).map_err(fail)?
         } else {
-            parse_lines(head, own, recall.is_some()).map(Stub::Lines).map_err(fail)?
+            parse_counted(head, own, recall.is_some()).map_err(fail)?
         };
         if stub.with(handle).to_string() != line {
             return Err(fail("an id written twice, or not in the canonical form"));
@@ -349,54 +366,66 @@ fn check_id(s: &str) -> Option<&str> {
     crate::is_shown_form(s).then_some(s)
 }
 
-fn parse_range(s: &str) -> Result<(u32, u32), &'static str> {
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (a.parse::<u32>().map_err(|_| "bad number")?, b.parse::<u32>().map_err(|_| "bad number")?),
-        None => {
-            let k = s.parse::<u32>().map_err(|_| "bad number")?;
-            (k, k)
-        }
-    };
-    if a == 0 || b < a || b - a > 1 << 20 {
-        return Err("bad range");
+fn number(s: &str) -> Result<u32, &'static str> {
+    match s.parse::<u32>() {
+        Ok(n) if n > 0 && !s.starts_with('0') => Ok(n),
+        _ => Err("bad number"),
     }
-    Ok((a, b))
 }
 
-fn parse_chunks(head: &str, own: &str, recall: bool) -> Result<ChunkStub, &'static str> {
-    let rest = head.strip_prefix("chunks ").or_else(|| head.strip_prefix("chunk ")).ok_or("no `chunk K`")?;
-    let (range, reps) = rest.split_once(" ~ ").ok_or("no ` ~ ` before the representatives")?;
-    let (first, last) = parse_range(range)?;
-    let reps = parse_reps(reps, own)?;
-    if reps.len() as u64 != u64::from(last - first) + 1 {
-        return Err("the representatives do not match the chunk range");
+/// `similar to PLACES` or `same as PLACE`.
+fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static str> {
+    if let Some(places) = head.strip_prefix(SIMILAR) {
+        let like = parse_places(places)?;
+        return Ok(Stub::Chunks(ChunkStub { id: own.to_string(), like, recall, chunks: None }));
     }
-    Ok(ChunkStub { id: own.to_string(), first, last, reps, recall })
+    let place = head.strip_prefix(SAME).ok_or("not a stub kind")?;
+    let mut from = parse_places(place)?;
+    match (from.pop(), from.is_empty()) {
+        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall })),
+        _ => Err("more than one place"),
+    }
 }
 
-/// `§a#1-2,2 #4` -> a#1, a#2, a#2, own#4.
-fn parse_reps(s: &str, own: &str) -> Result<Vec<ChunkRef>, &'static str> {
+/// `this output`, `an earlier output` or `` `CALL` ``, then the rest.
+fn parse_of(s: &str) -> Result<(Option<String>, &str), &'static str> {
+    if let Some(rest) = s.strip_prefix(THIS) {
+        return Ok((None, rest));
+    }
+    if let Some(rest) = s.strip_prefix(UNNAMED) {
+        return Ok((Some(String::new()), rest));
+    }
+    let call = s.strip_prefix('`').ok_or("no call named")?;
+    let end = call.find('`').ok_or("no closing backtick")?;
+    if end == 0 {
+        return Err("empty call");
+    }
+    Ok((Some(call[..end].to_string()), &call[end + 1..]))
+}
+
+/// `lines 3-9,12 of `ls`, line 4 of this output` -> three places.
+fn parse_places(mut s: &str) -> Result<Vec<Place>, &'static str> {
     let mut out = Vec::new();
-    let mut written: Vec<&str> = Vec::new();
-    for group in s.split(' ') {
-        let (id, list) = match group.strip_prefix('§') {
-            Some(g) => {
-                let (id, list) = g.split_once('#').ok_or("bad representative")?;
-                let id = check_id(id).ok_or("bad representative id")?;
-                if written.contains(&id) {
-                    return Err("an id written twice");
-                }
-                written.push(id);
-                (id, list)
+    loop {
+        let body = s.strip_prefix("lines ").or_else(|| s.strip_prefix("line ")).ok_or("no `line`")?;
+        let (spans, rest) = body.split_once(" of ").ok_or("no `of`")?;
+        let (of, rest) = parse_of(rest)?;
+        for span in spans.split(',') {
+            let (first, last) = match span.split_once('-') {
+                Some((a, b)) => (number(a)?, number(b)?),
+                None => (number(span)?, number(span)?),
+            };
+            if last < first {
+                return Err("bad line range");
             }
-            None => (own, group.strip_prefix('#').ok_or("bad representative")?),
-        };
-        for item in list.split(',') {
-            let (a, b) = parse_range(item)?;
-            out.extend((a..=b).map(|chunk| ChunkRef { id: id.to_string(), chunk }));
+            out.push(Place { of: of.clone(), first, last });
+        }
+        match rest.strip_prefix(", ") {
+            Some(more) => s = more,
+            None if rest.is_empty() => return Ok(out),
+            None => return Err("text after the places"),
         }
     }
-    Ok(out)
 }
 
 /// What follows [`REPEAT`]: `` `referent` above`` or `earlier`.
@@ -409,64 +438,48 @@ fn parse_repeat(rest: &str, own: &str, recall: bool) -> Result<RepeatStub, &'sta
     Ok(RepeatStub { id: own.to_string(), of: of.to_string(), recall })
 }
 
-fn parse_lines(head: &str, own: &str, recall: bool) -> Result<LineStub, &'static str> {
-    let (n, rest) = head.split_once(" line").ok_or("neither a chunk nor a line stub")?;
-    let lines: u64 = n.parse().map_err(|_| "bad line count")?;
-    let rest = rest.strip_prefix('s').filter(|_| lines != 1).unwrap_or(rest);
-    let loc = rest.strip_prefix(" from ").ok_or("no `from §id:line`")?;
-    let (first_id, line) = loc.split_once(':').ok_or("no `:line`")?;
-    let first_id = match first_id.strip_prefix('§') {
-        Some(id) => check_id(id).ok_or("bad first id")?,
-        None if first_id.is_empty() => own,
-        None => return Err("bad first id"),
-    };
-    let first_line = line.parse().map_err(|_| "bad line number")?;
-    if lines == 0 || first_line == 0 {
-        return Err("zero lines");
-    }
-    Ok(LineStub { id: own.to_string(), lines, first_id: first_id.to_string(), first_line, recall })
-}
-
-impl fmt::Display for ChunkRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "§{}#{}", self.id, self.chunk)
-    }
-}
-
-/// True when appending `next` to `reps` would write an id a second time
-/// (an id other than `own` that heads a stretch before the last one).
-pub fn would_repeat_id(reps: &[ChunkRef], own: &str, next: &ChunkRef) -> bool {
-    next.id != own && reps.last().is_some_and(|l| l.id != next.id) && reps.iter().any(|r| r.id == next.id)
-}
-
-/// Representatives in chunk order: chunks of one observation once per
-/// stretch (`§id#` then a comma list; `#` alone for the stub's own
-/// observation), consecutive chunks as a range (`1-2`).
-fn write_reps(f: &mut fmt::Formatter<'_>, own: &str, reps: &[ChunkRef]) -> fmt::Result {
+/// Places grouped by output: `lines 3-9,12 of `ls`, line 4 of this output`.
+fn write_places(f: &mut fmt::Formatter<'_>, like: &[Place]) -> fmt::Result {
     let mut i = 0;
-    while i < reps.len() {
+    while i < like.len() {
         let mut j = i + 1;
-        while j < reps.len() && reps[j].chunk == reps[j - 1].chunk + 1 && reps[j].id == reps[i].id {
+        while j < like.len() && like[j].of == like[i].of {
             j += 1;
         }
-        if i > 0 && reps[i].id == reps[i - 1].id {
-            f.write_char(',')?;
-        } else {
-            if i > 0 {
-                f.write_char(' ')?;
-            }
-            if reps[i].id != own {
-                write!(f, "§{}", reps[i].id)?;
-            }
-            f.write_char('#')?;
+        if i > 0 {
+            f.write_str(", ")?;
         }
-        write!(f, "{}", reps[i].chunk)?;
-        if j > i + 1 {
-            write!(f, "-{}", reps[j - 1].chunk)?;
+        let group = &like[i..j];
+        let one = group.len() == 1 && group[0].first == group[0].last;
+        f.write_str(if one { "line " } else { "lines " })?;
+        for (k, p) in group.iter().enumerate() {
+            if k > 0 {
+                f.write_char(',')?;
+            }
+            write!(f, "{}", p.first)?;
+            if p.last != p.first {
+                write!(f, "-{}", p.last)?;
+            }
         }
+        write_of(f, group[0].of.as_deref())?;
         i = j;
     }
     Ok(())
+}
+
+/// One place alone: ``lines 3-9 of `ls` ``, `line 4 of this output`.
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_places(f, std::slice::from_ref(self))
+    }
+}
+
+fn write_of(f: &mut fmt::Formatter<'_>, of: Option<&str>) -> fmt::Result {
+    match of {
+        None => write!(f, " of {THIS}"),
+        Some("") => write!(f, " of {UNNAMED}"),
+        Some(call) => write!(f, " of `{call}`"),
+    }
 }
 
 fn write_recall(f: &mut fmt::Formatter<'_>, recall: bool, id: &str, how: Recall<'_>) -> fmt::Result {
@@ -484,12 +497,8 @@ impl fmt::Display for ChunkStub {
 
 impl ChunkStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        if self.first == self.last {
-            write!(f, "{PREFIX}chunk {} ~ ", self.first)?;
-        } else {
-            write!(f, "{PREFIX}chunks {}-{} ~ ", self.first, self.last)?;
-        }
-        write_reps(f, &self.id, &self.reps)?;
+        write!(f, "{PREFIX}{SIMILAR}")?;
+        write_places(f, &self.like)?;
         write_recall(f, self.recall, &self.id, how)
     }
 }
@@ -498,15 +507,40 @@ impl LineStub {
     /// Bytes of the line as written with `how` (without a newline),
     /// computed without formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self, how: Recall<'_>) -> usize {
-        line_stub_len(self.lines, &self.first_id, self.first_line, &self.id, self.recall, how)
+        line_stub_len(&self.from, &self.id, self.recall, how)
     }
 }
 
 /// [`LineStub::rendered_len`] of the stub these fields would make, without building it.
-pub fn line_stub_len(lines: u64, first_id: &str, first_line: u32, id: &str, recall: bool, how: Recall<'_>) -> usize {
-    let cited = if first_id == id { 0 } else { "§".len() + first_id.len() };
+pub fn line_stub_len(from: &Place, id: &str, recall: bool, how: Recall<'_>) -> usize {
     let recall = if recall { how.len(id) } else { 0 };
-    PREFIX.len() + digits(lines) + " line".len() + usize::from(lines != 1) + " from ".len() + cited + 1 + digits(u64::from(first_line)) + recall + 1
+    PREFIX.len() + SAME.len() + places_len(std::slice::from_ref(from)) + recall + 1
+}
+
+/// Bytes [`write_places`] writes.
+fn places_len(like: &[Place]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < like.len() {
+        let mut j = i + 1;
+        while j < like.len() && like[j].of == like[i].of {
+            j += 1;
+        }
+        let group = &like[i..j];
+        let one = group.len() == 1 && group[0].first == group[0].last;
+        n += if i > 0 { 2 } else { 0 } + if one { "line ".len() } else { "lines ".len() } + group.len() - 1;
+        for p in group {
+            n += digits(u64::from(p.first)) + if p.last != p.first { 1 + digits(u64::from(p.last)) } else { 0 };
+        }
+        n += " of ".len()
+            + match group[0].of.as_deref() {
+                None => THIS.len(),
+                Some("") => UNNAMED.len(),
+                Some(call) => call.len() + 2,
+            };
+        i = j;
+    }
+    n
 }
 
 /// The one rule for whether a stub replaces a run of text: the stub line
@@ -558,12 +592,7 @@ impl fmt::Display for LineStub {
 
 impl LineStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        let s = if self.lines == 1 { "" } else { "s" };
-        write!(f, "{PREFIX}{} line{s} from ", self.lines)?;
-        if self.first_id != self.id {
-            write!(f, "§{}", self.first_id)?;
-        }
-        write!(f, ":{}", self.first_line)?;
+        write!(f, "{PREFIX}{SAME}{}", self.from)?;
         write_recall(f, self.recall, &self.id, how)
     }
 }

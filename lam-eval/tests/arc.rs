@@ -51,9 +51,13 @@ fn every_lam_stub_resolves_to_the_archived_original() {
                 let line = s.to_string();
                 assert!(a.residual.split(|&b| b == b'\n').any(|l| l == line.as_bytes()), "{line} not in the residual");
                 assert_eq!(lam_core::Stub::parse(&line).map(|p| p.to_string()), Ok(line.clone()));
-                for id in s.cited_ids() {
-                    let body = store.get(&traj.session, id).unwrap().unwrap_or_else(|| panic!("{}: {s}: §{id} not archived", traj.session));
-                    assert_eq!(body, by_id[id].observation);
+                let id = s.id();
+                let body = store.get(&traj.session, id).unwrap().unwrap_or_else(|| panic!("{}: {s}: §{id} not archived", traj.session));
+                assert_eq!(body, by_id[id].observation);
+                // Every call it names is an earlier call of the trajectory, as the model saw it.
+                for call in s.calls() {
+                    let earlier = &traj.records[..a.record as usize];
+                    assert!(earlier.iter().any(|r| lam_core::action::referent(&r.action) == call), "{s}: `{call}` is no earlier call");
                 }
                 // The recall handle is the record's own archived original.
                 assert_eq!(s.id(), a.id, "{s}");

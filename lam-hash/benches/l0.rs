@@ -36,7 +36,7 @@ fn l0(sessions: &[Vec<Vec<u8>>], out: &mut Vec<u8>) -> usize {
         let mut d = LineDedup::new();
         for (i, o) in s.iter().enumerate() {
             out.clear();
-            d.process(i as u32, "0123abcd", &[Segment::Text(o)], out);
+            d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], out);
             n += out.len();
         }
     }
@@ -53,7 +53,7 @@ fn naive_rule(sessions: &[Vec<Vec<u8>>], out: &mut Vec<u8>) -> usize {
         let mut d = NaiveLineDedup::new(None);
         for (i, o) in s.iter().enumerate() {
             out.clear();
-            d.process(i as u32, "0123abcd", &[Segment::Text(o)], out);
+            d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], out);
             n += out.len();
         }
     }
@@ -68,9 +68,9 @@ fn residuals(sessions: &[Vec<Vec<u8>>], fast: bool) -> Vec<u8> {
         let mut nd = NaiveLineDedup::new(None);
         for (i, o) in s.iter().enumerate() {
             if fast {
-                d.process(i as u32, "0123abcd", &[Segment::Text(o)], &mut all);
+                d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], &mut all);
             } else {
-                nd.process(i as u32, "0123abcd", &[Segment::Text(o)], &mut all);
+                nd.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], &mut all);
             }
         }
     }

@@ -6,15 +6,20 @@
 //! and runs of consecutive replaced lines collapse into one stub line:
 //!
 //! ```text
-//! [lam: 12 lines from §a1b2c3d4:40; _recall §e5f6a7b8]
+//! [lam: same as lines 40-51 of `cat src/app.py`; _recall §e5f6]
 //! ```
 //!
 //! Rules (documented in `ARCHITECTURE.md`, invariant "L0 stubs point at text"):
 //! - a line is the bytes up to and excluding `\n`; the last line may lack one;
 //! - only lines already present in the residual are replaced, so the cited
-//!   location (`record id : 1-based residual line`) holds readable text;
+//!   location (the call whose output holds the first of them, or this
+//!   output, and its 1-based line in that residual) holds readable text;
 //! - blank (whitespace-only) lines are never replaced alone, but blank lines
 //!   between two replaced lines join the run;
+//! - a run repeats one stretch of one residual line for line (its lines
+//!   first seen there, one after the other, blank lines where it has blank
+//!   lines), so its stub names it exactly: `same as lines 40-52 of `cat
+//!   a.py``; a line first seen elsewhere starts a new run;
 //! - a run is replaced only when its stub costs fewer tokens than the run
 //!   (`lam_core::stub::worth_replacing`: by the session's token counter, or
 //!   without one when the run holds at least twice the stub's bytes), so L0
@@ -29,17 +34,17 @@
 //! let mut d = LineDedup::new();
 //! let file: String = (0..40).map(|i| format!("    let value_{i} = compute(input, {i});\n")).collect();
 //! let mut out = Vec::new();
-//! d.process(0, "a1b2c3d4", &[Segment::Text(file.as_bytes())], &mut out);
+//! d.process(0, "a1b2", "cat src/lib.rs", &[Segment::Text(file.as_bytes())], &mut out);
 //! assert_eq!(out, file.as_bytes()); // nothing seen before
 //! out.clear();
-//! let st = d.process(1, "e5f6a7b8", &[Segment::Text(file.as_bytes())], &mut out);
+//! let st = d.process(1, "e5f6", "git show HEAD:src/lib.rs", &[Segment::Text(file.as_bytes())], &mut out);
 //! assert_eq!(st.lines_replaced, 40);
-//! assert_eq!(out, b"[lam: 40 lines from \xc2\xa7a1b2c3d4:1; _recall \xc2\xa7e5f6a7b8]\n");
+//! assert_eq!(out, "[lam: same as lines 1-40 of `cat src/lib.rs`; _recall §e5f6]\n".as_bytes());
 //! ```
 #![warn(missing_docs)]
 
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Recall, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -83,7 +88,8 @@ pub struct L0Stats {
 #[derive(Debug, Default)]
 pub struct LineDedup {
     seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
-    ids: Vec<String>,
+    /// How stubs name each record's call (`lam_core::action::referent`).
+    calls: Vec<String>,
     stubs: Vec<Stub>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
@@ -91,9 +97,14 @@ pub struct LineDedup {
 
 /// A run of replaceable lines within one text segment: `start..body_end`
 /// ends with the last repeated line, `body_end..end` are blank lines after it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Run {
-    first: LineLoc,
+    /// The record whose residual lines `first..=last` the run repeats.
+    record: u32,
+    first: u32,
+    last: u32,
+    /// The line of that residual the run's next line must be to go on.
+    expect: u32,
     start: usize,
     body_end: usize,
     end: usize,
@@ -101,6 +112,10 @@ struct Run {
     /// Newlines in `start..body_end` and in `start..end`.
     body_newlines: u32,
     newlines: u32,
+    /// Index in the line map of the run's first line, and how many of its
+    /// lines are in `start..body_end`.
+    map_at: usize,
+    body_lines: usize,
 }
 
 /// Writer for one record's residual that counts its lines and stubs.
@@ -121,6 +136,10 @@ impl Out<'_> {
     /// A stub starts a line of its own: true when one must be opened first.
     fn mid_line(&self) -> bool {
         self.buf.len() > self.start && self.buf.last() != Some(&b'\n')
+    }
+    /// The residual line the next stub goes on.
+    fn stub_line(&self) -> u32 {
+        self.line + 1 + u32::from(self.mid_line())
     }
     fn write_stub(&mut self, stub: &impl std::fmt::Display) {
         if self.mid_line() {
@@ -169,51 +188,116 @@ impl LineDedup {
         self.seen.len()
     }
 
+    /// How stubs name record `record`'s call (empty: not seen, or no name).
+    pub fn call(&self, record: u32) -> &str {
+        self.calls.get(record as usize).map_or("", String::as_str)
+    }
+
     /// Process the surviving text of record `record` (visible id `this_id`,
+    /// its call named `this_call` as in `lam_core::action::referent`;
     /// records numbered densely from 0 in arrival order), appending its
     /// residual to `out`.
-    pub fn process(&mut self, record: u32, this_id: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> L0Stats {
-        if self.ids.len() <= record as usize {
-            self.ids.resize(record as usize + 1, String::new());
+    pub fn process(&mut self, record: u32, this_id: &str, this_call: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> L0Stats {
+        let mut w = self.writer(record, this_id, this_call, out);
+        for seg in segments {
+            match *seg {
+                Segment::Stub(s) => w.stub(s.clone()),
+                Segment::Text(text) => w.text(text),
+            }
         }
-        this_id.clone_into(&mut self.ids[record as usize]);
+        w.finish()
+    }
+
+    /// [`Self::process`] one piece at a time: the writer of record
+    /// `record`'s residual, which also tells the residual line of every
+    /// line written so far ([`Writer::lines`]).
+    pub fn writer<'w>(&'w mut self, record: u32, this_id: &'w str, this_call: &str, out: &'w mut Vec<u8>) -> Writer<'w> {
+        if self.calls.len() <= record as usize {
+            self.calls.resize(record as usize + 1, String::new());
+        }
+        this_call.clone_into(&mut self.calls[record as usize]);
         self.stubs.clear();
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
             self.seen.reserve(4096);
         }
-        let mut stats = L0Stats::default();
         let start = out.len();
-        let mut w = Out { buf: out, start, line: 0, stubs: 0 };
-        for seg in segments {
-            match *seg {
-                Segment::Stub(s) => {
-                    let mut s = s.clone();
-                    s.set_recall(w.stubs == 0);
-                    w.write_stub(&s.with(self.recall));
-                    self.stubs.push(s);
-                }
-                Segment::Text(text) => self.text(record, this_id, text, &mut w, &mut stats),
-            }
-        }
-        stats
+        Writer { d: self, record, id: this_id, w: Out { buf: out, start, line: 0, stubs: 0 }, stats: L0Stats::default(), map: Vec::new() }
     }
 
-    /// Every stub line of the last call to [`Self::process`], in residual
-    /// order: its own line stubs and the stubs it was given, each with the
-    /// recall as written (the first one carries it).
+    /// Every stub line of the last record written, in residual order: its
+    /// own line stubs and the stubs it was given, each with the recall as
+    /// written (the first one carries it).
     pub fn last_stubs(&self) -> &[Stub] {
         &self.stubs
     }
 
-    fn text(&mut self, record: u32, this_id: &str, text: &[u8], w: &mut Out<'_>, stats: &mut L0Stats) {
+    fn how(&self) -> How {
+        How { counter: self.counter, recall: self.recall }
+    }
+}
+
+/// One record's residual being written by L0 ([`LineDedup::writer`]).
+pub struct Writer<'w> {
+    d: &'w mut LineDedup,
+    record: u32,
+    id: &'w str,
+    w: Out<'w>,
+    stats: L0Stats,
+    map: Vec<u32>,
+}
+
+impl std::fmt::Debug for Writer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("record", &self.record).field("id", &self.id).field("lines", &self.w.line).finish_non_exhaustive()
+    }
+}
+
+impl Writer<'_> {
+    /// Write a stub produced by an earlier layer on a line of its own, with
+    /// the record's recall when it is the record's first stub line.
+    pub fn stub(&mut self, mut stub: Stub) {
+        stub.set_recall(self.w.stubs == 0);
+        self.w.write_stub(&stub.with(self.d.recall));
+        self.d.stubs.push(stub);
+    }
+
+    /// Whether the residual so far ends within a line (a stub written now
+    /// opens a new line first).
+    pub fn mid_line(&self) -> bool {
+        self.w.mid_line()
+    }
+
+    /// The residual line (1-based) of every line of the text written so
+    /// far, in order: a line of each [`Self::text`] call per newline, plus
+    /// its last bytes when they do not end with one. A replaced line has the
+    /// line of the stub that stands in it.
+    pub fn lines(&self) -> &[u32] {
+        &self.map
+    }
+
+    /// Stub lines written so far for this record.
+    pub fn stubs(&self) -> usize {
+        self.w.stubs
+    }
+
+    /// The record's L0 counters.
+    pub fn finish(self) -> L0Stats {
+        self.stats
+    }
+
+    /// Write original text: lines already in the session's residual become
+    /// stubs where that is worth it.
+    pub fn text(&mut self, text: &[u8]) {
         // Kept bytes are copied lazily, as whole spans: `copy_from` is the
         // first byte of `text` not yet written or queued in `run`.
         let mut copy_from = 0;
         let mut pos = 0;
         let mut run: Option<Run> = None;
         let mut newlines = lines::Newlines::new(text);
-        let how = self.how();
+        let how = self.d.how();
+        let d = &mut *self.d;
+        let l0 = L0 { how, calls: &d.calls, record: self.record, id: self.id };
         while pos < text.len() {
             let (next, nl) = match newlines.next() {
                 Some(i) => (i + 1, 1u32),
@@ -222,51 +306,78 @@ impl LineDedup {
             let key = &text[pos..next - nl as usize];
             if is_blank(key) {
                 match run.as_mut() {
-                    None => w.line += nl,
+                    None => {
+                        self.map.push(self.w.line + 1);
+                        self.w.line += nl;
+                    }
                     Some(r) => {
                         r.end = next;
                         r.newlines += nl;
+                        r.expect += 1;
                         copy_from = next;
+                        self.map.push(0);
                     }
                 }
                 pos = next;
                 continue;
             }
-            match self.seen.entry(xxh3_64(key)) {
+            match d.seen.entry(xxh3_64(key)) {
                 Entry::Occupied(e) => {
+                    let loc = *e.get();
+                    // A run repeats one stretch of one residual, line for line.
+                    let goes_on = run.as_ref().is_some_and(|r| r.record == loc.record && r.expect == loc.line);
                     match run.as_mut() {
-                        None => {
-                            w.buf.extend_from_slice(&text[copy_from..pos]);
-                            run = Some(Run { first: *e.get(), start: pos, body_end: next, end: next, replaced: 1, body_newlines: nl, newlines: nl });
-                        }
-                        Some(r) => {
+                        Some(r) if goes_on => {
+                            r.last = loc.line;
+                            r.expect = loc.line + 1;
                             r.body_end = next;
                             r.end = next;
                             r.replaced += 1;
                             r.newlines += nl;
                             r.body_newlines = r.newlines;
+                            r.body_lines = self.map.len() + 1 - r.map_at;
+                        }
+                        _ => {
+                            if let Some(r) = run.take() {
+                                l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
+                            }
+                            self.w.buf.extend_from_slice(&text[copy_from..pos]);
+                            let map_at = self.map.len();
+                            let (record, first) = (loc.record, loc.line);
+                            run = Some(Run {
+                                record,
+                                first,
+                                last: first,
+                                expect: first + 1,
+                                start: pos,
+                                body_end: next,
+                                end: next,
+                                replaced: 1,
+                                body_newlines: nl,
+                                newlines: nl,
+                                map_at,
+                                body_lines: 1,
+                            });
                         }
                     }
+                    self.map.push(0);
                     copy_from = next;
                 }
                 Entry::Vacant(e) => {
                     if let Some(r) = run.take() {
-                        flush(how, &self.ids, &mut self.stubs, r, text, this_id, w, stats);
+                        l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
                     }
-                    e.insert(LineLoc { record, line: w.line + 1 });
-                    w.line += nl;
+                    e.insert(LineLoc { record: self.record, line: self.w.line + 1 });
+                    self.map.push(self.w.line + 1);
+                    self.w.line += nl;
                 }
             }
             pos = next;
         }
         if let Some(r) = run.take() {
-            flush(how, &self.ids, &mut self.stubs, r, text, this_id, w, stats);
+            l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
         }
-        w.buf.extend_from_slice(&text[copy_from..]);
-    }
-
-    fn how(&self) -> How {
-        How { counter: self.counter, recall: self.recall }
+        self.w.buf.extend_from_slice(&text[copy_from..]);
     }
 }
 
@@ -277,28 +388,44 @@ struct How {
     recall: Recall<'static>,
 }
 
-/// Replace a run by a stub when the stub costs fewer tokens than the run
-/// (`worth_replacing`); otherwise keep it verbatim (its lines are already in
-/// the residual, so the table needs no update).
-#[allow(clippy::too_many_arguments)]
-fn flush(how: How, ids: &[String], stubs: &mut Vec<Stub>, r: Run, text: &[u8], this_id: &str, w: &mut Out<'_>, stats: &mut L0Stats) {
-    let body = &text[r.start..r.body_end];
-    let first_id = &ids[r.first.record as usize];
-    let recall = w.stubs == 0;
-    let len = line_stub_len(r.replaced, first_id, r.first.line, this_id, recall, how.recall);
-    let make = || Stub::Lines(LineStub { id: this_id.to_string(), lines: r.replaced, first_id: first_id.clone(), first_line: r.first.line, recall });
-    let newlines = 1 + usize::from(w.mid_line());
-    if worth_replacing(how.counter, len, || make().with(how.recall).to_string(), newlines, body) {
-        let stub = make();
-        w.write_stub(&stub.with(how.recall));
-        stubs.push(stub);
-        stats.lines_replaced += r.replaced;
-        stats.bytes_replaced += body.len() as u64;
-        stats.stubs += 1;
-    } else {
-        w.write_text(body, r.body_newlines);
+/// What a run's stub needs: how to judge and write it, each record's call,
+/// and the record being written.
+struct L0<'a> {
+    how: How,
+    calls: &'a [String],
+    record: u32,
+    id: &'a str,
+}
+
+impl L0<'_> {
+    /// Replace a run by a stub when the stub costs fewer tokens than the run
+    /// (`worth_replacing`); otherwise keep it verbatim (its lines are already
+    /// in the residual, so the table needs no update). Either way the run's
+    /// lines get their residual lines in `map`.
+    fn flush(&self, stubs: &mut Vec<Stub>, r: Run, text: &[u8], w: &mut Out<'_>, stats: &mut L0Stats, map: &mut [u32]) {
+        let body = &text[r.start..r.body_end];
+        let of = (r.record != self.record).then(|| self.calls[r.record as usize].clone());
+        let from = Place::new(of, r.first, r.last);
+        let recall = w.stubs == 0;
+        let len = line_stub_len(&from, self.id, recall, self.how.recall);
+        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: from.clone(), recall });
+        let newlines = 1 + usize::from(w.mid_line());
+        let (body_map, tail_map) = map[r.map_at..].split_at_mut(r.body_lines);
+        if worth_replacing(self.how.counter, len, || make().with(self.how.recall).to_string(), newlines, body) {
+            body_map.fill(w.stub_line());
+            let stub = make();
+            w.write_stub(&stub.with(self.how.recall));
+            stubs.push(stub);
+            stats.lines_replaced += r.replaced;
+            stats.bytes_replaced += body.len() as u64;
+            stats.stubs += 1;
+        } else {
+            body_map.iter_mut().zip(w.line + 1..).for_each(|(m, l)| *m = l);
+            w.write_text(body, r.body_newlines);
+        }
+        tail_map.iter_mut().zip(w.line + 1..).for_each(|(m, l)| *m = l);
+        w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
     }
-    w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
 }
 
 #[cfg(test)]

@@ -5,14 +5,14 @@
 
 use crate::{LineLoc, Segment};
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Recall, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
 use std::collections::HashMap;
 
 /// One session's L0 state, the obvious way.
 #[derive(Debug, Default)]
 pub struct NaiveLineDedup {
     seen: HashMap<Vec<u8>, LineLoc>,
-    ids: Vec<String>,
+    calls: Vec<String>,
     counter: Option<&'static dyn TokenCounter>,
 }
 
@@ -27,9 +27,9 @@ impl NaiveLineDedup {
     }
 
     /// Same contract as [`crate::LineDedup::process`]; returns the stubs written.
-    pub fn process(&mut self, record: u32, this_id: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> Vec<Stub> {
-        self.ids.resize(self.ids.len().max(record as usize + 1), String::new());
-        self.ids[record as usize] = this_id.to_string();
+    pub fn process(&mut self, record: u32, this_id: &str, this_call: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> Vec<Stub> {
+        self.calls.resize(self.calls.len().max(record as usize + 1), String::new());
+        self.calls[record as usize] = this_call.to_string();
         let start = out.len();
         let mut stubs: Vec<Stub> = Vec::new();
         // Newlines of this record's residual written so far, for line numbers.
@@ -69,13 +69,17 @@ impl NaiveLineDedup {
                             continue;
                         };
                         // A run: repeated lines, with the blank lines between them.
+                        // It repeats one stretch of one residual, line for line.
                         let mut j = i + 1;
                         let mut body_end = i + 1;
+                        let mut last = first.line;
                         while j < lines.len() {
                             let k = lines[j].strip_suffix(b"\n").unwrap_or(lines[j]);
+                            let expect = first.line + (j - i) as u32;
                             if blank(k) {
                                 j += 1;
-                            } else if self.seen.contains_key(k) {
+                            } else if self.seen.get(k).is_some_and(|l| l.record == first.record && l.line == expect) {
+                                last = expect;
                                 j += 1;
                                 body_end = j;
                             } else {
@@ -83,16 +87,13 @@ impl NaiveLineDedup {
                             }
                         }
                         let body: Vec<u8> = lines[i..body_end].concat();
-                        let replaced = lines[i..body_end].iter().filter(|l| !blank(l.strip_suffix(b"\n").unwrap_or(l))).count() as u64;
                         let stub = LineStub {
                             id: this_id.to_string(),
-                            lines: replaced,
-                            first_id: self.ids[first.record as usize].clone(),
-                            first_line: first.line,
+                            from: Place::new((first.record != record).then(|| self.calls[first.record as usize].clone()), first.line, last),
                             recall: stubs.is_empty(),
                         };
                         let newlines = 1 + usize::from(out.len() > start && out.last() != Some(&b'\n'));
-                        let len = line_stub_len(stub.lines, &stub.first_id, stub.first_line, &stub.id, stub.recall, Recall::ARC);
+                        let len = line_stub_len(&stub.from, &stub.id, stub.recall, Recall::ARC);
                         if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
                             put_stub(out, &mut n, &stub.to_string());
                             stubs.push(Stub::Lines(stub));

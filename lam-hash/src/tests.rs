@@ -1,7 +1,7 @@
 use super::*;
 use crate::naive::NaiveLineDedup;
 use lam_core::SimpleCounter;
-use lam_core::stub::{ChunkRef, ChunkStub};
+use lam_core::stub::{ChunkStub, Place};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -11,12 +11,17 @@ fn id(i: usize) -> String {
     format!("{i:08x}")
 }
 
+/// How the tests name record `i`'s call.
+fn call(i: usize) -> String {
+    format!("cat file{i}.py")
+}
+
 fn run(records: &[&[u8]]) -> (LineDedup, Vec<Vec<u8>>) {
     let mut d = LineDedup::new();
     let mut outs = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let mut out = Vec::new();
-        d.process(i as u32, &id(i), &[Segment::Text(r)], &mut out);
+        d.process(i as u32, &id(i), &call(i), &[Segment::Text(r)], &mut out);
         outs.push(out);
     }
     (d, outs)
@@ -26,13 +31,17 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
     b.split(|&c| c == b'\n').collect()
 }
 
-/// (lines, cited id, cited line) of an L0 stub line, through the one parser
-/// (`own` fills in a citation of the record itself).
-fn parse_stub(line: &[u8], own: &str) -> Option<(usize, String, usize)> {
-    let mut s = Stub::parse_bytes(line)?;
-    s.set_own_id(own);
-    match s {
-        Stub::Lines(l) => Some((l.lines as usize, l.first_id, l.first_line as usize)),
+/// (cited record, first and last cited line) of an L0 stub line of record
+/// `own`, through the one parser.
+fn parse_stub(line: &[u8], own: usize) -> Option<(usize, usize, usize)> {
+    match Stub::parse_bytes(line)? {
+        Stub::Lines(l) => {
+            let src = match &l.from.of {
+                None => own,
+                Some(c) => (0..own).find(|&i| call(i) == *c).expect("the named call is an earlier record's"),
+            };
+            Some((src, l.from.first as usize, l.from.last as usize))
+        }
         Stub::Chunks(_) | Stub::Repeat(_) => None,
     }
 }
@@ -42,7 +51,7 @@ fn repeated_file_read_becomes_one_stub() {
     let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n\ndef spread(xs):\n    return max(xs) - min(xs)\n";
     let (_, outs) = run(&[file, file]);
     assert_eq!(outs[0], file);
-    assert_eq!(outs[1], b"[lam: 7 lines from \xc2\xa700000000:1; _recall \xc2\xa700000001]\n");
+    assert_eq!(outs[1], "[lam: same as lines 1-9 of `cat file0.py`; _recall §00000001]\n".as_bytes());
 }
 
 #[test]
@@ -63,7 +72,7 @@ fn edited_file_keeps_changed_lines() {
     let (_, outs) = run(&[a, b]);
     let text = String::from_utf8(outs[1].clone()).unwrap();
     assert!(text.contains("gamma = compute_third_value(99)\n"));
-    assert!(text.starts_with("[lam: 2 lines from §00000000:1; _recall §00000001]\n"));
+    assert!(text.starts_with("[lam: same as lines 1-2 of `cat file0.py`; _recall §00000001]\n"), "{text}");
     assert!(text.contains("delta = compute_fourth_value(4)\n"), "single short repeat kept: {text}");
 }
 
@@ -78,9 +87,9 @@ fn invalid_utf8_is_kept_byte_for_byte() {
 fn stub_segments_are_not_hashed_and_sit_on_their_own_line() {
     let mut d = LineDedup::new();
     let mut out = Vec::new();
-    let stub = Stub::Chunks(ChunkStub { id: "0000000a".into(), first: 2, last: 2, reps: vec![ChunkRef { id: "0000000a".into(), chunk: 1 }], recall: false });
-    d.process(0, "0000000a", &[Segment::Text(b"partial"), Segment::Stub(&stub), Segment::Text(b"rest\n")], &mut out);
-    assert_eq!(out, b"partial\n[lam: chunk 2 ~ #1; _recall \xc2\xa70000000a]\nrest\n", "the first stub carries the recall");
+    let stub = Stub::Chunks(ChunkStub { id: "0000000a".into(), like: vec![Place::new(None, 1, 1)], recall: false, chunks: None });
+    d.process(0, "0000000a", "ls", &[Segment::Text(b"partial"), Segment::Stub(&stub), Segment::Text(b"rest\n")], &mut out);
+    assert_eq!(out, "partial\n[lam: similar to line 1 of this output; _recall §0000000a]\nrest\n".as_bytes(), "the first stub carries the recall");
     assert_eq!(d.distinct_lines(), 2);
     assert!(d.last_stubs()[0].recall());
 }
@@ -115,13 +124,13 @@ proptest! {
             prop_assert!(out.len() <= orig.len() + 1, "L0 lengthened record {}", i);
             let out_lines = lines(out);
             for l in &out_lines {
-                if let Some((n, cid, ln)) = parse_stub(l, &id(i)) {
-                    prop_assert!(n >= 1);
-                    let src = usize::from_str_radix(&cid, 16).unwrap();
-                    prop_assert!(src <= i);
-                    let cited = lines(&outs[src])[ln - 1];
-                    prop_assert!(Stub::parse_bytes(cited).is_none(), "stub cites a stub");
-                    prop_assert!(!cited.iter().all(|b| b.is_ascii_whitespace()));
+                if let Some((src, first, last)) = parse_stub(l, i) {
+                    prop_assert!(src <= i && first <= last);
+                    for ln in [first, last] {
+                        let cited = lines(&outs[src])[ln - 1];
+                        prop_assert!(Stub::parse_bytes(cited).is_none(), "stub cites a stub");
+                        prop_assert!(!cited.iter().all(|b| b.is_ascii_whitespace()));
+                    }
                 } else {
                     residual_lines.insert(l.to_vec());
                 }
@@ -144,7 +153,7 @@ proptest! {
                 .collect::<Vec<_>>().join(&b'\n');
             let mut d = LineDedup::new();
             let mut out = Vec::new();
-            d.process(0, "a", &[Segment::Text(&uniq)], &mut out);
+            d.process(0, "a", "ls", &[Segment::Text(&uniq)], &mut out);
             prop_assert_eq!(out, uniq);
         }
     }
@@ -156,8 +165,8 @@ fn same_as_naive(records: &[Vec<u8>], counter: Option<&'static dyn lam_core::Tok
     let mut naive = NaiveLineDedup::new(counter);
     for (i, r) in records.iter().enumerate() {
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        fast.process(i as u32, &id(i), &[Segment::Text(r)], &mut a);
-        let stubs = naive.process(i as u32, &id(i), &[Segment::Text(r)], &mut b);
+        fast.process(i as u32, &id(i), &call(i), &[Segment::Text(r)], &mut a);
+        let stubs = naive.process(i as u32, &id(i), &call(i), &[Segment::Text(r)], &mut b);
         if a != b || fast.last_stubs() != stubs.as_slice() {
             return Err(format!("record {i}: fast {:?}\nnaive {:?}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
         }
@@ -201,8 +210,55 @@ proptest! {
         let mut d = LineDedup::new().with_counter(Some(&SIMPLE));
         for (i, r) in records.iter().enumerate() {
             let mut out = Vec::new();
-            d.process(i as u32, &id(i), &[Segment::Text(r)], &mut out);
+            d.process(i as u32, &id(i), &call(i), &[Segment::Text(r)], &mut out);
             prop_assert!(SIMPLE.count(&out) <= SIMPLE.count(r) + 1, "record {} grew in tokens", i);
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_line_map_gives_each_lines_place_in_the_residual(records in arb_records(), split in 0usize..40) {
+        // Each record written as two text pieces with a stub between them.
+        let stub = Stub::Chunks(ChunkStub { id: String::new(), like: vec![Place::new(Some("ls".into()), 1, 1)], recall: false, chunks: None });
+        let mut d = LineDedup::new();
+        let mut outs: Vec<Vec<u8>> = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let cut = split.min(r.len());
+            let (a, b) = r.split_at(cut);
+            let mut out = Vec::new();
+            let mut w = d.writer(i as u32, "0000", "ls", &mut out);
+            w.text(a);
+            w.stub(stub.clone());
+            w.text(b);
+            let map = w.lines().to_vec();
+            w.finish();
+            let res: Vec<&[u8]> = out.split(|&c| c == b'\n').collect();
+            let input: Vec<&[u8]> = [a, b].iter().flat_map(|t| t.split_inclusive(|&c| c == b'\n').map(|l| l.strip_suffix(b"\n").unwrap_or(l))).collect();
+            prop_assert_eq!(map.len(), input.len());
+            for (k, (line, at)) in input.iter().zip(&map).enumerate() {
+                let there = res[*at as usize - 1];
+                let ok = there == *line || Stub::parse_bytes(there).is_some_and(|s| !s.is_chunks());
+                prop_assert!(ok, "record {} line {}: {:?} mapped to {:?}", i, k + 1, String::from_utf8_lossy(line), String::from_utf8_lossy(there));
+            }
+            // An L0 stub repeats its place line for line: the j-th line it stands in is line first + j there.
+            outs.push(out.clone());
+            for (k, (line, at)) in input.iter().zip(&map).enumerate() {
+                let Some(Stub::Lines(l)) = Stub::parse_bytes(res[*at as usize - 1]) else { continue };
+                let j = k - map.iter().position(|m| m == at).expect("mapped");
+                prop_assert!(j as u32 <= l.from.last - l.from.first, "record {} line {}: past the place", i, k + 1);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                // Every record's call is `ls` here: some earlier output (or this one) has it there.
+                let n = l.from.first as usize + j;
+                let has = |r: usize| outs[r].split(|&c| c == b'\n').nth(n - 1).is_some_and(|x| x == *line);
+                let found = match &l.from.of {
+                    None => has(i),
+                    Some(_) => (0..i).any(has),
+                };
+                prop_assert!(found, "record {} line {}: not line {} of the output named", i, k + 1, n);
+            }
         }
     }
 }

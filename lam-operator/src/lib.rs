@@ -38,7 +38,7 @@
 //! assert_eq!(again.residual, format!("[lam: same output as `pytest` above; _recall §{}]\n", again.id).into_bytes());
 //! let edited: Vec<u8> = [&log[..200], b"one line changed\n", &log[216..]].concat();
 //! let near = s.admit(&mut enc, &Record { index: 2, action: "pytest -k".into(), observation: edited, returncode: Some(1) })?;
-//! assert!(near.stubs.iter().any(|st| st.is_chunks())); // `[lam: chunks 1-2 ~ §…#1-2; _recall §…]`
+//! assert!(near.stubs.iter().any(|st| st.is_chunks())); // `[lam: similar to lines 1-13 of `pytest`; _recall §…]`
 //! assert!(s.delta_hat() <= cfg.threshold.delta());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -5,8 +5,8 @@
 use crate::Error;
 use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
-use crate::segments::{self, Dropped, Every, Seg};
-use lam_core::stub::{ChunkRef, RepeatStub, worth_replacing};
+use crate::segments::{self, Dropped, Every, Plain, Rep, Seg};
+use lam_core::stub::{RepeatStub, worth_replacing};
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
 use lam_hash::{L0Stats, LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index, L1Stats};
@@ -29,11 +29,12 @@ pub struct Session<I = L1Index> {
     l0: LineDedup,
     book: IdBook,
     ids: Vec<String>,
-    /// The first record of every distinct output (xxh3-128 of its bytes)
-    /// and how stubs name its call (`lam_core::action::referent`).
-    outputs: HashMap<u128, (u32, String)>,
-    /// (record, ordinal) of every chunk, by session chunk index.
-    homes: Vec<(u32, u32)>,
+    /// How stubs name each record's call (`lam_core::action::referent`).
+    calls: Vec<String>,
+    /// The first record of every distinct output (xxh3-128 of its bytes).
+    outputs: HashMap<u128, u32>,
+    /// Where every chunk is, by session chunk index.
+    homes: Vec<Home>,
     next_record: u32,
     digest: DeletionDigest,
     counter: Option<Arc<dyn TokenCounter>>,
@@ -53,11 +54,22 @@ impl<I: std::fmt::Debug> std::fmt::Debug for Session<I> {
     }
 }
 
+/// Where a chunk is: its record, its ordinal there, and (retained chunks)
+/// its first and last line in that record's residual.
+#[derive(Debug, Clone, Copy)]
+struct Home {
+    record: u32,
+    ordinal: u32,
+    lines: (u32, u32),
+}
+
 /// A record between its first layer and L1: its id and the text L1 chunks.
 #[derive(Debug)]
 pub(crate) struct Begun {
     record: u32,
     id: String,
+    /// How stubs name its call.
+    call: String,
     started: Instant,
     /// `l0-l1`: what L0 left (L1 chunks it), its stubs and counters.
     l0_first: Option<(Vec<u8>, Vec<Stub>, L0Stats)>,
@@ -89,6 +101,7 @@ impl<I: CandidateIndex> Session<I> {
             l0: LineDedup::new().with_counter(cfg.counter).with_recall(cfg.recall),
             book: IdBook::new(),
             ids: Vec::new(),
+            calls: Vec::new(),
             outputs: HashMap::new(),
             homes: Vec::new(),
             next_record: 0,
@@ -237,12 +250,14 @@ impl<I: CandidateIndex> Session<I> {
         self.next_record += 1;
         let id = self.book.visible(ObsId::of(rec.action.as_bytes(), &rec.observation)).to_string();
         self.ids.push(id.clone());
+        let call = lam_core::action::referent(&rec.action);
+        self.calls.push(call.clone());
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
             let mut r0 = Vec::with_capacity(rec.observation.len());
-            let st = self.l0.process(record, &id, &[Segment::Text(&rec.observation)], &mut r0);
+            let st = self.l0.process(record, &id, &call, &[Segment::Text(&rec.observation)], &mut r0);
             (r0, self.l0.last_stubs().to_vec(), st)
         });
-        Begun { record, id, started, l0_first }
+        Begun { record, id, call, started, l0_first }
     }
 
     /// The second half: L1 over the chunks of [`Begun::text`], then L0 (or,
@@ -251,30 +266,37 @@ impl<I: CandidateIndex> Session<I> {
         let text = b.text(rec);
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
-        // The call's name is worked out once per distinct output, not per record.
-        let earlier = self.outputs.entry(xxh3_128(&rec.observation)).or_insert_with(|| (b.record, lam_core::action::referent(&rec.action)));
-        let earlier = (earlier.0 != b.record).then(|| earlier.1.clone());
+        let first = *self.outputs.entry(xxh3_128(&rec.observation)).or_insert(b.record);
+        let earlier = (first != b.record).then(|| self.calls[first as usize].clone());
         if let Some(stub) = self.whole_repeat(rec, &b, earlier, &outcomes) {
-            let plain = segments::plain(text, &segs);
-            return Ok(self.repeat_admission(rec, b, stub, outcomes, plain, vectors));
+            return Ok(self.repeat_admission(rec, b, stub, outcomes, vectors));
         }
         let mut residual = Vec::with_capacity(text.len());
-        let l1_stubs = segs.iter().filter_map(|s| if let Seg::Stub(c) = s { Some(c.clone()) } else { None });
-        let (l0, stubs, first_layer_plain) = match &b.l0_first {
+        let retained: Vec<&ChunkOutcome> = outcomes.iter().filter(|o| !o.decision.is_dropped()).collect();
+        let ranges: Vec<Range<usize>> = retained.iter().map(|o| o.range.clone()).collect();
+        let every = if b.l0_first.is_some() { Every::Every } else { Every::First };
+        let r = segments::Record { id: &b.id, text, calls: &self.calls, counter: self.cfg.counter, how: self.cfg.recall, recall: every };
+        let (l0, stubs, first_layer_plain, spans) = match &b.l0_first {
             None => {
                 // L0 writes every stub line, in residual order, and puts the
                 // recall on the first.
-                let l0 = self.l0.process(b.record, &b.id, &segments::to_l0(text, &segs), &mut residual);
-                (l0, self.l0.last_stubs().to_vec(), segments::plain(text, &segs))
+                let mut w = self.l0.writer(b.record, &b.id, &b.call, &mut residual);
+                let c = segments::compose(&r, segs, &mut w, &ranges);
+                let l0 = w.finish();
+                (l0, self.l0.last_stubs().to_vec(), c.plain, c.spans)
             }
             Some((r0, l0_stubs, l0)) => {
-                segments::render(r0, &segs, &mut residual, self.cfg.recall);
+                let mut p = Plain::new(&mut residual, self.cfg.recall);
+                let c = segments::compose(&r, segs, &mut p, &ranges);
                 let lines: Vec<String> = l0_stubs.iter().map(|s| s.with(self.cfg.recall).to_string()).collect();
                 let mut stubs = l0_stubs.clone();
-                stubs.extend(l1_stubs);
-                (*l0, stubs, segments::strip_lines(r0, &lines))
+                stubs.extend(p.written);
+                (*l0, stubs, segments::strip_lines(r0, &lines), c.spans)
             }
         };
+        for (o, lines) in retained.iter().zip(spans) {
+            self.homes[o.index as usize].lines = lines;
+        }
         let admit_ns = b.started.elapsed().as_nanos() as u64;
         let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
         Ok(Admission {
@@ -304,7 +326,7 @@ impl<I: CandidateIndex> Session<I> {
     }
 
     /// The admission of a whole repeat: its residual is the stub's line (L0 does not see it).
-    fn repeat_admission(&self, rec: &Record, b: Begun, stub: Stub, chunks: Vec<ChunkOutcome>, first_layer_plain: Vec<u8>, vectors: &[f32]) -> Admission {
+    fn repeat_admission(&self, rec: &Record, b: Begun, stub: Stub, chunks: Vec<ChunkOutcome>, vectors: &[f32]) -> Admission {
         let mut residual = stub.with(self.cfg.recall).to_string().into_bytes();
         residual.push(b'\n');
         let admit_ns = b.started.elapsed().as_nanos() as u64;
@@ -317,7 +339,7 @@ impl<I: CandidateIndex> Session<I> {
             chunks,
             stubs,
             l0: L0Stats::default(),
-            first_layer_plain,
+            first_layer_plain: Vec::new(),
             vectors: vectors.to_vec(),
             tokens,
             encode_ns: 0,
@@ -325,7 +347,7 @@ impl<I: CandidateIndex> Session<I> {
         }
     }
 
-    /// L1: decide every chunk in order and collapse runs of dropped chunks.
+    /// L1: decide every chunk in order.
     fn l1(&mut self, b: &Begun, text: &[u8], chunks: &[Range<usize>], vectors: &[f32]) -> Result<(Vec<Seg>, Vec<ChunkOutcome>), Error> {
         let mut segs = Vec::new();
         let mut outcomes = Vec::with_capacity(chunks.len());
@@ -335,20 +357,22 @@ impl<I: CandidateIndex> Session<I> {
         for (k, (range, v)) in chunks.iter().zip(vectors.chunks_exact(self.dim.max(1))).enumerate() {
             let index = self.homes.len() as u32;
             let decision = self.greedy.decide(index, v)?;
-            self.homes.push((b.record, k as u32));
+            self.homes.push(Home { record: b.record, ordinal: k as u32, lines: (0, 0) });
             match decision {
                 Decision::Retained => segments::push_text(&mut segs, range),
                 Decision::Dropped { representative, .. } => {
                     self.digest.push(0, index);
-                    let (rr, ro) = self.homes[representative as usize];
-                    let rep = ChunkRef { id: self.ids[rr as usize].clone(), chunk: ro + 1 };
+                    let home = self.homes[representative as usize];
+                    let rep = match home.record == b.record {
+                        true => Rep::Here(chunks[home.ordinal as usize].clone()),
+                        false => Rep::Earlier { record: home.record, lines: home.lines },
+                    };
                     segs.push(Seg::Dropped(Dropped { range: range.clone(), ordinal: k as u32, rep }));
                 }
             }
             outcomes.push(ChunkOutcome { index, ordinal: k as u32, range: range.clone(), decision });
         }
-        let recall = if b.l0_first.is_some() { Every::Every } else { Every::First };
-        Ok((segments::collapse(&b.id, text, segs, self.cfg.counter, self.cfg.recall, recall), outcomes))
+        Ok((segs, outcomes))
     }
 }
 

@@ -15,20 +15,17 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// The first chunk and the representative (id, chunk) of every chunk of an
-/// L1 stub.
-fn l1_refs(s: &Stub) -> Option<(usize, Vec<(String, usize)>)> {
-    match s {
-        Stub::Chunks(c) => Some((c.first as usize, c.reps.iter().map(|r| (r.id.clone(), r.chunk as usize)).collect())),
-        Stub::Lines(_) | Stub::Repeat(_) => None,
-    }
+/// Line `n` (1-based) of a residual.
+fn nth_line(residual: &[u8], n: u32) -> Option<&[u8]> {
+    residual.split(|&b| b == b'\n').nth((n as usize).checked_sub(1)?)
 }
 
-/// (id, line) an L0 stub cites.
-fn l0_ref(s: &Stub) -> Option<(String, usize)> {
-    match s {
-        Stub::Lines(l) => Some((l.first_id.clone(), l.first_line as usize)),
-        Stub::Chunks(_) | Stub::Repeat(_) => None,
+/// The records a place may name: the earlier ones whose call has that name,
+/// or record `i` itself for "this output".
+fn named(recs: &[Record], i: usize, of: &Option<String>) -> Vec<usize> {
+    match of {
+        None => vec![i],
+        Some(call) => (0..i).filter(|&r| lam_core::action::referent(&recs[r].action) == *call).collect(),
     }
 }
 
@@ -64,17 +61,17 @@ proptest! {
         for (a, b) in adms.iter().zip(&batch.admissions) {
             prop_assert_eq!(&a.residual, &b.residual);
         }
-        let by_id = |id: &str| adms.iter().position(|a| a.id == id);
         for (i, a) in adms.iter().enumerate() {
             // Every stub line parses back, through the one parser, to the typed stubs.
             let parsed = parse_residual(&a.residual).map_err(|e| TestCaseError::fail(e.to_string()))?;
             if l0_first {
                 // The ablation lists L0's stubs, then L1's (an L0 stub L1 then dropped stays listed).
                 for p in &parsed {
-                    prop_assert!(a.stubs.contains(p), "{} not listed", p);
+                    prop_assert!(a.stubs.iter().any(|s| s.written() == *p), "{} not listed", p);
                 }
             } else {
-                prop_assert_eq!(&parsed, &a.stubs);
+                let written: Vec<Stub> = a.stubs.iter().map(Stub::written).collect();
+                prop_assert_eq!(&parsed, &written);
             }
             if !l0_first {
                 // One recall per observation, on its first stub line.
@@ -96,34 +93,48 @@ proptest! {
                     prop_assert_eq!(&rp.of, &lam_core::action::referent(&recs[r].action));
                     prop_assert_eq!(parsed.len(), 1, "a whole repeat is one line");
                 }
-                let (k, refs) = l1_refs(st).unwrap_or_default();
-                for (o, (rep, j)) in refs.into_iter().enumerate() {
-                    let r = by_id(&rep).expect("representative id is a record of this session");
-                    prop_assert!(r <= i);
-                    let c = &adms[r].chunks[j - 1];
-                    prop_assert_eq!(c.decision, Decision::Retained);
-                    // The stub names the representative the operator chose for that chunk.
-                    match a.chunks[k - 1 + o].decision {
-                        Decision::Dropped { representative, .. } => prop_assert_eq!(representative, c.index),
-                        Decision::Retained => prop_assert!(false, "{line}: chunk {} was retained", k + o),
+                let at = a.residual.split(|&b| b == b'\n').position(|l| l == line.as_bytes()).expect("the stub is a line") as u32 + 1;
+                if let Stub::Chunks(c) = st {
+                    prop_assert!(!c.like.is_empty());
+                    for p in &c.like {
+                        // Every named call is an earlier record's; "this output" lies above.
+                        prop_assert!(!named(&recs, i, &p.of).is_empty(), "{line}: names no earlier call");
+                        prop_assert!(p.of.is_some() || p.last < at, "{line}: lines of this output not above it");
                     }
-                    // In l1-l0 order the representative's text was chunked from the original.
-                    if !l0_first {
-                        let chunk = &recs[r].observation[c.range.clone()];
-                        // Its lines are readable in the residual (L0 may have cited them onward).
-                        for l in chunk.split(|&b| b == b'\n').filter(|l| l.len() > 60) {
-                            prop_assert!(adms[..=i].iter().any(|x| contains(&x.residual, l)));
+                    // Each dropped chunk's representative is in a named place, at the lines given.
+                    let (k, last) = a.stubs.iter().find_map(|s| match s { Stub::Chunks(o) if o.like == c.like => o.chunks, _ => None }).expect("the operator's stub");
+                    for o in &a.chunks[k as usize - 1..last as usize] {
+                        let Decision::Dropped { representative, .. } = o.decision else { return Err(TestCaseError::fail(format!("{line}: chunk {} retained", o.ordinal + 1))) };
+                        let (r, rc) = adms[..=i].iter().enumerate().find_map(|(r, x)| x.chunks.iter().find(|c| c.index == representative).map(|c| (r, c))).expect("representative");
+                        prop_assert_eq!(rc.decision, Decision::Retained);
+                        if l0_first {
+                            continue;
                         }
+                        let text = &recs[r].observation[rc.range.clone()];
+                        let found = c.like.iter().filter(|p| named(&recs, i, &p.of).contains(&r)).any(|p| {
+                            text.split(|&b| b == b'\n').filter(|l| l.len() > 60).all(|l| {
+                                (p.first..=p.last).any(|n| nth_line(&adms[r].residual, n).is_some_and(|x| contains(x, l) || x.starts_with(b"[lam: ")))
+                            })
+                        });
+                        prop_assert!(found, "{}: the representative of chunk {} (record {} chunk {}) is not at the lines named", line, o.ordinal + 1, r, rc.ordinal + 1);
                     }
                 }
                 // In l0-l1 order (the ablation) L1 may later replace the lines an
                 // L0 stub cites; the guarantee is stated for the default order.
-                if let Some((id, ln)) = l0_ref(st).filter(|_| !l0_first) {
-                    let r = by_id(&id).expect("cited id is a record of this session");
-                    prop_assert!(r <= i);
-                    let cited = adms[r].residual.split(|&b| b == b'\n').nth(ln - 1).expect("cited line exists");
-                    prop_assert!(!cited.starts_with(b"[lam: "), "an L0 stub cites a stub");
-                    prop_assert!(!cited.iter().all(u8::is_ascii_whitespace));
+                if let Stub::Lines(l) = st.clone() {
+                    let p = &l.from;
+                    let records = named(&recs, i, &p.of);
+                    prop_assert!(!records.is_empty(), "{line}: names no earlier call");
+                    if !l0_first {
+                        // The lines named are readable text in one of the outputs with that name.
+                        let ok = records.iter().any(|&r| {
+                            [p.first, p.last].iter().all(|&n| {
+                                nth_line(&adms[r].residual, n).is_some_and(|x| !x.starts_with(b"[lam: ") && !x.iter().all(u8::is_ascii_whitespace))
+                            })
+                        });
+                        prop_assert!(ok, "{line}: the lines named are not readable text");
+                        prop_assert!(p.of.is_some() || p.last < at, "{line}: cites a line of this output below it");
+                    }
                 }
             }
         }

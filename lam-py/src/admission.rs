@@ -44,9 +44,10 @@ pub struct Admission {
 /// The largest distance to its representative among the chunks a stub stands for.
 fn stub_distance(s: &Stub, chunks: &[lam_operator::ChunkOutcome]) -> Option<f32> {
     let Stub::Chunks(c) = s else { return None };
+    let (first, last) = c.chunks?;
     chunks
         .iter()
-        .filter(|o| (c.first..=c.last).contains(&(o.ordinal + 1)))
+        .filter(|o| (first..=last).contains(&(o.ordinal + 1)))
         .filter_map(|o| match o.decision {
             lam_core::Decision::Dropped { distance, .. } => Some(distance),
             lam_core::Decision::Retained => None,
@@ -78,10 +79,12 @@ impl Admission {
 
 /// One stub as a dict: `kind` (`"chunks"` L1 / `"lines"` L0), `id` (the
 /// `§id` whose `_recall` restores the removed bytes), `representative`
-/// (where an equivalent copy is readable: `§id#chunk` or `§id:line`),
-/// `distance` (L1: the largest embedding distance in the run; L0: `None`,
-/// the lines are exact repeats), `text` (the stub line) and the extent
-/// (`first`/`last` chunk, or `lines`).
+/// (where an equivalent copy is readable, as the stub names it: ``lines
+/// 3-9 of `cat a.py` `` or `line 4 of this output`; for "repeat" the earlier
+/// call), `representatives` (L1: every place), `distance` (L1: the largest
+/// embedding distance in the run; L0: `None`, the lines are exact repeats),
+/// `text` (the stub line) and the extent (L0: the `lines` it repeats; L1:
+/// the `first`/`last` chunk dropped).
 pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam_core::stub::Recall<'_>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("id", format!("§{}", s.id()))?;
@@ -89,18 +92,18 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam
     match s {
         Stub::Chunks(c) => {
             d.set_item("kind", "chunks")?;
-            let reps: Vec<String> = c.reps.iter().map(|r| format!("§{}#{}", r.id, r.chunk)).collect();
+            let reps: Vec<String> = c.like.iter().map(ToString::to_string).collect();
             d.set_item("representative", reps.first().cloned())?;
             d.set_item("representatives", reps)?;
             d.set_item("distance", distance)?;
-            d.set_item("first", c.first)?;
-            d.set_item("last", c.last)?;
+            d.set_item("first", c.chunks.map(|c| c.0))?;
+            d.set_item("last", c.chunks.map(|c| c.1))?;
         }
         Stub::Lines(l) => {
             d.set_item("kind", "lines")?;
-            d.set_item("representative", format!("§{}:{}", l.first_id, l.first_line))?;
+            d.set_item("representative", l.from.to_string())?;
             d.set_item("distance", py.None())?;
-            d.set_item("lines", l.lines)?;
+            d.set_item("lines", l.from.last - l.from.first + 1)?;
         }
         Stub::Repeat(r) => {
             d.set_item("kind", "repeat")?;

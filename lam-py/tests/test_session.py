@@ -48,7 +48,9 @@ def test_repeated_lines_stub():
     kinds = {st["kind"] for st in a.stubs}
     assert kinds, a.residual
     for st in a.stubs:
-        assert st["id"] == a.id and st["representative"].startswith("§")
+        # Named as the model saw it: the earlier call and its lines.
+        assert st["id"] == a.id and st["representative"].endswith(" of `cat a`"), st
+        assert "§" not in st["text"].split(";")[0], st["text"]
         if st["kind"] == "lines":
             assert st["distance"] is None and st["lines"] >= 1
 

@@ -19,9 +19,9 @@ pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// The tokens no stub design that keeps the guarantees can avoid: per
 /// observation that lost anything, its recall handle once (`_recall §id`,
-/// as written with `how`; nothing with `Recall::None`), plus each other
-/// observation named as an L1 representative once (`" §id"`). Ids are the
-/// session's short ids; brackets, chunk and line numbers, L0 sources and
+/// as written with `how`; nothing with `Recall::None`), plus each earlier
+/// call named as an L1 representative once (`` `CALL` ``). Ids are the
+/// session's short ids; brackets, counts, line numbers, L0 sources and
 /// newlines are left out, so this is a lower bound on the stub cost.
 pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -> u64 {
     let mut total = 0u64;
@@ -29,15 +29,15 @@ pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) 
         if let Recall::Via(name) = how {
             total += memo.count(format!("{name} §{own}").as_bytes()) as u64;
         }
-        let mut reps: Vec<&str> = Vec::new();
+        let mut calls: Vec<&str> = Vec::new();
         for s in stubs.iter().filter(|s| s.id() == own && s.is_chunks()) {
-            for i in s.cited_ids() {
-                if i != own && !reps.contains(&i) {
-                    reps.push(i);
+            for c in s.calls() {
+                if !calls.contains(&c) {
+                    calls.push(c);
                 }
             }
         }
-        total += reps.iter().map(|i| memo.count(format!(" §{i}").as_bytes()) as u64).sum::<u64>();
+        total += calls.iter().map(|c| memo.count(format!(" `{c}`").as_bytes()) as u64).sum::<u64>();
     }
     total
 }
@@ -205,18 +205,18 @@ mod tests {
     #[test]
     fn the_floor_counts_each_recall_and_each_representative_once() {
         let st = |l: &str| Stub::parse(l).unwrap();
-        let mut a1 = st("[lam: chunks 2-3 ~ §bbbbbbbb#1 #1; _recall §aaaaaaaa]");
-        let mut a2 = st("[lam: chunk 5 ~ §bbbbbbbb#4]");
-        let mut a3 = st("[lam: 3 lines from §cccccccc:7]");
+        let mut a1 = st("[lam: similar to line 1 of `ls`, line 2 of this output; _recall §aaaaaaaa]");
+        let mut a2 = st("[lam: similar to lines 4-5 of `ls`]");
+        let mut a3 = st("[lam: same as line 7 of `pytest -q`]");
         for s in [&mut a1, &mut a2, &mut a3] {
             s.set_own_id("aaaaaaaa");
         }
-        let d = st("[lam: 2 lines from :1; _recall §dddddddd]");
+        let d = st("[lam: same as line 1 of this output; _recall §dddddddd]");
         let mut memo = TokMemo(Default::default());
-        let want = memo.count("_recall §aaaaaaaa".as_bytes()) + memo.count(" §bbbbbbbb".as_bytes()) + memo.count("_recall §dddddddd".as_bytes());
+        let want = memo.count("_recall §aaaaaaaa".as_bytes()) + memo.count(" `ls`".as_bytes()) + memo.count("_recall §dddddddd".as_bytes());
         let all = [a1, a2, a3, d];
         assert_eq!(floor_tokens(&mut memo, &all, Recall::ARC), want as u64);
-        assert_eq!(floor_tokens(&mut memo, &all, Recall::None), memo.count(" §bbbbbbbb".as_bytes()) as u64, "no handle: the representative only");
+        assert_eq!(floor_tokens(&mut memo, &all, Recall::None), memo.count(" `ls`".as_bytes()) as u64, "no handle: the representative only");
         assert_eq!(floor_tokens(&mut memo, &[], Recall::ARC), 0);
     }
 }

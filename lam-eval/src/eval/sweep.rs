@@ -105,7 +105,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
         for r in &p.traj.records {
             let id = book.visible(lam_core::ObsId::of(r.action.as_bytes(), &r.observation)).to_string();
             let mut out = Vec::new();
-            l0.process(r.index, &id, &[Segment::Text(&r.observation)], &mut out);
+            l0.process(r.index, &id, &lam_core::action::referent(&r.action), &[Segment::Text(&r.observation)], &mut out);
             let st: Vec<Stub> = l0.last_stubs().to_vec();
             l0_gross.push(memo.count(&without_stubs(&out, &st, o.recall)) as u64);
             l0_stubs.extend(st);

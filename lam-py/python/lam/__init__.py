@@ -2,7 +2,8 @@
 
 LAM tests every arriving tool observation before the model sees it:
 near-duplicate token windows (L1) and repeated lines (L0) become one-line
-stubs citing a representative and an exact recall handle (``§id``). ARC
+stubs naming where the text is readable (an earlier call and its lines, as
+the model saw them) and an exact recall handle (``§id``). ARC
 archives every original verbatim and builds a bounded prompt view with
 citations and exact ``_recall §id [k/m]``.
 

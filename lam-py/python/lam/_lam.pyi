@@ -38,7 +38,7 @@ class Admission:
     def admit_us(self) -> float: ...
     @property
     def stubs(self) -> List[Dict[str, Any]]:
-        """kind ("chunks" | "lines" | "repeat"), id, representative (for "repeat": the earlier call), distance (None for lines), text, extent."""
+        """kind ("chunks" | "lines" | "repeat"), id, representative (where the text is readable, e.g. "lines 3-9 of `cat a.py`"; for "repeat": the earlier call), distance (None for lines), text, extent."""
 
 class Session:
     def __init__(
