@@ -55,9 +55,50 @@ pub fn check_unit(v: &[f32]) -> Result<(), VectorFault> {
     Ok(())
 }
 
+/// The next value of the deterministic generator behind
+/// [`random_unit_vectors`]: a 64-bit LCG (Knuth's MMIX constants), uniform
+/// in `[-0.5, 0.5)` with 24 bits. For synthetic test and benchmark data
+/// (vectors, weights), the same on every machine; not for anything that
+/// needs real randomness.
+pub fn lcg_uniform(state: &mut u64) -> f32 {
+    *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    ((*state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+}
+
+/// `n` deterministic pseudo-random unit vectors of dimension `dim`, row
+/// after row (`n * dim` values; [`lcg_uniform`] from `seed`, each row
+/// normalised): the one generator of synthetic embeddings for tests,
+/// conformance suites and benchmarks.
+pub fn random_unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    let mut v: Vec<f32> = (0..n * dim).map(|_| lcg_uniform(&mut s)).collect();
+    for row in v.chunks_exact_mut(dim.max(1)) {
+        // Only a row of exact zeros cannot be normalised (never seen in
+        // practice); it becomes a basis vector rather than fail a benchmark.
+        if normalize_in_place(row).is_err() {
+            row[0] = 1.0;
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_unit_vectors_are_unit_and_repeatable() {
+        let a = random_unit_vectors(5, 384, 7);
+        assert_eq!(a.len(), 5 * 384);
+        assert_eq!(a, random_unit_vectors(5, 384, 7));
+        assert_ne!(a, random_unit_vectors(5, 384, 8));
+        assert!(a.chunks_exact(384).all(|r| check_unit(r).is_ok()));
+        let mut s = 7;
+        assert_eq!(a[0], {
+            let first: Vec<f32> = (0..384).map(|_| lcg_uniform(&mut s)).collect();
+            (f64::from(first[0]) / first.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt()) as f32
+        });
+    }
 
     #[test]
     fn refuses_bad_vectors() {

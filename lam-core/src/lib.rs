@@ -50,7 +50,7 @@ pub fn corpus_dir() -> std::path::PathBuf {
 pub use chunk::chunk_spans;
 pub use counter::SimpleCounter;
 pub use digest::{ChunkKey, DeletionDigest};
-pub use embedding::{check_unit, normalize_in_place};
+pub use embedding::{check_unit, lcg_uniform, normalize_in_place, random_unit_vectors};
 pub use error::{BoxError, Error, VectorFault};
 pub use id::{IdBook, MIN_SHOWN, ObsId, is_shown_form};
 pub use stub::Stub;

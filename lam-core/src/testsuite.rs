@@ -16,16 +16,11 @@ pub fn example() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edit-session.jsonl")
 }
 
+/// One unit vector per seed (`crate::random_unit_vectors`, the seed stepped once first).
 fn lcg_unit(seed: u64, dim: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut v: Vec<f32> = (0..dim)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect();
-    crate::normalize_in_place(&mut v).expect("non-zero");
-    v
+    let mut s = seed;
+    crate::lcg_uniform(&mut s);
+    crate::random_unit_vectors(1, dim, s)
 }
 
 /// Checks the [`CandidateIndex`] contract on `make(dim)` for a few dimensions:

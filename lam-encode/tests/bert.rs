@@ -153,8 +153,7 @@ fn cls_pooling_and_f16_weights_load_from_a_user_directory() {
     let mut rnd = |n: usize, scale: f32| -> Vec<u8> {
         (0..n)
             .flat_map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let x = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale;
+                let x = lam_core::lcg_uniform(&mut seed) * scale;
                 half::f16::from_f32(x).to_le_bytes()
             })
             .collect()

@@ -74,20 +74,6 @@ fn best_rate(seconds: f64, min_passes: usize, units: f64, mut f: impl FnMut()) -
     units / best
 }
 
-fn random_unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    let mut v: Vec<f32> = (0..n * dim)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect();
-    for row in v.chunks_exact_mut(dim) {
-        lam_core::normalize_in_place(row).expect("random rows are nonzero");
-    }
-    v
-}
-
 /// Measure this machine's compaction rates with the pipeline's own code
 /// (L0 line dedup, exact verification, the encoder at `model` or the
 /// hashing encoder when none is installed, the Szp codec), about `seconds`
@@ -122,8 +108,8 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
 
     // Verification: exact sq_l2, 65,536 candidate pairs at D = 768 (LAM Table 22's benchmark).
     let dim = 768;
-    let retained = random_unit_vectors(128, dim, 1);
-    let queries = random_unit_vectors(512, dim, 2);
+    let retained = lam_core::random_unit_vectors(128, dim, 1);
+    let queries = lam_core::random_unit_vectors(512, dim, 2);
     let pairs = 128.0 * 512.0;
     let verify_rate = best_rate(seconds, 3, pairs, || {
         let mut hits = 0usize;
@@ -136,7 +122,7 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
     });
     log(&format!("verification: {:.1} M pairs/s", verify_rate / 1e6));
     // The rule itself (exhaustive index): pairs verified per second including its bookkeeping.
-    let stream = random_unit_vectors(1024, dim, 3);
+    let stream = lam_core::random_unit_vectors(1024, dim, 3);
     let t0 = Instant::now();
     let mut g = lam_lsh::Greedy::new(dim, Threshold::from_cosine(0.95)?, lam_lsh::ExhaustiveIndex::new());
     for (i, v) in stream.chunks_exact(dim).enumerate() {
@@ -193,7 +179,7 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
     log(&format!("encoder {}: {:.0} tokens/s", info.model_id, enc_rate));
     // Codec: Szp fixed mode at rel 1e-2 (cuSZp's anchor setting) over 4,096 unit vectors of the encoder's dimension.
     let cdim = info.dim.max(1);
-    let cvals = random_unit_vectors(4096, cdim, 4);
+    let cvals = lam_core::random_unit_vectors(4096, cdim, 4);
     let codec = lam_codec::Codec::Szp { mode: lam_codec::SzpMode::Fixed, bound: lam_codec::Bound::Rel(1e-2) };
     let mut stream = Vec::new();
     let mut codec_failed = None;

@@ -6,17 +6,7 @@ use lam_lsh::sq_l2;
 use std::time::Instant;
 
 fn vectors(n: usize, dim: usize) -> Vec<f32> {
-    let mut s = 0x1234_5678_u64;
-    let mut v: Vec<f32> = (0..n * dim)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect();
-    for row in v.chunks_exact_mut(dim) {
-        lam_core::normalize_in_place(row).unwrap();
-    }
-    v
+    lam_core::random_unit_vectors(n, dim, 0x1234_5678)
 }
 
 fn naive(a: &[f32], b: &[f32]) -> f32 {

@@ -134,8 +134,7 @@ fn random_bge(minilm: &Path, dir: &Path) -> Result<()> {
             let ln_gain = name.ends_with("LayerNorm.weight");
             (0..n)
                 .flat_map(|_| {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let u = ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.04;
+                    let u = lam_core::lcg_uniform(&mut seed) * 0.04;
                     half::f16::from_f32(if ln_gain { 1.0 + u } else { u }).to_le_bytes()
                 })
                 .collect()
