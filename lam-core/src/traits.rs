@@ -19,8 +19,10 @@ pub struct EncoderInfo {
 
 /// Turns chunks of observation text into unit embeddings.
 ///
-/// Implementations: the model-free hashing encoder and precomputed files in
-/// `lam-encode` today; neural encoders (candle, ONNX Runtime) in their own issue.
+/// Implementations (`lam-encode`): `BertEncoder` (all-MiniLM-L6-v2 on the
+/// CPU), `OrtEncoder` (ONNX Runtime, feature `ort`), `CudaEncoder` (feature
+/// `cuda`), the model-free `HashingEncoder`, `PrecomputedEncoder` (vectors
+/// from a file) and `CachedEncoder` (any of them behind an embedding cache).
 pub trait Encoder: Send {
     /// Model id, dimension and chunk limit.
     fn info(&self) -> EncoderInfo;
@@ -109,8 +111,10 @@ pub struct Shape {
     pub dim: usize,
 }
 
-/// Stores batches of retained embeddings as bytes (L2). Final shape and
-/// implementations: the codec issue (`lam-codec`).
+/// Stores batches of retained embeddings as bytes (L2). Implementations
+/// (`lam-codec`): `Codec` (the error-bounded Szp codec and the plain ones on
+/// the CPU, `lam_codec::name`), the GPU Szp codecs (features `cuda`, `rocm`)
+/// and `Cuszp` (the cuSZp library through FFI, feature `cuszp`).
 pub trait ByteCodec: Send + Sync {
     /// Codec name as written in streams and reports.
     fn name(&self) -> &str;
