@@ -18,6 +18,8 @@ bash scripts/install-model.sh >/dev/null
 # One style (rustfmt.toml): the tree is formatted with `cargo fmt --all`.
 cargo fmt --all -- --check
 cargo test --workspace
+# No lint warnings in any crate, test or bench (clippy's defaults, deny).
+cargo clippy --workspace --all-targets -- -D warnings
 cargo xtask check-features
 cargo xtask verify-digests --sample
 # lam-codec kernels compile with NVRTC and hiprtc (installs both compilers; no GPU needed)

@@ -214,6 +214,10 @@ struct Part {
     used: u64,
 }
 
+/// The catalog page last rendered: (page, pages, entries) it was rendered
+/// for, its text and its tokens.
+type PageCache = ((usize, usize, usize), String, usize);
+
 /// The ARC view of one session over an [`ObsStore`].
 ///
 /// Turns are archived before anything else; the view is rebuilt before
@@ -241,7 +245,7 @@ pub struct ArcView<S, T> {
     // Catalog: every archived observation, in creation order, in fixed pages.
     catalog: Catalog,
     page: usize,
-    page_cache: std::cell::RefCell<Option<((usize, usize, usize), String, usize)>>,
+    page_cache: std::cell::RefCell<Option<PageCache>>,
     // Recall bookkeeping (kept apart from the immutable archive).
     parts_of: HashMap<String, Vec<Range<usize>>>,
     bodies: HashMap<String, Vec<u8>>,
@@ -590,10 +594,10 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
 
     fn page_text(&self) -> (String, usize) {
         let key = (self.page, self.catalog.pages(), self.catalog.len());
-        if let Some((k, text, t)) = &*self.page_cache.borrow() {
-            if *k == key {
-                return (text.clone(), *t);
-            }
+        if let Some((k, text, t)) = &*self.page_cache.borrow()
+            && *k == key
+        {
+            return (text.clone(), *t);
         }
         let (text, t) = self.catalog.page(&self.tok, self.page).expect("the shown page exists");
         *self.page_cache.borrow_mut() = Some((key, text.clone(), t));
@@ -612,10 +616,11 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
         self.cited.clear();
         for (i, is_bare, s) in picked.iter().rev() {
             body.push_str(s);
-            if let Kind::Normal(m) = &self.entries[*i].kind {
-                if (*is_bare || m.tokens as usize >= self.cfg.rho) && !self.cited.contains(&m.shown) {
-                    self.cited.push(m.shown.clone());
-                }
+            if let Kind::Normal(m) = &self.entries[*i].kind
+                && (*is_bare || m.tokens as usize >= self.cfg.rho)
+                && !self.cited.contains(&m.shown)
+            {
+                self.cited.push(m.shown.clone());
             }
         }
         self.summary = Summary { header, body, tokens: ht + total, elided: (first > 0).then_some(first) };
@@ -775,7 +780,7 @@ pub fn cut_parts<T: TokenCounter + ?Sized>(tok: &T, body: &[u8], q: usize) -> Ve
         let mut take = q.min(spans.len() - i);
         loop {
             let r = spans[i].start..spans[i + take - 1].end;
-            let c = tok.count(&lossy(&body[r.clone()]).as_bytes());
+            let c = tok.count(lossy(&body[r.clone()]).as_bytes());
             if c <= q || take == 1 {
                 out.push(r);
                 break;

@@ -52,6 +52,10 @@ pub struct EncoderSpec {
     pub batch: usize,
 }
 
+/// An encoder behind its embedding cache, and the file the cache should be
+/// saved to ([`EncoderSpec::load_cached`]).
+pub type Cached = (CachedEncoder<Box<dyn Encoder>>, Option<PathBuf>);
+
 impl EncoderSpec {
     /// The spec of `backend` with the default model and batch.
     pub fn new(backend: Backend) -> Self {
@@ -109,7 +113,7 @@ impl EncoderSpec {
     /// Load the encoder behind a [`CachedEncoder`], preloaded from its cache
     /// file; returns the file it should be saved to (none when `cache` is
     /// off or the backend is the hashing encoder under [`Cache::Default`]).
-    pub fn load_cached(&self, cache: &Cache) -> Result<(CachedEncoder<Box<dyn Encoder>>, Option<PathBuf>), Error> {
+    pub fn load_cached(&self, cache: &Cache) -> Result<Cached, Error> {
         let inner = self.load()?;
         let path = match cache {
             Cache::Off => None,

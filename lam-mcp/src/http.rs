@@ -76,6 +76,7 @@ impl HttpAccess {
     }
 
     /// Admit a request from `peer` with `headers`, or answer it.
+    #[allow(clippy::result_large_err)] // the error is the response to send, built only on refusal
     fn admit(&self, peer: IpAddr, headers: &HeaderMap) -> Result<(), Response> {
         let Some(token) = &self.token else {
             if loopback(peer) {
@@ -142,6 +143,7 @@ fn rpc_error(code: i64, message: String, id: Value) -> Response {
 }
 
 /// `Ok` for one well-formed JSON-RPC 2.0 message; else its error response.
+#[allow(clippy::result_large_err)] // the error is the response to send, built only on refusal
 fn check_jsonrpc(body: &[u8]) -> Result<(), Response> {
     let v: Value = serde_json::from_slice(body).map_err(|e| rpc_error(-32700, format!("Parse error: {e}"), Value::Null))?;
     let invalid = |why: &str, id: Value| rpc_error(-32600, format!("Invalid Request: {why}"), id);

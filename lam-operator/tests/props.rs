@@ -1,5 +1,6 @@
 //! Operator behaviour: stubs cite text present in the residual, online equals
 //! batch, invalid UTF-8 survives, bad vectors are refused.
+#![allow(clippy::single_range_in_vec_init)] // `&[0..n]`: one chunk covering the text
 
 use lam_core::stub::parse_residual;
 use lam_core::{Decision, Record, Stub, Threshold};

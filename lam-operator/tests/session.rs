@@ -1,6 +1,7 @@
 //! The operator's contracts seen from outside: typed errors, one code path
 //! for online and batch, admissions that carry what callers need, and
 //! LAM-over-ARC as a conforming `ViewPolicy`.
+#![allow(clippy::single_range_in_vec_init)] // `&[0..n]`: one chunk covering the text
 
 use lam_core::{Encoder, ObsStore, Record, SessionId, SimpleCounter, Stub, Threshold, TokenCounter};
 use lam_encode::HashingEncoder;
@@ -101,7 +102,7 @@ fn online_and_batch_run_one_function_in_both_orders() {
         let online: Vec<_> = recs.iter().map(|r| s.admit(&mut enc, r).unwrap()).collect();
         let batch = compact_batch(c, &mut enc, &recs).unwrap();
         assert_eq!(s.digest().hex16(), batch.digest.hex16());
-        assert!(s.digest().len() > 0, "{order}: nothing dropped; the test would not show much");
+        assert!(!s.digest().is_empty(), "{order}: nothing dropped; the test would not show much");
         for (a, b) in online.iter().zip(&batch.admissions) {
             assert_eq!((&a.residual, &a.chunks, &a.stubs, &a.vectors), (&b.residual, &b.chunks, &b.stubs, &b.vectors));
         }

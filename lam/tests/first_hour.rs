@@ -135,8 +135,9 @@ fn view_has_no_empty_sections_and_names_every_action() {
     // Every section header is followed by content.
     let lines: Vec<&str> = out.lines().collect();
     for w in lines.windows(2) {
-        if w[0].starts_with('[') && w[0].ends_with(']') && !w[0].starts_with("[turns ") {
-            assert!(!w[1].is_empty() && !(w[1].starts_with('[') && w[1].ends_with(']') && !w[1].starts_with("[turns ")), "empty section {:?}\n{out}", w[0]);
+        let header = |l: &str| l.starts_with('[') && l.ends_with(']') && !l.starts_with("[turns ");
+        if header(w[0]) {
+            assert!(!w[1].is_empty() && !header(w[1]), "empty section {:?}\n{out}", w[0]);
         }
     }
 }
