@@ -112,9 +112,10 @@ struct Run {
     /// Newlines in `start..body_end` and in `start..end`.
     body_newlines: u32,
     newlines: u32,
-    /// Index in the line map of the run's first line, and how many of its
-    /// lines are in `start..body_end`.
+    /// Index in the line map of the run's first line, its lines so far,
+    /// and how many of them are in `start..body_end`.
     map_at: usize,
+    lines: usize,
     body_lines: usize,
 }
 
@@ -199,6 +200,7 @@ impl LineDedup {
     /// residual to `out`.
     pub fn process(&mut self, record: u32, this_id: &str, this_call: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> L0Stats {
         let mut w = self.writer(record, this_id, this_call, out);
+        w.map.on = false;
         for seg in segments {
             match *seg {
                 Segment::Stub(s) => w.stub(s.clone()),
@@ -222,7 +224,14 @@ impl LineDedup {
             self.seen.reserve(4096);
         }
         let start = out.len();
-        Writer { d: self, record, id: this_id, w: Out { buf: out, start, line: 0, stubs: 0 }, stats: L0Stats::default(), map: Vec::new() }
+        Writer {
+            d: self,
+            record,
+            id: this_id,
+            w: Out { buf: out, start, line: 0, stubs: 0 },
+            stats: L0Stats::default(),
+            map: LineMap { on: true, lines: Vec::new() },
+        }
     }
 
     /// Every stub line of the last record written, in residual order: its
@@ -244,7 +253,29 @@ pub struct Writer<'w> {
     id: &'w str,
     w: Out<'w>,
     stats: L0Stats,
-    map: Vec<u32>,
+    map: LineMap,
+}
+
+/// The residual line of every input line of a record, when kept
+/// ([`LineDedup::process`] needs none).
+#[derive(Debug, Default)]
+struct LineMap {
+    on: bool,
+    lines: Vec<u32>,
+}
+
+impl LineMap {
+    /// The residual line of the next input line (0: filled in when its run is written).
+    #[inline]
+    fn mark(&mut self, line: u32) {
+        if self.on {
+            self.lines.push(line);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.lines.len()
+    }
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -273,7 +304,7 @@ impl Writer<'_> {
     /// its last bytes when they do not end with one. A replaced line has the
     /// line of the stub that stands in it.
     pub fn lines(&self) -> &[u32] {
-        &self.map
+        &self.map.lines
     }
 
     /// Stub lines written so far for this record.
@@ -307,7 +338,7 @@ impl Writer<'_> {
             if is_blank(key) {
                 match run.as_mut() {
                     None => {
-                        self.map.push(self.w.line + 1);
+                        self.map.mark(self.w.line + 1);
                         self.w.line += nl;
                     }
                     Some(r) => {
@@ -315,7 +346,8 @@ impl Writer<'_> {
                         r.newlines += nl;
                         r.expect += 1;
                         copy_from = next;
-                        self.map.push(0);
+                        r.lines += 1;
+                        self.map.mark(0);
                     }
                 }
                 pos = next;
@@ -335,14 +367,16 @@ impl Writer<'_> {
                             r.replaced += 1;
                             r.newlines += nl;
                             r.body_newlines = r.newlines;
-                            r.body_lines = self.map.len() + 1 - r.map_at;
+                            r.lines += 1;
+                            r.body_lines = r.lines;
                         }
                         _ => {
                             if let Some(r) = run.take() {
-                                l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
+                                l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
                             }
                             self.w.buf.extend_from_slice(&text[copy_from..pos]);
                             let map_at = self.map.len();
+                            let lines = 1;
                             let (record, first) = (loc.record, loc.line);
                             run = Some(Run {
                                 record,
@@ -356,26 +390,27 @@ impl Writer<'_> {
                                 body_newlines: nl,
                                 newlines: nl,
                                 map_at,
+                                lines,
                                 body_lines: 1,
                             });
                         }
                     }
-                    self.map.push(0);
+                    self.map.mark(0);
                     copy_from = next;
                 }
                 Entry::Vacant(e) => {
                     if let Some(r) = run.take() {
-                        l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
+                        l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
                     }
                     e.insert(LineLoc { record: self.record, line: self.w.line + 1 });
-                    self.map.push(self.w.line + 1);
+                    self.map.mark(self.w.line + 1);
                     self.w.line += nl;
                 }
             }
             pos = next;
         }
         if let Some(r) = run.take() {
-            l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map);
+            l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
         }
         self.w.buf.extend_from_slice(&text[copy_from..]);
     }
@@ -410,7 +445,8 @@ impl L0<'_> {
         let len = line_stub_len(&from, self.id, recall, self.how.recall);
         let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: from.clone(), recall });
         let newlines = 1 + usize::from(w.mid_line());
-        let (body_map, tail_map) = map[r.map_at..].split_at_mut(r.body_lines);
+        let run_map = map.get_mut(r.map_at..).unwrap_or_default();
+        let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         if worth_replacing(self.how.counter, len, || make().with(self.how.recall).to_string(), newlines, body) {
             body_map.fill(w.stub_line());
             let stub = make();
