@@ -6,7 +6,6 @@ use lam_operator::{Admission, Config, Session, compact_batch, without_stubs};
 use lam_trajectory::{Trajectory, tokens};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
 
 /// One trajectory's report (`lam compact --json` prints one per line).
 #[derive(Debug, Clone, Serialize)]
@@ -103,7 +102,8 @@ pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: 
 }
 
 /// [`run`], archiving every observation in `store` first when one is given
-/// (so every stub's `_recall §id` resolves there).
+/// (so every stub's `_recall §id` resolves there; the archive records
+/// tokens by `cfg.counter`, 0 without one).
 pub fn run_archived(
     cfg: Config,
     enc: &mut dyn Encoder,
@@ -112,11 +112,13 @@ pub fn run_archived(
     mut store: Option<&mut dyn lam_core::ObsStore>,
 ) -> Result<Run, Error> {
     let info = enc.info();
-    let mut s = Session::new(cfg, info.dim)?;
-    if store.is_some() {
-        // The archive records each observation's cl100k tokens.
-        s = s.with_counter(Arc::new(tokens::Cl100k));
+    // The archive records each observation's tokens (by `cfg.counter`), and
+    // the accounting below needs the first layer's kept bytes.
+    let mut cfg = cfg.with_token_counts(store.is_some() || count_tokens);
+    if count_tokens {
+        cfg = cfg.with_diagnostics();
     }
+    let mut s = Session::new(cfg, info.dim)?;
     let mut online = Vec::with_capacity(traj.records.len());
     for r in &traj.records {
         online.push(match store.as_deref_mut() {

@@ -6,7 +6,7 @@
 use arc_store::{Access, AnyStore, StoreError, StoreSpec};
 use arc_view::{Catalog, PartError, cut_parts, parse_part};
 use lam_core::{ObsStore, SessionId};
-use lam_trajectory::Cl100k;
+use lam_tokens::Cl100k;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

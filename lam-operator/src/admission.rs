@@ -45,12 +45,13 @@ pub struct Admission {
     /// L0 counters.
     pub l0: L0Stats,
     /// The original bytes the first layer kept, without its stubs (attribution
-    /// of removal to the layers).
+    /// of removal to the layers); empty unless `Config::diagnostics`.
     pub first_layer_plain: Vec<u8>,
     /// Unit embeddings of every chunk in [`Admission::chunks`], in order
-    /// (`dim` values each; [`Admission::retained`] picks the kept ones).
+    /// (`dim` values each; [`Admission::retained`] picks the kept ones);
+    /// empty unless `Config::diagnostics`.
     pub vectors: Vec<f32>,
-    /// Token counts, when the session has a counter.
+    /// Token counts, when the session counts them (`Config::with_counter`).
     pub tokens: Option<Tokens>,
     /// Nanoseconds spent encoding (0 when embeddings were given).
     pub encode_ns: u64,
@@ -70,10 +71,12 @@ impl Admission {
         crate::segments::strip_lines(&self.residual, &self.stub_lines())
     }
 
-    /// Embeddings of the retained chunks, in chunk order (what L2 stores).
+    /// Embeddings of the retained chunks, in chunk order (what L2 stores);
+    /// none without `Config::diagnostics`.
     pub fn retained(&self) -> impl Iterator<Item = &[f32]> {
         let dim = self.vectors.len() / self.chunks.len().max(1);
-        self.chunks.iter().zip(self.vectors.chunks_exact(dim.max(1))).filter(|(c, _)| !c.decision.is_dropped()).map(|(_, v)| v)
+        let chunks = if dim == 0 { &[][..] } else { &self.chunks[..] };
+        chunks.iter().zip(self.vectors.chunks_exact(dim.max(1))).filter(|(c, _)| !c.decision.is_dropped()).map(|(_, v)| v)
     }
 
     /// Number of chunks L1 dropped.

@@ -46,11 +46,7 @@ impl<S: ObsStore, T: TokenCounter, E: Encoder, I: CandidateIndex> LamArcView<S, 
     pub fn push_turn(&mut self, thought: &str, record: &Record) -> Result<Admission, Error> {
         let tokens = self.view.counter().count(&record.observation);
         let session = self.view.session().clone();
-        let meta = self.view.store_mut().append(&session, record, u32::try_from(tokens).unwrap_or(u32::MAX))?;
-        let a = self.lam.admit(&mut self.enc, record)?;
-        if a.id != meta.shown {
-            return Err(Error::ArchiveMismatch { record: record.index, session, archive: meta.shown, operator: a.id });
-        }
+        let (a, meta) = self.lam.archive_then_admit(self.view.store_mut(), &session, &mut self.enc, record, tokens)?;
         self.view.push_archived(thought, record, meta, &a.residual);
         Ok(a)
     }

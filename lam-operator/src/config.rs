@@ -113,6 +113,14 @@ pub struct Config {
     /// costs fewer tokens than the run; `lam_core::stub::worth_replacing`).
     /// `None`: by bytes (a run of at least twice the stub's bytes).
     pub counter: Option<&'static dyn TokenCounter>,
+    /// Count each admission's tokens by `counter` ([`crate::Admission::tokens`])
+    /// and record them in the archive (on with [`Config::with_counter`]).
+    pub count_tokens: bool,
+    /// Fill the admission's diagnostics: the chunk vectors
+    /// ([`crate::Admission::vectors`]) and the first layer's kept bytes
+    /// ([`crate::Admission::first_layer_plain`]). Off by default: they cost a
+    /// copy per admission and only evaluation and embedding dumps read them.
+    pub diagnostics: bool,
     /// How each observation's first stub line says to get its original back
     /// (`lam_core::stub::Recall`; default the ARC view's `_recall §id`).
     pub recall: Recall<'static>,
@@ -121,7 +129,16 @@ pub struct Config {
 impl Config {
     /// Defaults at threshold `t`.
     pub fn new(threshold: Threshold) -> Self {
-        Self { threshold, order: Order::default(), index: IndexChoice::default(), encode_batch: 64, counter: None, recall: Recall::ARC }
+        Self {
+            threshold,
+            order: Order::default(),
+            index: IndexChoice::default(),
+            encode_batch: 64,
+            counter: None,
+            count_tokens: false,
+            diagnostics: false,
+            recall: Recall::ARC,
+        }
     }
 
     /// Write recall handles as `how` (`Recall::None`: none).
@@ -130,9 +147,25 @@ impl Config {
         self
     }
 
-    /// Judge stubs by `counter`'s tokens (cl100k: `lam_trajectory::Cl100k`).
+    /// Judge stubs by `counter`'s tokens (cl100k: `lam_tokens::Cl100k`) and
+    /// count every admission's tokens with it: the one place a session gets
+    /// its counter.
     pub fn with_counter(mut self, counter: &'static dyn TokenCounter) -> Self {
         self.counter = Some(counter);
+        self.count_tokens = true;
+        self
+    }
+
+    /// Whether admissions report (and the archive records) token counts;
+    /// stubs are judged by the counter either way.
+    pub fn with_token_counts(mut self, on: bool) -> Self {
+        self.count_tokens = on;
+        self
+    }
+
+    /// Fill each admission's diagnostics (vectors, first layer's kept bytes).
+    pub fn with_diagnostics(mut self) -> Self {
+        self.diagnostics = true;
         self
     }
 }

@@ -139,6 +139,8 @@ pub(crate) struct Record<'a> {
     pub counter: Option<&'a dyn TokenCounter>,
     pub how: Recall<'static>,
     pub recall: Every,
+    /// Keep the first layer's bytes ([`Composed::plain`]).
+    pub plain: bool,
 }
 
 /// Text written so far and where its lines went: answers "which residual
@@ -148,8 +150,8 @@ struct Fed {
     newlines: Vec<usize>,
     /// Each text range written, with the index of its first line in the sink's map.
     pieces: Vec<(Range<usize>, usize)>,
-    /// Original bytes written (first layer, without stubs).
-    plain: Vec<u8>,
+    /// Original bytes written (first layer, without stubs), when kept.
+    plain: Option<Vec<u8>>,
 }
 
 impl Fed {
@@ -175,12 +177,15 @@ impl Fed {
             return;
         }
         self.pieces.push((range.clone(), sink.lines().len()));
-        self.plain.extend_from_slice(&text[range.clone()]);
+        if let Some(p) = &mut self.plain {
+            p.extend_from_slice(&text[range.clone()]);
+        }
         sink.text(&text[range]);
     }
 }
 
-/// What [`compose`] returns: the first layer's kept bytes and the residual
+/// What [`compose`] returns: the first layer's kept bytes (empty unless
+/// [`Record::plain`]) and the residual
 /// lines of every retained range asked for.
 pub(crate) struct Composed {
     pub plain: Vec<u8>,
@@ -196,7 +201,7 @@ pub(crate) struct Composed {
 /// the residual lines of each range in `spans_of` (retained chunks).
 pub(crate) fn compose(r: &Record<'_>, segs: Vec<Seg>, sink: &mut dyn Sink, spans_of: &[Range<usize>]) -> Composed {
     let newlines = memchr::memchr_iter(b'\n', r.text).collect();
-    let mut fed = Fed { newlines, pieces: Vec::new(), plain: Vec::new() };
+    let mut fed = Fed { newlines, pieces: Vec::new(), plain: r.plain.then(Vec::new) };
     let mut run: Vec<Dropped> = Vec::new();
     for s in segs {
         match s {
@@ -214,7 +219,7 @@ pub(crate) fn compose(r: &Record<'_>, segs: Vec<Seg>, sink: &mut dyn Sink, spans
     }
     flush(r, &mut fed, sink, &mut run);
     let spans = spans_of.iter().map(|c| fed.lines_of(sink.lines(), c)).collect();
-    Composed { plain: fed.plain, spans }
+    Composed { plain: fed.plain.unwrap_or_default(), spans }
 }
 
 /// A run breaks at a gap, or where the next representative's record was

@@ -7,12 +7,11 @@ use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
 use crate::segments::{self, Dropped, Every, Plain, Rep, Seg};
 use lam_core::stub::{RepeatStub, worth_replacing};
-use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
+use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsMeta, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
 use lam_hash::{L0Stats, LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index, L1Stats};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::Instant;
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -37,7 +36,8 @@ pub struct Session<I = L1Index> {
     homes: Vec<Home>,
     next_record: u32,
     digest: DeletionDigest,
-    counter: Option<Arc<dyn TokenCounter>>,
+    /// The input tokens `admit_archived` counted for a record (counted once).
+    counted: Option<(u32, usize)>,
     poisoned: Option<u32>,
 }
 
@@ -49,7 +49,7 @@ impl<I: std::fmt::Debug> std::fmt::Debug for Session<I> {
             .field("records", &self.next_record)
             .field("chunks", &self.homes.len())
             .field("digest", &self.digest.hex16())
-            .field("counter", &self.counter.is_some())
+            .field("counts_tokens", &(self.cfg.count_tokens && self.cfg.counter.is_some()))
             .finish_non_exhaustive()
     }
 }
@@ -106,16 +106,26 @@ impl<I: CandidateIndex> Session<I> {
             homes: Vec::new(),
             next_record: 0,
             digest: DeletionDigest::new(),
-            counter: None,
+            counted: None,
             poisoned: None,
         }
     }
 
-    /// Count tokens of every admission (and of every archived observation)
-    /// with `counter`; see [`Admission::tokens`].
-    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
-        self.counter = Some(counter);
-        self
+    /// The counter admissions are counted by ([`Config::with_counter`] and
+    /// [`Config::count_tokens`]).
+    fn token_counter(&self) -> Option<&'static dyn TokenCounter> {
+        self.cfg.counter.filter(|_| self.cfg.count_tokens)
+    }
+
+    /// The tokens of an admission: its input's (counted once, also when
+    /// archived first) and its residual's.
+    fn tokens(&mut self, rec: &Record, residual: &[u8]) -> Option<Tokens> {
+        let c = self.token_counter()?;
+        let input = match self.counted.take() {
+            Some((record, n)) if record == rec.index => n,
+            _ => c.count(&rec.observation),
+        };
+        Some(Tokens { input, output: c.count(residual) })
     }
 
     /// Settings.
@@ -206,7 +216,7 @@ impl<I: CandidateIndex> Session<I> {
     /// else, then admit it with `enc`. Every stub of the admission cites the
     /// archived original with `_recall §id`, and that id resolves in `store`
     /// to the exact observation bytes. The archive records the observation's
-    /// tokens by the session's counter (0 without one).
+    /// tokens by the session's counter (0 without one; counted once).
     pub fn admit_archived<E: Encoder + ?Sized, S: ObsStore + ?Sized>(
         &mut self,
         store: &mut S,
@@ -215,14 +225,32 @@ impl<I: CandidateIndex> Session<I> {
         rec: &Record,
     ) -> Result<Admission, Error> {
         self.check_next(rec)?;
-        let tokens = self.counter.as_ref().map_or(0, |c| c.count(&rec.observation));
+        let tokens = self.token_counter().map_or(0, |c| c.count(&rec.observation));
+        self.counted = Some((rec.index, tokens));
+        self.archive_then_admit(store, session, enc, rec, tokens).map(|(a, _)| a)
+    }
+
+    /// The one archive -> admit -> compare path (what [`Session::admit_archived`]
+    /// and the LAM-over-ARC view use): append `rec` to `store` recording
+    /// `tokens`, admit it, and check that the archive shows it by the same
+    /// id. A mismatch poisons the session. Returns the admission and what the
+    /// archive recorded.
+    pub fn archive_then_admit<E: Encoder + ?Sized, S: ObsStore + ?Sized>(
+        &mut self,
+        store: &mut S,
+        session: &SessionId,
+        enc: &mut E,
+        rec: &Record,
+        tokens: usize,
+    ) -> Result<(Admission, ObsMeta), Error> {
+        self.check_next(rec)?;
         let meta = store.append(session, rec, u32::try_from(tokens).unwrap_or(u32::MAX))?;
         let a = self.admit(enc, rec)?;
         if a.id != meta.shown {
             self.poisoned = Some(rec.index);
             return Err(Error::ArchiveMismatch { record: rec.index, session: session.clone(), archive: meta.shown, operator: a.id });
         }
-        Ok(a)
+        Ok((a, meta))
     }
 
     fn check_next(&self, rec: &Record) -> Result<(), Error> {
@@ -275,7 +303,15 @@ impl<I: CandidateIndex> Session<I> {
         let retained: Vec<&ChunkOutcome> = outcomes.iter().filter(|o| !o.decision.is_dropped()).collect();
         let ranges: Vec<Range<usize>> = retained.iter().map(|o| o.range.clone()).collect();
         let every = if b.l0_first.is_some() { Every::Every } else { Every::First };
-        let r = segments::Record { id: &b.id, text, calls: &self.calls, counter: self.cfg.counter, how: self.cfg.recall, recall: every };
+        let r = segments::Record {
+            id: &b.id,
+            text,
+            calls: &self.calls,
+            counter: self.cfg.counter,
+            how: self.cfg.recall,
+            recall: every,
+            plain: self.cfg.diagnostics,
+        };
         let (l0, stubs, first_layer_plain, spans) = match &b.l0_first {
             None => {
                 // L0 writes every stub line, in residual order, and puts the
@@ -291,14 +327,15 @@ impl<I: CandidateIndex> Session<I> {
                 let lines: Vec<String> = l0_stubs.iter().map(|s| s.with(self.cfg.recall).to_string()).collect();
                 let mut stubs = l0_stubs.clone();
                 stubs.extend(p.written);
-                (*l0, stubs, segments::strip_lines(r0, &lines), c.spans)
+                let plain = if self.cfg.diagnostics { segments::strip_lines(r0, &lines) } else { Vec::new() };
+                (*l0, stubs, plain, c.spans)
             }
         };
         for (o, lines) in retained.iter().zip(spans) {
             self.homes[o.index as usize].lines = lines;
         }
         let admit_ns = b.started.elapsed().as_nanos() as u64;
-        let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
+        let tokens = self.tokens(rec, &residual);
         Ok(Admission {
             record: b.record,
             id: b.id,
@@ -307,7 +344,7 @@ impl<I: CandidateIndex> Session<I> {
             stubs,
             l0,
             first_layer_plain,
-            vectors: vectors.to_vec(),
+            vectors: self.diagnostic_vectors(vectors),
             tokens,
             encode_ns: 0,
             admit_ns,
@@ -326,11 +363,11 @@ impl<I: CandidateIndex> Session<I> {
     }
 
     /// The admission of a whole repeat: its residual is the stub's line (L0 does not see it).
-    fn repeat_admission(&self, rec: &Record, b: Begun, stub: Stub, chunks: Vec<ChunkOutcome>, vectors: &[f32]) -> Admission {
+    fn repeat_admission(&mut self, rec: &Record, b: Begun, stub: Stub, chunks: Vec<ChunkOutcome>, vectors: &[f32]) -> Admission {
         let mut residual = stub.with(self.cfg.recall).to_string().into_bytes();
         residual.push(b'\n');
         let admit_ns = b.started.elapsed().as_nanos() as u64;
-        let tokens = self.counter.as_ref().map(|c| Tokens { input: c.count(&rec.observation), output: c.count(&residual) });
+        let tokens = self.tokens(rec, &residual);
         let stubs = vec![stub];
         Admission {
             record: b.record,
@@ -340,7 +377,7 @@ impl<I: CandidateIndex> Session<I> {
             stubs,
             l0: L0Stats::default(),
             first_layer_plain: Vec::new(),
-            vectors: vectors.to_vec(),
+            vectors: self.diagnostic_vectors(vectors),
             tokens,
             encode_ns: 0,
             admit_ns,
@@ -348,6 +385,12 @@ impl<I: CandidateIndex> Session<I> {
     }
 
     /// L1: decide every chunk in order.
+    /// The chunk vectors an admission carries: all of them with
+    /// [`Config::diagnostics`], else none.
+    fn diagnostic_vectors(&self, vectors: &[f32]) -> Vec<f32> {
+        if self.cfg.diagnostics { vectors.to_vec() } else { Vec::new() }
+    }
+
     fn l1(&mut self, b: &Begun, text: &[u8], chunks: &[Range<usize>], vectors: &[f32]) -> Result<(Vec<Seg>, Vec<ChunkOutcome>), Error> {
         let mut segs = Vec::new();
         let mut outcomes = Vec::with_capacity(chunks.len());

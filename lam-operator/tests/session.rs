@@ -6,7 +6,6 @@
 use lam_core::{Encoder, ObsStore, Record, SessionId, SimpleCounter, Stub, Threshold, TokenCounter};
 use lam_encode::HashingEncoder;
 use lam_operator::{Config, Error, Order, Session, compact_batch};
-use std::sync::Arc;
 
 fn rec(i: u32, action: &str, obs: &[u8]) -> Record {
     Record { index: i, action: action.into(), observation: obs.to_vec(), returncode: Some(0) }
@@ -94,7 +93,7 @@ fn an_encoder_error_is_typed_and_never_half_admits() {
 fn online_and_batch_run_one_function_in_both_orders() {
     let recs: Vec<Record> = (0..12u32).map(|i| rec(i, &format!("cmd {}", i % 4), &log(20 + (i as usize % 5) * 30, &format!("run{}", i % 3)))).collect();
     for order in [Order::L1L0, Order::L0L1] {
-        let mut c = cfg();
+        let mut c = cfg().with_diagnostics();
         c.order = order;
         c.encode_batch = 7;
         let mut enc = HashingEncoder::default();
@@ -112,8 +111,9 @@ fn online_and_batch_run_one_function_in_both_orders() {
 #[test]
 fn an_admission_carries_stubs_vectors_and_tokens() {
     let mut enc = HashingEncoder::default();
-    let counter = Arc::new(SimpleCounter);
-    let mut s = Session::new(cfg(), 384).unwrap().with_counter(counter.clone());
+    static COUNTER: SimpleCounter = SimpleCounter;
+    let counter = &COUNTER;
+    let mut s = Session::new(cfg().with_counter(counter).with_diagnostics(), 384).unwrap();
     let mut store = arc_store::MemStore::new();
     let sid = SessionId::new("s");
     let first = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "pytest", &log(300, "a"))).unwrap();
@@ -151,3 +151,36 @@ fn the_archive_and_the_operator_must_agree_on_ids() {
     let e = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "cat", &b)).unwrap_err();
     assert!(matches!(e, Error::ArchiveMismatch { record: 0, .. }), "{e}");
 }
+
+/// Counts how often it counts the observation `WATCHED` (the session must
+/// count an archived observation's tokens once).
+struct Watching(std::sync::atomic::AtomicUsize);
+const WATCHED: &[u8] = b"watched output line\n";
+impl TokenCounter for Watching {
+    fn count(&self, text: &[u8]) -> usize {
+        if text == WATCHED {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        SimpleCounter.count(text)
+    }
+    fn spans(&self, text: &[u8], out: &mut Vec<std::ops::Range<usize>>) {
+        SimpleCounter.spans(text, out)
+    }
+}
+
+#[test]
+fn one_counter_counts_each_observation_once_and_diagnostics_are_opt_in() {
+    static W: Watching = Watching(std::sync::atomic::AtomicUsize::new(0));
+    let mut enc = HashingEncoder::default();
+    let mut s = Session::new(cfg().with_counter(&W), 384).unwrap();
+    let mut store = arc_store::MemStore::new();
+    let a = s.admit_archived(&mut store, &SessionId::new("s"), &mut enc, &rec(0, "cat w", WATCHED)).unwrap();
+    assert_eq!(a.tokens.unwrap().input, SimpleCounter.count(WATCHED));
+    // Once for the archive and the admission together; the residual (the same
+    // bytes here) once more.
+    assert_eq!(W.0.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert!(a.vectors.is_empty() && a.first_layer_plain.is_empty() && a.retained().next().is_none(), "diagnostics are off by default");
+    let mut quiet = Session::new(cfg().with_counter(&SIMPLE).with_token_counts(false), 384).unwrap();
+    assert!(quiet.admit(&mut enc, &rec(0, "ls", b"a\n")).unwrap().tokens.is_none());
+}
+static SIMPLE: SimpleCounter = SimpleCounter;

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 /// The state one lock guards: threads that share a session take turns.
 pub struct Inner {
@@ -114,7 +114,7 @@ impl Session {
         recall: &str,
     ) -> PyResult<Self> {
         let how = lam_core::stub::Recall::parse(recall).map_err(|e| errors::arg("recall", e))?;
-        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k).with_recall(how);
+        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k).with_token_counts(count_tokens).with_recall(how);
         cfg.order = order.parse::<Order>().map_err(|e| errors::arg("order", e))?;
         cfg.index = index.parse::<IndexChoice>().map_err(|e| errors::arg("index", e))?;
         if session.as_deref() == Some("") {
@@ -122,10 +122,7 @@ impl Session {
         }
         let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, batch)?;
         let info = enc.info();
-        let mut op = lam_operator::Session::new(cfg, info.dim).map_err(errors::operator)?;
-        if count_tokens {
-            op = op.with_counter(Arc::new(Cl100k));
-        }
+        let op = lam_operator::Session::new(cfg, info.dim).map_err(errors::operator)?;
         let st = store.map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite))).transpose()?;
         let sid = SessionId(session.unwrap_or_else(|| if st.is_some() { default_session_name() } else { "python".into() }));
         let inner = Inner { op, enc, cache_file, store: st, totals: Totals::default() };

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 enum View {
     Arc(Box<Arc_<AnyStore, Cl100k>>),
@@ -122,9 +122,7 @@ impl ArcView {
         let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k).map_err(|e| errors::arg("budget", e))?;
         let view = if policy == "lam" {
             let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
-            let op = lam_operator::Session::new(Config::new(args::threshold(threshold)?).with_counter(&Cl100k), enc.info().dim)
-                .map_err(errors::operator)?
-                .with_counter(Arc::new(Cl100k));
+            let op = lam_operator::Session::new(Config::new(args::threshold(threshold)?).with_counter(&Cl100k), enc.info().dim).map_err(errors::operator)?;
             View::Lam(Box::new(LamArcView::from_parts(view, op, enc)), cache_file)
         } else {
             View::Arc(Box::new(view))

@@ -1,13 +1,13 @@
 //! What every session admits with: the archive (one store, locked per call),
 //! a pool of encoders (a session borrows one for its admissions, so sessions
-//! encode in parallel), the token counter and the operator settings.
+//! encode in parallel) and the operator settings (with the token counter).
 
 use crate::Error;
 use arc_store::AnyStore;
-use lam_core::{Encoder, ObsMeta, ObsStore, Record, SessionId, TokenCounter};
+use lam_core::{Encoder, ObsMeta, ObsStore, Record, SessionId};
 use lam_encode::CachedEncoder;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// An encoder behind its embedding cache.
 pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
@@ -122,7 +122,7 @@ impl Drop for Loan<'_> {
 pub(crate) struct Engine {
     pub store: SharedStore,
     pub pool: Pool,
-    pub counter: Arc<dyn TokenCounter>,
+    /// The operator settings, with the token counter (`Config::with_counter`).
     pub operator: lam_operator::Config,
     pub dim: usize,
     /// What is compacted (user turns, kept tools).
@@ -136,9 +136,9 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// A fresh operator session with the engine's settings and counter.
+    /// A fresh operator session with the engine's settings.
     pub(crate) fn operator_session(&self) -> Result<lam_operator::Session, Error> {
-        Ok(lam_operator::Session::new(self.operator, self.dim)?.with_counter(self.counter.clone()))
+        Ok(lam_operator::Session::new(self.operator, self.dim)?)
     }
 
     /// Make every acknowledged append durable and save the embedding caches.

@@ -329,8 +329,7 @@ impl Proxy {
         let engine = Engine {
             store: SharedStore(Mutex::new(store)),
             pool: Pool::new(encoders, cache),
-            counter: Arc::new(lam_trajectory::Cl100k),
-            operator: lam_operator::Config::new(threshold).with_counter(&lam_trajectory::Cl100k).with_recall(cfg.recall),
+            operator: lam_operator::Config::new(threshold).with_counter(&lam_tokens::Cl100k).with_recall(cfg.recall),
             dim,
             policy: api::Policy { user_turns: cfg.user_turns, keep_tools: cfg.keep_tools.iter().cloned().collect() },
         };

@@ -33,10 +33,11 @@
 pub mod agents;
 pub mod names;
 pub mod read;
-pub mod tokens;
 
 pub use names::SessionNames;
 pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};
 
 pub use lam_core::corpus_dir;
-pub use tokens::Cl100k;
+/// cl100k_base accounting ([`lam_tokens`]), re-exported for the readers' users.
+pub use lam_tokens as tokens;
+pub use lam_tokens::Cl100k;

@@ -1,6 +1,6 @@
 //! `lam compact`: the LAM admission test over trajectories, online and batch.
 
-use crate::opts::{EncoderArg, EncoderOpts};
+use crate::opts::EncoderOpts;
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use lam_core::{DeletionDigest, Encoder, Threshold};
@@ -61,9 +61,10 @@ pub struct CompactArgs {
     #[arg(long)]
     no_tokens: bool,
     /// L2: store each session's retained embeddings through this codec in `--out DIR`
-    /// (`SESSION.retained.lamc`, docs/codec-format.md): f16, int8, binary, or szp[-fixed|-plain][-rel<B>|-abs<B>] (szp: fixed, rel 1e-3).
+    /// (`SESSION.retained.lamc`, docs/codec-format.md): f16, int8, binary, or szp[-fixed|-plain][-rel<B>|-abs<B>] (szp: fixed, rel 1e-3);
+    /// `cuda:SZP`, `rocm:SZP` run the Szp kernel on a GPU (builds with those features).
     #[arg(long, requires = "out", value_parser = codec)]
-    codec: Option<lam_codec::Codec>,
+    codec: Option<lam_codec::CodecSpec>,
     /// Archive every observation into this store first (a FileStore directory, or
     /// `postgres://...` where built in), so every stub's `_recall §id` can be answered
     /// with `lam recall --store STORE §id`.
@@ -80,8 +81,8 @@ fn index(s: &str) -> Result<IndexChoice, String> {
     s.parse().map_err(|e: lam_operator::Error| e.to_string())
 }
 
-fn codec(s: &str) -> Result<lam_codec::Codec, String> {
-    lam_codec::parse_codec(s).map_err(|e| e.to_string())
+fn codec(s: &str) -> Result<lam_codec::CodecSpec, String> {
+    lam_codec::CodecSpec::parse(s).map_err(|e| e.to_string())
 }
 
 /// Where embeddings come from: a precomputed file or an encoder behind its cache.
@@ -96,7 +97,7 @@ impl Enc {
             Some(p) => Enc::Pre(PrecomputedEncoder::open(p)?),
             // Online and batch forms share one memo, persisted between runs: each chunk is encoded once.
             None => {
-                let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == EncoderArg::Hashing)?;
+                let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == lam_encode::Backend::Hashing)?;
                 Enc::Cached(Box::new(c), path)
             }
         })
@@ -137,6 +138,8 @@ pub fn run(a: CompactArgs) -> Result<()> {
         OrderArg::L0L1 => Order::L0L1,
     };
     cfg.index = a.index;
+    // --dump-embeddings writes every chunk's vector: the admissions carry them.
+    cfg.diagnostics = a.dump_embeddings.is_some();
     let mut enc = Enc::new(&a)?;
     let dump = match &a.dump_embeddings {
         Some(p) => Some(EmbeddingsWriter::new(
@@ -149,6 +152,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     let archive = a.store.as_deref().map(|s| crate::opts::open_store(s, arc_store::Access::ReadWrite)).transpose()?;
+    let codec = a.codec.map(lam_codec::CodecSpec::open).transpose().context("--codec")?;
     let files = read::expand_inputs(&a.paths)?;
     if files.is_empty() {
         bail!("no trajectory files under {:?}", a.paths);
@@ -163,7 +167,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
         )?;
     }
     let names = SessionNames::new(files.iter().map(|i| i.path.as_path()));
-    let mut r = Runner { a: &a, cfg, enc: &mut enc, dump, archive, names, tot: Totals { all_equal: true, ..Totals::default() } };
+    let mut r = Runner { a: &a, cfg, enc: &mut enc, dump, archive, codec, names, tot: Totals { all_equal: true, ..Totals::default() } };
     // Every readable input is processed; each bad one is named with its error, and the run fails at the end.
     let mut failed = Vec::new();
     for input in &files {
@@ -199,6 +203,8 @@ struct Runner<'a> {
     enc: &'a mut Enc,
     dump: Option<EmbeddingsWriter<std::io::BufWriter<std::fs::File>>>,
     archive: Option<arc_store::AnyStore>,
+    /// L2's codec (`--codec`).
+    codec: Option<lam_codec::BoxCodec>,
     names: SessionNames,
     tot: Totals,
 }
@@ -235,7 +241,7 @@ impl Runner<'_> {
         }
         if let Some(dir) = &a.out {
             write_outputs(dir, traj, &run)?;
-            if let Some(c) = &a.codec {
+            if let Some(c) = self.codec.as_deref() {
                 write_retained(dir, traj, &run, c, self.enc.as_dyn().info().dim, &mut self.tot)?;
             }
         }
@@ -329,10 +335,10 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// L2: the retained chunks' embeddings, as the operator kept them, through the codec.
-fn write_retained(dir: &Path, traj: &Trajectory, run: &Run, c: &lam_codec::Codec, dim: usize, tot: &mut Totals) -> Result<()> {
+fn write_retained(dir: &Path, traj: &Trajectory, run: &Run, c: &dyn lam_core::ByteCodec, dim: usize, tot: &mut Totals) -> Result<()> {
     let v = &run.retained;
     let mut stream = Vec::new();
-    c.encode_to(v, v.len() / dim, dim, &mut stream)?;
+    c.encode(v, lam_core::Shape { rows: v.len() / dim, dim }, &mut stream)?;
     let p = dir.join(format!("{}.retained.lamc", lam_core::file_stem(traj.session.as_str())));
     std::fs::write(&p, &stream).with_context(|| format!("writing {}", p.display()))?;
     tot.l2_raw += v.len() * 4;

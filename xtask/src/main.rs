@@ -2,7 +2,8 @@
 //!
 //! - `check-default-deps`: the default build of every crate pulls in no GPU or
 //!   model-runtime crate, and no library crate the PostgreSQL client (the
-//!   `lam` program builds it by default) (inspects `cargo tree`).
+//!   `lam` program builds it by default), and `lam-serve`/`lam-mcp` no
+//!   trajectory reader (they count tokens with `lam-tokens`) (inspects `cargo tree`).
 //! - `bench`: runs the criterion benchmarks that print peer ratios
 //!   (L0 vs xxh3, exact verification, admission latency and concurrency).
 //! - `bench-encoder`: lam's encoder beside candle's BertModel and PyTorch
@@ -51,7 +52,7 @@ mod gpu;
 #[cfg(feature = "cuda")]
 mod gpubench;
 
-const CRATES: [&str; 15] = [
+const CRATES: [&str; 16] = [
     "lam-core",
     "lam-hash",
     "lam-lsh",
@@ -60,6 +61,7 @@ const CRATES: [&str; 15] = [
     "arc-store",
     "arc-view",
     "lam-costmodel",
+    "lam-tokens",
     "lam-trajectory",
     "lam-operator",
     "lam-eval",
@@ -78,6 +80,11 @@ const FORBIDDEN: [&str; 10] =
 // The library crates keep arc-store's `postgres` feature opt-in.
 const PG_DEFAULT_OK: [&str; 2] = ["tokio-postgres", "postgres-protocol"];
 const PG_PROGRAMS: [&str; 2] = ["lam", "lam-py"];
+
+// Crates that count tokens but read no trajectories (they take `lam-tokens`),
+// and what the readers would drag in.
+const NO_READERS: [&str; 2] = ["lam-serve", "lam-mcp"];
+const READERS: [&str; 2] = ["lam-trajectory", "flate2"];
 
 // The command line's crates: only the `lam` program (and xtask) may pull them in.
 const CLI_ONLY: [&str; 3] = ["clap", "indicatif", "anyhow"];
@@ -100,6 +107,10 @@ fn check_default_deps() -> Result<()> {
             .collect();
         if !bad.is_empty() {
             bail!("{c}: default build pulls in {bad:?}");
+        }
+        let readers: Vec<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| READERS.contains(n)).collect();
+        if NO_READERS.contains(&c) && !readers.is_empty() {
+            bail!("{c}: pulls in the trajectory readers ({readers:?}); token counting needs only lam-tokens");
         }
         if c != "lam" {
             // Direct dependencies only: tiktoken-rs, for one, uses anyhow inside.

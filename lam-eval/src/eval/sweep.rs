@@ -121,7 +121,7 @@ pub fn evaluate<E: Encoder>(inputs: &[PathBuf], enc: &mut CachedEncoder<E>, o: &
             let a = &mut acc[ti];
             let mut runs = Vec::with_capacity(2);
             for order in [Order::L1L0, Order::L0L1] {
-                let mut cfg = Config::new(*th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall);
+                let mut cfg = Config::new(*th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall).with_diagnostics();
                 cfg.order = order;
                 let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
                 a.equal &= run.report.online_equals_batch;

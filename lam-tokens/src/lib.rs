@@ -1,4 +1,6 @@
-//! Token accounting with cl100k_base (LAM B.2: whole texts, never sums of pieces).
+//! Token accounting with cl100k_base (LAM B.2: whole texts, never sums of
+//! pieces), on its own so that whatever counts tokens (the proxy, the MCP
+//! server) needs no trajectory reader.
 
 use std::ops::Range;
 use std::sync::OnceLock;
