@@ -37,6 +37,77 @@ pub fn join(calls: impl IntoIterator<Item = String>) -> String {
     calls.into_iter().collect::<Vec<_>>().join("; ")
 }
 
+/// The action a tool result answers: the call in `assistant` (an OpenAI
+/// chat message) whose `id` is the result's `tool_call_id`, as
+/// `name(arguments)`; without such a call, the whole message's action
+/// ([`of_message`]). The readers, `lam serve` and the Python package all
+/// name results this way, so the same call and output get the same `§id`.
+///
+/// ```
+/// use lam_core::action::answered;
+/// let m = serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+///     {"id": "a", "function": {"name": "ls", "arguments": "{}"}},
+///     {"id": "b", "function": {"name": "cat", "arguments": "{\"path\":\"x\"}"}}]});
+/// assert_eq!(answered(&m, Some("b")), r#"cat({"path":"x"})"#);
+/// assert_eq!(answered(&m, None), r#"ls({}); cat({"path":"x"})"#);
+/// ```
+pub fn answered(assistant: &serde_json::Value, tool_call_id: Option<&str>) -> String {
+    let calls = assistant.get("tool_calls").and_then(serde_json::Value::as_array);
+    let call = tool_call_id.and_then(|id| calls?.iter().find(|c| c.get("id").and_then(serde_json::Value::as_str) == Some(id)));
+    match call {
+        Some(c) => of_call(c),
+        None => of_message(assistant),
+    }
+}
+
+/// The action of an assistant message: its `action` field (SWE-agent), its
+/// tool calls joined by `"; "` (OpenAI chat), or the last fenced code block
+/// of its text (mini-swe-agent and other text agents), else its text, trimmed.
+///
+/// ```
+/// let m = serde_json::json!({"role": "assistant", "content": "Look:\n```bash\nls -la\n```"});
+/// assert_eq!(lam_core::action::of_message(&m), "ls -la");
+/// ```
+pub fn of_message(m: &serde_json::Value) -> String {
+    if let Some(a) = m.get("action").and_then(serde_json::Value::as_str) {
+        return a.trim().to_string();
+    }
+    if let Some(serde_json::Value::Array(calls)) = m.get("tool_calls")
+        && !calls.is_empty()
+    {
+        return join(calls.iter().map(of_call));
+    }
+    let text = message_text(m.get("content"));
+    fenced_block(&text).unwrap_or(&text).trim().to_string()
+}
+
+/// One OpenAI chat tool call (`{function: {name, arguments}}`) as an action.
+fn of_call(c: &serde_json::Value) -> String {
+    let f = c.get("function").unwrap_or(c);
+    let name = f.get("name").and_then(serde_json::Value::as_str).unwrap_or("tool");
+    tool_call_value(name, f.get("arguments"))
+}
+
+/// A message's text: the content string, or its parts' texts together.
+fn message_text(content: Option<&serde_json::Value>) -> String {
+    match content {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.as_str().or_else(|| p.get("text").and_then(serde_json::Value::as_str))).collect()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The body of the last fenced code block, without its language tag.
+fn fenced_block(text: &str) -> Option<&str> {
+    let end = text.rfind("```")?;
+    let start = text[..end].rfind("```")?;
+    let block = &text[start + 3..end];
+    let tagged = block.split_once('\n').filter(|(lang, _)| lang.trim().chars().all(char::is_alphanumeric));
+    Some(tagged.map_or(block, |(_, rest)| rest))
+}
+
 /// Longest [`referent`], in characters.
 pub const REFERENT_CHARS: usize = 48;
 

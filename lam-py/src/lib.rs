@@ -27,11 +27,8 @@ fn _bench_rust_admit(py: Python<'_>, records: Vec<PyRef<'_, record::Record>>, th
         .map(|(i, r)| lam_core::Record { index: i as u32, action: r.action.clone(), observation: r.observation.clone(), returncode: r.returncode })
         .collect();
     let (mut enc, _) = args::encoder(encoder, None, lam_encode::Cache::Off, 32)?;
-    let mut s = lam_operator::Session::new(lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k), enc.info().dim)
-        .map_err(errors::operator)?;
-    if count_tokens {
-        s = s.with_counter(std::sync::Arc::new(lam_trajectory::Cl100k));
-    }
+    let cfg = lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k).with_token_counts(count_tokens);
+    let mut s = lam_operator::Session::new(cfg, enc.info().dim).map_err(errors::operator)?;
     py.allow_threads(|| {
         recs.iter()
             .map(|r| {
@@ -55,6 +52,7 @@ fn _lam(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record::read_trajectories, m)?)?;
     m.add_function(wrap_pyfunction!(record::count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(record::parse_commands, m)?)?;
+    m.add_function(wrap_pyfunction!(record::_action_for, m)?)?;
     m.add_function(wrap_pyfunction!(_bench_rust_admit, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

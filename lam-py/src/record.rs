@@ -4,6 +4,7 @@
 use crate::args;
 use crate::errors;
 use arc_view::Command;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
@@ -128,6 +129,19 @@ pub fn read_trajectory(py: Python<'_>, path: PathBuf) -> PyResult<Vec<Record>> {
 pub fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
     let b = args::bytes_of("text", text)?;
     Ok(py.allow_threads(|| lam_trajectory::tokens::count(&b)))
+}
+
+/// The action a tool result answers, by lam's one rule (the readers and
+/// `lam serve` use it too, so the same call gets the same `§id` everywhere):
+/// `assistant` is the JSON of the assistant message before the result,
+/// `tool_call_id` the result's; the answered call as `name(arguments)`, or
+/// the whole message's action (its calls joined by `"; "`, a recorded
+/// `action`, its last fenced code block, else its text).
+#[pyfunction]
+#[pyo3(signature = (assistant, tool_call_id=None))]
+pub fn _action_for(assistant: &str, tool_call_id: Option<&str>) -> PyResult<String> {
+    let v: serde_json::Value = serde_json::from_str(assistant).map_err(|e| PyValueError::new_err(format!("assistant message: not JSON ({e})")))?;
+    Ok(lam_core::action::answered(&v, tool_call_id))
 }
 
 /// The ARC commands of `action` when it is a control action (every

@@ -41,8 +41,9 @@ pub(crate) struct Slot {
 }
 
 /// What the items of one request say about each other: the action of every
-/// tool call id, the task (first user turn), and the assistant's text before
-/// each item (the action of a user-turn observation).
+/// tool call id, the task (first user turn), and the action of the assistant
+/// message before each item (the action of a user-turn observation, and of a
+/// result whose call is not in the request), all by `lam_core::action`.
 #[derive(Debug, Default)]
 pub(crate) struct Context {
     actions: HashMap<String, String>,
@@ -103,7 +104,7 @@ impl Api {
             }
             self.note_calls(v, &mut cx);
             if role(v) == Some("assistant") {
-                last = Arc::from(text_of(v.get("content").unwrap_or(&Value::Null)));
+                last = Arc::from(action::of_message(v));
             }
         }
         cx
@@ -137,6 +138,7 @@ impl Api {
             Api::Responses => match str_at(v, "type") {
                 Some("function_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("arguments")),
                 Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
+                Some("local_shell_call") => note(str_at(v, "call_id"), Some("local_shell"), v.get("action")),
                 _ => {}
             },
         }
@@ -149,12 +151,12 @@ impl Api {
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
         let kept = |id: Option<&str>| id.and_then(|id| cx.names.get(id)).is_some_and(|n| policy.keep_tools.contains(n));
-        let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(|| id.unwrap_or_default().to_string());
+        let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
+        let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
         let with_keep =
             |ptrs: Vec<String>, action: String, keep: bool| ptrs.into_iter().map(|pointer| Slot { pointer, action: action.clone(), keep }).collect::<Vec<_>>();
         let with = |ptrs, action| with_keep(ptrs, action, false);
         let user_obs = || user_turns && role(v) == Some("user") && self.is_message(v) && cx.task.is_some_and(|t| i > t);
-        let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
             Api::ChatCompletions if role(v) == Some("tool") => {
@@ -209,15 +211,6 @@ fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
     }
 }
 
-/// The text of a content value (a string, or its text parts joined).
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| str_at(p, "text")).collect::<Vec<_>>().join("\n"),
-        _ => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,10 +241,11 @@ mod tests {
         let s = slots(Api::ChatCompletions, &items, false);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
-        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "c2".into(), keep: false }));
+        // A result whose call is not in the request: the assistant message's action.
+        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
         let u = slots(Api::ChatCompletions, &items, true);
         assert_eq!(u.len(), 3, "the task is not an observation, later user turns are");
-        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "run it".into(), keep: false }));
+        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
     }
 
     #[test]

@@ -379,35 +379,6 @@ fn content_text(c: Option<&Value>) -> Result<String, String> {
     }
 }
 
-/// The action of an assistant message: its `action` field (SWE-agent), its
-/// tool calls (OpenAI), or its last fenced code block (mini-swe-agent).
-fn action_of(m: &Value, content: &str) -> String {
-    if let Some(a) = m.get("action").and_then(Value::as_str) {
-        return a.trim().to_string();
-    }
-    if let Some(Value::Array(calls)) = m.get("tool_calls") {
-        let parts: Vec<String> = calls
-            .iter()
-            .map(|c| {
-                let f = c.get("function").unwrap_or(c);
-                let n = f.get("name").and_then(Value::as_str).unwrap_or("tool");
-                lam_core::action::tool_call_value(n, f.get("arguments"))
-            })
-            .collect();
-        if !parts.is_empty() {
-            return lam_core::action::join(parts);
-        }
-    }
-    if let Some(end) = content.rfind("```")
-        && let Some(start) = content[..end].rfind("```")
-    {
-        let block = &content[start + 3..end];
-        let block = block.split_once('\n').map_or(block, |(lang, rest)| if lang.trim().chars().all(|c| c.is_alphanumeric()) { rest } else { block });
-        return block.trim().to_string();
-    }
-    content.trim().to_string()
-}
-
 /// The assistant text around its action: the content without the fenced action block.
 fn thought_of(content: &str, action: &str) -> String {
     if !action.is_empty()
@@ -427,6 +398,7 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Parsed, Read
     let mut task = String::new();
     let mut last_thought = String::new();
     let mut last_action: Option<String> = None;
+    let mut last_assistant: Option<&Value> = None;
     for (i, m) in msgs.iter().enumerate() {
         let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("{field}[{i}]"), message };
         let Value::Object(_) = m else {
@@ -439,9 +411,10 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Parsed, Read
         let content = content_text(m.get("content")).map_err(rec)?;
         match role {
             "assistant" => {
-                let a = action_of(m, &content);
+                let a = lam_core::action::of_message(m);
                 last_thought = thought_of(&content, &a);
                 last_action = Some(a);
+                last_assistant = Some(m);
             }
             "system" | "user" if last_action.is_none() => {
                 if !task.is_empty() {
@@ -451,9 +424,10 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Parsed, Read
             }
             "tool" => {
                 thoughts.push(std::mem::take(&mut last_thought));
+                let call_id = m.get("tool_call_id").and_then(Value::as_str);
                 out.push(Record {
                     index: out.len() as u32,
-                    action: last_action.clone().unwrap_or_default(),
+                    action: last_assistant.map(|a| lam_core::action::answered(a, call_id)).unwrap_or_default(),
                     observation: content.into_bytes(),
                     returncode: None,
                 })

@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any, Iterable, List, Optional, Tuple
 
+from lam import _lam
 from lam._lam import Admission, Session
 
 _ROLES = ("tool", "user")
@@ -14,19 +15,6 @@ _ROLES = ("tool", "user")
 def _fingerprint(m: Any) -> str:
     blob = json.dumps(m, sort_keys=True, default=repr, ensure_ascii=False)
     return hashlib.sha1(blob.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _fenced_block(content: str) -> str:
-    """The last fenced code block of an assistant text (the text-based action)."""
-    end = content.rfind("```")
-    start = content.rfind("```", 0, end) if end > 0 else -1
-    if start < 0:
-        return content.strip()
-    block = content[start + 3 : end]
-    lang, nl, rest = block.partition("\n")
-    if nl and all(ch.isalnum() for ch in lang.strip()):
-        block = rest
-    return block.strip()
 
 
 def _tool_name(messages: List[dict], i: int) -> Optional[str]:
@@ -42,28 +30,14 @@ def _tool_name(messages: List[dict], i: int) -> Optional[str]:
 
 
 def _action_for(messages: List[dict], i: int) -> str:
-    """The action whose result messages[i] is, as lam's OpenAI reader names
-    it: the assistant's tool calls as ``name(arguments)`` joined by ``"; "``,
-    mini-swe-agent's recorded command, or the last fenced code block."""
+    """The action whose result messages[i] is, by lam's one rule (in Rust,
+    shared with the readers and ``lam serve``): the assistant tool call that
+    messages[i] answers (``tool_call_id``) as ``name(arguments)``, else the
+    whole assistant message's action."""
     for prev in reversed(messages[:i]):
-        if not isinstance(prev, dict) or prev.get("role") != "assistant":
-            continue
-        if isinstance(prev.get("action"), str):
-            return prev["action"].strip()
-        calls = []
-        for call in prev.get("tool_calls") or []:
-            fn = call.get("function") or call
-            args = fn.get("arguments", "")
-            if not isinstance(args, str):
-                args = json.dumps(args, separators=(",", ":"), sort_keys=True)
-            calls.append("%s(%s)" % (fn.get("name", "tool"), args))
-        if calls:
-            return "; ".join(calls)
-        actions = (prev.get("extra") or {}).get("actions") or []
-        if actions and isinstance(actions[0], dict) and "command" in actions[0]:
-            return str(actions[0]["command"])
-        content = prev.get("content")
-        return _fenced_block(content) if isinstance(content, str) else ""
+        if isinstance(prev, dict) and prev.get("role") == "assistant":
+            call_id = messages[i].get("tool_call_id")
+            return _lam._action_for(json.dumps(prev, default=str), call_id if isinstance(call_id, str) else None)
     return ""
 
 
