@@ -14,7 +14,8 @@
 //! cudarc) or `rocm` (hiprtc via libloading) feature, [`gpu::CudaSzp`] and
 //! [`gpu::RocmSzp`] run the same Szp codec as a kernel (`kernels/szp.cu`) and
 //! produce byte-identical streams; without the feature those types still
-//! exist and return [`Error::BackendNotCompiled`].
+//! exist and return [`Error::BackendNotCompiled`]. [`open`] is the one way
+//! callers get a codec by name, on any backend, as a `Box<dyn ByteCodec>`.
 //!
 //! ```
 //! use lam_core::{ByteCodec, Shape};
@@ -36,12 +37,14 @@ mod error;
 pub mod format;
 pub mod gpu;
 mod name;
+mod open;
 mod simple;
 pub mod szp;
 
 pub use error::Error;
 pub use format::{CodecId, Header, SzpMode};
 pub use name::{DEFAULT_SZP_BOUND, parse_codec};
+pub use open::{BoxCodec, CodecSpec, open};
 pub use simple::{decode_binary, decode_f16, decode_int8, encode_binary, encode_f16, encode_int8};
 pub use szp::{Bound, Resolved, SzpReader};
 

@@ -124,6 +124,18 @@ pub trait ByteCodec: Send + Sync {
     fn decode(&self, bytes: &[u8], out: &mut Vec<f32>) -> Result<Shape, Error>;
 }
 
+impl<C: ByteCodec + ?Sized> ByteCodec for Box<C> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn encode(&self, values: &[f32], shape: Shape, out: &mut Vec<u8>) -> Result<(), Error> {
+        (**self).encode(values, shape, out)
+    }
+    fn decode(&self, bytes: &[u8], out: &mut Vec<f32>) -> Result<Shape, Error> {
+        (**self).decode(bytes, out)
+    }
+}
+
 /// Immutable metadata of one archived observation (ARC "ObsStore record"
 /// without its body). Recall bookkeeping is not part of it: it lives with the
 /// view, apart from the immutable payload.

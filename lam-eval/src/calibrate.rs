@@ -180,12 +180,13 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
     // Codec: Szp fixed mode at rel 1e-2 (cuSZp's anchor setting) over 4,096 unit vectors of the encoder's dimension.
     let cdim = info.dim.max(1);
     let cvals = lam_core::random_unit_vectors(4096, cdim, 4);
-    let codec = lam_codec::Codec::Szp { mode: lam_codec::SzpMode::Fixed, bound: lam_codec::Bound::Rel(1e-2) };
+    let codec = lam_codec::open("szp-fixed-rel1e-2").map_err(|e| crate::Error::Input(format!("the calibration codec: {e}")))?;
+    let shape = lam_core::Shape { rows: 4096, dim: cdim };
     let mut stream = Vec::new();
     let mut codec_failed = None;
     let codec_rate = best_rate(seconds, 3, (cvals.len() * 4) as f64, || {
         stream.clear();
-        if let Err(e) = codec.encode_to(black_box(&cvals), 4096, cdim, &mut stream) {
+        if let Err(e) = codec.encode(black_box(&cvals), shape, &mut stream) {
             codec_failed = Some(e);
         }
     });

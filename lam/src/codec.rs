@@ -1,8 +1,9 @@
 //! `lam codec compress|decompress`: lam-codec over raw little-endian float32 files.
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand, ValueEnum};
-use lam_codec::{Bound, Codec, SzpMode};
+use clap::{Args, Subcommand};
+use lam_codec::CodecId;
+use lam_core::Shape;
 use std::path::PathBuf;
 
 /// `lam codec` arguments.
@@ -12,45 +13,21 @@ pub struct CodecArgs {
     cmd: CodecCmd,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum CodecArg {
-    Szp,
-    F16,
-    Int8,
-    Binary,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ModeArg {
-    Fixed,
-    Plain,
-}
-
-/// An error bound: a finite number >= 0.
-fn bound(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        Ok(_) => Err(format!("`{s}` must be a finite number >= 0")),
-        Err(_) => Err(format!("`{s}` is not a number")),
-    }
+/// A codec spec (`lam_codec::open`'s grammar).
+fn spec(s: &str) -> Result<lam_codec::CodecSpec, String> {
+    lam_codec::CodecSpec::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand)]
 enum CodecCmd {
     /// Compress a raw little-endian float32 file (rows of --dim values) into a LAMC stream.
     Compress {
-        /// Codec.
-        #[arg(long, value_enum)]
-        codec: CodecArg,
-        /// Szp mode: fixed (quantised values) or plain (1-D Lorenzo differences).
-        #[arg(long, value_enum, default_value = "fixed")]
-        mode: ModeArg,
-        /// Relative error bound: a fraction of the batch's value range (max - min); szp only.
-        #[arg(long, conflicts_with = "abs", value_parser = bound)]
-        rel: Option<f64>,
-        /// Absolute error bound; szp only.
-        #[arg(long, value_parser = bound)]
-        abs: Option<f64>,
+        /// Codec, by lam_codec's one grammar: f16, int8, binary, or
+        /// szp[-fixed|-plain][-rel<B>|-abs<B>] (fixed: quantised values, plain: 1-D Lorenzo
+        /// differences; rel: a fraction of the batch's value range; default fixed, rel 1e-3);
+        /// `cuda:SZP` or `rocm:SZP` runs the Szp kernel on GPU 0 (builds with those features).
+        #[arg(long, value_parser = spec)]
+        codec: lam_codec::CodecSpec,
         /// Vector dimension (values per row).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         dim: u32,
@@ -88,44 +65,27 @@ fn write_f32(p: &PathBuf, v: &[f32]) -> Result<()> {
 /// Run `lam codec ...`.
 pub fn run(a: CodecArgs) -> Result<()> {
     match a.cmd {
-        CodecCmd::Compress { codec, mode, rel, abs, dim, json, input, output } => {
+        CodecCmd::Compress { codec, dim, json, input, output } => {
             let dim = dim as usize;
             let values = read_f32(&input)?;
             if values.len() % dim != 0 {
                 bail!("{}: {} values are not rows of --dim {dim}", input.display(), values.len());
             }
             let rows = values.len() / dim;
-            let mode = match mode {
-                ModeArg::Fixed => SzpMode::Fixed,
-                ModeArg::Plain => SzpMode::Plain,
-            };
-            let c = match codec {
-                CodecArg::Szp => {
-                    let bound = match (rel, abs) {
-                        (Some(r), None) => Bound::Rel(r),
-                        (None, Some(a)) => Bound::Abs(a),
-                        _ => bail!("--codec szp needs one of --rel B or --abs B"),
-                    };
-                    Codec::Szp { mode, bound }
-                }
-                _ if rel.is_some() || abs.is_some() => bail!("--rel/--abs apply to --codec szp only"),
-                CodecArg::F16 => Codec::F16,
-                CodecArg::Int8 => Codec::Int8PerVector,
-                CodecArg::Binary => Codec::SignBinary,
-            };
+            let c = codec.open().context("--codec")?;
             let mut s = Vec::new();
-            let resolved = c.encode_to(&values, rows, dim, &mut s).with_context(|| format!("compressing {}", input.display()))?;
+            c.encode(&values, Shape { rows, dim }, &mut s).with_context(|| format!("compressing {}", input.display()))?;
             std::fs::write(&output, &s).with_context(|| format!("writing {}", output.display()))?;
             if json {
                 let written = std::fs::read(&output).with_context(|| format!("reading back {}", output.display()))?;
                 let mut back = Vec::new();
-                lam_codec::decode(&written, &mut back).context("decoding what was written")?;
+                let h = lam_codec::decode(&written, &mut back).context("decoding what was written")?;
                 let err = values.iter().zip(&back).map(|(&x, &y)| (x as f64 - y as f64).abs()).fold(0.0, f64::max);
                 let bytes_in = values.len() * 4;
                 let row = serde_json::json!({
-                    "codec": c.id().name(),
-                    "mode": matches!(c, Codec::Szp { .. }).then(|| mode.name()),
-                    "bound_abs": resolved.map(|r| r.bound_abs),
+                    "codec": h.codec.name(),
+                    "mode": (h.codec == CodecId::Szp).then(|| h.mode.name()),
+                    "bound_abs": (h.codec == CodecId::Szp).then_some(h.bound_abs),
                     "bytes_in": bytes_in,
                     "bytes_out": written.len(),
                     "ratio": bytes_in as f64 / written.len() as f64,
@@ -169,12 +129,13 @@ mod tests {
         write_f32(&raw, &v).unwrap();
         let (s, back) = (dir.join("s.lamc"), dir.join("out.f32"));
         let p = |x: &PathBuf| x.to_str().unwrap().to_string();
-        run_args(&["compress", "--codec", "szp", "--mode", "plain", "--abs", "0.001", "--dim", "384", "--json", &p(&raw), &p(&s)]).unwrap();
+        run_args(&["compress", "--codec", "szp-plain-abs1e-3", "--dim", "384", "--json", &p(&raw), &p(&s)]).unwrap();
         run_args(&["decompress", &p(&s), &p(&back)]).unwrap();
         let out = read_f32(&back).unwrap();
         assert_eq!(out.len(), v.len());
         assert!(v.iter().zip(&out).all(|(a, b)| (a - b).abs() as f64 <= 0.001));
-        assert!(run_args(&["compress", "--codec", "szp", "--dim", "384", &p(&raw), &p(&s)]).is_err(), "szp needs a bound");
+        assert!(run_args(&["compress", "--codec", "szp-rel", "--dim", "384", &p(&raw), &p(&s)]).is_err(), "a bound needs a number");
+        assert!(run_args(&["compress", "--codec", "cuda:f16", "--dim", "384", &p(&raw), &p(&s)]).is_err(), "no f16 kernel");
         assert!(run_args(&["compress", "--codec", "f16", "--dim", "5", &p(&raw), &p(&s)]).is_err(), "rows of 5 do not fit");
         std::fs::write(&s, b"LAMC garbage").unwrap();
         assert!(run_args(&["decompress", &p(&s), &p(&back)]).is_err());

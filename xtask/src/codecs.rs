@@ -4,16 +4,16 @@
 //! byte-identical.
 
 use anyhow::{Result, bail};
-use lam_codec::Codec;
-use lam_codec::gpu::{CudaSzp, RocmSzp};
+use lam_codec::{BoxCodec, Codec};
+use lam_core::{ByteCodec, Shape};
 use sha2::{Digest, Sha256};
 
-/// The codecs whose streams are digested, by their canonical names (one parser: `lam_codec::parse_codec`).
+/// The codecs whose streams are digested, by their canonical names (one
+/// grammar: `lam_codec::open`; `cuda:`/`rocm:` before a Szp name runs it on a GPU).
 const CODECS: [&str; 7] = ["f16", "int8", "binary", "szp-fixed-rel1e-2", "szp-fixed-rel1e-3", "szp-plain-rel1e-2", "szp-plain-rel1e-3"];
 
-fn codecs() -> Vec<(String, Codec)> {
-    CODECS.iter().map(|n| (n.to_string(), lam_codec::parse_codec(n).expect("a known codec name"))).collect()
-}
+/// The GPU backends a Szp stream is compared on.
+const GPUS: [(&str, &str); 2] = [("cuda", "CUDA"), ("rocm", "ROCm")];
 
 fn hex16(b: &[u8]) -> String {
     Sha256::digest(b).iter().take(8).map(|x| format!("{x:02x}")).collect()
@@ -45,45 +45,44 @@ pub fn read_fixture(root: &std::path::Path) -> Result<Vec<f32>> {
 /// `(codec name, first 16 hex of the SHA-256 of its stream)` for the CPU, and
 /// a check that every available GPU backend writes the same bytes.
 pub fn stream_digests(retained: &[f32], dim: usize) -> Result<Vec<(String, String)>> {
-    let rows = retained.len() / dim.max(1);
-    let mut out = Vec::new();
-    let cuda = CudaSzp::new(0).ok();
-    let rocm = RocmSzp::new(0).ok();
-    for (name, c) in codecs() {
+    let shape = Shape { rows: retained.len() / dim.max(1), dim };
+    let encode = |c: &dyn ByteCodec| -> Result<Vec<u8>> {
         let mut s = Vec::new();
-        c.encode_to(retained, rows, dim, &mut s)?;
+        c.encode(retained, shape, &mut s)?;
+        Ok(s)
+    };
+    let mut out = Vec::new();
+    for name in CODECS {
+        let s = encode(lam_codec::open(name)?.as_ref())?;
         let d = hex16(&s);
-        if let Codec::Szp { mode, bound } = c {
-            if let Some(g) = &cuda {
-                let mut gs = Vec::new();
-                g.encode(retained, rows, dim, mode, bound, &mut gs)?;
-                if gs != s {
-                    bail!("{name}: the CUDA stream ({}) differs from the CPU stream ({d})", hex16(&gs));
-                }
-            }
-            if let Some(g) = &rocm {
-                let mut gs = Vec::new();
-                g.encode(retained, rows, dim, mode, bound, &mut gs)?;
-                if gs != s {
-                    bail!("{name}: the ROCm stream ({}) differs from the CPU stream ({d})", hex16(&gs));
+        if matches!(lam_codec::parse_codec(name)?, Codec::Szp { .. }) {
+            for (backend, shown) in GPUS {
+                if let Some(g) = gpu(backend, name) {
+                    let gs = encode(g.as_ref())?;
+                    if gs != s {
+                        bail!("{name}: the {shown} stream ({}) differs from the CPU stream ({d})", hex16(&gs));
+                    }
                 }
             }
         }
-        out.push((name, d));
+        out.push((name.to_string(), d));
     }
     Ok(out)
+}
+
+/// Codec `name` on GPU `backend`, when this build has the backend and the machine a device.
+fn gpu(backend: &str, name: &str) -> Option<BoxCodec> {
+    lam_codec::open(&format!("{backend}:{name}")).ok()
 }
 
 /// One line per backend: checked, or skipped with the reason.
 pub fn backend_lines() -> Vec<String> {
     let mut v = vec!["codec    cpu: every codec, reference".to_string()];
-    match CudaSzp::new(0) {
-        Ok(_) => v.push("codec    cuda: device 0, Szp streams compared with the CPU".into()),
-        Err(e) => v.push(format!("codec    cuda: skipped ({e})")),
-    }
-    match RocmSzp::new(0) {
-        Ok(_) => v.push("codec    rocm: device 0, Szp streams compared with the CPU".into()),
-        Err(e) => v.push(format!("codec    rocm: skipped ({e})")),
+    for (backend, _) in GPUS {
+        match lam_codec::open(&format!("{backend}:szp")) {
+            Ok(_) => v.push(format!("codec    {backend}: device 0, Szp streams compared with the CPU")),
+            Err(e) => v.push(format!("codec    {backend}: skipped ({e})")),
+        }
     }
     v
 }
@@ -93,8 +92,8 @@ mod tests {
     /// Golden files key streams by these names: they must stay the canonical ones.
     #[test]
     fn codec_names_are_canonical() {
-        for (name, c) in super::codecs() {
-            assert_eq!(name, c.to_string());
+        for name in super::CODECS {
+            assert_eq!(name, lam_codec::parse_codec(name).unwrap().to_string());
         }
     }
 }
