@@ -1,11 +1,12 @@
 //! Setting up an encoder and its embedding cache, one way for every command
 //! and binding.
 
-use crate::{CachedEncoder, Error, HashingEncoder};
+use crate::{CachedEncoder, Error, HashingEncoder, Precision};
 use lam_core::Encoder;
 use std::path::{Path, PathBuf};
 
-/// Which encoder runs.
+/// Which encoder runs. Every backend is named in every build; one this
+/// build lacks loads as [`Error::BackendNotCompiled`] naming its feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
@@ -15,16 +16,36 @@ pub enum Backend {
     Hashing,
     /// The BERT encoder's tokenisation and pooling, the transformer in ONNX Runtime (feature `ort`).
     Ort,
+    /// The BERT forward pass on CUDA device 0 in this arithmetic (feature `cuda`).
+    Cuda(Precision),
 }
+
+/// The names [`Backend`] parses.
+pub const BACKEND_NAMES: &str = "bert, hashing, ort, cuda (fp32), cuda-bf16 or cuda-f16";
 
 impl std::str::FromStr for Backend {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
+        let unknown = || Error::Model { path: s.into(), message: format!("unknown encoder (expected {BACKEND_NAMES})") };
         match s {
             "bert" => Ok(Backend::Bert),
             "hashing" => Ok(Backend::Hashing),
             "ort" => Ok(Backend::Ort),
-            _ => Err(Error::Model { path: s.into(), message: "unknown encoder (expected bert, hashing or ort)".into() }),
+            "cuda" => Ok(Backend::Cuda(Precision::F32)),
+            _ => s.strip_prefix("cuda-").and_then(|p| p.parse().ok()).map(Backend::Cuda).ok_or_else(unknown),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    /// The name [`Backend::from_str`](std::str::FromStr) reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Backend::Bert => f.write_str("bert"),
+            Backend::Hashing => f.write_str("hashing"),
+            Backend::Ort => f.write_str("ort"),
+            Backend::Cuda(Precision::F32) => f.write_str("cuda"),
+            Backend::Cuda(p) => write!(f, "cuda-{p}"),
         }
     }
 }
@@ -73,7 +94,21 @@ impl EncoderSpec {
             Backend::Hashing => Ok(Box::new(HashingEncoder::default())),
             Backend::Bert => self.load_bert(),
             Backend::Ort => self.load_ort(),
+            Backend::Cuda(p) => self.load_cuda(p),
         }
+    }
+
+    /// CUDA: `batch` texts of 256 tokens per pass ([`crate::CudaEncoder::set_max_batch_tokens`]).
+    #[cfg(feature = "cuda")]
+    fn load_cuda(&self, precision: Precision) -> Result<Box<dyn Encoder>, Error> {
+        let mut e = crate::CudaEncoder::load(&self.model_dir(), precision)?;
+        e.set_max_batch_tokens(self.batch * 256);
+        Ok(Box::new(e))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn load_cuda(&self, _precision: Precision) -> Result<Box<dyn Encoder>, Error> {
+        Err(Error::BackendNotCompiled { backend: "cuda", feature: "cuda" })
     }
 
     #[cfg(feature = "bert")]
@@ -95,7 +130,7 @@ impl EncoderSpec {
 
     #[cfg(not(feature = "bert"))]
     fn load_bert(&self) -> Result<Box<dyn Encoder>, Error> {
-        Err(Error::Model { path: "bert".into(), message: "this build has no BERT encoder (lam-encode feature `bert`)".into() })
+        Err(Error::BackendNotCompiled { backend: "bert", feature: "bert" })
     }
 
     #[cfg(feature = "ort")]
@@ -107,7 +142,7 @@ impl EncoderSpec {
 
     #[cfg(not(feature = "ort"))]
     fn load_ort(&self) -> Result<Box<dyn Encoder>, Error> {
-        Err(Error::Model { path: "ort".into(), message: "this build has no ONNX Runtime encoder (lam-encode feature `ort`)".into() })
+        Err(Error::BackendNotCompiled { backend: "ort", feature: "ort" })
     }
 
     /// Load the encoder behind a [`CachedEncoder`], preloaded from its cache
@@ -136,4 +171,28 @@ pub fn default_cache_path(model_id: &str) -> PathBuf {
 /// Whether a model directory holds weights the BERT encoder can load.
 pub fn has_model(dir: &Path) -> bool {
     dir.join("model.safetensors").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_parse_back_and_say_which_feature_they_need() {
+        for name in ["bert", "hashing", "ort", "cuda", "cuda-bf16", "cuda-f16"] {
+            assert_eq!(name.parse::<Backend>().unwrap().to_string(), name);
+        }
+        assert_eq!("cuda-f32".parse::<Backend>().unwrap(), Backend::Cuda(Precision::F32));
+        for bad in ["cuda-", "cuda-int8", "gpu", ""] {
+            assert!(bad.parse::<Backend>().is_err(), "{bad}");
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let Err(e) = EncoderSpec::new(Backend::Cuda(Precision::Bf16)).load() else { panic!("a CUDA encoder without the feature") };
+            assert!(matches!(e, Error::BackendNotCompiled { backend: "cuda", feature: "cuda" }), "{e}");
+            assert!(e.to_string().contains("`cuda` feature"), "{e}");
+        }
+        #[cfg(not(feature = "ort"))]
+        assert!(matches!(EncoderSpec::new(Backend::Ort).load(), Err(Error::BackendNotCompiled { backend: "ort", .. })));
+    }
 }

@@ -50,53 +50,14 @@ pub const BERT_KERNEL_SRC: &str = include_str!("../kernels/bert.cu");
 /// Kernel entry points in [`BERT_KERNEL_SRC`].
 pub const BERT_KERNELS: [&str; 8] = ["embed_ln", "residual_ln", "bias_gelu", "split_heads", "masked_softmax", "merge_heads", "pool", "convert"];
 
-/// Arithmetic of the GPU forward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// fp32 everywhere, TF32 off.
-    F32,
-    /// bfloat16 GEMM inputs, fp32 accumulation and residual stream.
-    Bf16,
-    /// IEEE half GEMM inputs, fp32 accumulation and residual stream.
-    F16,
-}
+pub use crate::precision::Precision;
 
-impl Precision {
-    /// `f32`, `bf16` or `f16`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::F16 => "f16",
-        }
-    }
-
-    /// Storage kind in the kernels: 0 fp32, 1 bf16, 2 fp16.
-    fn kind(self) -> i32 {
-        match self {
-            Precision::F32 => 0,
-            Precision::Bf16 => 1,
-            Precision::F16 => 2,
-        }
-    }
-}
-
-impl std::str::FromStr for Precision {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "f32" | "fp32" => Ok(Precision::F32),
-            "bf16" => Ok(Precision::Bf16),
-            "f16" | "fp16" => Ok(Precision::F16),
-            other => Err(format!("precision `{other}`: expected f32, bf16 or f16")),
-        }
-    }
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// Storage kind of `p` in the kernels: 0 fp32, 1 bf16, 2 fp16.
+fn kind(p: Precision) -> i32 {
+    match p {
+        Precision::F32 => 0,
+        Precision::Bf16 => 1,
+        Precision::F16 => 2,
     }
 }
 
@@ -435,7 +396,7 @@ impl Gpu {
             .result()
             .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
         let mut dev = CudaDev { stream, blas, kernels, uploads: Vec::new(), scratch: Vec::new() };
-        let model = Model::upload(&mut dev, m, precision.kind())?;
+        let model = Model::upload(&mut dev, m, kind(precision))?;
         Ok(Gpu { dev, model, precision, device_name })
     }
 

@@ -56,17 +56,19 @@ mod forward;
 mod hashing;
 #[cfg(feature = "ort")]
 mod ort;
+mod precision;
 mod precomputed;
 
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
 #[cfg(feature = "bert")]
 pub use bert::{BertEncoder, Pooling};
-pub use builder::{Backend, Cache, EncoderSpec, default_cache_path, has_model};
+pub use builder::{BACKEND_NAMES, Backend, Cache, EncoderSpec, default_cache_path, has_model};
 pub use cache::{CacheReport, CachedEncoder};
 #[cfg(feature = "cuda")]
-pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, DEFAULT_BATCH_TOKENS, Precision, cuda_libraries, nvrtc_compile_bert_ptx};
+pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, DEFAULT_BATCH_TOKENS, cuda_libraries, nvrtc_compile_bert_ptx};
 pub use hashing::HashingEncoder;
+pub use precision::Precision;
 pub use precomputed::{EmbeddingsWriter, FORMAT, PrecomputedEncoder};
 
 /// Where `lam` looks for the encoder: `$LAM_MODEL`, else
@@ -118,6 +120,16 @@ pub enum Error {
         path: String,
         /// What is wrong.
         message: String,
+    },
+    /// The encoder asked for is not compiled into this build.
+    #[error(
+        "the {backend} encoder is not compiled into this build: rebuild with the `{feature}` feature (lam-encode/{feature}; the `lam` program and the Python package have a `{feature}` feature too)"
+    )]
+    BackendNotCompiled {
+        /// The encoder (`bert`, `ort`, `cuda`).
+        backend: &'static str,
+        /// The feature that compiles it in.
+        feature: &'static str,
     },
     /// A chunk or observation has no precomputed embedding.
     #[error("no precomputed {what} for content {key} (model {model})")]

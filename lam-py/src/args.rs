@@ -34,17 +34,12 @@ pub fn threshold(t: f64) -> PyResult<Threshold> {
     Threshold::from_cosine(t).map_err(|e| errors::arg("threshold", e))
 }
 
-/// The encoder `name` (`"bert"` or `"hashing"`) with `model` (a
+/// The encoder `name` (`"bert"`, `"hashing"`, `"ort"`, `"cuda"`, `"cuda-bf16"`,
+/// `"cuda-f16"`; the last four need the package built with that feature) with `model` (a
 /// sentence-transformers directory, default the installed model) behind its
 /// embedding cache ([`cache`]). Returns the encoder and the file its cache is saved to.
 pub fn encoder(name: &str, model: Option<PathBuf>, cache: Cache, batch: usize) -> PyResult<(Enc, Option<PathBuf>)> {
-    let backend = match name {
-        "bert" => Backend::Bert,
-        "hashing" => Backend::Hashing,
-        other => {
-            return Err(errors::arg("encoder", format!("expected \"bert\" or \"hashing\", got {other:?}")));
-        }
-    };
+    let backend: Backend = name.parse().map_err(|_| errors::arg("encoder", format!("expected one of {}, got {name:?}", lam_encode::BACKEND_NAMES)))?;
     if batch == 0 {
         return Err(errors::arg("batch", "must be at least 1"));
     }

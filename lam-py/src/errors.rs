@@ -54,7 +54,7 @@ pub fn encoder(e: lam_encode::Error) -> PyErr {
                  directory), or use encoder=\"hashing\" (no model)"
         )),
         lam_encode::Error::Model { .. } | lam_encode::Error::Io { .. } => PyOSError::new_err(format!("encoder: {e}")),
-        other => PyValueError::new_err(format!("encoder: {other}")),
+        other => PyValueError::new_err(format!("encoder: {other}")), // BackendNotCompiled names its feature
     }
 }
 

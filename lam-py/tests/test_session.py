@@ -187,3 +187,11 @@ def test_context_manager_flushes(tmp_path):
     assert lam.Store(str(tmp_path / "arc")).recall(a.id) == b"x\n"
     # Closed: the writer lock is released, so a new writer can open the store.
     lam.Session(encoder="hashing", cache=False, store=str(tmp_path / "arc"), session="cm2").close()
+
+
+def test_an_encoder_this_build_lacks_says_which_feature_to_enable():
+    # The wheel the tests build has the CPU encoders only.
+    with pytest.raises(ValueError, match="`cuda` feature"):
+        lam.Session(encoder="cuda-bf16", cache=False)
+    with pytest.raises(ValueError, match="expected one of"):
+        lam.Session(encoder="gpu", cache=False)

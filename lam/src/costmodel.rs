@@ -197,9 +197,9 @@ enum CostCmd {
         /// prompt (a prefix cache); ARC's replay prefills every prompt from scratch.
         #[arg(long)]
         prefix_cache: bool,
-        /// Encoder for `lam` (bert: all-MiniLM-L6-v2 by default; hashing: model-free).
-        #[arg(long, value_enum, default_value = "bert")]
-        encoder: crate::opts::EncoderArg,
+        /// Encoder for `lam` (bert: all-MiniLM-L6-v2 by default; hashing: model-free; cuda[-bf16|-f16] on a `cuda` build).
+        #[arg(long, default_value = "bert", value_parser = crate::opts::encoder)]
+        encoder: lam_encode::Backend,
         /// Encoder model directory for `lam`; default $LAM_MODEL or $LAM_HOME/models/all-MiniLM-L6-v2.
         #[arg(long)]
         encoder_model: Option<PathBuf>,

@@ -1,8 +1,9 @@
 //! `lam embed`: JSON strings in, unit vectors out.
 
-use crate::opts::{EncoderArg, EncoderOpts};
+use crate::opts::EncoderOpts;
 use anyhow::{Context, Result};
 use lam_core::Encoder;
+use lam_encode::Backend;
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -111,16 +112,16 @@ fn mean_unit<'a>(rows: impl Iterator<Item = &'a [f32]>, dim: usize) -> Result<Ve
 fn info(o: &EncoderOpts, enc: &dyn lam_core::Encoder) -> Result<()> {
     let i = enc.info();
     let (pooling, max_seq) = match o.encoder {
-        EncoderArg::Bert => {
+        Backend::Bert => {
             let p = match lam_encode::BertEncoder::load(&o.spec().model_dir())?.pooling() {
                 lam_encode::Pooling::Mean => "mean",
                 lam_encode::Pooling::Cls => "cls",
             };
             (p, i.max_tokens + 2)
         }
-        EncoderArg::Hashing => ("signed feature hashing", i.max_tokens),
-        #[cfg(feature = "ort")]
-        EncoderArg::Ort => ("mean-or-cls (from 1_Pooling/config.json)", i.max_tokens + 2),
+        Backend::Hashing => ("signed feature hashing", i.max_tokens),
+        // The BERT front end's pooling (1_Pooling/config.json) with another forward pass.
+        _ => ("mean-or-cls (from 1_Pooling/config.json)", i.max_tokens + 2),
     };
     println!("{}", serde_json::json!({"model_id": i.model_id, "dim": i.dim, "pooling": pooling, "max_seq_length": max_seq}));
     Ok(())

@@ -7,15 +7,9 @@ use lam_encode::{Backend, Cache, CachedEncoder, EncoderSpec};
 use lam_eval::policy::{PolicyKind, PolicySettings};
 use std::path::PathBuf;
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum EncoderArg {
-    /// BERT-family sentence encoder on the CPU (default model: all-MiniLM-L6-v2).
-    Bert,
-    /// Model-free lexical hashing encoder (no weights needed; not the papers' encoder).
-    Hashing,
-    /// The BERT encoder's tokenisation and pooling with the transformer in ONNX Runtime (scripts/install-onnx.sh).
-    #[cfg(feature = "ort")]
-    Ort,
+/// `--encoder`: a [`Backend`] by its name (`lam_encode::BACKEND_NAMES`).
+pub fn encoder(s: &str) -> Result<Backend, String> {
+    s.parse().map_err(|_| format!("`{s}`: expected {}", lam_encode::BACKEND_NAMES))
 }
 
 /// The encoder behind its embedding cache.
@@ -23,9 +17,12 @@ pub type Cached = CachedEncoder<Box<dyn lam_core::Encoder>>;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct EncoderOpts {
-    /// Encoder backend.
-    #[arg(long, value_enum, default_value = "bert")]
-    pub encoder: EncoderArg,
+    /// Encoder: bert (BERT-family sentence encoder on the CPU; default model all-MiniLM-L6-v2),
+    /// hashing (model-free lexical hashing; not the papers' encoder), ort (the transformer in
+    /// ONNX Runtime; build feature `ort`, scripts/install-onnx.sh), cuda, cuda-bf16, cuda-f16
+    /// (the BERT forward on an NVIDIA GPU in fp32, bf16 or fp16 GEMMs; build feature `cuda`).
+    #[arg(long, default_value = "bert", value_parser = encoder)]
+    pub encoder: Backend,
     /// Model directory (sentence-transformers layout); default $LAM_MODEL or $LAM_HOME/models/all-MiniLM-L6-v2.
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -36,13 +33,7 @@ pub struct EncoderOpts {
 
 impl EncoderOpts {
     pub fn spec(&self) -> EncoderSpec {
-        let backend = match self.encoder {
-            EncoderArg::Bert => Backend::Bert,
-            EncoderArg::Hashing => Backend::Hashing,
-            #[cfg(feature = "ort")]
-            EncoderArg::Ort => Backend::Ort,
-        };
-        EncoderSpec { backend, model: self.model.clone(), batch: self.batch as usize }
+        EncoderSpec { backend: self.encoder, model: self.model.clone(), batch: self.batch as usize }
     }
 
     pub fn load(&self) -> Result<Box<dyn lam_core::Encoder>> {

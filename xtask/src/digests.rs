@@ -112,48 +112,12 @@ struct Prepared {
     chunks: Vec<Vec<Range<usize>>>,
 }
 
-enum Enc {
-    Bert(Box<lam_encode::BertEncoder>),
-    Hashing(lam_encode::HashingEncoder),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<lam_encode::CudaEncoder>),
-}
-
-impl Enc {
-    fn as_dyn(&mut self) -> &mut dyn Encoder {
-        match self {
-            Enc::Bert(b) => b.as_mut(),
-            Enc::Hashing(h) => h,
-            #[cfg(feature = "cuda")]
-            Enc::Cuda(c) => c.as_mut(),
-        }
-    }
-
-    /// The encoder `--encoder` names (the CUDA ones need xtask's `cuda` feature).
-    fn open(name: &str, model: &Path) -> Result<Enc> {
-        Ok(match name {
-            "hashing" => Enc::Hashing(lam_encode::HashingEncoder::default()),
-            "bert" => Enc::Bert(Box::new(lam_encode::BertEncoder::load(model)?)),
-            #[cfg(feature = "cuda")]
-            cuda => {
-                let p: lam_encode::Precision = cuda.strip_prefix("cuda-").unwrap_or("f32").parse().map_err(anyhow::Error::msg)?;
-                Enc::Cuda(Box::new(lam_encode::CudaEncoder::load(model, p)?))
-            }
-            #[cfg(not(feature = "cuda"))]
-            other => bail!("--encoder {other} needs xtask built with `--features cuda`"),
-        })
-    }
-
-    /// Vary what "batch" means for this encoder: texts per pass on the CPU,
-    /// padded tokens per pass on the GPU (`batch` x 256).
-    fn set_batch(&mut self, batch: usize) {
-        match self {
-            Enc::Bert(b) => b.set_batch_size(batch),
-            Enc::Hashing(_) => {}
-            #[cfg(feature = "cuda")]
-            Enc::Cuda(c) => c.set_max_batch_tokens(batch * 256),
-        }
-    }
+/// The encoder `--encoder` names (`lam_encode::BACKEND_NAMES`), through the
+/// one opener, with `batch` texts per pass (the CUDA encoder: `batch` x 256
+/// padded tokens). A backend xtask was built without names its feature.
+fn open_encoder(name: &str, model: &Path, batch: usize) -> Result<Box<dyn Encoder>> {
+    let backend: lam_encode::Backend = name.parse()?;
+    Ok(lam_encode::EncoderSpec { backend, model: Some(model.to_path_buf()), batch }.load()?)
 }
 
 /// The model id a golden file is named after: a GPU encoder's fp32 digests
@@ -190,10 +154,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if files.len() < a.sample {
         bail!("{} holds {} trajectories, fewer than --sample {}", a.corpus.display(), files.len(), a.sample);
     }
-    let mut enc = Enc::open(&a.encoder, &a.model)?;
+    let mut enc = open_encoder(&a.encoder, &a.model, a.batches.first().copied().unwrap_or(32))?;
     // Only the fp32 paths must reproduce the golden digests; 16-bit ones are reported.
     let strict = !a.encoder.ends_with("bf16") && !a.encoder.ends_with("f16");
-    let info = enc.as_dyn().info();
+    let info = enc.info();
     let mut prepared = Vec::new();
     let mut n_chunks = 0;
     let mut n_tokens = 0;
@@ -205,9 +169,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             let mut chunks = Vec::new();
             for r in &t.records {
                 let mut c = Vec::new();
-                enc.as_dyn().chunks(&r.observation, &mut c)?;
+                enc.chunks(&r.observation, &mut c)?;
                 let mut toks = Vec::new();
-                enc.as_dyn().token_spans(&r.observation, &mut toks)?;
+                enc.token_spans(&r.observation, &mut toks)?;
                 n_tokens += toks.len();
                 n_chunks += c.len();
                 chunks.push(c);
@@ -237,7 +201,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     for &th in &threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(th).build()?;
         for &batch in &a.batches {
-            enc.set_batch(batch);
+            enc = open_encoder(&a.encoder, &a.model, batch)?;
             let t0 = std::time::Instant::now();
             // Encode every chunk of a trajectory in one call: the encoder cuts it into batches of `batch`.
             let vectors: Vec<Vec<f32>> = pool.install(|| -> Result<Vec<Vec<f32>>> {
@@ -245,7 +209,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                 for p in &prepared {
                     let texts: Vec<&[u8]> = p.records.iter().zip(&p.chunks).flat_map(|(r, cs)| cs.iter().map(|c| &r.observation[c.clone()])).collect();
                     let mut v = vec![0f32; texts.len() * info.dim];
-                    enc.as_dyn().encode_batch(&texts, &mut v)?;
+                    enc.encode_batch(&texts, &mut v)?;
                     out.push(v);
                 }
                 Ok(out)
