@@ -142,7 +142,7 @@ pub fn run_archived(
             tfirst += tokens::count(&a.first_layer_plain);
         }
     }
-    let share = |x: usize| if tin == 0 { 0.0 } else { (tin as f64 - x as f64) / tin as f64 };
+    let share = |x: usize| lam_operator::removal(tin as u64, x as u64);
     let (gross, first) = (share(tgross), share(tfirst));
     let (removal_l0, removal_l1) = match cfg.order {
         lam_operator::Order::L1L0 => (gross - first, first),

@@ -52,6 +52,7 @@ mod config;
 mod error;
 mod segments;
 mod session;
+mod totals;
 
 pub use admission::{Admission, ChunkOutcome, Tokens};
 #[cfg(feature = "arc")]
@@ -64,6 +65,7 @@ pub use error::Error;
 pub use lam_hash::L0Stats;
 pub use lam_lsh::{BandParams, L1Index, L1Stats};
 pub use session::Session;
+pub use totals::{SessionTotals, removal};
 
 /// Remove the given stubs' lines, as written with the recall handle `how`,
 /// from a residual (for gross accounting).

@@ -6,6 +6,7 @@ use crate::Error;
 use crate::admission::{Admission, ChunkOutcome, Tokens};
 use crate::config::{Config, Order};
 use crate::segments::{self, Dropped, Every, Plain, Rep, Seg};
+use crate::totals::SessionTotals;
 use lam_core::stub::{RepeatStub, worth_replacing};
 use lam_core::{CandidateIndex, Decision, DeletionDigest, Encoder, IdBook, ObsId, ObsMeta, ObsStore, Record, SessionId, Stub, TokenCounter, check_unit};
 use lam_hash::{L0Stats, LineDedup, Segment};
@@ -38,6 +39,8 @@ pub struct Session<I = L1Index> {
     digest: DeletionDigest,
     /// The input tokens `admit_archived` counted for a record (counted once).
     counted: Option<(u32, usize)>,
+    /// What the admissions so far add up to.
+    totals: SessionTotals,
     poisoned: Option<u32>,
 }
 
@@ -107,6 +110,7 @@ impl<I: CandidateIndex> Session<I> {
             next_record: 0,
             digest: DeletionDigest::new(),
             counted: None,
+            totals: SessionTotals::default(),
             poisoned: None,
         }
     }
@@ -169,6 +173,11 @@ impl<I: CandidateIndex> Session<I> {
         self.greedy.retained_vectors()
     }
 
+    /// What the admissions so far add up to (every residual counted as sent).
+    pub fn totals(&self) -> SessionTotals {
+        self.totals
+    }
+
     /// Visible ids of the records admitted so far, in order.
     pub fn ids(&self) -> &[String] {
         &self.ids
@@ -184,6 +193,7 @@ impl<I: CandidateIndex> Session<I> {
             let encode_ns = t.elapsed().as_nanos() as u64;
             let mut a = self.admit_embedded(rec, &chunks, &vectors)?;
             a.encode_ns = encode_ns;
+            self.totals.encode_ns += encode_ns;
             return Ok(a);
         }
         let b = self.begin(rec);
@@ -194,6 +204,9 @@ impl<I: CandidateIndex> Session<I> {
         self.poison_on_error(rec, a).map(|mut a| {
             a.encode_ns = encode_ns;
             a.admit_ns = a.admit_ns.saturating_sub(encode_ns);
+            // Counted with the whole admit time by poison_on_error; now split.
+            self.totals.encode_ns += encode_ns;
+            self.totals.admit_ns = self.totals.admit_ns.saturating_sub(encode_ns);
             a
         })
     }
@@ -263,9 +276,12 @@ impl<I: CandidateIndex> Session<I> {
         Ok(())
     }
 
+    /// Every admission passes here once: an error poisons the session, a
+    /// success is counted in [`Session::totals`].
     fn poison_on_error(&mut self, rec: &Record, r: Result<Admission, Error>) -> Result<Admission, Error> {
-        if r.is_err() {
-            self.poisoned = Some(rec.index);
+        match &r {
+            Ok(a) => self.totals.add(a),
+            Err(_) => self.poisoned = Some(rec.index),
         }
         r
     }

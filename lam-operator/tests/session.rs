@@ -180,6 +180,12 @@ fn one_counter_counts_each_observation_once_and_diagnostics_are_opt_in() {
     // bytes here) once more.
     assert_eq!(W.0.load(std::sync::atomic::Ordering::Relaxed), 2);
     assert!(a.vectors.is_empty() && a.first_layer_plain.is_empty() && a.retained().next().is_none(), "diagnostics are off by default");
+    let b = s.admit(&mut enc, &rec(1, "cat w", WATCHED)).unwrap();
+    let mut want = lam_operator::SessionTotals::default();
+    want.add(&a);
+    want.add(&b);
+    assert_eq!(s.totals(), want, "the session's totals are its admissions'");
+    assert_eq!((want.observations, want.stubs), (2, b.stubs.len() as u64));
     let mut quiet = Session::new(cfg().with_counter(&SIMPLE).with_token_counts(false), 384).unwrap();
     assert!(quiet.admit(&mut enc, &rec(0, "ls", b"a\n")).unwrap().tokens.is_none());
 }

@@ -21,31 +21,14 @@ pub struct Inner {
     enc: Enc,
     cache_file: Option<PathBuf>,
     store: Option<AnyStore>,
-    totals: Totals,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Totals {
-    tokens_in: usize,
-    tokens_out: usize,
-    stubs: usize,
-    encode_ns: u64,
-    admit_ns: u64,
 }
 
 impl Inner {
     fn admit(&mut self, sid: &SessionId, rec: &Record) -> Result<lam_operator::Admission, lam_operator::Error> {
-        let a = match self.store.as_mut() {
-            Some(st) => self.op.admit_archived(st, sid, &mut self.enc, rec)?,
-            None => self.op.admit(&mut self.enc, rec)?,
-        };
-        let t = a.tokens.unwrap_or_default();
-        self.totals.tokens_in += t.input;
-        self.totals.tokens_out += t.output;
-        self.totals.stubs += a.stubs.len();
-        self.totals.encode_ns += a.encode_ns;
-        self.totals.admit_ns += a.admit_ns;
-        Ok(a)
+        match self.store.as_mut() {
+            Some(st) => self.op.admit_archived(st, sid, &mut self.enc, rec),
+            None => self.op.admit(&mut self.enc, rec),
+        }
     }
 
     /// Flush the archive and save the embedding cache.
@@ -125,7 +108,7 @@ impl Session {
         let op = lam_operator::Session::new(cfg, info.dim).map_err(errors::operator)?;
         let st = store.map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite))).transpose()?;
         let sid = SessionId(session.unwrap_or_else(|| if st.is_some() { default_session_name() } else { "python".into() }));
-        let inner = Inner { op, enc, cache_file, store: st, totals: Totals::default() };
+        let inner = Inner { op, enc, cache_file, store: st };
         Ok(Self { inner: Mutex::new(inner), sid, encoder: encoder.to_string(), model_id: info.model_id, store_spec: store.map(str::to_string) })
     }
 
@@ -191,7 +174,7 @@ impl Session {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let g = self.lock()?;
         let l1 = g.op.l1_stats();
-        let t = g.totals;
+        let t = g.op.totals();
         let d = PyDict::new(py);
         d.set_item("session", &self.sid.0)?;
         d.set_item("encoder", &self.encoder)?;
@@ -209,8 +192,7 @@ impl Session {
         d.set_item("stubs", t.stubs)?;
         d.set_item("tokens_in", t.tokens_in)?;
         d.set_item("tokens_out", t.tokens_out)?;
-        let net = if t.tokens_in == 0 { 0.0 } else { (t.tokens_in as f64 - t.tokens_out as f64) / t.tokens_in as f64 };
-        d.set_item("removal_net", net)?;
+        d.set_item("removal_net", t.removal())?;
         d.set_item("digest", g.op.digest().hex16())?;
         d.set_item("encode_us", t.encode_ns as f64 / 1e3)?;
         d.set_item("admit_us", t.admit_ns as f64 / 1e3)?;

@@ -143,7 +143,7 @@ pub struct SessionReport {
 impl SessionReport {
     /// Removal of tool-result tokens.
     pub fn removal(&self) -> f64 {
-        ratio_left(self.tool_tokens_out, self.tool_tokens_in)
+        lam_operator::removal(self.tool_tokens_in, self.tool_tokens_out)
     }
 
     /// Share of the session's prompt (sent once) that is tool results.
@@ -178,10 +178,6 @@ impl SessionReport {
         self.added_ms.extend_from_slice(&o.added_ms);
         self.admit_ms.extend_from_slice(&o.admit_ms);
     }
-}
-
-fn ratio_left(out: u64, inp: u64) -> f64 {
-    if inp == 0 { 0.0 } else { 1.0 - out as f64 / inp as f64 }
 }
 
 /// The `q`-quantile (0..=1) of `xs` (nearest rank; 0 when empty).

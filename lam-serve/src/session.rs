@@ -13,7 +13,7 @@ use crate::canon::{self, Annotation};
 use crate::engine::{Engine, Loan, lock};
 use crate::request::{Item, Parsed};
 use lam_core::{Record, SessionId};
-use lam_operator::Admission;
+use lam_operator::{Admission, SessionTotals};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -51,10 +51,6 @@ pub struct SessionStats {
     pub admit_seconds: f64,
 }
 
-fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
-    if tokens_in == 0 { 0.0 } else { 1.0 - tokens_out as f64 / tokens_in as f64 }
-}
-
 /// What admitting one request's new observations changed.
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
@@ -62,24 +58,16 @@ pub(crate) struct Delta {
     pub new_items: u64,
     /// Items forwarded before, sent again as they were.
     pub reused: u64,
-    pub observations: u64,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub stubs: u64,
+    /// The admissions (a kept tool's result counted as forwarded whole).
+    pub totals: SessionTotals,
     pub errors: u64,
     pub last_error: Option<String>,
-    pub admit_seconds: f64,
 }
 
 impl Delta {
     /// Count one admission; a kept one was forwarded whole.
     fn add(&mut self, a: &Admission, kept: bool) {
-        self.observations += 1;
-        let t = a.tokens.unwrap_or_default();
-        self.tokens_in += t.input as u64;
-        self.tokens_out += if kept { t.input } else { t.output } as u64;
-        self.stubs += if kept { 0 } else { a.stubs.len() as u64 };
-        self.admit_seconds += (a.encode_ns + a.admit_ns) as f64 * 1e-9;
+        if kept { self.totals.add_whole(a) } else { self.totals.add(a) }
     }
 }
 
@@ -95,23 +83,23 @@ impl SessionStats {
         self.stubs += o.stubs;
         self.admission_errors += o.admission_errors;
         self.admit_seconds += o.admit_seconds;
-        self.removal = removal(self.tokens_in, self.tokens_out);
+        self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
     }
 
     pub(crate) fn apply(&mut self, d: &Delta) {
         self.requests += 1;
         self.new_items += d.new_items;
         self.reused_items += d.reused;
-        self.observations += d.observations;
-        self.tokens_in += d.tokens_in;
-        self.tokens_out += d.tokens_out;
-        self.stubs += d.stubs;
+        self.observations += d.totals.observations;
+        self.tokens_in += d.totals.tokens_in;
+        self.tokens_out += d.totals.tokens_out;
+        self.stubs += d.totals.stubs;
         self.admission_errors += d.errors;
-        self.admit_seconds += d.admit_seconds;
+        self.admit_seconds += d.totals.seconds();
         if d.last_error.is_some() {
             self.last_error.clone_from(&d.last_error);
         }
-        self.removal = removal(self.tokens_in, self.tokens_out);
+        self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
     }
 }
 

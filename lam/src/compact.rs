@@ -268,7 +268,7 @@ impl Runner<'_> {
 }
 
 fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc: &mut dyn Encoder) -> Result<()> {
-    let share = if tot.tokens_in == 0 { 0.0 } else { 100.0 * (tot.tokens_in as f64 - tot.tokens_out as f64) / tot.tokens_in as f64 };
+    let share = 100.0 * lam_operator::removal(tot.tokens_in as u64, tot.tokens_out as u64);
     writeln!(
         so,
         "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",

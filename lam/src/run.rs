@@ -379,7 +379,7 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
         total.tokens_in += s.tokens_in;
         total.tokens_out += s.tokens_out;
     }
-    total.removal = if total.tokens_in == 0 { 0.0 } else { 1.0 - total.tokens_out as f64 / total.tokens_in as f64 };
+    total.removal = lam_operator::removal(total.tokens_in, total.tokens_out);
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;
     eprintln!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
     let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());
