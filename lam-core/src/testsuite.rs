@@ -63,19 +63,24 @@ pub fn visits_in_order<I: CandidateIndex>(idx: &I, query: &[f32], want: &[u32]) 
     }
 }
 
-/// Checks the [`Encoder`] contract: token spans are ordered, disjoint and in
-/// bounds; embeddings are unit, deterministic, and the same in a batch as alone;
-/// texts with invalid UTF-8 do not fail.
-pub fn encoder<E: Encoder>(enc: &mut E) {
-    let info = enc.info();
-    assert!(info.dim > 0 && info.max_tokens > 0);
-    let texts: Vec<&[u8]> = vec![
+/// The texts the encoder suites embed (code, a test log, non-ASCII, invalid
+/// UTF-8, blanks), for encoders that must be prepared for them (precomputed files).
+pub fn encoder_texts() -> Vec<&'static [u8]> {
+    vec![
         b"fn main() { println!(\"hello\"); }\n",
         b"FAILED tests/test_stats.py::test_mean - AssertionError: 2 != 3",
         "unicode: \u{3b1}\u{3b2}\u{3b3} \u{1f600} caf\u{e9}".as_bytes(),
         b"caf\xe9 latin-1 \xff\xfe bytes",
         b"  x  ",
-    ];
+    ]
+}
+
+/// Checks the [`Encoder`] contract: token spans are ordered, disjoint and in
+/// bounds; then [`encoder_embeddings`].
+pub fn encoder<E: Encoder>(enc: &mut E) {
+    let info = enc.info();
+    assert!(info.dim > 0 && info.max_tokens > 0);
+    let texts = encoder_texts();
     let mut spans = Vec::new();
     for t in &texts {
         enc.token_spans(t, &mut spans).expect("token_spans");
@@ -86,7 +91,18 @@ pub fn encoder<E: Encoder>(enc: &mut E) {
         }
         assert!(!spans.is_empty(), "no tokens in {t:?}");
     }
-    let dim = info.dim;
+    encoder_embeddings(enc);
+}
+
+/// The embedding half of the [`Encoder`] contract, for every encoder
+/// (those whose chunking is given, such as precomputed files, have no
+/// tokenizer and run only this): embeddings of [`encoder_texts`] are unit,
+/// deterministic and the same in a batch as alone; texts with invalid UTF-8
+/// do not fail; an empty batch is fine and a wrong output length an error.
+pub fn encoder_embeddings<E: Encoder>(enc: &mut E) {
+    let texts = encoder_texts();
+    let dim = enc.info().dim;
+    assert!(dim > 0);
     let mut batch = vec![0.0f32; texts.len() * dim];
     enc.encode_batch(&texts, &mut batch).expect("encode_batch");
     for (i, t) in texts.iter().enumerate() {

@@ -297,6 +297,25 @@ mod tests {
     use crate::HashingEncoder;
 
     #[test]
+    fn conformance() {
+        // A file holding the suite's texts, each one chunk, as the hashing encoder embeds them.
+        let mut h = HashingEncoder::new(32, 64);
+        let mut w = EmbeddingsWriter::new(Vec::new(), &h.info()).unwrap();
+        for t in lam_core::testsuite::encoder_texts() {
+            let mut v = vec![0.0; 32];
+            h.encode_batch(&[t], &mut v).unwrap();
+            w.observation(t, &[0..t.len()], &v).unwrap();
+        }
+        let mut p = PrecomputedEncoder::read(&w.finish().unwrap()[..], "mem").unwrap();
+        lam_core::testsuite::encoder_embeddings(&mut p);
+        let mut c = Vec::new();
+        for t in lam_core::testsuite::encoder_texts() {
+            p.chunks(t, &mut c).unwrap();
+            assert_eq!(c, [0..t.len()], "the chunking as recorded");
+        }
+    }
+
+    #[test]
     fn round_trip_through_a_file() {
         let mut h = HashingEncoder::new(32, 4);
         let obs: &[u8] = b"one two three four five six seven eight nine \xff ten";

@@ -123,6 +123,12 @@ fn conformance_exhaustive() {
 }
 
 #[test]
+fn conformance_l1_index() {
+    lam_core::testsuite::candidate_index(|dim| L1Index::Banded(BandedIndex::new(dim, BandParams { r: 8, rel: 0.2 })));
+    lam_core::testsuite::candidate_index(|_| L1Index::Exhaustive(ExhaustiveIndex::new()));
+}
+
+#[test]
 fn distance_is_exact_and_portable() {
     let mut rng = Rng(7);
     for dim in [1usize, 3, 16, 17, 384, 768, 1000] {

@@ -148,3 +148,17 @@ impl Engine {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The proxy's shared store is an `ObsStore` like any other.
+    #[test]
+    fn shared_store_conformance() {
+        let shared = SharedStore(Mutex::new(Box::new(arc_store::MemStore::new())));
+        lam_core::testsuite::obs_store(&mut &shared);
+        let shared = SharedStore(Mutex::new(Box::new(arc_store::MemStore::new())));
+        lam_core::testsuite::obs_store_collision(&mut &shared);
+    }
+}
