@@ -4,9 +4,10 @@
 
 use crate::Admission;
 
-/// `1 - out / in`: the share of input tokens removed (0 before any input).
+/// `(in - out) / in`: the share of input tokens removed (0 before any
+/// input; negative when more went out than came in).
 pub fn removal(tokens_in: u64, tokens_out: u64) -> f64 {
-    if tokens_in == 0 { 0.0 } else { 1.0 - tokens_out as f64 / tokens_in as f64 }
+    if tokens_in == 0 { 0.0 } else { (tokens_in as f64 - tokens_out as f64) / tokens_in as f64 }
 }
 
 /// Counters over a session's admissions (or several sessions', added up).
@@ -59,7 +60,7 @@ impl SessionTotals {
         self.admit_ns += o.admit_ns;
     }
 
-    /// Net removal: `1 - tokens_out / tokens_in` ([`removal`]).
+    /// Net removal: `(tokens_in - tokens_out) / tokens_in` ([`removal`]).
     pub fn removal(&self) -> f64 {
         removal(self.tokens_in, self.tokens_out)
     }

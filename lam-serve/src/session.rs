@@ -39,7 +39,7 @@ pub struct SessionStats {
     pub tokens_in: u64,
     /// cl100k_base tokens of what was forwarded in their place (stubs included).
     pub tokens_out: u64,
-    /// `1 - tokens_out / tokens_in` (0 before any observation).
+    /// `(tokens_in - tokens_out) / tokens_in` (0 before any observation; `lam_operator::removal`).
     pub removal: f64,
     /// Stub lines written.
     pub stubs: u64,

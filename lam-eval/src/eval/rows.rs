@@ -174,6 +174,13 @@ pub struct BaselineRow {
     pub common_share: Option<f64>,
 }
 
+impl BaselineRow {
+    /// A baseline run once (no seeds, no overlap statistics).
+    pub(super) fn single(baseline: &str, param: Option<f64>, row: SettingRow) -> Self {
+        BaselineRow { baseline: baseline.into(), param, row, seed_removal: None, seed_evidence: None, jaccard_mean: None, common_share: None }
+    }
+}
+
 /// ECR@tau of one family.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ecr {
