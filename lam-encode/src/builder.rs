@@ -101,7 +101,8 @@ impl EncoderSpec {
     /// CUDA: `batch` texts of 256 tokens per pass ([`crate::CudaEncoder::set_max_batch_tokens`]).
     #[cfg(feature = "cuda")]
     fn load_cuda(&self, precision: Precision) -> Result<Box<dyn Encoder>, Error> {
-        let mut e = crate::CudaEncoder::load(&self.model_dir(), precision)?;
+        let dir = self.model_dir();
+        let mut e = crate::CudaEncoder::load(&dir, precision).map_err(|e| Error::Model { path: dir.display().to_string(), message: e.to_string() })?;
         e.set_max_batch_tokens(self.batch * 256);
         Ok(Box::new(e))
     }
