@@ -19,17 +19,69 @@ pub enum Pooling {
     Cls,
 }
 
-/// A BERT-family encoder (all-MiniLM-L6-v2, bge-base-en-v1.5, ...).
-pub struct BertEncoder {
+/// The transformer half of a BERT-family sentence encoder: token sequences
+/// in, unit embeddings out. [`CpuForward`] (this crate's own pass on gemm),
+/// `OrtForward` (ONNX Runtime, feature `ort`) and `CudaForward` (an NVIDIA
+/// GPU, feature `cuda`) share everything else through [`BertFamily`] and its
+/// [`Front`], so every backend cuts, tokenises and pools alike.
+pub trait Forward: Send {
+    /// Write the pooled, unit-normalised embeddings of `ids` (token ids with
+    /// `[CLS]`/`[SEP]`, as [`BertFamily::token_ids`] gives them) into the rows
+    /// of `out`, which holds exactly `ids.len()` rows of the model's width.
+    fn embed(&mut self, front: &Front, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error>;
+}
+
+/// A BERT-family sentence encoder (all-MiniLM-L6-v2, bge-base-en-v1.5, ...):
+/// the shared front end (configuration, tokenisation, chunking, pooling) and
+/// a forward pass `F`. One `Encoder` implementation for every backend.
+pub struct BertFamily<F> {
+    pub(crate) front: Front,
+    pub(crate) forward: F,
+}
+
+/// The BERT encoder on the CPU (the default encoder).
+pub type BertEncoder = BertFamily<CpuForward>;
+
+/// The CPU forward pass: sequences run independently (no padding), spread
+/// over the thread pool `batch` sequences at a time, longest first.
+pub struct CpuForward {
     model: Bert,
-    front: Front,
     batch: usize,
 }
 
+impl std::fmt::Debug for CpuForward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuForward").field("batch", &self.batch).finish_non_exhaustive()
+    }
+}
+
+impl Forward for CpuForward {
+    fn embed(&mut self, front: &Front, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+        let d = front.hidden;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        for group in order.chunks(self.batch) {
+            let rows: Vec<(usize, Result<Vec<f32>, lam_core::VectorFault>)> = group
+                .par_iter()
+                .map(|&i| {
+                    let mut row = vec![0.0f32; d];
+                    let r = front.pool(&self.model.forward(&ids[i]), &mut row).map(|()| row);
+                    (i, r)
+                })
+                .collect();
+            for (i, r) in rows {
+                let row = r.map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason })?;
+                out[i * d..(i + 1) * d].copy_from_slice(&row);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Everything of a sentence-transformers encoder but the transformer:
-/// configuration, tokenisation, chunking and pooling. Shared by
-/// [`BertEncoder`] and the ONNX Runtime encoder, so both cut and pool alike.
-pub(crate) struct Front {
+/// configuration, tokenisation, chunking and pooling, shared by every
+/// [`Forward`] through [`BertFamily`].
+pub struct Front {
     tokenizer: Tokenizer,
     pub(crate) info: EncoderInfo,
     pub(crate) pooling: Pooling,
@@ -38,9 +90,15 @@ pub(crate) struct Front {
     pub(crate) hidden: usize,
 }
 
-impl std::fmt::Debug for BertEncoder {
+impl std::fmt::Debug for Front {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BertEncoder").field("info", &self.front.info).field("pooling", &self.front.pooling).finish_non_exhaustive()
+        f.debug_struct("Front").field("info", &self.info).field("pooling", &self.pooling).field("max_seq_length", &self.max_seq_length).finish_non_exhaustive()
+    }
+}
+
+impl<F: std::fmt::Debug> std::fmt::Debug for BertFamily<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertFamily").field("info", &self.front.info).field("pooling", &self.front.pooling).field("forward", &self.forward).finish()
     }
 }
 
@@ -53,7 +111,7 @@ fn model_err(path: &Path, e: impl std::fmt::Display) -> EncError {
     EncError::Model { path: path.display().to_string(), message: e.to_string() }
 }
 
-impl BertEncoder {
+impl BertFamily<CpuForward> {
     /// Load a model directory. Every missing or corrupt file is an error naming it.
     pub fn load(dir: &Path) -> Result<Self, EncError> {
         let (mut front, config) = Front::load(dir, Path::new("model.safetensors"))?;
@@ -62,7 +120,12 @@ impl BertEncoder {
         front.max_pos = front.max_pos.min(model.max_pos);
         // The model id carries a fingerprint of the weights.
         front.info.model_id = format!("{}@{:08x}", front.info.model_id, model.fingerprint >> 32);
-        Ok(Self { model, front, batch: 32 })
+        Ok(Self::new(front, CpuForward { model, batch: 32 }))
+    }
+
+    /// Texts per forward pass.
+    pub fn set_batch_size(&mut self, n: usize) {
+        self.forward.batch = n.max(1);
     }
 }
 
@@ -242,7 +305,12 @@ impl Front {
     }
 }
 
-impl BertEncoder {
+impl<F: Forward> BertFamily<F> {
+    /// A front end and a forward pass loaded for the same model.
+    pub(crate) fn new(front: Front, forward: F) -> Self {
+        Self { front, forward }
+    }
+
     /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
     pub fn max_seq_length(&self) -> usize {
         self.front.max_seq_length
@@ -250,12 +318,7 @@ impl BertEncoder {
 
     /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
     pub fn set_max_seq_length(&mut self, n: usize) {
-        self.front.set_max_seq_length(n);
-    }
-
-    /// Texts per forward pass.
-    pub fn set_batch_size(&mut self, n: usize) {
-        self.batch = n.max(1);
+        self.front.set_max_seq_length(n.min(self.front.max_pos));
     }
 
     /// Pooling mode.
@@ -271,24 +334,21 @@ impl BertEncoder {
 
     /// Embed already tokenised sequences (rows of `out`, in order); for
     /// benchmarks that exclude tokenisation.
-    pub fn embed_token_ids(&self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+    pub fn embed_token_ids(&mut self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
         let d = self.front.hidden;
         if out.len() != ids.len() * d {
             return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
         }
-        out.par_chunks_exact_mut(d)
-            .zip(ids.par_iter())
-            .enumerate()
-            .try_for_each(|(i, (row, s))| self.embed_ids(s, row).map_err(|reason| Error::InvalidVector { what: format!("sequence {i}"), reason }))
+        self.forward.embed(&self.front, ids, out)
     }
 
-    /// Pooled, unit-normalised embedding of one token sequence.
-    fn embed_ids(&self, ids: &[u32], row: &mut [f32]) -> Result<(), lam_core::VectorFault> {
-        self.front.pool(&self.model.forward(ids), row)
+    /// The forward pass (its own settings: batch size, device, precision).
+    pub fn forward(&self) -> &F {
+        &self.forward
     }
 }
 
-impl Encoder for BertEncoder {
+impl<F: Forward> Encoder for BertFamily<F> {
     fn info(&self) -> EncoderInfo {
         self.front.info.clone()
     }
@@ -306,25 +366,9 @@ impl Encoder for BertEncoder {
         if out.len() != texts.len() * d {
             return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
         }
-        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.front.encode_ids(t)).collect::<Result<_, _>>()?;
-        // Sequences run independently (no padding); a batch is spread over
-        // the thread pool `batch` sequences at a time, longest first.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-        for group in order.chunks(self.batch) {
-            let rows: Vec<(usize, Result<Vec<f32>, lam_core::VectorFault>)> = group
-                .par_iter()
-                .map(|&i| {
-                    let mut row = vec![0.0f32; d];
-                    let r = self.embed_ids(&ids[i], &mut row).map(|()| row);
-                    (i, r)
-                })
-                .collect();
-            for (i, r) in rows {
-                let row = r.map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
-                out[i * d..(i + 1) * d].copy_from_slice(&row);
-            }
-        }
-        Ok(())
+        // Tokenisation is independent per text: spread it over the thread pool.
+        let front = &self.front;
+        let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| front.encode_ids(t)).collect::<Result<_, _>>()?;
+        self.forward.embed(&self.front, &ids, out)
     }
 }

@@ -31,16 +31,14 @@
 //! and reduction logic is checked on the CPU (`tests/cuda_kernels_emulated.rs`);
 //! the device path runs in the GPU bundle (`cargo xtask gpu-bundle`).
 
-use crate::bert::{Front, Pooling};
+use crate::bert::{BertFamily, Forward, Front, Pooling};
 use crate::cuda_forward::{Arg, Dev, Gemm, Kernel, Kind, Model};
 use crate::forward::{self, Bert};
 use cudarc::cublas::{CudaBlas, result as blas, sys as bsys};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use lam_core::{Encoder, EncoderInfo, Error, normalize_in_place};
-use rayon::prelude::*;
+use lam_core::{Error, normalize_in_place};
 use std::ffi::c_void;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -119,18 +117,21 @@ struct Gpu {
 }
 
 /// A BERT-family encoder whose transformer runs on an NVIDIA GPU.
-pub struct CudaEncoder {
+pub type CudaEncoder = BertFamily<CudaForward>;
+
+/// The forward pass on an NVIDIA GPU: padded batches within a token budget,
+/// longest first.
+pub struct CudaForward {
     gpu: Gpu,
-    front: Front,
     max_batch_tokens: usize,
 }
 
-impl std::fmt::Debug for CudaEncoder {
+impl std::fmt::Debug for CudaForward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaEncoder")
-            .field("info", &self.front.info)
+        f.debug_struct("CudaForward")
             .field("precision", &self.gpu.precision)
             .field("device", &self.gpu.device_name)
+            .field("max_batch_tokens", &self.max_batch_tokens)
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +139,7 @@ impl std::fmt::Debug for CudaEncoder {
 /// Padded tokens per forward pass unless [`CudaEncoder::set_max_batch_tokens`] says otherwise.
 pub const DEFAULT_BATCH_TOKENS: usize = 32_768;
 
-impl CudaEncoder {
+impl BertFamily<CudaForward> {
     /// Load a sentence-transformers directory onto CUDA device 0.
     pub fn load(dir: &Path, precision: Precision) -> Result<Self, Error> {
         Self::load_on(dir, precision, 0)
@@ -157,61 +158,38 @@ impl CudaEncoder {
         front.info.model_id = format!("{}@{:08x}+cuda-{}", front.info.model_id, model.fingerprint >> 32, precision.name());
         let id = front.info.model_id.clone();
         let gpu = guarded(&id, || Gpu::new(&model, precision, ordinal).map_err(|e| err(&id, e)))?;
-        Ok(CudaEncoder { gpu, front, max_batch_tokens: DEFAULT_BATCH_TOKENS })
+        Ok(Self::new(front, CudaForward { gpu, max_batch_tokens: DEFAULT_BATCH_TOKENS }))
     }
 
     /// The device's name (e.g. "NVIDIA H200").
     pub fn device_name(&self) -> &str {
-        &self.gpu.device_name
+        &self.forward.gpu.device_name
     }
 
     /// The arithmetic this encoder was loaded with.
     pub fn precision(&self) -> Precision {
-        self.gpu.precision
+        self.forward.gpu.precision
     }
 
     /// Padded tokens per forward pass (at least one sequence always fits).
     pub fn set_max_batch_tokens(&mut self, n: usize) {
-        self.max_batch_tokens = n.max(1);
+        self.forward.max_batch_tokens = n.max(1);
     }
+}
 
-    /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
-    pub fn max_seq_length(&self) -> usize {
-        self.front.max_seq_length
-    }
-
-    /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
-    pub fn set_max_seq_length(&mut self, n: usize) {
-        self.front.set_max_seq_length(n.min(self.front.max_pos));
-    }
-
-    /// Pooling mode.
-    pub fn pooling(&self) -> Pooling {
-        self.front.pooling
-    }
-
-    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated like sentence-transformers.
-    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
-        self.front.encode_ids(text)
-    }
-
-    /// Embed already tokenised sequences (rows of `out`, in order): the
-    /// model-only path benchmarks use.
-    pub fn embed_token_ids(&mut self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.front.hidden;
-        if out.len() != ids.len() * d {
-            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
-        }
-        let max = self.front.max_seq_length.min(self.front.max_pos);
+impl Forward for CudaForward {
+    fn embed(&mut self, front: &Front, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
+        let d = front.hidden;
+        let max = front.max_seq_length.min(front.max_pos);
         if let Some(i) = ids.iter().position(|s| s.is_empty() || s.len() > max) {
-            return Err(err(&self.front.info.model_id, format!("sequence {i} has {} tokens (1..={max} allowed)", ids[i].len())));
+            return Err(err(&front.info.model_id, format!("sequence {i} has {} tokens (1..={max} allowed)", ids[i].len())));
         }
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| (std::cmp::Reverse(ids[i].len()), i));
-        let id = self.front.info.model_id.clone();
+        let id = front.info.model_id.clone();
         for batch in plan_batches(&order, |i| ids[i].len(), self.max_batch_tokens) {
             let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            let cls = self.front.pooling == Pooling::Cls;
+            let cls = front.pooling == Pooling::Cls;
             let pooled = guarded(&id, || self.gpu.forward(&seqs, cls).map_err(|e| err(&id, e)))?;
             for (&i, row) in batch.iter().zip(pooled.chunks_exact(d)) {
                 let o = &mut out[i * d..(i + 1) * d];
@@ -239,31 +217,6 @@ fn plan_batches(order: &[usize], len: impl Fn(usize) -> usize, max_tokens: usize
         out.push(cur);
     }
     out
-}
-
-impl Encoder for CudaEncoder {
-    fn info(&self) -> EncoderInfo {
-        self.front.info.clone()
-    }
-
-    fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        self.front.token_spans(text, out)
-    }
-
-    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        self.front.chunks(text, out)
-    }
-
-    fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.front.hidden;
-        if out.len() != texts.len() * d {
-            return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
-        }
-        // Tokenisation is the host's share of the work: spread it over the thread pool.
-        let front = &self.front;
-        let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| front.encode_ids(t)).collect::<Result<_, _>>()?;
-        self.embed_token_ids(&ids, out)
-    }
 }
 
 fn ptr(s: &CudaSlice<u8>, stream: &CudaStream) -> u64 {

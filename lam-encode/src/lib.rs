@@ -8,6 +8,12 @@
 //!   `lam-embeddings/1` file (spec: `docs/embeddings-format.md`), keyed by the
 //!   content of each chunk; [`EmbeddingsWriter`] writes such files.
 //!
+//! - [`BertFamily<F>`](BertFamily) (feature `bert`): one BERT-family encoder
+//!   over a [`Forward`] pass, sharing its [`Front`] (configuration,
+//!   tokenisation, chunking, pooling) and its `Encoder` implementation
+//!   between backends: [`BertEncoder`] = `BertFamily<CpuForward>`,
+//!   [`OrtEncoder`] = `BertFamily<OrtForward>`, [`CudaEncoder`] =
+//!   `BertFamily<CudaForward>`.
 //! - [`BertEncoder`] (feature `bert`, default): BERT-family sentence encoders
 //!   (all-MiniLM-L6-v2, bge-base-en-v1.5, ...) on the CPU (own forward pass on
 //!   the `gemm` crate, one sequence per thread, no padding), loaded
@@ -60,13 +66,13 @@ mod precision;
 mod precomputed;
 
 #[cfg(feature = "ort")]
-pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, ort_dylib_path};
+pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, OrtForward, ort_dylib_path};
 #[cfg(feature = "bert")]
-pub use bert::{BertEncoder, Pooling};
+pub use bert::{BertEncoder, BertFamily, CpuForward, Forward, Front, Pooling};
 pub use builder::{BACKEND_NAMES, Backend, Cache, EncoderSpec, default_cache_path, has_model};
 pub use cache::{CacheReport, CachedEncoder};
 #[cfg(feature = "cuda")]
-pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, DEFAULT_BATCH_TOKENS, cuda_libraries, nvrtc_compile_bert_ptx};
+pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, CudaForward, DEFAULT_BATCH_TOKENS, cuda_libraries, nvrtc_compile_bert_ptx};
 pub use hashing::HashingEncoder;
 pub use precision::Precision;
 pub use precomputed::{EmbeddingsWriter, FORMAT, PrecomputedEncoder};

@@ -9,13 +9,12 @@
 //! `model.safetensors` (`scripts/build_onnx.py`, no torch).
 
 use crate::Error as EncError;
-use crate::bert::{Front, Pooling};
+use crate::bert::{BertFamily, Forward, Front};
 use ::ort::session::Session;
 use ::ort::session::builder::GraphOptimizationLevel;
 use ::ort::value::Tensor;
-use lam_core::{Encoder, EncoderInfo, Error};
+use lam_core::Error;
 use std::borrow::Cow;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -38,17 +37,20 @@ pub fn ort_dylib_path() -> PathBuf {
 /// Sequences are padded to the longest of each batch of `batch_size` (longest
 /// first) and masked; pooling uses real tokens only, as [`crate::BertEncoder`]
 /// does.
-pub struct OrtEncoder {
+pub type OrtEncoder = BertFamily<OrtForward>;
+
+/// The transformer in ONNX Runtime: padded calls of `batch` sequences,
+/// longest first.
+pub struct OrtForward {
     session: Session,
-    front: Front,
     batch: usize,
     token_types: bool,
     output: String,
 }
 
-impl std::fmt::Debug for OrtEncoder {
+impl std::fmt::Debug for OrtForward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OrtEncoder").field("info", &self.front.info).field("pooling", &self.front.pooling).finish_non_exhaustive()
+        f.debug_struct("OrtForward").field("batch", &self.batch).field("output", &self.output).finish_non_exhaustive()
     }
 }
 
@@ -70,7 +72,7 @@ fn environment() -> Result<&'static ::ort::environment::Environment, EncError> {
     env.as_ref().map_err(|(p, m)| model_err(p, m))
 }
 
-impl OrtEncoder {
+impl BertFamily<OrtForward> {
     /// Load a sentence-transformers model directory with its ONNX graph at
     /// `dir/onnx/model.onnx`.
     pub fn load(dir: &Path) -> Result<Self, EncError> {
@@ -108,52 +110,30 @@ impl OrtEncoder {
         // The model id carries a fingerprint of the graph file (xxh3 of its bytes).
         let fp = file_fingerprint(onnx).map_err(|e| model_err(onnx, e))?;
         front.info.model_id = format!("{}@onnx-{:08x}", front.info.model_id, fp >> 32);
-        Ok(Self { session, front, batch: 32, token_types, output })
-    }
-
-    /// Longest input in tokens including `[CLS]`/`[SEP]`; longer inputs are truncated.
-    pub fn max_seq_length(&self) -> usize {
-        self.front.max_seq_length
-    }
-
-    /// Set `max_seq_length` (at most the model's position table); chunks hold two fewer tokens.
-    pub fn set_max_seq_length(&mut self, n: usize) {
-        self.front.set_max_seq_length(n);
+        Ok(Self::new(front, OrtForward { session, batch: 32, token_types, output }))
     }
 
     /// Sequences per ONNX Runtime call (padded to the longest in the call).
     pub fn set_batch_size(&mut self, n: usize) {
-        self.batch = n.max(1);
+        self.forward.batch = n.max(1);
     }
+}
 
-    /// Pooling mode.
-    pub fn pooling(&self) -> Pooling {
-        self.front.pooling
-    }
-
-    /// Token ids of `text` with `[CLS]`/`[SEP]`, truncated like sentence-transformers.
-    pub fn token_ids(&self, text: &[u8]) -> Result<Vec<u32>, Error> {
-        self.front.encode_ids(text)
-    }
-
-    /// Embed already tokenised sequences (rows of `out`, in order); for
-    /// benchmarks that exclude tokenisation.
-    pub fn embed_token_ids(&mut self, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.front.hidden;
-        if out.len() != ids.len() * d {
-            return Err(Error::Dimension { expected: ids.len() * d, got: out.len() });
-        }
+impl Forward for OrtForward {
+    fn embed(&mut self, front: &Front, ids: &[Vec<u32>], out: &mut [f32]) -> Result<(), Error> {
         // Longest first, so each call pads little.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
         for group in order.chunks(self.batch) {
-            self.run_group(ids, group, out)?;
+            self.run_group(front, ids, group, out)?;
         }
         Ok(())
     }
+}
 
-    fn run_group(&mut self, ids: &[Vec<u32>], group: &[usize], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.front.hidden;
+impl OrtForward {
+    fn run_group(&mut self, front: &Front, ids: &[Vec<u32>], group: &[usize], out: &mut [f32]) -> Result<(), Error> {
+        let d = front.hidden;
         let b = group.len();
         let l = group.iter().map(|&i| ids[i].len()).max().unwrap_or(0).max(1);
         let mut input_ids = vec![0i64; b * l];
@@ -165,7 +145,7 @@ impl OrtEncoder {
             }
         }
         let shape = [b as i64, l as i64];
-        let err = |e: ::ort::Error| Error::Encoder { model: self.front.info.model_id.clone(), cause: Box::new(e) };
+        let err = |e: ::ort::Error| Error::Encoder { model: front.info.model_id.clone(), cause: Box::new(e) };
         let mut inputs: Vec<(Cow<'_, str>, ::ort::session::SessionInputValue<'_>)> = vec![
             ("input_ids".into(), Tensor::from_array((shape, input_ids)).map_err(err)?.into()),
             ("attention_mask".into(), Tensor::from_array((shape, mask)).map_err(err)?.into()),
@@ -173,7 +153,7 @@ impl OrtEncoder {
         if self.token_types {
             inputs.push(("token_type_ids".into(), Tensor::from_array((shape, vec![0i64; b * l])).map_err(err)?.into()));
         }
-        let model = self.front.info.model_id.clone();
+        let model = front.info.model_id.clone();
         let outputs = self.session.run(inputs).map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
         let (out_shape, hs) =
             outputs[self.output.as_str()].try_extract_tensor::<f32>().map_err(|e| Error::Encoder { model: model.clone(), cause: Box::new(e) })?;
@@ -183,7 +163,7 @@ impl OrtEncoder {
         for (r, &i) in group.iter().enumerate() {
             let n = ids[i].len();
             let rows = &hs[r * l * d..(r * l + n) * d];
-            self.front.pool(rows, &mut out[i * d..(i + 1) * d]).map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
+            front.pool(rows, &mut out[i * d..(i + 1) * d]).map_err(|reason| Error::InvalidVector { what: format!("text {i} of batch"), reason })?;
         }
         Ok(())
     }
@@ -200,28 +180,5 @@ fn file_fingerprint(path: &Path) -> std::io::Result<u64> {
             return Ok(h.digest());
         }
         h.update(&buf[..n]);
-    }
-}
-
-impl Encoder for OrtEncoder {
-    fn info(&self) -> EncoderInfo {
-        self.front.info.clone()
-    }
-
-    fn token_spans(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        self.front.token_spans(text, out)
-    }
-
-    fn chunks(&self, text: &[u8], out: &mut Vec<Range<usize>>) -> Result<(), Error> {
-        self.front.chunks(text, out)
-    }
-
-    fn encode_batch(&mut self, texts: &[&[u8]], out: &mut [f32]) -> Result<(), Error> {
-        let d = self.front.hidden;
-        if out.len() != texts.len() * d {
-            return Err(Error::Dimension { expected: texts.len() * d, got: out.len() });
-        }
-        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.front.encode_ids(t)).collect::<Result<_, _>>()?;
-        self.embed_token_ids(&ids, out)
     }
 }
