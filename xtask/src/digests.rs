@@ -154,14 +154,27 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if files.len() < a.sample {
         bail!("{} holds {} trajectories, fewer than --sample {}", a.corpus.display(), files.len(), a.sample);
     }
-    let mut enc = open_encoder(&a.encoder, &a.model, a.batches.first().copied().unwrap_or(32))?;
-    // Only the fp32 paths must reproduce the golden digests; 16-bit ones are reported.
-    let strict = !a.encoder.ends_with("bf16") && !a.encoder.ends_with("f16");
+    let enc = open_encoder(&a.encoder, &a.model, a.batches.first().copied().unwrap_or(32))?;
     let info = enc.info();
+    let (prepared, n_chunks, n_tokens) = prepare(&a, &files, enc.as_ref())?;
+    let threads = thread_counts(&a);
+    println!(
+        "verify-digests: {} ({} trajectories, {n_chunks} chunks, {n_tokens} encoder tokens), encoder {}, batches {:?}, threads {threads:?}",
+        a.corpus.display(),
+        prepared.len(),
+        info.model_id,
+        a.batches
+    );
+    let m = measure(&a, &prepared, &threads, info.dim)?;
+    check(root, &a, &files, &info, &prepared, &m)
+}
+
+/// Every trajectory's records (cut to `--records`) and chunks, with the
+/// chunk and encoder-token counts.
+fn prepare(a: &Args, files: &[PathBuf], enc: &dyn Encoder) -> Result<(Vec<Prepared>, usize, usize)> {
     let mut prepared = Vec::new();
-    let mut n_chunks = 0;
-    let mut n_tokens = 0;
-    for f in &files {
+    let (mut n_chunks, mut n_tokens) = (0, 0);
+    for f in files {
         for mut t in lam_trajectory::read::read_path(f)? {
             if let Some(m) = a.records {
                 t.records.truncate(m);
@@ -179,36 +192,44 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             prepared.push(Prepared { records: t.records, chunks });
         }
     }
+    Ok((prepared, n_chunks, n_tokens))
+}
+
+/// Thread counts to run with: `--threads`, else 1, 2 and all (a GPU encoder: all only).
+fn thread_counts(a: &Args) -> Vec<usize> {
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Host threads only tokenise for a GPU encoder: one configuration is enough.
     let mut threads = a.threads.clone().unwrap_or_else(|| if a.encoder.starts_with("cuda") { vec![all] } else { vec![1, 2, all] });
-    threads.dedup();
     threads.sort_unstable();
     threads.dedup();
-    println!(
-        "verify-digests: {} ({} trajectories, {n_chunks} chunks, {n_tokens} encoder tokens), encoder {}, batches {:?}, threads {threads:?}",
-        a.corpus.display(),
-        prepared.len(),
-        info.model_id,
-        a.batches
-    );
+    threads
+}
 
-    let mut rows: Vec<Row> = Vec::new();
-    let mut vectors_of_last: Vec<Vec<f32>> = Vec::new();
-    let mut streams: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    // Per threshold, the digest of the retained vectors' bits in every configuration.
-    let mut bits: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for &th in &threads {
+/// What every (threads, batch) configuration gave.
+struct Measured {
+    rows: Vec<Row>,
+    /// The last configuration's vectors (for `--compare-cpu`).
+    vectors_of_last: Vec<Vec<f32>>,
+    /// Per threshold, every configuration's codec stream digests.
+    streams: BTreeMap<String, Vec<(String, String)>>,
+    /// Per threshold, the digest of the retained vectors' bits in every configuration.
+    bits: BTreeMap<String, Vec<String>>,
+}
+
+/// Encode the sample in every configuration and decide it at every threshold.
+fn measure(a: &Args, prepared: &[Prepared], threads: &[usize], dim: usize) -> Result<Measured> {
+    let mut m = Measured { rows: Vec::new(), vectors_of_last: Vec::new(), streams: BTreeMap::new(), bits: BTreeMap::new() };
+    for &th in threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(th).build()?;
         for &batch in &a.batches {
-            enc = open_encoder(&a.encoder, &a.model, batch)?;
+            let mut enc = open_encoder(&a.encoder, &a.model, batch)?;
             let t0 = std::time::Instant::now();
             // Encode every chunk of a trajectory in one call: the encoder cuts it into batches of `batch`.
             let vectors: Vec<Vec<f32>> = pool.install(|| -> Result<Vec<Vec<f32>>> {
                 let mut out = Vec::new();
-                for p in &prepared {
+                for p in prepared {
                     let texts: Vec<&[u8]> = p.records.iter().zip(&p.chunks).flat_map(|(r, cs)| cs.iter().map(|c| &r.observation[c.clone()])).collect();
-                    let mut v = vec![0f32; texts.len() * info.dim];
+                    let mut v = vec![0f32; texts.len() * dim];
                     enc.encode_batch(&texts, &mut v)?;
                     out.push(v);
                 }
@@ -216,85 +237,71 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             })?;
             let secs = t0.elapsed().as_secs_f64();
             for &t in &THRESHOLDS {
-                let th_ = Threshold::from_cosine(t)?;
-                let mut digest = DeletionDigest::new();
-                let mut margin: Option<f64> = None;
-                let mut retained: Vec<f32> = Vec::new();
-                for (si, (p, v)) in prepared.iter().zip(&vectors).enumerate() {
-                    let mut s = Session::new(Config::new(th_), info.dim)?;
-                    let mut at = 0;
-                    for (r, cs) in p.records.iter().zip(&p.chunks) {
-                        let n = cs.len() * info.dim;
-                        let adm = s.admit_embedded(r, cs, &v[at..at + n])?;
-                        for (c, row) in adm.chunks.iter().zip(v[at..at + n].chunks_exact(info.dim)) {
-                            if c.decision.is_dropped() {
-                                digest.push(si as u32, c.index);
-                            } else {
-                                retained.extend_from_slice(row);
-                            }
-                        }
-                        at += n;
-                    }
-                    if let Some(m) = s.l1_stats().min_margin {
-                        margin = Some(margin.map_or(m, |x: f64| x.min(m)));
-                    }
-                }
+                let (digest, margin, retained) = decide_all(prepared, &vectors, t, dim)?;
                 let backend = if a.encoder.starts_with("cuda") { a.encoder.clone() } else { "cpu".into() };
-                rows.push(Row { backend, batch, threads: th, t, digest: digest.hex16(), min_margin: margin, dropped: digest.len(), secs });
-                for (name, d) in crate::codecs::stream_digests(&retained, info.dim)? {
-                    streams.entry(format!("{t}")).or_default().push((name, d));
+                m.rows.push(Row { backend, batch, threads: th, t, digest: digest.hex16(), min_margin: margin, dropped: digest.len(), secs });
+                for (name, d) in crate::codecs::stream_digests(&retained, dim)? {
+                    m.streams.entry(format!("{t}")).or_default().push((name, d));
                 }
-                bits.entry(format!("{t}")).or_default().push(crate::codecs::f32_digest(&retained));
+                m.bits.entry(format!("{t}")).or_default().push(crate::codecs::f32_digest(&retained));
             }
-            vectors_of_last = vectors;
+            m.vectors_of_last = vectors;
         }
     }
+    Ok(m)
+}
 
-    // Every configuration must agree with the first, and with the golden file.
+/// Every trajectory admitted at threshold `t` from its vectors: the
+/// deletion digest, the smallest margin and the retained vectors.
+fn decide_all(prepared: &[Prepared], vectors: &[Vec<f32>], t: f64, dim: usize) -> Result<(DeletionDigest, Option<f64>, Vec<f32>)> {
+    let th = Threshold::from_cosine(t)?;
+    let mut digest = DeletionDigest::new();
+    let mut margin: Option<f64> = None;
+    let mut retained: Vec<f32> = Vec::new();
+    for (si, (p, v)) in prepared.iter().zip(vectors).enumerate() {
+        let mut s = Session::new(Config::new(th), dim)?;
+        let mut at = 0;
+        for (r, cs) in p.records.iter().zip(&p.chunks) {
+            let n = cs.len() * dim;
+            let adm = s.admit_embedded(r, cs, &v[at..at + n])?;
+            for (c, row) in adm.chunks.iter().zip(v[at..at + n].chunks_exact(dim)) {
+                if c.decision.is_dropped() {
+                    digest.push(si as u32, c.index);
+                } else {
+                    retained.extend_from_slice(row);
+                }
+            }
+            at += n;
+        }
+        if let Some(m) = s.l1_stats().min_margin {
+            margin = Some(margin.map_or(m, |x: f64| x.min(m)));
+        }
+    }
+    Ok((digest, margin, retained))
+}
+
+/// Every configuration must agree with the first, and with the golden
+/// file; prints the table and the codec checks, and blesses with `--bless`.
+fn check(root: &Path, a: &Args, files: &[PathBuf], info: &lam_core::EncoderInfo, prepared: &[Prepared], m: &Measured) -> Result<()> {
+    let (model_id, dim) = (info.model_id.as_str(), info.dim);
+    // Only the fp32 paths must reproduce the golden digests; 16-bit ones are reported.
+    let strict = !a.encoder.ends_with("bf16") && !a.encoder.ends_with("f16");
     let mut reference: BTreeMap<String, String> = BTreeMap::new();
-    for r in &rows {
+    for r in &m.rows {
         reference.entry(format!("{}", r.t)).or_insert_with(|| r.digest.clone());
     }
     let mut codec_ref: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut codec_ok = true;
-    for (t, list) in &streams {
+    for (t, list) in &m.streams {
         for (name, d) in list {
             let e = codec_ref.entry(t.clone()).or_default().entry(name.clone()).or_insert_with(|| d.clone());
             codec_ok &= e == d;
         }
     }
-    let gpath = golden_path(&a.golden, &info.model_id, &a.corpus, a.sample, a.records);
+    let gpath = golden_path(&a.golden, model_id, &a.corpus, a.sample, a.records);
     let golden = read_golden(&gpath)?;
-    let golden_digest = |t: f64| golden.as_ref().and_then(|g| g["digests"][format!("{t}")].as_str().map(str::to_string));
-
-    println!(
-        "{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7}",
-        "backend", "batch", "threads", "t", "digest", "dropped", "match", "min_margin", "enc_s"
-    );
-    let mut ok = codec_ok;
-    for r in &rows {
-        let same = reference[&format!("{}", r.t)] == r.digest;
-        let gold = golden_digest(r.t).is_none_or(|g| g == r.digest);
-        ok &= same && (gold || a.bless || !strict);
-        println!(
-            "{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7.2}",
-            r.backend,
-            r.batch,
-            r.threads,
-            r.t,
-            r.digest,
-            r.dropped,
-            if same && gold {
-                "yes"
-            } else if same {
-                "GOLDEN≠"
-            } else {
-                "NO"
-            },
-            r.min_margin.map_or("-".into(), |m| format!("{m:.2e}")),
-            r.secs
-        );
-    }
+    let rows_ok = print_rows(&m.rows, &reference, golden.as_ref(), a.bless || !strict);
+    let mut ok = codec_ok && rows_ok;
     for line in crate::codecs::backend_lines() {
         println!("{line}");
     }
@@ -302,18 +309,18 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let fpath = a.golden.join(format!("codec-fixture__{}.json", crate::codecs::FIXTURE.trim_end_matches(".f32")));
     let fgolden = read_golden(&fpath)?;
     ok &= print_fixture_streams(fgolden.as_ref(), &fixture) || a.bless;
-    let retained_bits: BTreeMap<String, String> = bits.iter().map(|(t, v)| (t.clone(), v[0].clone())).collect();
-    codec_ok &= bits.values().all(|v| v.iter().all(|d| *d == v[0]));
+    let retained_bits: BTreeMap<String, String> = m.bits.iter().map(|(t, v)| (t.clone(), v[0].clone())).collect();
+    codec_ok &= m.bits.values().all(|v| v.iter().all(|d| *d == v[0]));
     ok &= print_retained_streams(golden.as_ref(), &codec_ref, &retained_bits) || a.bless || !strict;
     if !codec_ok {
         println!("codec streams (or the retained vectors' bits) differ between configurations");
     }
     if a.compare_cpu {
-        compare_with_cpu(&a, &prepared, &vectors_of_last, info.dim)?;
+        compare_with_cpu(a, prepared, &m.vectors_of_last, dim)?;
     }
     if a.bless {
         let v = serde_json::json!({
-            "encoder": info.model_id,
+            "encoder": model_id,
             "corpus": a.corpus.file_name().and_then(|s| s.to_str()).unwrap_or(""),
             "files": files.iter().map(|f| f.file_name().and_then(|s| s.to_str()).unwrap_or("").to_string()).collect::<Vec<_>>(),
             "records_per_trajectory": a.records,
@@ -332,8 +339,34 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     if !ok {
         bail!("digest mismatch");
     }
-    println!("all digests match ({} configurations)", rows.len());
+    println!("all digests match ({} configurations)", m.rows.len());
     Ok(())
+}
+
+/// The table of configurations; whether every row agrees with the first
+/// of its threshold and (unless `lenient`: blessing, 16-bit) with the golden file.
+fn print_rows(rows: &[Row], reference: &BTreeMap<String, String>, golden: Option<&serde_json::Value>, lenient: bool) -> bool {
+    let golden_digest = |t: f64| golden.and_then(|g| g["digests"][format!("{t}")].as_str().map(str::to_string));
+    println!(
+        "{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7}",
+        "backend", "batch", "threads", "t", "digest", "dropped", "match", "min_margin", "enc_s"
+    );
+    let mut ok = true;
+    for r in rows {
+        let same = reference[&format!("{}", r.t)] == r.digest;
+        let gold = golden_digest(r.t).is_none_or(|g| g == r.digest);
+        ok &= same && (gold || lenient);
+        let verdict = if same && gold {
+            "yes"
+        } else if same {
+            "GOLDEN≠"
+        } else {
+            "NO"
+        };
+        let margin = r.min_margin.map_or("-".into(), |m| format!("{m:.2e}"));
+        println!("{:<8} {:>5} {:>7} {:>5} {:>16} {:>7} {:>7} {:>10} {:>7.2}", r.backend, r.batch, r.threads, r.t, r.digest, r.dropped, verdict, margin, r.secs);
+    }
+    ok
 }
 
 /// A golden file's JSON, or `None` when there is none yet.
@@ -434,7 +467,7 @@ fn decide(prepared: &[Prepared], vectors: &[Vec<f32>], t: f64, dim: usize) -> Re
 /// per threshold both digests, whether they are equal, and every decision
 /// that flips with its margin `|cos - t|` on the side that dropped it.
 fn compare_with_cpu(a: &Args, prepared: &[Prepared], vectors: &[Vec<f32>], dim: usize) -> Result<()> {
-    let mut cpu = lam_encode::BertEncoder::load(&a.model)?;
+    let mut cpu = open_encoder("bert", &a.model, 32)?;
     let mut cpu_vectors = Vec::new();
     let (mut worst_cos, mut max_abs) = (1.0f64, 0.0f32);
     for (p, g) in prepared.iter().zip(vectors) {
