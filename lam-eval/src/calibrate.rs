@@ -85,13 +85,34 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
     notes.push(format!(
         "best pass of repeated passes over ~{seconds} s per measurement, {threads} threads available; a machine shared with other work reads low"
     ));
-
-    // L0: the real line-dedup pass over code-like sessions (hash, table lookup, stubs).
     let sessions = synthetic_sessions(16, 40, 200);
+    let hash_rate = line_hash_rate(&sessions, seconds, &mut notes, log);
+    let (verify_rate, dim) = verify_rate(seconds, &mut notes, log)?;
+    let (enc_rate, info) = encoder_rate(model, &sessions, seconds, &mut notes, log)?;
+    let codec_rate = codec_rate(info.dim.max(1), seconds, &mut notes, log)?;
+    let profile = DeviceProfile {
+        format: PROFILE_FORMAT.into(),
+        host: std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),
+        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        threads,
+        line_hash_gb_s: hash_rate / 1e9,
+        verify_pairs_per_s: verify_rate,
+        verify_dim: dim as u32,
+        encoder_tokens_per_s: enc_rate,
+        encoder: info.model_id,
+        codec_gb_s: Some(codec_rate / 1e9),
+        notes,
+    };
+    profile.validate().map_err(|e| crate::Error::Input(format!("calibration gave an invalid profile: {e}")))?;
+    Ok(profile)
+}
+
+/// L0: the real line-dedup pass over code-like sessions (hash, table lookup, stubs), bytes/s.
+fn line_hash_rate(sessions: &[Vec<Vec<u8>>], seconds: f64, notes: &mut Vec<String>, log: &mut dyn FnMut(&str)) -> f64 {
     let bytes: usize = sessions.iter().flatten().map(|r| r.len()).sum();
     let mut buf = Vec::new();
     let hash_rate = best_rate(seconds, 3, bytes as f64, || {
-        for s in &sessions {
+        for s in sessions {
             let mut d = lam_hash::LineDedup::new();
             for (i, r) in s.iter().enumerate() {
                 buf.clear();
@@ -105,8 +126,12 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
         bytes as f64 / 1e6
     ));
     log(&format!("line hashing: {:.3} GB/s", hash_rate / 1e9));
+    hash_rate
+}
 
-    // Verification: exact sq_l2, 65,536 candidate pairs at D = 768 (LAM Table 22's benchmark).
+/// Verification: exact sq_l2, 65,536 candidate pairs at D = 768 (LAM Table
+/// 22's benchmark), pairs/s; and the dimension measured at.
+fn verify_rate(seconds: f64, notes: &mut Vec<String>, log: &mut dyn FnMut(&str)) -> Result<(f64, usize)> {
     let dim = 768;
     let retained = lam_core::random_unit_vectors(128, dim, 1);
     let queries = lam_core::random_unit_vectors(512, dim, 2);
@@ -134,19 +159,30 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
         greedy_rate / 1e6,
         g.stats().verified_pairs
     ));
+    Ok((verify_rate, dim))
+}
 
-    // Encoder: the BERT encoder when its model is installed, else the hashing encoder.
+/// Encoder tokens/s: the BERT encoder when its model is installed, else the
+/// hashing encoder (both through `EncoderSpec`), over real-sized windows.
+fn encoder_rate(
+    model: Option<&Path>,
+    sessions: &[Vec<Vec<u8>>],
+    seconds: f64,
+    notes: &mut Vec<String>,
+    log: &mut dyn FnMut(&str),
+) -> Result<(f64, lam_core::EncoderInfo)> {
     let dir = model.map_or_else(lam_encode::default_model_dir, Path::to_path_buf);
-    let mut enc: Box<dyn Encoder> = if dir.join("model.safetensors").is_file() {
-        Box::new(lam_encode::BertEncoder::load(&dir)?)
+    let backend = if lam_encode::has_model(&dir) {
+        lam_encode::Backend::Bert
     } else {
         notes.push(format!(
             "encoder: no model at {} (install with `{}`); measured the model-free HashingEncoder instead, which is not the papers' encoder and reads far faster",
             dir.display(),
             lam_encode::INSTALL_HINT
         ));
-        Box::new(lam_encode::HashingEncoder::default())
+        lam_encode::Backend::Hashing
     };
+    let mut enc = lam_encode::EncoderSpec { backend, model: Some(dir), batch: 32 }.load()?;
     let info = enc.info();
     let text: Vec<u8> = sessions.iter().flatten().take(12).flat_map(|r| r.iter().copied()).collect();
     let mut spans = Vec::new();
@@ -177,8 +213,12 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
         tokens
     ));
     log(&format!("encoder {}: {:.0} tokens/s", info.model_id, enc_rate));
-    // Codec: Szp fixed mode at rel 1e-2 (cuSZp's anchor setting) over 4,096 unit vectors of the encoder's dimension.
-    let cdim = info.dim.max(1);
+    Ok((enc_rate, info))
+}
+
+/// Codec bytes/s: Szp fixed mode at rel 1e-2 (cuSZp's anchor setting) over
+/// 4,096 unit vectors of dimension `cdim`.
+fn codec_rate(cdim: usize, seconds: f64, notes: &mut Vec<String>, log: &mut dyn FnMut(&str)) -> Result<f64> {
     let cvals = lam_core::random_unit_vectors(4096, cdim, 4);
     let codec = lam_codec::open("szp-fixed-rel1e-2").map_err(|e| crate::Error::Input(format!("the calibration codec: {e}")))?;
     let shape = lam_core::Shape { rows: 4096, dim: cdim };
@@ -199,22 +239,7 @@ pub fn measure(model: Option<&Path>, seconds: f64, log: &mut dyn FnMut(&str)) ->
         (cvals.len() * 4) as f64 / stream.len().max(1) as f64
     ));
     log(&format!("codec szp: {:.2} GB/s", codec_rate / 1e9));
-
-    let profile = DeviceProfile {
-        format: PROFILE_FORMAT.into(),
-        host: std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),
-        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        threads,
-        line_hash_gb_s: hash_rate / 1e9,
-        verify_pairs_per_s: verify_rate,
-        verify_dim: dim as u32,
-        encoder_tokens_per_s: enc_rate,
-        encoder: info.model_id,
-        codec_gb_s: Some(codec_rate / 1e9),
-        notes,
-    };
-    profile.validate().map_err(|e| crate::Error::Input(format!("calibration gave an invalid profile: {e}")))?;
-    Ok(profile)
+    Ok(codec_rate)
 }
 
 #[cfg(test)]
