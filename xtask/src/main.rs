@@ -93,7 +93,42 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
+/// The layers of ARCHITECTURE.md, top first: a crate's normal dependencies
+/// inside the workspace are in rows above its own.
+const LAYERS: [&[&str]; 5] = [
+    &["lam-core"],
+    &["lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-tokens"],
+    &["lam-operator", "lam-trajectory"],
+    &["lam-eval", "lam-serve", "lam-mcp", "lam-py"],
+    &["lam", "xtask"],
+];
+
+/// Layers point one way (ARCHITECTURE.md invariant 17), read from `cargo metadata`.
+fn check_layers() -> Result<()> {
+    let out = cargo().args(["metadata", "-q", "--format-version", "1", "--no-deps"]).output().context("cargo metadata")?;
+    if !out.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).context("cargo metadata output")?;
+    let row = |name: &str| LAYERS.iter().position(|r| r.contains(&name));
+    for p in meta["packages"].as_array().into_iter().flatten() {
+        let name = p["name"].as_str().unwrap_or_default();
+        let Some(mine) = row(name) else { bail!("{name}: a workspace crate in no layer (add it to xtask's LAYERS and ARCHITECTURE.md)") };
+        for d in p["dependencies"].as_array().into_iter().flatten().filter(|d| d["kind"].is_null()) {
+            let dep = d["name"].as_str().unwrap_or_default();
+            if let Some(theirs) = row(dep)
+                && theirs >= mine
+            {
+                bail!("{name} (layer {mine}) depends on {dep} (layer {theirs}): layers point one way (ARCHITECTURE.md)");
+            }
+        }
+    }
+    println!("layers         every crate depends only on layers above its own");
+    Ok(())
+}
+
 fn check_default_deps() -> Result<()> {
+    check_layers()?;
     for c in CRATES {
         let out = cargo().args(["tree", "-q", "-e", "normal", "--prefix", "none", "-p", c]).output().with_context(|| format!("cargo tree -p {c}"))?;
         if !out.status.success() {
