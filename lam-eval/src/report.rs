@@ -75,6 +75,8 @@ pub struct Run {
     pub online: Vec<Admission>,
     /// Unit embeddings of every retained chunk, in arrival order (L2's input).
     pub retained: Vec<f32>,
+    /// The online session's totals (tokens when counted, stubs, time).
+    pub totals: lam_operator::SessionTotals,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -182,5 +184,5 @@ pub fn run_archived(
         encode_us_p50: percentile(&encode, 50.0),
     };
     let retained = s.retained_vectors().to_vec();
-    Ok(Run { report, online, retained })
+    Ok(Run { report, online, retained, totals: s.totals() })
 }

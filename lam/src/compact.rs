@@ -123,8 +123,8 @@ impl Enc {
 struct Totals {
     corpus: DeletionDigest,
     sessions: u32,
-    tokens_in: usize,
-    tokens_out: usize,
+    /// Every session's admissions added up (tokens when counted).
+    tokens: lam_operator::SessionTotals,
     all_equal: bool,
     l2_raw: usize,
     l2_stored: usize,
@@ -268,7 +268,7 @@ impl Runner<'_> {
 }
 
 fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc: &mut dyn Encoder) -> Result<()> {
-    let share = 100.0 * lam_operator::removal(tot.tokens_in as u64, tot.tokens_out as u64);
+    let share = 100.0 * tot.tokens.removal();
     writeln!(
         so,
         "\n{} sessions, encoder {}, t={} (delta={:.4}), net removal {:.2}% of {} tokens, run digest {}, online==batch: {}",
@@ -277,7 +277,7 @@ fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc
         a.threshold,
         t.delta(),
         share,
-        tot.tokens_in,
+        tot.tokens.tokens_in,
         tot.corpus.hex16(),
         if tot.all_equal { "all" } else { "NOT ALL" }
     )?;
@@ -300,8 +300,7 @@ fn account(tot: &mut Totals, run: &Run) {
         }
     }
     tot.sessions += 1;
-    tot.tokens_in += run.report.tokens_in;
-    tot.tokens_out += run.report.tokens_out;
+    tot.tokens.absorb(&run.totals);
     tot.all_equal &= run.report.online_equals_batch;
 }
 
