@@ -162,119 +162,128 @@ impl Dev for Emu {
         self.launches += 1;
         let threads = grid * block as usize;
         match kn {
-            Kernel::EmbedLn => {
-                let (ids, lens, l, h, vocab, word, pos, typ, g, bt, eps, x, xg, kind) = (
-                    p(&a[0]),
-                    p(&a[1]),
-                    i(&a[2]),
-                    i(&a[3]),
-                    i(&a[4]),
-                    p(&a[5]),
-                    p(&a[6]),
-                    p(&a[7]),
-                    p(&a[8]),
-                    p(&a[9]),
-                    fl(&a[10]),
-                    p(&a[11]),
-                    p(&a[12]),
-                    k(&a[13]),
-                );
-                for row in 0..grid {
-                    let (b, ps) = (row / l, row % l);
-                    let mut id = if ps < self.u(lens, b) as usize { self.u(ids, row) as usize } else { 0 };
-                    if id >= vocab {
-                        id = vocab - 1;
-                    }
-                    for c in 0..h {
-                        let v = self.f(word, id * h + c) + self.f(typ, c) + self.f(pos, ps * h + c);
-                        self.put(x, row * h + c, v, 0);
-                    }
-                    self.ln_row(x, row, h, g, bt, eps, xg, kind);
-                }
-            }
-            Kernel::ResidualLn => {
-                let (x, y, bias, h, g, bt, eps, xg, kind) = (p(&a[0]), p(&a[1]), p(&a[2]), i(&a[3]), p(&a[4]), p(&a[5]), fl(&a[6]), p(&a[7]), k(&a[8]));
-                for row in 0..grid {
-                    for c in 0..h {
-                        let v = self.f(x, row * h + c) + (self.f(y, row * h + c) + self.f(bias, c));
-                        self.put(x, row * h + c, v, 0);
-                    }
-                    self.ln_row(x, row, h, g, bt, eps, xg, kind);
-                }
-            }
-            Kernel::BiasGelu => {
-                let (y, bias, inter, n, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), p(&a[4]), k(&a[5]));
-                for t in 0..threads.min(n) {
-                    let v = self.f(y, t) + self.f(bias, t % inter);
-                    let gl = 0.5 * v * (1.0 + libm::erff(v * std::f32::consts::FRAC_1_SQRT_2));
-                    self.put(out, t, gl, kind);
-                }
-            }
-            Kernel::SplitHeads => {
-                let (qkv, bias, l, h, heads, n, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), i(&a[5]), p(&a[6]), k(&a[7]));
-                let d = h / heads;
-                let tt = n / (3 * h);
-                for t in 0..threads.min(n) {
-                    let (row, col) = (t / (3 * h), t % (3 * h));
-                    let (which, head, c) = (col / h, (col % h) / d, col % d);
-                    let (b, ps) = (row / l, row % l);
-                    let dst = which * tt * h + ((b * heads + head) * l + ps) * d + c;
-                    let v = self.f(qkv, t) + self.f(bias, col);
-                    self.put(out, dst, v, kind);
-                }
-            }
-            Kernel::MaskedSoftmax => {
-                let (s, lens, l, heads, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), p(&a[4]), k(&a[5]));
-                for row in 0..grid {
-                    let (q, b) = (row % l, row / l / heads);
-                    let len = self.u(lens, b) as usize;
-                    let base = row * l;
-                    if q >= len {
-                        for c in 0..l {
-                            self.put(out, base + c, 0.0, kind);
-                        }
-                        continue;
-                    }
-                    let m = (0..len).map(|c| self.f(s, base + c)).fold(-3.0e38f32, f32::max);
-                    let sum: f32 = (0..len).map(|c| (self.f(s, base + c) - m).exp()).sum();
-                    let inv = 1.0 / sum;
-                    for c in 0..l {
-                        let v = if c < len { (self.f(s, base + c) - m).exp() * inv } else { 0.0 };
-                        self.put(out, base + c, v, kind);
-                    }
-                }
-            }
-            Kernel::MergeHeads => {
-                let (ctx, l, h, heads, n, out, kind) = (p(&a[0]), i(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), p(&a[5]), k(&a[6]));
-                let d = h / heads;
-                for t in 0..threads.min(n) {
-                    let (row, col) = (t / h, t % h);
-                    let (head, c) = (col / d, col % d);
-                    let (b, ps) = (row / l, row % l);
-                    let v = self.f(ctx, ((b * heads + head) * l + ps) * d + c);
-                    self.put(out, t, v, kind);
-                }
-            }
-            Kernel::Pool => {
-                let (x, lens, l, h, nb, cls, out) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), i(&a[5]), p(&a[6]));
-                for t in 0..threads.min(nb * h) {
-                    let (b, c) = (t / h, t % h);
-                    let base = b * l * h;
-                    let v = if cls == 1 {
-                        self.f(x, base + c)
-                    } else {
-                        let len = self.u(lens, b) as usize;
-                        let mut s = 0.0f32;
-                        for tok in 0..len {
-                            s += self.f(x, base + tok * h + c);
-                        }
-                        s / len as f32
-                    };
-                    self.put(out, t, v, 0);
-                }
-            }
+            Kernel::EmbedLn => self.embed_ln(grid, threads, a),
+            Kernel::ResidualLn => self.residual_ln(grid, threads, a),
+            Kernel::BiasGelu => self.bias_gelu(grid, threads, a),
+            Kernel::SplitHeads => self.split_heads(grid, threads, a),
+            Kernel::MaskedSoftmax => self.masked_softmax(grid, threads, a),
+            Kernel::MergeHeads => self.merge_heads(grid, threads, a),
+            Kernel::Pool => self.pool(grid, threads, a),
         }
         Ok(())
+    }
+}
+
+impl Emu {
+    /// The `embed_ln` kernel of `kernels/bert.cu`, thread by thread.
+    fn embed_ln(&mut self, grid: usize, _threads: usize, a: &[Arg]) {
+        let (ids, lens, l, h, vocab, word, pos, typ, g, bt, eps, x, xg, kind) =
+            (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), p(&a[5]), p(&a[6]), p(&a[7]), p(&a[8]), p(&a[9]), fl(&a[10]), p(&a[11]), p(&a[12]), k(&a[13]));
+        for row in 0..grid {
+            let (b, ps) = (row / l, row % l);
+            let mut id = if ps < self.u(lens, b) as usize { self.u(ids, row) as usize } else { 0 };
+            if id >= vocab {
+                id = vocab - 1;
+            }
+            for c in 0..h {
+                let v = self.f(word, id * h + c) + self.f(typ, c) + self.f(pos, ps * h + c);
+                self.put(x, row * h + c, v, 0);
+            }
+            self.ln_row(x, row, h, g, bt, eps, xg, kind);
+        }
+    }
+
+    /// The `residual_ln` kernel of `kernels/bert.cu`, thread by thread.
+    fn residual_ln(&mut self, grid: usize, _threads: usize, a: &[Arg]) {
+        let (x, y, bias, h, g, bt, eps, xg, kind) = (p(&a[0]), p(&a[1]), p(&a[2]), i(&a[3]), p(&a[4]), p(&a[5]), fl(&a[6]), p(&a[7]), k(&a[8]));
+        for row in 0..grid {
+            for c in 0..h {
+                let v = self.f(x, row * h + c) + (self.f(y, row * h + c) + self.f(bias, c));
+                self.put(x, row * h + c, v, 0);
+            }
+            self.ln_row(x, row, h, g, bt, eps, xg, kind);
+        }
+    }
+
+    /// The `bias_gelu` kernel of `kernels/bert.cu`, thread by thread.
+    fn bias_gelu(&mut self, _grid: usize, threads: usize, a: &[Arg]) {
+        let (y, bias, inter, n, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), p(&a[4]), k(&a[5]));
+        for t in 0..threads.min(n) {
+            let v = self.f(y, t) + self.f(bias, t % inter);
+            let gl = 0.5 * v * (1.0 + libm::erff(v * std::f32::consts::FRAC_1_SQRT_2));
+            self.put(out, t, gl, kind);
+        }
+    }
+
+    /// The `split_heads` kernel of `kernels/bert.cu`, thread by thread.
+    fn split_heads(&mut self, _grid: usize, threads: usize, a: &[Arg]) {
+        let (qkv, bias, l, h, heads, n, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), i(&a[5]), p(&a[6]), k(&a[7]));
+        let d = h / heads;
+        let tt = n / (3 * h);
+        for t in 0..threads.min(n) {
+            let (row, col) = (t / (3 * h), t % (3 * h));
+            let (which, head, c) = (col / h, (col % h) / d, col % d);
+            let (b, ps) = (row / l, row % l);
+            let dst = which * tt * h + ((b * heads + head) * l + ps) * d + c;
+            let v = self.f(qkv, t) + self.f(bias, col);
+            self.put(out, dst, v, kind);
+        }
+    }
+
+    /// The `masked_softmax` kernel of `kernels/bert.cu`, thread by thread.
+    fn masked_softmax(&mut self, grid: usize, _threads: usize, a: &[Arg]) {
+        let (s, lens, l, heads, out, kind) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), p(&a[4]), k(&a[5]));
+        for row in 0..grid {
+            let (q, b) = (row % l, row / l / heads);
+            let len = self.u(lens, b) as usize;
+            let base = row * l;
+            if q >= len {
+                for c in 0..l {
+                    self.put(out, base + c, 0.0, kind);
+                }
+                continue;
+            }
+            let m = (0..len).map(|c| self.f(s, base + c)).fold(-3.0e38f32, f32::max);
+            let sum: f32 = (0..len).map(|c| (self.f(s, base + c) - m).exp()).sum();
+            let inv = 1.0 / sum;
+            for c in 0..l {
+                let v = if c < len { (self.f(s, base + c) - m).exp() * inv } else { 0.0 };
+                self.put(out, base + c, v, kind);
+            }
+        }
+    }
+
+    /// The `merge_heads` kernel of `kernels/bert.cu`, thread by thread.
+    fn merge_heads(&mut self, _grid: usize, threads: usize, a: &[Arg]) {
+        let (ctx, l, h, heads, n, out, kind) = (p(&a[0]), i(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), p(&a[5]), k(&a[6]));
+        let d = h / heads;
+        for t in 0..threads.min(n) {
+            let (row, col) = (t / h, t % h);
+            let (head, c) = (col / d, col % d);
+            let (b, ps) = (row / l, row % l);
+            let v = self.f(ctx, ((b * heads + head) * l + ps) * d + c);
+            self.put(out, t, v, kind);
+        }
+    }
+
+    /// The `pool` kernel of `kernels/bert.cu`, thread by thread.
+    fn pool(&mut self, _grid: usize, threads: usize, a: &[Arg]) {
+        let (x, lens, l, h, nb, cls, out) = (p(&a[0]), p(&a[1]), i(&a[2]), i(&a[3]), i(&a[4]), i(&a[5]), p(&a[6]));
+        for t in 0..threads.min(nb * h) {
+            let (b, c) = (t / h, t % h);
+            let base = b * l * h;
+            let v = if cls == 1 {
+                self.f(x, base + c)
+            } else {
+                let len = self.u(lens, b) as usize;
+                let mut s = 0.0f32;
+                for tok in 0..len {
+                    s += self.f(x, base + tok * h + c);
+                }
+                s / len as f32
+            };
+            self.put(out, t, v, 0);
+        }
     }
 }
 
