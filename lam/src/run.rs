@@ -4,7 +4,6 @@
 
 use anyhow::{Context, Result, bail};
 use arc_store::StoreSpec;
-use lam_encode::Cache;
 use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
 use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
@@ -21,26 +20,8 @@ pub struct RunArgs {
     /// Upstream origin; default $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL when set, else https://api.anthropic.com (claude) or https://api.openai.com (codex).
     #[arg(long)]
     upstream: Option<String>,
-    /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
-    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
-    threshold: f64,
     #[command(flatten)]
-    enc: crate::opts::EncoderOpts,
-    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
-    #[arg(long)]
-    cache: Option<PathBuf>,
-    /// Do not read or write the embedding cache.
-    #[arg(long)]
-    no_cache: bool,
-    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
-    encoders: Option<u32>,
-    /// Which turns are observations.
-    #[arg(long, value_enum, default_value = "tool")]
-    observation_role: crate::serve::ObservationRole,
-    /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write`.
-    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
-    keep_tools: Vec<String>,
+    engine: crate::serve::EngineOpts,
     /// How stubs name the way to get an original back. Default: for Claude Code `mcp__lam__recall` (the `lam mcp` tool this run registers, as Claude Code names it), for other agents `none` (no handle).
     #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
     recall: Option<lam_core::stub::Recall<'static>>,
@@ -190,18 +171,7 @@ impl Store {
 fn config(a: &RunArgs, agent: Agent, upstream: &str, store: StoreSpec) -> ServeConfig {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
-    cfg.encoder = a.enc.spec();
-    cfg.cache = match (a.no_cache, &a.cache) {
-        (true, _) => Cache::Off,
-        (false, Some(p)) => Cache::File(p.clone()),
-        (false, None) => Cache::Default,
-    };
-    if let Some(n) = a.encoders {
-        cfg.encoders = n as usize;
-    }
-    cfg.threshold = a.threshold;
-    cfg.user_turns = a.observation_role == crate::serve::ObservationRole::User;
-    cfg.keep_tools = a.keep_tools.clone();
+    a.engine.apply(&mut cfg);
     cfg.recall = a.recall.unwrap_or(match agent {
         Agent::Claude => lam_core::stub::Recall::Via("mcp__lam__recall"),
         Agent::Codex | Agent::Other => lam_core::stub::Recall::None,

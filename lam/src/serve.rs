@@ -17,17 +17,9 @@ pub enum ObservationRole {
     User,
 }
 
+/// The proxy's engine: what `lam serve` and `lam run` both set the same way.
 #[derive(clap::Args)]
-pub struct ServeArgs {
-    /// Address to listen on (loopback by default; any other address needs a token).
-    #[arg(long, default_value = "127.0.0.1:8787")]
-    listen: SocketAddr,
-    /// Upstream origin, e.g. https://api.openai.com or https://api.anthropic.com (request paths are appended as they come).
-    #[arg(long)]
-    upstream: String,
-    /// Store every original is archived in first: a directory (or `postgres://...` where built in).
-    #[arg(long)]
-    store: String,
+pub struct EngineOpts {
     /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
     #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
     threshold: f64,
@@ -48,6 +40,39 @@ pub struct ServeArgs {
     /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write` when the agent must act on their exact output.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
+}
+
+impl EngineOpts {
+    /// Set the engine's part of the proxy's settings.
+    pub fn apply(&self, cfg: &mut ServeConfig) {
+        cfg.encoder = self.enc.spec();
+        cfg.cache = match (self.no_cache, &self.cache) {
+            (true, _) => Cache::Off,
+            (false, Some(p)) => Cache::File(p.clone()),
+            (false, None) => Cache::Default,
+        };
+        if let Some(n) = self.encoders {
+            cfg.encoders = n as usize;
+        }
+        cfg.threshold = self.threshold;
+        cfg.user_turns = self.observation_role == ObservationRole::User;
+        cfg.keep_tools = self.keep_tools.clone();
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; any other address needs a token).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// Upstream origin, e.g. https://api.openai.com or https://api.anthropic.com (request paths are appended as they come).
+    #[arg(long)]
+    upstream: String,
+    /// Store every original is archived in first: a directory (or `postgres://...` where built in).
+    #[arg(long)]
+    store: String,
+    #[command(flatten)]
+    engine: EngineOpts,
     /// How stubs name the way to get an original back: `none` (default: no handle, the agent has no recall tool through the proxy), or the agent's name for `lam mcp`'s recall tool (Claude Code: `mcp__lam__recall`).
     #[arg(long, value_parser = crate::opts::recall, default_value = "none", value_name = "HANDLE")]
     recall: lam_core::stub::Recall<'static>,
@@ -130,18 +155,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
-    cfg.encoder = a.enc.spec();
-    cfg.cache = match (a.no_cache, a.cache) {
-        (true, _) => Cache::Off,
-        (false, Some(p)) => Cache::File(p),
-        (false, None) => Cache::Default,
-    };
-    if let Some(n) = a.encoders {
-        cfg.encoders = n as usize;
-    }
-    cfg.threshold = a.threshold;
-    cfg.user_turns = a.observation_role == ObservationRole::User;
-    cfg.keep_tools = a.keep_tools;
+    a.engine.apply(&mut cfg);
     cfg.recall = a.recall;
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
