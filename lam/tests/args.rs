@@ -97,10 +97,20 @@ fn the_values_the_issue_found_are_clear_errors() {
         vec!["costmodel", "schedules", "--bytes-per-token", "0"],
         vec!["eval", "--thresholds", "0.9,NaN", "/nonexistent"],
         vec!["codec", "compress", "--codec", "f16", "--dim", "0", raw, "/dev/null"],
-        vec!["codec", "compress", "--codec", "szp", "--dim", "8", "--rel", "NaN", raw, "/dev/null"],
+        vec!["codec", "compress", "--codec", "szp-relNaN", "--dim", "8", raw, "/dev/null"],
+        vec!["codec", "compress", "--codec", "cuda:int8", "--dim", "8", raw, "/dev/null"],
     ] {
         let args: Vec<String> = args.into_iter().map(String::from).collect();
         assert_eq!(no_panic(&args).status.code(), Some(2), "{args:?}");
+    }
+    // A backend this build lacks is named with the feature that brings it.
+    for (args, feature) in [
+        (["compact", "--encoder", "cuda-bf16", "--no-cache", lam_core::testsuite::example().to_str().unwrap()].map(String::from).to_vec(), "`cuda` feature"),
+        (["codec", "compress", "--codec", "cuda:szp", "--dim", "8", raw, "/dev/null"].map(String::from).to_vec(), "`cuda` feature"),
+    ] {
+        let o = no_panic(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(feature), "{args:?}: {err}");
     }
 }
 
@@ -154,7 +164,7 @@ fn case() -> impl Strategy<Value = Vec<String>> {
         num().prop_map(|b| ["embed", "--encoder", "hashing", "--batch", &b].map(String::from).to_vec()),
         (num(), num()).prop_map(|(d, b)| {
             let raw = floats();
-            ["codec", "compress", "--codec", "szp", "--dim", &d, "--rel", &b, raw.to_str().unwrap(), raw.with_extension("lamc").to_str().unwrap()]
+            ["codec", "compress", "--codec", &format!("szp-rel{b}"), "--dim", &d, raw.to_str().unwrap(), raw.with_extension("lamc").to_str().unwrap()]
                 .map(String::from)
                 .to_vec()
         }),
