@@ -11,15 +11,20 @@
 //!
 //! Rules (documented in `ARCHITECTURE.md`, invariant "L0 stubs point at text"):
 //! - a line is the bytes up to and excluding `\n`; the last line may lack one;
-//! - only lines already present in the residual are replaced, so the cited
-//!   location (the call whose output holds the first of them, or this
-//!   output, and its 1-based line in that residual) holds readable text;
+//! - only lines the model can read in the session's residuals are
+//!   replaced, so the cited place (the call whose output holds them, or
+//!   this output above the stub, and 1-based lines in that residual) holds
+//!   readable text;
 //! - blank (whitespace-only) lines are never replaced alone, but blank lines
 //!   between two replaced lines join the run;
-//! - a run repeats one stretch of one residual line for line (its lines
-//!   first seen there, one after the other, blank lines where it has blank
-//!   lines), so its stub names it exactly: `same as lines 40-52 of `cat
-//!   a.py``; a line first seen elsewhere starts a new run;
+//! - a run repeats one stretch of one residual line for line (blank lines
+//!   where it has blank lines), so its stub names it exactly: `same as lines
+//!   40-52 of `cat a.py``. It is the longest such stretch starting at one of
+//!   the newest [`MAX_STARTS`] visible copies of its first line (greedy, line
+//!   by line, like an LZ77 parse over lines): a file read again is one run
+//!   even where some of its lines were first seen in other outputs. Of the
+//!   copies that repeat the whole run the stub names this output's, else the
+//!   call with the shortest name, the newest of equals;
 //! - a run is replaced only when its stub costs fewer tokens than the run
 //!   (`lam_core::stub::worth_replacing`: by the session's token counter, or
 //!   without one when the run holds at least twice the stub's bytes), so L0
@@ -87,24 +92,149 @@ pub struct L0Stats {
 /// One session's L0 state.
 #[derive(Debug, Default)]
 pub struct LineDedup {
-    seen: HashMap<u64, LineLoc, BuildNoHashHasher<u64>>,
+    table: Table,
     /// How stubs name each record's call (`lam_core::action::referent`).
     calls: Vec<String>,
     stubs: Vec<Stub>,
+    /// The places the open run may repeat, newest first (scratch).
+    cands: Vec<Cand>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
 }
 
+/// A residual line's tag: [`NONE`] for a line no run may repeat (a stub
+/// line, a line written in pieces), [`BLANK`] for a whitespace-only line,
+/// otherwise the line's xxh3 (2 or more).
+const NONE: u64 = 0;
+const BLANK: u64 = 1;
+
+#[inline]
+fn tag(line: &[u8]) -> u64 {
+    xxh3_64(line).max(2)
+}
+
+/// How many visible copies of a line a run may start from: the newest
+/// [`MAX_STARTS`] (part of the rule, so the naive version and the fast one
+/// agree).
+pub const MAX_STARTS: usize = 4;
+
+/// Every line the model can see in the session's residuals: for each
+/// distinct non-blank line its visible copies, and each residual line's tag.
+#[derive(Debug, Default)]
+struct Table {
+    /// Each distinct non-blank line's newest visible copy (index into `copies`).
+    seen: HashMap<u64, u32, BuildNoHashHasher<u64>>,
+    /// Visible copies, each with the index of the next older copy of the
+    /// same line (`u32::MAX`: none).
+    copies: Vec<(Cand, u32)>,
+    /// Every residual line's tag, record after record, line 1 first, each
+    /// record's lines after a [`NONE`] (so no run goes on past its end).
+    tags: Vec<u64>,
+    /// Where each record's lines start in `tags`.
+    starts: Vec<u32>,
+}
+
+/// A visible copy of a line: where it is, and its index in the table's tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cand {
+    at: LineLoc,
+    abs: u32,
+}
+
+impl Table {
+    /// Index in `tags` of line `at` of the last record begun.
+    #[inline]
+    fn abs(&self, at: LineLoc) -> usize {
+        debug_assert_eq!(at.record as usize + 1, self.starts.len());
+        self.starts[at.record as usize] as usize + at.line as usize - 1
+    }
+
+    /// Set a line's tag; `at` is in the last record begun.
+    #[inline]
+    fn set(&mut self, at: LineLoc, tag: u64) {
+        let i = self.abs(at);
+        if self.tags.len() <= i {
+            self.tags.resize(i + 1, NONE);
+        }
+        self.tags[i] = tag;
+    }
+
+    /// Begin record `record`'s residual. Records come in order; one written
+    /// again, or an earlier one, starts the table afresh (no run may repeat
+    /// lines that are gone).
+    fn begin(&mut self, record: u32) {
+        let r = record as usize;
+        if r < self.starts.len() {
+            *self = Table::default();
+        }
+        self.tags.push(NONE);
+        let at = u32::try_from(self.tags.len()).expect("fewer than 4 G lines in a session");
+        self.starts.resize(r + 1, at);
+        if self.seen.capacity() == 0 {
+            // Sessions hold thousands of distinct lines; skip the small-table growth steps.
+            self.seen.reserve(4096);
+            self.copies.reserve(4096);
+            self.tags.reserve(8192);
+        }
+    }
+
+    /// Record that non-blank line `tag` is visible at `at`.
+    fn add(&mut self, tag: u64, at: LineLoc) {
+        let idx = u32::try_from(self.copies.len()).expect("fewer than 4 G lines in a session");
+        let older = self.seen.insert(tag, idx).unwrap_or(u32::MAX);
+        self.push(tag, at, older);
+    }
+
+    fn push(&mut self, tag: u64, at: LineLoc, older: u32) {
+        self.set(at, tag);
+        let abs = self.abs(at) as u32;
+        self.copies.push((Cand { at, abs }, older));
+    }
+
+    /// The places a run starting with non-blank line `tag` may repeat: its
+    /// newest visible copies, at most [`MAX_STARTS`], newest first, into
+    /// `out`. When there are none the line is new: it becomes visible at `at`.
+    fn starts_or_add(&mut self, tag: u64, at: LineLoc, out: &mut Vec<Cand>) -> bool {
+        out.clear();
+        let mut i = match self.seen.entry(tag) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                e.insert(self.copies.len() as u32);
+                self.push(tag, at, u32::MAX);
+                return false;
+            }
+        };
+        while i != u32::MAX && out.len() < MAX_STARTS {
+            let (c, older) = self.copies[i as usize];
+            out.push(c);
+            i = older;
+        }
+        true
+    }
+
+    /// The residual's last line, at `at`, goes on in the next text: it is
+    /// no longer a visible copy of what it held (it was the last one added).
+    fn unsee(&mut self, at: LineLoc) {
+        let i = self.abs(at);
+        let tag = self.tags.get(i).copied().unwrap_or(NONE);
+        self.set(at, NONE);
+        if tag < 2 || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
+            return;
+        }
+        let (_, older) = self.copies.pop().expect("checked above");
+        if older == u32::MAX {
+            self.seen.remove(&tag);
+        } else {
+            self.seen.insert(tag, older);
+        }
+    }
+}
+
 /// A run of replaceable lines within one text segment: `start..body_end`
-/// ends with the last repeated line, `body_end..end` are blank lines after it.
+/// ends with the last repeated line, `body_end..end` are blank lines after
+/// it. The places it repeats are the writer's `cands`.
 #[derive(Debug, Clone)]
 struct Run {
-    /// The record whose residual lines `first..=last` the run repeats.
-    record: u32,
-    first: u32,
-    last: u32,
-    /// The line of that residual the run's next line must be to go on.
-    expect: u32,
     start: usize,
     body_end: usize,
     end: usize,
@@ -186,7 +316,7 @@ impl LineDedup {
 
     /// Number of distinct non-blank lines in the residual so far.
     pub fn distinct_lines(&self) -> usize {
-        self.seen.len()
+        self.table.seen.len()
     }
 
     /// How stubs name record `record`'s call (empty: not seen, or no name).
@@ -219,10 +349,7 @@ impl LineDedup {
         }
         this_call.clone_into(&mut self.calls[record as usize]);
         self.stubs.clear();
-        if self.seen.capacity() == 0 {
-            // Sessions hold thousands of distinct lines; skip the small-table growth steps.
-            self.seen.reserve(4096);
-        }
+        self.table.begin(record);
         let start = out.len();
         Writer {
             d: self,
@@ -320,100 +447,152 @@ impl Writer<'_> {
     /// Write original text: lines already in the session's residual become
     /// stubs where that is worth it.
     pub fn text(&mut self, text: &[u8]) {
+        // When the residual ends within a line, this text's first line goes
+        // on with it: that line is written as it is and no run repeats it.
+        let joined = self.w.mid_line() && !text.is_empty();
+        if joined {
+            self.d.table.unsee(LineLoc { record: self.record, line: self.w.line + 1 });
+        }
         // Kept bytes are copied lazily, as whole spans: `copy_from` is the
         // first byte of `text` not yet written or queued in `run`.
         let mut copy_from = 0;
         let mut pos = 0;
         let mut run: Option<Run> = None;
         let mut newlines = lines::Newlines::new(text);
-        let how = self.d.how();
-        let d = &mut *self.d;
-        let l0 = L0 { how, calls: &d.calls, record: self.record, id: self.id };
         while pos < text.len() {
             let (next, nl) = match newlines.next() {
                 Some(i) => (i + 1, 1u32),
                 None => (text.len(), 0),
             };
             let key = &text[pos..next - nl as usize];
-            if is_blank(key) {
-                match run.as_mut() {
-                    None => {
-                        self.map.mark(self.w.line + 1);
-                        self.w.line += nl;
-                    }
-                    Some(r) => {
-                        r.end = next;
-                        r.newlines += nl;
-                        r.expect += 1;
-                        copy_from = next;
-                        r.lines += 1;
-                        self.map.mark(0);
-                    }
+            let t = if is_blank(key) { BLANK } else { tag(key) };
+            if let Some(r) = run.as_mut() {
+                if self.d.goes_on(r.lines as u32, t) {
+                    r.push(t, next, nl);
+                    self.map.mark(0);
+                    copy_from = next;
+                    pos = next;
+                    continue;
                 }
+                let r = run.take().expect("a run is open");
+                self.flush(r, text);
+            }
+            let here = LineLoc { record: self.record, line: self.w.line + 1 };
+            if joined && pos == 0 {
+                // Written as it is (its line keeps the tag NONE).
+            } else if t == BLANK {
+                self.d.table.set(here, BLANK);
+            } else if self.d.table.starts_or_add(t, here, &mut self.d.cands) {
+                self.w.buf.extend_from_slice(&text[copy_from..pos]);
+                run = Some(Run::new(pos, next, nl, self.map.len()));
+                self.map.mark(0);
+                copy_from = next;
                 pos = next;
                 continue;
             }
-            match d.seen.entry(xxh3_64(key)) {
-                Entry::Occupied(e) => {
-                    let loc = *e.get();
-                    // A run repeats one stretch of one residual, line for line.
-                    let goes_on = run.as_ref().is_some_and(|r| r.record == loc.record && r.expect == loc.line);
-                    match run.as_mut() {
-                        Some(r) if goes_on => {
-                            r.last = loc.line;
-                            r.expect = loc.line + 1;
-                            r.body_end = next;
-                            r.end = next;
-                            r.replaced += 1;
-                            r.newlines += nl;
-                            r.body_newlines = r.newlines;
-                            r.lines += 1;
-                            r.body_lines = r.lines;
-                        }
-                        _ => {
-                            if let Some(r) = run.take() {
-                                l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
-                            }
-                            self.w.buf.extend_from_slice(&text[copy_from..pos]);
-                            let map_at = self.map.len();
-                            let lines = 1;
-                            let (record, first) = (loc.record, loc.line);
-                            run = Some(Run {
-                                record,
-                                first,
-                                last: first,
-                                expect: first + 1,
-                                start: pos,
-                                body_end: next,
-                                end: next,
-                                replaced: 1,
-                                body_newlines: nl,
-                                newlines: nl,
-                                map_at,
-                                lines,
-                                body_lines: 1,
-                            });
-                        }
-                    }
-                    self.map.mark(0);
-                    copy_from = next;
-                }
-                Entry::Vacant(e) => {
-                    if let Some(r) = run.take() {
-                        l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
-                    }
-                    e.insert(LineLoc { record: self.record, line: self.w.line + 1 });
-                    self.map.mark(self.w.line + 1);
-                    self.w.line += nl;
-                }
-            }
+            self.map.mark(here.line);
+            self.w.line += nl;
             pos = next;
         }
         if let Some(r) = run.take() {
-            l0.flush(&mut d.stubs, r, text, &mut self.w, &mut self.stats, &mut self.map.lines);
+            self.flush(r, text);
         }
         self.w.buf.extend_from_slice(&text[copy_from..]);
     }
+
+    /// Replace a run by a stub when the stub costs fewer tokens than the run
+    /// (`worth_replacing`); otherwise keep it verbatim, its lines now visible
+    /// copies too. Either way the run's lines get their residual lines in
+    /// the line map.
+    fn flush(&mut self, r: Run, text: &[u8]) {
+        let d = &mut *self.d;
+        let at = pick(d.cands.iter().map(|c| c.at), self.record, &d.calls);
+        let body = &text[r.start..r.body_end];
+        let of = (at.record != self.record).then(|| d.calls[at.record as usize].clone());
+        let from = Place::new(of, at.line, at.line + r.body_lines as u32 - 1);
+        let recall = self.w.stubs == 0;
+        let how = d.how();
+        let len = line_stub_len(&from, self.id, recall, how.recall);
+        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: from.clone(), recall });
+        let newlines = 1 + usize::from(self.w.mid_line());
+        let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
+        let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
+        if worth_replacing(how.counter, len, || make().with(how.recall).to_string(), newlines, body) {
+            body_map.fill(self.w.stub_line());
+            let stub = make();
+            self.w.write_stub(&stub.with(how.recall));
+            d.stubs.push(stub);
+            self.stats.lines_replaced += r.replaced;
+            self.stats.bytes_replaced += body.len() as u64;
+            self.stats.stubs += 1;
+        } else {
+            body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
+            for (line, n) in body.split_inclusive(|&b| b == b'\n').zip(self.w.line + 1..) {
+                let key = line.strip_suffix(b"\n").unwrap_or(line);
+                let here = LineLoc { record: self.record, line: n };
+                if is_blank(key) { d.table.set(here, BLANK) } else { d.table.add(tag(key), here) }
+            }
+            self.w.write_text(body, r.body_newlines);
+        }
+        tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
+        let tail_lines = r.lines - r.body_lines;
+        for n in (self.w.line + 1..).take(tail_lines) {
+            d.table.set(LineLoc { record: self.record, line: n }, BLANK);
+        }
+        self.w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
+    }
+}
+
+impl Run {
+    /// A run opened by one repeated line `start..next` (`nl` newlines), the
+    /// `map_at`-th line of the record's line map.
+    fn new(start: usize, next: usize, nl: u32, map_at: usize) -> Self {
+        Run { start, body_end: next, end: next, replaced: 1, body_newlines: nl, newlines: nl, map_at, lines: 1, body_lines: 1 }
+    }
+
+    /// The run goes on with the line ending at `next`, tagged `t`.
+    fn push(&mut self, t: u64, next: usize, nl: u32) {
+        self.end = next;
+        self.newlines += nl;
+        self.lines += 1;
+        if t != BLANK {
+            self.body_end = next;
+            self.replaced += 1;
+            self.body_newlines = self.newlines;
+            self.body_lines = self.lines;
+        }
+    }
+}
+
+impl LineDedup {
+    /// Whether the open run, `offset` lines long, goes on with a line tagged
+    /// `t`: some place it repeats has that line next. The places that do
+    /// not are dropped.
+    #[inline]
+    fn goes_on(&mut self, offset: u32, t: u64) -> bool {
+        let tags = &self.table.tags;
+        let fits = |c: &Cand| tags.get(c.abs as usize + offset as usize) == Some(&t);
+        match self.cands.iter().filter(|c| fits(c)).count() {
+            0 => false,
+            n if n == self.cands.len() => true,
+            _ => {
+                self.cands.retain(fits);
+                true
+            }
+        }
+    }
+}
+
+/// The place a run's stub names among those it repeats (newest first): this
+/// output's when it has one, else the call with the shortest name, the
+/// newest of equals.
+pub(crate) fn pick(cands: impl IntoIterator<Item = LineLoc>, record: u32, calls: &[String]) -> LineLoc {
+    let cost = |c: &LineLoc| match calls[c.record as usize].len() {
+        _ if c.record == record => 0,
+        0 => "an earlier output".len(),
+        n => n + 2,
+    };
+    cands.into_iter().min_by_key(cost).expect("an open run repeats some place")
 }
 
 /// How L0 judges and writes a stub: the token counter and the recall handle.
@@ -421,47 +600,6 @@ impl Writer<'_> {
 struct How {
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
-}
-
-/// What a run's stub needs: how to judge and write it, each record's call,
-/// and the record being written.
-struct L0<'a> {
-    how: How,
-    calls: &'a [String],
-    record: u32,
-    id: &'a str,
-}
-
-impl L0<'_> {
-    /// Replace a run by a stub when the stub costs fewer tokens than the run
-    /// (`worth_replacing`); otherwise keep it verbatim (its lines are already
-    /// in the residual, so the table needs no update). Either way the run's
-    /// lines get their residual lines in `map`.
-    fn flush(&self, stubs: &mut Vec<Stub>, r: Run, text: &[u8], w: &mut Out<'_>, stats: &mut L0Stats, map: &mut [u32]) {
-        let body = &text[r.start..r.body_end];
-        let of = (r.record != self.record).then(|| self.calls[r.record as usize].clone());
-        let from = Place::new(of, r.first, r.last);
-        let recall = w.stubs == 0;
-        let len = line_stub_len(&from, self.id, recall, self.how.recall);
-        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: from.clone(), recall });
-        let newlines = 1 + usize::from(w.mid_line());
-        let run_map = map.get_mut(r.map_at..).unwrap_or_default();
-        let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
-        if worth_replacing(self.how.counter, len, || make().with(self.how.recall).to_string(), newlines, body) {
-            body_map.fill(w.stub_line());
-            let stub = make();
-            w.write_stub(&stub.with(self.how.recall));
-            stubs.push(stub);
-            stats.lines_replaced += r.replaced;
-            stats.bytes_replaced += body.len() as u64;
-            stats.stubs += 1;
-        } else {
-            body_map.iter_mut().zip(w.line + 1..).for_each(|(m, l)| *m = l);
-            w.write_text(body, r.body_newlines);
-        }
-        tail_map.iter_mut().zip(w.line + 1..).for_each(|(m, l)| *m = l);
-        w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
-    }
 }
 
 #[cfg(test)]

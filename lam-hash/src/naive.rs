@@ -1,17 +1,30 @@
 //! The L0 rule written the obvious way, as the reference the fast
 //! [`crate::LineDedup`] is tested against (same residuals, same stubs) and
 //! benchmarked beside: lines split one by one, the whole line bytes as the
-//! table key (no hash), each run of lines collected before it is judged.
+//! table key (no hash), each record's residual kept as lines, each run of
+//! lines collected before it is judged.
 
-use crate::{LineLoc, Segment};
+use crate::{LineLoc, MAX_STARTS, Segment, pick};
 use lam_core::TokenCounter;
 use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
 use std::collections::HashMap;
 
+/// A residual line as a run may repeat it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Line {
+    /// A stub line, or a line written in two pieces: no run repeats it.
+    Other,
+    Blank,
+    Text(Vec<u8>),
+}
+
 /// One session's L0 state, the obvious way.
 #[derive(Debug, Default)]
 pub struct NaiveLineDedup {
-    seen: HashMap<Vec<u8>, LineLoc>,
+    /// Each record's residual, line by line.
+    res: Vec<Vec<Line>>,
+    /// Each non-blank line's visible copies, oldest first.
+    copies: HashMap<Vec<u8>, Vec<LineLoc>>,
     calls: Vec<String>,
     counter: Option<&'static dyn TokenCounter>,
 }
@@ -20,94 +33,134 @@ fn blank(line: &[u8]) -> bool {
     line.iter().all(|b| b.is_ascii_whitespace())
 }
 
+fn strip(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+fn as_line(key: &[u8]) -> Line {
+    if blank(key) { Line::Blank } else { Line::Text(key.to_vec()) }
+}
+
+/// One record's residual being written: its bytes from `start` of `out`.
+struct Rec<'o> {
+    record: u32,
+    out: &'o mut Vec<u8>,
+    start: usize,
+}
+
+impl Rec<'_> {
+    fn mid_line(&self) -> bool {
+        self.out.len() > self.start && self.out.last() != Some(&b'\n')
+    }
+}
+
 impl NaiveLineDedup {
     /// An empty session, judging stubs with `counter` (bytes without one).
     pub fn new(counter: Option<&'static dyn TokenCounter>) -> Self {
         Self { counter, ..Self::default() }
     }
 
+    fn at(&self, loc: LineLoc) -> Option<&Line> {
+        self.res.get(loc.record as usize)?.get(loc.line as usize - 1)
+    }
+
+    /// Write one line (with its newline, if any) of text as it is.
+    fn put(&mut self, r: &mut Rec<'_>, line: &[u8]) {
+        let lines = &mut self.res[r.record as usize];
+        if r.mid_line() {
+            // It goes on with the residual's last line.
+            *lines.last_mut().expect("a line is open") = Line::Other;
+        } else {
+            let l = as_line(strip(line));
+            if let Line::Text(key) = &l {
+                let loc = LineLoc { record: r.record, line: lines.len() as u32 + 1 };
+                self.copies.entry(key.clone()).or_default().push(loc);
+            }
+            lines.push(l);
+        }
+        r.out.extend_from_slice(line);
+    }
+
+    fn put_stub(&mut self, r: &mut Rec<'_>, stub: &str) {
+        if r.mid_line() {
+            r.out.push(b'\n');
+        }
+        r.out.extend_from_slice(stub.as_bytes());
+        r.out.push(b'\n');
+        self.res[r.record as usize].push(Line::Other);
+    }
+
     /// Same contract as [`crate::LineDedup::process`]; returns the stubs written.
     pub fn process(&mut self, record: u32, this_id: &str, this_call: &str, segments: &[Segment<'_>], out: &mut Vec<u8>) -> Vec<Stub> {
-        self.calls.resize(self.calls.len().max(record as usize + 1), String::new());
+        let n = record as usize + 1;
+        self.calls.resize(self.calls.len().max(n), String::new());
         self.calls[record as usize] = this_call.to_string();
+        self.res.resize(self.res.len().max(n), Vec::new());
+        self.res[record as usize].clear();
         let start = out.len();
+        let mut r = Rec { record, out, start };
         let mut stubs: Vec<Stub> = Vec::new();
-        // Newlines of this record's residual written so far, for line numbers.
-        let mut n = 0u32;
-        let put = |out: &mut Vec<u8>, n: &mut u32, bytes: &[u8]| {
-            *n += bytes.iter().filter(|&&b| b == b'\n').count() as u32;
-            out.extend_from_slice(bytes);
-        };
-        let put_stub = |out: &mut Vec<u8>, n: &mut u32, line: &str| {
-            if out.len() > start && out.last() != Some(&b'\n') {
-                out.push(b'\n');
-                *n += 1;
-            }
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-            *n += 1;
-        };
         for seg in segments {
             match *seg {
                 Segment::Stub(s) => {
                     let mut s = s.clone();
                     s.set_recall(stubs.is_empty());
-                    put_stub(out, &mut n, &s.to_string());
+                    self.put_stub(&mut r, &s.to_string());
                     stubs.push(s);
                 }
-                Segment::Text(text) => {
-                    let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
-                    let mut i = 0;
-                    while i < lines.len() {
-                        let key = lines[i].strip_suffix(b"\n").unwrap_or(lines[i]);
-                        let Some(&first) = (!blank(key)).then(|| self.seen.get(key)).flatten() else {
-                            if !blank(key) {
-                                self.seen.insert(key.to_vec(), LineLoc { record, line: n + 1 });
-                            }
-                            put(out, &mut n, lines[i]);
-                            i += 1;
-                            continue;
-                        };
-                        // A run: repeated lines, with the blank lines between them.
-                        // It repeats one stretch of one residual, line for line.
-                        let mut j = i + 1;
-                        let mut body_end = i + 1;
-                        let mut last = first.line;
-                        while j < lines.len() {
-                            let k = lines[j].strip_suffix(b"\n").unwrap_or(lines[j]);
-                            let expect = first.line + (j - i) as u32;
-                            if blank(k) {
-                                j += 1;
-                            } else if self.seen.get(k).is_some_and(|l| l.record == first.record && l.line == expect) {
-                                last = expect;
-                                j += 1;
-                                body_end = j;
-                            } else {
-                                break;
-                            }
-                        }
-                        let body: Vec<u8> = lines[i..body_end].concat();
-                        let stub = LineStub {
-                            id: this_id.to_string(),
-                            from: Place::new((first.record != record).then(|| self.calls[first.record as usize].clone()), first.line, last),
-                            recall: stubs.is_empty(),
-                        };
-                        let newlines = 1 + usize::from(out.len() > start && out.last() != Some(&b'\n'));
-                        let len = line_stub_len(&stub.from, &stub.id, stub.recall, Recall::ARC);
-                        if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
-                            put_stub(out, &mut n, &stub.to_string());
-                            stubs.push(Stub::Lines(stub));
-                        } else {
-                            put(out, &mut n, &body);
-                        }
-                        for l in &lines[body_end..j] {
-                            put(out, &mut n, l);
-                        }
-                        i = j;
-                    }
-                }
+                Segment::Text(text) => self.text(&mut r, this_id, text, &mut stubs),
             }
         }
         stubs
+    }
+
+    fn text(&mut self, r: &mut Rec<'_>, this_id: &str, text: &[u8], stubs: &mut Vec<Stub>) {
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        let joined = r.mid_line();
+        let mut i = 0;
+        while i < lines.len() {
+            let key = strip(lines[i]);
+            let want = Line::Text(key.to_vec());
+            // The newest visible copies that still read the same.
+            let mut cands: Vec<LineLoc> = match self.copies.get(key) {
+                Some(v) if !(blank(key) || (joined && i == 0)) => v.iter().rev().filter(|&&c| self.at(c) == Some(&want)).take(MAX_STARTS).copied().collect(),
+                _ => Vec::new(),
+            };
+            if cands.is_empty() {
+                self.put(r, lines[i]);
+                i += 1;
+                continue;
+            }
+            // A run: it goes on while some copy has the next line next.
+            let mut j = i + 1;
+            let mut body_end = i + 1;
+            while j < lines.len() {
+                let next = as_line(strip(lines[j]));
+                let off = (j - i) as u32;
+                let fit: Vec<LineLoc> = cands.iter().filter(|c| self.at(LineLoc { record: c.record, line: c.line + off }) == Some(&next)).copied().collect();
+                if fit.is_empty() {
+                    break;
+                }
+                cands = fit;
+                j += 1;
+                if next != Line::Blank {
+                    body_end = j;
+                }
+            }
+            let at = pick(cands.iter().copied(), r.record, &self.calls);
+            let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
+            let stub = LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + (body_end - i) as u32 - 1), recall: stubs.is_empty() };
+            let body: Vec<u8> = lines[i..body_end].concat();
+            let newlines = 1 + usize::from(r.mid_line());
+            let len = line_stub_len(&stub.from, &stub.id, stub.recall, Recall::ARC);
+            if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
+                self.put_stub(r, &stub.to_string());
+                stubs.push(Stub::Lines(stub));
+            } else {
+                lines[i..body_end].iter().for_each(|l| self.put(r, l));
+            }
+            lines[body_end..j].iter().for_each(|l| self.put(r, l));
+            i = j;
+        }
     }
 }
