@@ -116,7 +116,7 @@ fn tag(line: &[u8]) -> u64 {
 /// How many visible copies of a line a run may start from: the newest
 /// [`MAX_STARTS`] (part of the rule, so the naive version and the fast one
 /// agree).
-pub const MAX_STARTS: usize = 4;
+pub const MAX_STARTS: usize = 8;
 
 /// Every line the model can see in the session's residuals: for each
 /// distinct non-blank line its visible copies, and each residual line's tag.
