@@ -507,40 +507,31 @@ impl LineStub {
     /// Bytes of the line as written with `how` (without a newline),
     /// computed without formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self, how: Recall<'_>) -> usize {
-        line_stub_len(&self.from, &self.id, self.recall, how)
+        line_stub_len(self.from.of.as_deref(), self.from.first, self.from.last, &self.id, self.recall, how)
     }
 }
 
-/// [`LineStub::rendered_len`] of the stub these fields would make, without building it.
-pub fn line_stub_len(from: &Place, id: &str, recall: bool, how: Recall<'_>) -> usize {
+/// [`LineStub::rendered_len`] of the stub these fields would make (lines
+/// `first..=last` of `of`, see [`Place`]), without building it.
+pub fn line_stub_len(of: Option<&str>, first: u32, last: u32, id: &str, recall: bool, how: Recall<'_>) -> usize {
     let recall = if recall { how.len(id) } else { 0 };
-    PREFIX.len() + SAME.len() + places_len(std::slice::from_ref(from)) + recall + 1
+    let word = if first == last { "line ".len() } else { "lines ".len() };
+    PREFIX.len() + SAME.len() + word + span_len(first, last) + of_len(of) + recall + 1
 }
 
-/// Bytes [`write_places`] writes.
-fn places_len(like: &[Place]) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while i < like.len() {
-        let mut j = i + 1;
-        while j < like.len() && like[j].of == like[i].of {
-            j += 1;
+/// Bytes of `first` or `first-last`.
+fn span_len(first: u32, last: u32) -> usize {
+    digits(u64::from(first)) + if last != first { 1 + digits(u64::from(last)) } else { 0 }
+}
+
+/// Bytes of ` of ` and the output named.
+fn of_len(of: Option<&str>) -> usize {
+    " of ".len()
+        + match of {
+            None => THIS.len(),
+            Some("") => UNNAMED.len(),
+            Some(call) => call.len() + 2,
         }
-        let group = &like[i..j];
-        let one = group.len() == 1 && group[0].first == group[0].last;
-        n += if i > 0 { 2 } else { 0 } + if one { "line ".len() } else { "lines ".len() } + group.len() - 1;
-        for p in group {
-            n += digits(u64::from(p.first)) + if p.last != p.first { 1 + digits(u64::from(p.last)) } else { 0 };
-        }
-        n += " of ".len()
-            + match group[0].of.as_deref() {
-                None => THIS.len(),
-                Some("") => UNNAMED.len(),
-                Some(call) => call.len() + 2,
-            };
-        i = j;
-    }
-    n
 }
 
 /// The one rule for whether a stub replaces a run of text: the stub line

@@ -508,12 +508,12 @@ impl Writer<'_> {
         let d = &mut *self.d;
         let at = pick(d.cands.iter().map(|c| c.at), self.record, &d.calls);
         let body = &text[r.start..r.body_end];
-        let of = (at.record != self.record).then(|| d.calls[at.record as usize].clone());
-        let from = Place::new(of, at.line, at.line + r.body_lines as u32 - 1);
+        let of = (at.record != self.record).then(|| d.calls[at.record as usize].as_str());
+        let (first, last) = (at.line, at.line + r.body_lines as u32 - 1);
         let recall = self.w.stubs == 0;
         let how = d.how();
-        let len = line_stub_len(&from, self.id, recall, how.recall);
-        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: from.clone(), recall });
+        let len = line_stub_len(of, first, last, self.id, recall, how.recall);
+        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: Place::new(of.map(str::to_string), first, last), recall });
         let newlines = 1 + usize::from(self.w.mid_line());
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));

@@ -6,7 +6,7 @@
 
 use crate::{LineLoc, MAX_STARTS, Segment, pick};
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LineStub, Place, Recall, Stub, worth_replacing};
 use std::collections::HashMap;
 
 /// A residual line as a run may repeat it.
@@ -152,7 +152,7 @@ impl NaiveLineDedup {
             let stub = LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + (body_end - i) as u32 - 1), recall: stubs.is_empty() };
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());
-            let len = line_stub_len(&stub.from, &stub.id, stub.recall, Recall::ARC);
+            let len = stub.rendered_len(Recall::ARC);
             if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
                 self.put_stub(r, &stub.to_string());
                 stubs.push(Stub::Lines(stub));
