@@ -218,7 +218,7 @@ impl Table {
         let i = self.abs(at);
         let tag = self.tags.get(i).copied().unwrap_or(NONE);
         self.set(at, NONE);
-        if tag < 2 || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
+        if tag == NONE || tag == BLANK || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
             return;
         }
         let (_, older) = self.copies.pop().expect("checked above");
