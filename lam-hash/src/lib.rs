@@ -98,6 +98,9 @@ pub struct LineDedup {
     stubs: Vec<Stub>,
     /// The places the open run may repeat, newest first (scratch).
     cands: Vec<Cand>,
+    /// The open run's line tags (scratch), so a run kept verbatim is not
+    /// hashed twice.
+    run_tags: Vec<u64>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
 }
@@ -469,6 +472,7 @@ impl Writer<'_> {
             if let Some(r) = run.as_mut() {
                 if self.d.goes_on(r.lines as u32, t) {
                     r.push(t, next, nl);
+                    self.d.run_tags.push(t);
                     self.map.mark(0);
                     copy_from = next;
                     pos = next;
@@ -485,6 +489,8 @@ impl Writer<'_> {
             } else if self.d.table.starts_or_add(t, here, &mut self.d.cands) {
                 self.w.buf.extend_from_slice(&text[copy_from..pos]);
                 run = Some(Run::new(pos, next, nl, self.map.len()));
+                self.d.run_tags.clear();
+                self.d.run_tags.push(t);
                 self.map.mark(0);
                 copy_from = next;
                 pos = next;
@@ -527,10 +533,9 @@ impl Writer<'_> {
             self.stats.stubs += 1;
         } else {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
-            for (line, n) in body.split_inclusive(|&b| b == b'\n').zip(self.w.line + 1..) {
-                let key = line.strip_suffix(b"\n").unwrap_or(line);
+            for (&t, n) in d.run_tags[..r.body_lines].iter().zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
-                if is_blank(key) { d.table.set(here, BLANK) } else { d.table.add(tag(key), here) }
+                if t == BLANK { d.table.set(here, BLANK) } else { d.table.add(t, here) }
             }
             self.w.write_text(body, r.body_newlines);
         }
