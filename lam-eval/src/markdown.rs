@@ -166,6 +166,24 @@ fn headline(s: &mut String, r: &EvalReport) {
             if t.online_equals_batch { "yes" } else { "NO" }
         );
     }
+    stub_parts(s, r);
+}
+
+/// Where the L1→L0 stub tokens go, per threshold.
+fn stub_parts(s: &mut String, r: &EvalReport) {
+    let _ = writeln!(s, "\nL1→L0 stub lines by part (each line counted on its own, in points of removal):\n");
+    for t in &r.thresholds {
+        let p = &t.l1_l0.stub_parts;
+        let _ = writeln!(
+            s,
+            "- t={}: recall handles {:.2}, call names {:.2}, line numbers {:.2}, the rest (`[lam: `, verbs, separators, `]`, newlines) {:.2}",
+            t.threshold,
+            100.0 * p.handles,
+            100.0 * p.calls,
+            100.0 * p.line_numbers,
+            100.0 * p.rest
+        );
+    }
 }
 
 /// Evidence, RSC and feasibility per setting.

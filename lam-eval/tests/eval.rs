@@ -118,6 +118,12 @@ fn headline_rows_snapshot() {
     let again: Vec<serde_json::Value> =
         b.headline().iter().map(|h| serde_json::to_value(h).unwrap()).chain(b.baseline_headline().iter().map(|h| serde_json::to_value(h).unwrap())).collect();
     assert_eq!(rows, again, "two runs give identical rows and digests");
+    for h in a.headline() {
+        let p = h.stub_parts_l1_l0;
+        let sum = p.handles + p.calls + p.line_numbers + p.rest;
+        assert!(p.handles > 0.0 && p.calls > 0.0 && p.line_numbers > 0.0, "{p:?}");
+        assert!((sum - h.stub_cost_l1_l0).abs() <= 0.05 * h.stub_cost_l1_l0, "the parts ({sum}) make up the stub cost ({})", h.stub_cost_l1_l0);
+    }
     let rounded: Vec<serde_json::Value> = rows.into_iter().map(round).collect();
     insta::assert_snapshot!("eval_headline_hashing_4_trajectories", serde_json::to_string_pretty(&rounded).unwrap());
 }

@@ -34,6 +34,8 @@ pub struct SettingRow {
     /// avoid (each observation's `_recall §id` once, each L1 representative's
     /// observation id once), as a share of the input tokens: a lower bound.
     pub stub_floor: f64,
+    /// The stub lines' tokens by part, as shares of the input tokens.
+    pub stub_parts: StubParts,
     /// Input tokens.
     pub tokens_in: u64,
     /// Output tokens (net).
@@ -58,6 +60,20 @@ pub struct SettingRow {
     pub bfr: Vec<Bfr>,
     /// Removal against input size.
     pub by_size: Vec<SizePoint>,
+}
+
+/// Where a setting's stub tokens go, each part as a share of the input
+/// tokens (each stub line counted on its own, its newline included).
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct StubParts {
+    /// The recall handles (`; _recall §id`), one per observation that lost text.
+    pub handles: f64,
+    /// The earlier calls named, with their backticks.
+    pub calls: f64,
+    /// The line numbers.
+    pub line_numbers: f64,
+    /// Everything else: `[lam: `, the verbs, separators, `]`, newlines.
+    pub rest: f64,
 }
 
 /// Substitution-distance summary (token-weighted over deleted chunks).
@@ -341,6 +357,8 @@ pub struct Headline {
     pub stub_cost_l1_l0: f64,
     /// L1 -> L0 stub floor (`SettingRow::stub_floor`).
     pub stub_floor_l1_l0: f64,
+    /// L1 -> L0 stub lines by part (`SettingRow::stub_parts`).
+    pub stub_parts_l1_l0: StubParts,
     /// delta_hat.
     pub delta_hat: f64,
     /// Evidence micro (lossy).
@@ -379,6 +397,7 @@ impl EvalReport {
                 removal_l0_l1_net: r.l0_l1.removal_net,
                 stub_cost_l1_l0: r.l1_l0.stub_cost,
                 stub_floor_l1_l0: r.l1_l0.stub_floor,
+                stub_parts_l1_l0: r.l1_l0.stub_parts,
                 delta_hat: r.delta_hat,
                 evidence_micro: r.l1_l0.evidence_micro,
                 evidence_recoverable: r.l1_l0.evidence_recoverable,

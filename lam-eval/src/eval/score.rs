@@ -11,6 +11,8 @@ pub(super) struct Scored {
     pub(super) recovered: u32,
     /// Tokens the stubs cannot do without ([`floor_tokens`]).
     pub(super) tok_floor: u64,
+    /// The stub lines' tokens by part ([`part_tokens`]).
+    pub(super) tok_parts: [u64; 4],
 }
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -40,6 +42,35 @@ pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) 
         total += calls.iter().map(|c| memo.count(format!(" `{c}`").as_bytes()) as u64).sum::<u64>();
     }
     total
+}
+
+/// The stub lines' tokens by part, each line with its newline counted on
+/// its own: `[handles, calls, line numbers, rest]`. A part is what the
+/// line's count drops by when it goes: first the recall handle, then each
+/// call name with its backticks, then the digits; the rest is what remains
+/// (`[lam: `, the verbs, `lines`, `of this output`, separators, `]`, the
+/// newline). The parts sum to the lines' own counts, which may differ from
+/// the stub cost by a few tokens where a stub joins its neighbours.
+pub(super) fn part_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -> [u64; 4] {
+    let mut parts = [0u64; 4];
+    for s in stubs {
+        let full = format!("{}\n", s.with(how));
+        let mut bare = s.clone();
+        bare.set_recall(false);
+        let mut text = format!("{}\n", bare.with(how));
+        let mut counts = vec![memo.count(full.as_bytes()), memo.count(text.as_bytes())];
+        for c in s.calls() {
+            text = text.replacen(&format!("`{c}`"), "``", 1);
+        }
+        counts.push(memo.count(text.as_bytes()));
+        text.retain(|ch| !ch.is_ascii_digit());
+        counts.push(memo.count(text.as_bytes()));
+        for (i, w) in counts.windows(2).enumerate() {
+            parts[i] += u64::from(w[0].saturating_sub(w[1]));
+        }
+        parts[3] += u64::from(counts[3]);
+    }
+    parts
 }
 
 /// The `_recall §id` handles of stubs, each once, in order.
@@ -75,7 +106,8 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
         }
     }
     let tok_floor = floor_tokens(memo, stubs, how);
-    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor }
+    let tok_parts = part_tokens(memo, stubs, how);
+    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts }
 }
 
 /// Aggregate of one setting over the corpus.
@@ -86,6 +118,7 @@ pub(super) struct Agg {
     pub(super) tok_gross: u64,
     pub(super) tok_net: u64,
     pub(super) tok_floor: u64,
+    pub(super) tok_parts: [u64; 4],
     pub(super) witnessed: u64,
     pub(super) kept: u64,
     pub(super) recovered: u64,
@@ -115,6 +148,7 @@ impl Agg {
         self.tok_gross += s.tok_gross;
         self.tok_net += s.tok_net;
         self.tok_floor += s.tok_floor;
+        self.tok_parts.iter_mut().zip(s.tok_parts).for_each(|(a, b)| *a += b);
         for (i, &b) in o.budgets.iter().enumerate() {
             if s.tok_net <= b as u64 {
                 self.bfr_fit[i] += 1;
@@ -159,11 +193,18 @@ impl Agg {
 
     pub(super) fn row(&self, o: &Options) -> SettingRow {
         let frac = |a: u64, b: u64| if b == 0 { None } else { Some(a as f64 / b as f64) };
+        let share = |a: u64| frac(a, self.tok_in).unwrap_or(0.0);
         SettingRow {
             removal_gross: self.removal(self.tok_gross),
             removal_net: self.removal(self.tok_net),
             stub_cost: self.removal(self.tok_gross) - self.removal(self.tok_net),
-            stub_floor: if self.tok_in == 0 { 0.0 } else { self.tok_floor as f64 / self.tok_in as f64 },
+            stub_floor: share(self.tok_floor),
+            stub_parts: StubParts {
+                handles: share(self.tok_parts[0]),
+                calls: share(self.tok_parts[1]),
+                line_numbers: share(self.tok_parts[2]),
+                rest: share(self.tok_parts[3]),
+            },
             tokens_in: self.tok_in,
             tokens_out: self.tok_net,
             evidence_micro: frac(self.kept, self.witnessed),
@@ -200,6 +241,27 @@ mod tests {
         let r = Agg::default().row(&Options::default());
         assert_eq!(r.tokens_in, 0);
         assert!(r.by_size.iter().all(|p| p.trajectories == 0 && p.removal.is_none()));
+    }
+
+    #[test]
+    fn the_parts_of_the_stub_lines_sum_to_their_tokens() {
+        let st = |l: &str| Stub::parse(l).unwrap();
+        let lines = ["[lam: same as lines 94-109 of `sed -n 254 a.py`; _recall §3678]", "[lam: similar to lines 1-12,40 of `ls -la`, line 3 of this output]"];
+        let mut stubs: Vec<Stub> = lines.iter().map(|l| st(l)).collect();
+        stubs[1].set_own_id("3678");
+        let mut memo = TokMemo(Default::default());
+        let parts = part_tokens(&mut memo, &stubs, Recall::ARC);
+        let whole: u64 = lines.iter().map(|l| memo.count(format!("{l}\n").as_bytes()) as u64).sum();
+        assert_eq!(parts.iter().sum::<u64>(), whole);
+        assert_eq!(
+            parts[0],
+            whole - memo.count(b"[lam: same as lines 94-109 of `sed -n 254 a.py`]\n") as u64 - memo.count(format!("{}\n", lines[1]).as_bytes()) as u64
+        );
+        assert!(parts[1] >= 6 && parts[2] >= 4 && parts[3] >= 16, "{parts:?}");
+        let none = part_tokens(&mut memo, &stubs, Recall::None);
+        assert_eq!(none[0], 0, "no handle written, none counted");
+        assert_eq!(none[1..], parts[1..]);
+        assert_eq!(part_tokens(&mut memo, &[], Recall::ARC), [0; 4]);
     }
 
     #[test]

@@ -41,6 +41,7 @@ impl Split {
                         removal_l0_l1_net: b.removal_net,
                         stub_cost_l1_l0: a.stub_cost,
                         stub_floor_l1_l0: a.stub_floor,
+                        stub_parts_l1_l0: a.stub_parts,
                         delta_hat: self.delta_hat.get(&(i, ti)).copied().unwrap_or(0.0),
                         evidence_micro: a.evidence_micro,
                         evidence_recoverable: a.evidence_recoverable,
