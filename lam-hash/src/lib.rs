@@ -133,8 +133,10 @@ struct Table {
     /// Every residual line's tag, record after record, line 1 first, each
     /// record's lines after a [`NONE`] (so no run goes on past its end).
     tags: Vec<u64>,
-    /// Where each record's lines start in `tags`.
-    starts: Vec<u32>,
+    /// Records begun (the last one begun is `records - 1`).
+    records: u32,
+    /// Where the last record begun starts in `tags`.
+    base: usize,
 }
 
 /// A visible copy of a line: where it is, and its index in the table's tags.
@@ -148,31 +150,36 @@ impl Table {
     /// Index in `tags` of line `at` of the last record begun.
     #[inline]
     fn abs(&self, at: LineLoc) -> usize {
-        debug_assert_eq!(at.record as usize + 1, self.starts.len());
-        self.starts[at.record as usize] as usize + at.line as usize - 1
+        debug_assert_eq!(at.record + 1, self.records);
+        self.base + at.line as usize - 1
     }
 
     /// Set a line's tag; `at` is in the last record begun.
     #[inline]
     fn set(&mut self, at: LineLoc, tag: u64) {
         let i = self.abs(at);
-        if self.tags.len() <= i {
-            self.tags.resize(i + 1, NONE);
+        match i.cmp(&self.tags.len()) {
+            // Lines come in order: almost always the next one.
+            std::cmp::Ordering::Equal => self.tags.push(tag),
+            std::cmp::Ordering::Less => self.tags[i] = tag,
+            std::cmp::Ordering::Greater => {
+                self.tags.resize(i, NONE);
+                self.tags.push(tag);
+            }
         }
-        self.tags[i] = tag;
     }
 
     /// Begin record `record`'s residual. Records come in order; one written
     /// again, or an earlier one, starts the table afresh (no run may repeat
     /// lines that are gone).
     fn begin(&mut self, record: u32) {
-        let r = record as usize;
-        if r < self.starts.len() {
+        if record < self.records {
             *self = Table::default();
         }
         self.tags.push(NONE);
-        let at = u32::try_from(self.tags.len()).expect("fewer than 4 G lines in a session");
-        self.starts.resize(r + 1, at);
+        self.base = self.tags.len();
+        assert!(u32::try_from(self.base).is_ok(), "fewer than 4 G lines in a session");
+        self.records = record.saturating_add(1);
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
             self.seen.reserve(4096);
