@@ -171,7 +171,7 @@ fn headline(s: &mut String, r: &EvalReport) {
 
 /// Where the L1→L0 stub tokens go, per threshold.
 fn stub_parts(s: &mut String, r: &EvalReport) {
-    let _ = writeln!(s, "\nL1→L0 stub lines by part (each line counted on its own, in points of removal):\n");
+    let _ = writeln!(s, "\nL1→L0 stub cost by part, in points of removal (each stub line counted on its own; the parts add up to about the stub cost):\n");
     for t in &r.thresholds {
         let p = &t.l1_l0.stub_parts;
         let _ = writeln!(

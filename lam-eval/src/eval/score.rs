@@ -57,18 +57,14 @@ pub(super) fn part_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -
         let full = format!("{}\n", s.with(how));
         let mut bare = s.clone();
         bare.set_recall(false);
-        let mut text = format!("{}\n", bare.with(how));
-        let mut counts = vec![memo.count(full.as_bytes()), memo.count(text.as_bytes())];
-        for c in s.calls() {
-            text = text.replacen(&format!("`{c}`"), "``", 1);
+        let handleless = format!("{}\n", bare.with(how));
+        let nameless = s.calls().iter().fold(handleless.clone(), |t, c| t.replacen(&format!("`{c}`"), "``", 1));
+        let digitless: String = nameless.chars().filter(|ch| !ch.is_ascii_digit()).collect();
+        let counts = [&full, &handleless, &nameless, &digitless].map(|t| u64::from(memo.count(t.as_bytes())));
+        for i in 0..3 {
+            parts[i] += counts[i].saturating_sub(counts[i + 1]);
         }
-        counts.push(memo.count(text.as_bytes()));
-        text.retain(|ch| !ch.is_ascii_digit());
-        counts.push(memo.count(text.as_bytes()));
-        for (i, w) in counts.windows(2).enumerate() {
-            parts[i] += u64::from(w[0].saturating_sub(w[1]));
-        }
-        parts[3] += u64::from(counts[3]);
+        parts[3] += counts[3];
     }
     parts
 }
