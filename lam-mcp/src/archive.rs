@@ -13,8 +13,11 @@ use std::time::{Duration, Instant};
 
 /// How long a store stays open before a miss (unknown id or session) reopens
 /// it to see appends another process made since (a `lam serve` or `lam
-/// compact` writing the same store).
-pub const REOPEN_AFTER: Duration = Duration::from_secs(1);
+/// compact` writing the same store). Short, because an agent may recall a
+/// stub's `§id` the moment the proxy wrote it (`lam run` with a fast model:
+/// tens of milliseconds); long enough that a client asking for unknown ids
+/// in a loop reopens the store at most 10 times a second.
+pub const REOPEN_AFTER: Duration = Duration::from_millis(100);
 
 /// Settings of one server.
 #[derive(Debug, Clone)]

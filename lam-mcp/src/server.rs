@@ -116,6 +116,16 @@ pub fn recall_content(r: &Recalled) -> Vec<Content> {
     }
 }
 
+/// `_meta` of `recall`: Claude Code lists the tool to the model from the
+/// start instead of deferring it behind its tool search (2.1.x defers every
+/// MCP tool by default; a stub's `mcp__lam__recall §id` must be callable as
+/// written). Other clients ignore the key.
+fn always_load() -> rmcp::model::Meta {
+    let mut m = rmcp::model::Meta::new();
+    m.0.insert("anthropic/alwaysLoad".into(), serde_json::Value::Bool(true));
+    m
+}
+
 #[tool_router]
 impl RecallServer {
     /// A server over `archive`.
@@ -125,6 +135,8 @@ impl RecallServer {
 
     /// The exact archived text of an observation cited as §id, or one part of it.
     #[tool(
+        meta = always_load(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         description = "Recall the exact archived text of an observation cited as §id (from a stub `_recall §id` or the catalog). Without `part`: the whole observation; with `part` \"K\" or \"K/N\": part K of it (see recall_meta for the part count). Bytes that are not valid UTF-8 come back as text with U+FFFD plus the exact bytes as a base64 blob."
     )]
     async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<CallToolResult, ErrorData> {
@@ -134,6 +146,7 @@ impl RecallServer {
 
     /// Size, parts, sessions and first line of an observation.
     #[tool(
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         description = "Metadata of an archived observation cited as §id: size in bytes and tokens, number of parts for `recall`, sessions holding it, action, return code, first line. JSON."
     )]
     async fn recall_meta(&self, Parameters(a): Parameters<MetaArgs>) -> Result<CallToolResult, ErrorData> {
@@ -150,6 +163,7 @@ impl RecallServer {
 
     /// One page of a session's citation catalog.
     #[tool(
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         description = "One page of a session's citation catalog: every archived observation of the session, one line each (`§id #step rc=N Ttok $ action`), in creation order, as the ARC view shows it. Without a session (on a server not scoped to one): the sessions in the archive."
     )]
     async fn catalog(&self, Parameters(a): Parameters<CatalogArgs>) -> Result<CallToolResult, ErrorData> {

@@ -16,6 +16,11 @@ pub struct Policy {
     /// Tools whose results are forwarded verbatim (still archived): their
     /// exact output is what the agent must act on.
     pub keep_tools: HashSet<String>,
+    /// The recall tool stubs name (`--recall`, as the agent sees it): a
+    /// result of a call that names it (the tool itself, or code-mode source
+    /// that calls it, as Codex's `exec`) is exact bytes the agent asked for,
+    /// forwarded whole (a stub there would point back at itself).
+    pub recall_tool: Option<String>,
 }
 
 /// An API route the proxy compacts.
@@ -136,7 +141,10 @@ impl Api {
                 }
             }
             Api::Responses => match str_at(v, "type") {
-                Some("function_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("arguments")),
+                Some("function_call") => {
+                    let name = namespaced(str_at(v, "namespace"), str_at(v, "name"));
+                    note(str_at(v, "call_id"), name.as_deref(), v.get("arguments"));
+                }
                 Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
                 Some("local_shell_call") => note(str_at(v, "call_id"), Some("local_shell"), v.get("action")),
                 _ => {}
@@ -150,7 +158,8 @@ impl Api {
     /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
-        let kept = |id: Option<&str>| id.and_then(|id| cx.names.get(id)).is_some_and(|n| policy.keep_tools.contains(n));
+        let recall = |id: &str| policy.recall_tool.as_ref().is_some_and(|r| cx.actions.get(id).is_some_and(|a| a.contains(r.as_str())));
+        let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
         let with_keep =
@@ -188,6 +197,17 @@ impl Api {
     }
 }
 
+/// A Responses function call's tool name with its namespace (Codex lists an
+/// MCP server's tools in a namespace `mcp__SERVER` and its code mode calls
+/// them `mcp__SERVER__TOOL`): `mcp__lam` + `recall` is `mcp__lam__recall`.
+fn namespaced(namespace: Option<&str>, name: Option<&str>) -> Option<String> {
+    match (namespace.filter(|n| !n.is_empty()), name) {
+        (Some(ns), Some(n)) if ns.ends_with("__") => Some(format!("{ns}{n}")),
+        (Some(ns), Some(n)) => Some(format!("{ns}__{n}")),
+        (_, n) => n.map(str::to_string),
+    }
+}
+
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
@@ -222,7 +242,7 @@ mod tests {
             .iter()
             .enumerate()
             .flat_map(|(i, v)| {
-                let p = Policy { user_turns: user, keep_tools: HashSet::new() };
+                let p = Policy { user_turns: user, ..Policy::default() };
                 api.slots(v, i, &cx, &p).into_iter().map(move |s| (i, s))
             })
             .collect()
@@ -261,6 +281,33 @@ mod tests {
         assert_eq!(ptrs, [(2, "/content/0/content"), (2, "/content/1/content/0/text"), (3, "/content/0/text")]);
         assert_eq!(s[0].1.action, "bash({\"command\":\"ls\"})");
         assert_eq!(s[2].1.action, "t");
+    }
+
+    #[test]
+    fn results_of_the_recall_tool_are_kept_whole() {
+        let p = Policy { recall_tool: Some("mcp__lam__recall".into()), ..Policy::default() };
+        let items = [
+            json!({"type":"message","role":"user","content":"task"}),
+            json!({"type":"function_call","call_id":"a","namespace":"mcp__lam","name":"recall","arguments":"{\"id\":\"7cfd\"}"}),
+            json!({"type":"function_call_output","call_id":"a","output":"orig"}),
+            json!({"type":"custom_tool_call","call_id":"b","name":"exec","input":"const r = await tools.mcp__lam__recall({\"id\":\"7cfd\"});"}),
+            json!({"type":"custom_tool_call_output","call_id":"b","output":[{"type":"input_text","text":"orig"}]}),
+            json!({"type":"function_call","call_id":"c","name":"exec_command","arguments":"{\"cmd\":\"cat a\"}"}),
+            json!({"type":"function_call_output","call_id":"c","output":"orig"}),
+        ];
+        let cx = Api::Responses.context(items.iter());
+        let keep: Vec<bool> = items.iter().enumerate().flat_map(|(i, v)| Api::Responses.slots(v, i, &cx, &p)).map(|s| s.keep).collect();
+        assert_eq!(keep, [true, true, false]);
+        let s = Api::Responses.slots(&items[2], 2, &cx, &p);
+        assert_eq!(s[0].action, "mcp__lam__recall({\"id\":\"7cfd\"})", "the namespace is part of the name");
+        let claude = [
+            json!({"role":"user","content":"task"}),
+            json!({"role":"assistant","content":[{"type":"tool_use","id":"t","name":"mcp__lam__recall","input":{"id":"7cfd"}}]}),
+            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"orig"}]}]}),
+        ];
+        let cx = Api::Messages.context(claude.iter());
+        assert!(Api::Messages.slots(&claude[2], 2, &cx, &p)[0].keep);
+        assert!(!Api::Messages.slots(&claude[2], 2, &cx, &Policy::default())[0].keep);
     }
 
     #[test]

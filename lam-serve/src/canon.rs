@@ -208,8 +208,9 @@ fn unescape(lit: &[u8]) -> Result<String, Unfaithful> {
     serde_json::from_slice(lit).map_err(|_| Unfaithful)
 }
 
-/// The identity bytes of `node`: minified, annotations left out, every other
-/// literal as written.
+/// The identity bytes of `node`: minified, annotations left out, a
+/// one-text-block `content` written as its string, every other literal as
+/// written.
 pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
     match &node.kind {
         Kind::Object(ms) => {
@@ -221,7 +222,10 @@ pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
                 }
                 out.extend_from_slice(&b[m.key_span.clone()]);
                 out.push(b':');
-                identity(b, &m.value, out);
+                match (m.key.as_str(), lone_text(b, &m.value)) {
+                    ("content", Some(text)) => out.extend_from_slice(&b[text.span.clone()]),
+                    _ => identity(b, &m.value, out),
+                }
             }
             out.push(b'}');
         }
@@ -237,6 +241,23 @@ pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
         }
         Kind::Str | Kind::Lit => out.extend_from_slice(&b[node.span.clone()]),
     }
+}
+
+/// The `text` string of an array holding one block `{"type":"text","text":T}`
+/// (in either order, annotations aside), the shorthand's long form.
+fn lone_text<'n>(b: &[u8], node: &'n Node) -> Option<&'n Node> {
+    let Kind::Array(items) = &node.kind else { return None };
+    let [block] = &items[..] else { return None };
+    let Kind::Object(ms) = &block.kind else { return None };
+    let mut content = ms.iter().filter(|m| !is_annotation(&m.key));
+    let (x, y) = (content.next()?, content.next()?);
+    if content.next().is_some() {
+        return None;
+    }
+    let (ty, text) = if x.key == "type" { (x, y) } else { (y, x) };
+    let is_str = |n: &Node| matches!(n.kind, Kind::Str);
+    let typed_text = ty.key == "type" && &b[ty.value.span.clone()] == b"\"text\"";
+    (typed_text && text.key == "text" && is_str(&text.value)).then_some(&text.value)
 }
 
 /// Every annotation in `node`, in document order.
@@ -334,7 +355,11 @@ fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: 
     let mut children = Vec::new();
     for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
         path.push(Seg::Key(m.key.clone()));
-        children.push((m, emit(b, &m.value, path, want)));
+        let new = match m.value.kind {
+            Kind::Str if m.key == "content" => long_form(b, &m.value, path, want),
+            _ => emit(b, &m.value, path, want),
+        };
+        children.push((m, new));
         path.pop();
     }
     if mine == have {
@@ -363,6 +388,29 @@ fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: 
     Some(out)
 }
 
+/// A string `content` (at `path`) for which the client now sends the long
+/// form with annotations on its block (`content/0`): the one-block array
+/// `[{"type":"text","text":...}]` carrying them, the string's literal as it
+/// was. `None` when no annotation is wanted there.
+fn long_form(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
+    path.push(Seg::Index(0));
+    let marks: Vec<_> = want.iter().filter(|(p, _, _)| p == path).collect();
+    path.pop();
+    if marks.is_empty() {
+        return None;
+    }
+    let mut out = br#"[{"type":"text","text":"#.to_vec();
+    out.extend_from_slice(&b[node.span.clone()]);
+    for (_, k, v) in marks {
+        out.push(b',');
+        serde_json::to_writer(&mut out, k).expect("a string writes to a Vec");
+        out.push(b':');
+        out.extend_from_slice(v);
+    }
+    out.extend_from_slice(b"}]");
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,7 +427,9 @@ mod tests {
         let a = ident(r#"{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}"#).unwrap();
         let b = ident(r#"{ "role" : "user", "content": [ {"type":"text", "text":"x"} ] }"#).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a, br#"{"role":"user","content":[{"type":"text","text":"x"}]}"#);
+        assert_eq!(a, br#"{"role":"user","content":"x"}"#, "one text block reads as its string");
+        let c = ident(r#"{"role":"user","content":[{"type":"text","text":"x"},{"type":"text","text":"y","cache_control":{"type":"ephemeral"}}]}"#).unwrap();
+        assert_eq!(c, br#"{"role":"user","content":[{"type":"text","text":"x"},{"type":"text","text":"y"}]}"#);
         for (x, y) in [
             (r#"{"a":1,"b":2}"#, r#"{"b":2,"a":1}"#),
             (r#"{"n":18446744073709551616}"#, r#"{"n":18446744073709551617}"#),
@@ -389,6 +439,46 @@ mod tests {
         ] {
             assert_ne!(ident(x).unwrap(), ident(y).unwrap(), "{x} vs {y}");
         }
+    }
+
+    #[test]
+    fn one_text_block_is_the_string_it_stands_for() {
+        // Claude Code 2.1.328: a `role: "system"` message as the block while it carries the mark, as the string after.
+        let block = ident(r##"{"role":"system","content":[{"type":"text","text":"# Env\nx","cache_control":{"type":"ephemeral"}}]}"##).unwrap();
+        let string = ident(r##"{"role":"system","content":"# Env\nx"}"##).unwrap();
+        assert_eq!(block, string);
+        assert_eq!(ident(r#"{"content":[{"text":"t","type":"text"}]}"#).unwrap(), ident(r#"{"content":"t"}"#).unwrap());
+        // tool_result content at depth too.
+        let a = ident(r#"{"content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"out"}]}]}"#).unwrap();
+        let b = ident(r#"{"content":[{"type":"tool_result","tool_use_id":"x","content":"out"}]}"#).unwrap();
+        assert_eq!(a, b);
+        // Anything more than one plain text block stays itself.
+        for other in [
+            r#"{"content":[{"type":"text","text":"t"},{"type":"text","text":"u"}]}"#,
+            r#"{"content":[{"type":"text","text":"t","citations":[]}]}"#,
+            r#"{"content":[{"type":"input_text","text":"t"}]}"#,
+            r#"{"content":[{"type":"text","text":1}]}"#,
+            r#"{"content":["t"]}"#,
+            r#"{"text":[{"type":"text","text":"t"}]}"#,
+        ] {
+            assert_ne!(ident(other).unwrap(), ident(r#"{"content":"t"}"#).unwrap(), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_string_takes_the_mark_the_client_puts_on_its_long_form() {
+        let frozen = br#"{"role":"system","content":"s"}"#;
+        let later = br#"{"role":"system","content":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}]}"#;
+        let want = annotations(later, &parse(later).unwrap());
+        let out = reannotate(frozen, &parse(frozen).unwrap(), &want);
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), String::from_utf8(later.to_vec()).unwrap());
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        identity(&out, &parse(&out).unwrap(), &mut x);
+        identity(frozen, &parse(frozen).unwrap(), &mut y);
+        assert_eq!(x, y, "the content is the same");
+        // The long form frozen, the string sent now without a mark: the block, unmarked.
+        let back = reannotate(later, &parse(later).unwrap(), &[]);
+        assert_eq!(back, br#"{"role":"system","content":[{"type":"text","text":"s"}]}"#.to_vec());
     }
 
     #[test]

@@ -254,6 +254,7 @@ struct Counters {
     timeouts: AtomicU64,
     refused: AtomicU64,
     unauthorized: AtomicU64,
+    upgrades: AtomicU64,
 }
 
 /// `GET /lam/stats`.
@@ -289,6 +290,11 @@ pub struct Stats {
     pub refused: u64,
     /// Requests refused with 401 (no or a wrong token).
     pub unauthorized: u64,
+    /// Requests refused with 426 because they asked to switch protocols
+    /// (`Upgrade: websocket`): a WebSocket would carry the conversation
+    /// past compaction, so the client is told to use HTTP (Codex falls
+    /// back to HTTPS at once).
+    pub upgrades_refused: u64,
     /// Bytes the held sessions hold (estimate: frozen forwarded bytes and operator state).
     pub memory_bytes: u64,
     /// Their budget (`--max-memory`).
@@ -331,7 +337,14 @@ impl Proxy {
             pool: Pool::new(encoders, cache),
             operator: lam_operator::Config::new(threshold).with_counter(&lam_tokens::Cl100k).with_recall(cfg.recall),
             dim,
-            policy: api::Policy { user_turns: cfg.user_turns, keep_tools: cfg.keep_tools.iter().cloned().collect() },
+            policy: api::Policy {
+                user_turns: cfg.user_turns,
+                keep_tools: cfg.keep_tools.iter().cloned().collect(),
+                recall_tool: match cfg.recall {
+                    lam_core::stub::Recall::Via(tool) => Some(tool.to_string()),
+                    _ => None,
+                },
+            },
         };
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let run = format!("serve-{secs}-{}", std::process::id());
@@ -434,6 +447,7 @@ impl Proxy {
             upstream_timeouts: get(&c.timeouts),
             refused: get(&c.refused),
             unauthorized: get(&c.unauthorized),
+            upgrades_refused: get(&c.upgrades),
             memory_bytes: held as u64,
             memory_budget: self.inner.cfg.max_memory as u64,
         }

@@ -46,6 +46,13 @@ pub(crate) fn render(s: &Stats) -> String {
         &one(s.refused as f64),
     );
     family(&mut o, "lam_serve_unauthorized_total", "counter", "Requests refused with 401 (no token or a wrong one).", &one(s.unauthorized as f64));
+    family(
+        &mut o,
+        "lam_serve_upgrades_refused_total",
+        "counter",
+        "Requests refused with 426: protocol upgrades (WebSocket), which would carry the conversation past compaction.",
+        &one(s.upgrades_refused as f64),
+    );
     family(&mut o, "lam_serve_memory_bytes", "gauge", "Bytes the held sessions hold (estimate).", &one(s.memory_bytes as f64));
     family(
         &mut o,

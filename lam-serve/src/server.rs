@@ -41,7 +41,8 @@ fn router(app: App) -> Router {
         .with_state(app)
 }
 
-/// Before any route: the token (when one is set), then the path. Nothing
+/// Before any route: the token (when one is set), protocol upgrades
+/// (refused: `426`), then the path. Nothing
 /// here reads `Host` or any other header the client could forge to pass.
 async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
@@ -52,6 +53,14 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         app.proxy.count(|c| &c.unauthorized);
         let how = if own { "x-lam-token: TOKEN or Authorization: Bearer TOKEN" } else { "x-lam-token: TOKEN" };
         return error(StatusCode::UNAUTHORIZED, "lam_unauthorized", &format!("lam serve: this proxy requires {how}"));
+    }
+    if req.headers().contains_key(header::UPGRADE) {
+        app.proxy.count(|c| &c.upgrades);
+        return error(
+            StatusCode::UPGRADE_REQUIRED,
+            "lam_upgrade_refused",
+            "lam serve: protocol upgrades (WebSocket) are not proxied: a WebSocket would carry the conversation past compaction; send the request over HTTP (SSE streaming works)",
+        );
     }
     if escapes_prefix(path) {
         app.proxy.count(|c| &c.refused);

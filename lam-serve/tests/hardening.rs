@@ -103,6 +103,29 @@ async fn dot_segments_never_leave_the_upstream_prefix() {
     run.done.await.unwrap().unwrap();
 }
 
+/// Codex 0.171 first asks for a WebSocket on `/v1/responses` (`Upgrade:
+/// websocket`, the headers below as it sends them); passed on, the
+/// conversation would go past compaction. The proxy answers 426 itself,
+/// on which Codex falls back to HTTPS at once (a 404 costs it 5 retries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_upgrades_are_refused_with_426() {
+    let (up_addr, up) = start_upstream().await;
+    let mut run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
+    let ws = "connection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: BFGlCNMSv0svMAhvJBwGKA==\r\nopenai-beta: responses_websockets=2026-02-06\r\n";
+    for (method, path) in [("GET", "/v1/responses"), ("GET", "/v1/realtime"), ("POST", "/v1/responses")] {
+        let (status, body) = raw(run.addr, method, path, ws, "").await;
+        assert_eq!(status, 426, "{method} {path}: {body}");
+        assert_eq!(kind(&body), "lam_upgrade_refused");
+    }
+    assert!(up.seen.lock().unwrap().is_empty(), "nothing reached the upstream");
+    assert_eq!(run.proxy.stats().upgrades_refused, 3);
+    assert!(run.proxy.metrics().contains("lam_serve_upgrades_refused_total 3"));
+    let (status, _) = raw(run.addr, "GET", "/v1/models", "", "").await;
+    assert_eq!(status, 200, "plain requests pass");
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicate_conversation_members_are_refused() {
     let (up_addr, up) = start_upstream().await;

@@ -78,9 +78,34 @@ pub fn run(a: RunArgs) -> Result<()> {
         l.clean();
     }
     let status = status?;
-    summary(&proxy.stats(), &store, program, status);
+    let stats = proxy.stats();
+    summary(&stats, &store, program, status);
     stopped.and(closed)?;
-    std::process::exit(exit_code(status))
+    std::process::exit(confirmed(&stats, agent, program, exit_code(status)))
+}
+
+/// The exit code, after checking that the agent's model requests came
+/// through the proxy: when none did, say so; for Claude Code and Codex
+/// (whose base URL lam sets) that is an error, and an agent that exited 0
+/// makes `lam` exit 1.
+fn confirmed(stats: &Stats, agent: Agent, program: &OsStr, code: i32) -> i32 {
+    if stats.requests.values().sum::<u64>() > 0 {
+        return code;
+    }
+    let name = program.to_string_lossy();
+    let what = "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)";
+    if agent == Agent::Other {
+        eprintln!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
+        return code;
+    }
+    let how = match agent {
+        Agent::Claude => "ANTHROPIC_BASE_URL",
+        _ => "-c openai_base_url=... and OPENAI_BASE_URL",
+    };
+    eprintln!(
+        "lam run: error: `{name}`: {what}. lam set {how}; this version of `{name}` may read its base URL another way (a config file's model provider, say). Check with `lam run --log`, or run `lam serve` and point the agent at it yourself."
+    );
+    if code == 0 { 1 } else { code }
 }
 
 /// `program` as `Command` will find it: a path, or a name on PATH.
@@ -172,9 +197,11 @@ fn config(a: &RunArgs, agent: Agent, upstream: &str, store: StoreSpec) -> ServeC
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
     a.engine.apply(&mut cfg);
+    // Both name the `lam` MCP server's tool `mcp__lam__recall` (Codex: the tool
+    // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
     cfg.recall = a.recall.unwrap_or(match agent {
-        Agent::Claude => lam_core::stub::Recall::Via("mcp__lam__recall"),
-        Agent::Codex | Agent::Other => lam_core::stub::Recall::None,
+        Agent::Claude | Agent::Codex => lam_core::stub::Recall::Via("mcp__lam__recall"),
+        Agent::Other => lam_core::stub::Recall::None,
     });
     cfg.log = a.log;
     cfg
@@ -268,7 +295,16 @@ impl Launch {
             Agent::Codex => {
                 let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
                 let list = serde_json::to_string(&mcp).unwrap_or_default();
-                for kv in [format!("mcp_servers.lam.command={}", quoted(&exe)), format!("mcp_servers.lam.args={list}")] {
+                // Codex 0.171 reads its base URL from the config key `openai_base_url` and ignores
+                // OPENAI_BASE_URL (earlier versions read the variable): both are set.
+                let base = [format!("openai_base_url={}", quoted(&openai.1))];
+                // Its tools only read the archive: approved, so `codex exec` (approval policy never) may call them.
+                let mcp = [
+                    format!("mcp_servers.lam.command={}", quoted(&exe)),
+                    format!("mcp_servers.lam.args={list}"),
+                    "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
+                ];
+                for kv in base.into_iter().chain(mcp) {
                     cmd.extend([OsString::from("-c"), OsString::from(kv)]);
                 }
                 cmd.extend(args.iter().cloned());

@@ -202,7 +202,9 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     let argv: Vec<&str> = rec["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     let command = format!("mcp_servers.lam.command=\"{}\"", exe());
     let margs = format!("mcp_servers.lam.args=[\"mcp\",\"--store\",\"{store}\"]");
-    assert_eq!(argv, ["-c", &command, "-c", &margs, "exec", "fix it"]);
+    let base = format!("openai_base_url=\"{}/v1\"", proxy_url(&err));
+    let approve = "mcp_servers.lam.default_tools_approval_mode=\"approve\"";
+    assert_eq!(argv, ["-c", &base, "-c", &command, "-c", &margs, "-c", approve, "exec", "fix it"]);
     check_upstream(&seen, "/v1/responses", &rec["sent"]);
 }
 
