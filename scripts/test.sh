@@ -32,5 +32,7 @@ bash scripts/test-python.sh
 bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
 bash scripts/test-serve.sh
+# The real Claude Code and Codex (pinned, from npm) through `lam run` against a scripted loopback upstream (SKIPPED when npm is unreachable)
+bash scripts/test-agents.sh
 # lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency
 bash scripts/test-mcp.sh

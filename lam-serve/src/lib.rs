@@ -332,6 +332,8 @@ impl Proxy {
             encoders.push(e);
         }
         let dim = lam_core::Encoder::info(&encoders[0]).dim;
+        // Load the cl100k tables now, not in the first request (~70 ms).
+        lam_tokens::count(b"warm");
         let engine = Engine {
             store: SharedStore(Mutex::new(store)),
             pool: Pool::new(encoders, cache),

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The real Claude Code and Codex (pinned, from npm: scripts/install-agents.sh)
+# run through `lam run` against a scripted loopback upstream on a real
+# folder (lam/tests/agents/real_agents_test.py): one proxy session per
+# conversation, every request through the proxy, admitted = sent, no earlier
+# byte changed, exact recall through lam's MCP tool. Prints a table per
+# agent and writes target/agents-report.json. SKIPPED when npm is unreachable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-agents.sh
+cargo build -q -p lam
+LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
+encoder=hashing
+[ -f "$LAM_HOME/models/all-MiniLM-L6-v2/model.safetensors" ] && encoder=bert
+work="$(mktemp -d "${TMPDIR:-/tmp}/lam-agents-test.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+python3 lam/tests/agents/real_agents_test.py target/debug/lam target/agents "$work" target/agents-report.json --encoder "$encoder" "$@"
