@@ -2,9 +2,10 @@
 //! its agent sends it, one request per tool result, and what the provider
 //! would bill for it with and without `lam`.
 //!
-//! Two wire shapes: Claude Code's (`POST /v1/messages`: a `system` array,
-//! tools, streaming, `cache_control` on the last block of the last two
-//! messages, moved every request) and Codex's (`POST /v1/responses`:
+//! Two wire shapes: Claude Code's (`POST /v1/messages` as 2.1.328 sends it:
+//! a `system` array, tools, streaming, a `role: "system"` message that turns
+//! from a marked block into a string, `cache_control` on the last block of
+//! the last message, moved every request) and Codex's (`POST /v1/responses`:
 //! `instructions`, `function_call` / `function_call_output` items). The
 //! upstream is in-process: each forwarded body is measured, nothing is sent.
 //!
@@ -215,9 +216,20 @@ fn request(shape: Shape, task: &str, calls: &[Call], all: &[Call]) -> Vec<u8> {
     serde_json::to_vec(&body).expect("a JSON value serialises")
 }
 
-fn claude_code(task: &str, calls: &[Call], mut tools: Vec<Value>) -> Value {
+/// Claude Code 2.1.328's request as observed on the wire (`docs/serve.md`,
+/// "Real agents on the wire"): three `system` blocks (the last two marked), a
+/// first user turn of a system reminder and the task, a `role: "system"`
+/// environment message that is one marked text block while it is the last
+/// message and a plain string after, and `cache_control` on the last block
+/// of the last message only (tools unmarked).
+fn claude_code(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
     let eph = json!({"type": "ephemeral"});
-    let mut msgs = vec![json!({"role": "user", "content": [{"type": "text", "text": task}]})];
+    let reminder = "<system-reminder>\nAs you answer the user's questions, you can use the following context. (replayed by lam replay)\n</system-reminder>";
+    let env = "# Environment\nYou have been invoked in the following environment: (replayed by lam replay)";
+    let mut msgs = vec![
+        json!({"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": task}]}),
+        if calls.is_empty() { json!({"role": "system", "content": [{"type": "text", "text": env}]}) } else { json!({"role": "system", "content": env}) },
+    ];
     for (k, c) in calls.iter().enumerate() {
         let id = format!("toolu_{k:04}");
         let mut blocks = Vec::new();
@@ -228,21 +240,19 @@ fn claude_code(task: &str, calls: &[Call], mut tools: Vec<Value>) -> Value {
         msgs.push(json!({"role": "assistant", "content": blocks}));
         msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
     }
-    let n = msgs.len();
-    for m in msgs.iter_mut().skip(n.saturating_sub(2)) {
-        if let Some(last) = m["content"].as_array_mut().and_then(|b| b.last_mut()) {
-            last["cache_control"] = eph.clone();
-        }
-    }
-    if let Some(t) = tools.last_mut() {
-        t["cache_control"] = eph.clone();
+    if let Some(last) = msgs.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|b| b.last_mut()) {
+        last["cache_control"] = eph.clone();
     }
     json!({
-        "model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": true,
-        "system": [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
+        "model": "claude-opus-4-6", "messages": msgs,
+        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"},
+                   {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
                    {"type": "text", "text": "(replayed by lam replay)", "cache_control": eph}],
         "tools": tools,
-        "messages": msgs,
+        "metadata": {"user_id": "{\"device_id\":\"replay\",\"account_uuid\":\"\",\"session_id\":\"replay\"}"},
+        "max_tokens": 32000, "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "stream": true,
     })
 }
 

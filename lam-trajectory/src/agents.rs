@@ -136,11 +136,19 @@ impl Session {
 /// is the first `sessionId` (a subagent file, whose lines are `isSidechain`,
 /// is `<sessionId>.<file stem>`), else the file stem. A file with no `user`
 /// or `assistant` line holds no session.
+///
+/// A compaction (`/compact`, or automatic: a `system` line of subtype
+/// `compact_boundary`) ends a conversation: Claude Code then sends a new one
+/// that opens with the summary (the `isCompactSummary` user line) instead of
+/// everything before. Each conversation is its own trajectory, the ones after
+/// the first named `<session>.compact-N` (when it holds tool results), with
+/// the summary as its task, so no stub cites an observation the model no
+/// longer sees.
 pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     let name = path.display().to_string();
-    let mut s = Session::default();
+    let mut parts = vec![Part::default()];
+    let mut base = None;
     let mut seen = HashSet::new();
-    let mut any_message = false;
     for line in objects(bytes, &name) {
         let (n, o) = line?;
         let err = |m: String| line_error(&name, n, m);
@@ -148,6 +156,10 @@ pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, Re
             Some(Value::String(t)) => t.as_str(),
             _ => return Err(err("has no string `type`".into())),
         };
+        if ty == "system" && o.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
+            parts.push(Part::default());
+            continue;
+        }
         if ty != "user" && ty != "assistant" {
             continue;
         }
@@ -156,21 +168,31 @@ pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, Re
         {
             continue;
         }
-        if s.name.is_none()
+        if base.is_none()
             && let Some(id) = o.get("sessionId").and_then(Value::as_str)
         {
             let side = o.get("isSidechain").and_then(Value::as_bool) == Some(true);
-            s.name = Some(if side { format!("{id}.{}", stem(path)) } else { id.to_string() });
+            base = Some(if side { format!("{id}.{}", stem(path)) } else { id.to_string() });
         }
-        any_message = true;
+        let part = parts.last_mut().expect("one part at least");
+        part.any_message = true;
         let content = message_content(&o).map_err(err)?;
         let meta = o.get("isMeta").and_then(Value::as_bool) == Some(true);
-        if ty == "assistant" { claude_assistant(&mut s, content) } else { claude_user(&mut s, content, meta) }.map_err(err)?;
+        let s = &mut part.session;
+        if ty == "assistant" { claude_assistant(s, content) } else { claude_user(s, content, meta) }.map_err(err)?;
     }
-    if !any_message {
-        return Ok(Vec::new());
-    }
-    Ok(vec![s.finish(path, Format::ClaudeCode, stem(path))])
+    let base = base.unwrap_or_else(|| stem(path));
+    // After a compaction, a conversation without tool results has nothing to compact.
+    let named = parts.into_iter().enumerate().filter(|(k, p)| p.any_message && (*k == 0 || !p.session.records.is_empty()));
+    Ok(named.map(|(k, p)| p.session.finish(path, Format::ClaudeCode, if k == 0 { base.clone() } else { format!("{base}.compact-{k}") })).collect())
+}
+
+/// One conversation of a transcript: the part before the first compaction,
+/// or after one.
+#[derive(Default)]
+struct Part {
+    session: Session,
+    any_message: bool,
 }
 
 fn message_content(o: &Map<String, Value>) -> Result<&Value, String> {
@@ -230,9 +252,25 @@ fn claude_user(s: &mut Session, content: &Value, meta: bool) -> Result<(), Strin
         }
     }
     if !meta && !text.trim().is_empty() {
-        s.task(&text);
+        s.task(&slash_command(&text).unwrap_or(text));
     }
     Ok(())
+}
+
+/// A slash command as Claude Code logs it (`<command-message>`,
+/// `<command-name>/x</command-name>`, `<command-args>...</command-args>`):
+/// the command line the user typed, `/x ARGS`.
+fn slash_command(text: &str) -> Option<String> {
+    let tag = |t: &str| {
+        let (open, close) = (format!("<{t}>"), format!("</{t}>"));
+        let at = text.find(&open)? + open.len();
+        Some(text[at..].split_once(close.as_str())?.0.trim())
+    };
+    let name = tag("command-name")?;
+    Some(match tag("command-args") {
+        Some(args) if !args.is_empty() => format!("{name} {args}"),
+        _ => name.to_string(),
+    })
 }
 
 /// A `tool_result`'s text: its string content, or its `text` blocks joined by

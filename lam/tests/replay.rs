@@ -34,6 +34,26 @@ fn agent_transcripts_replay_in_their_own_shapes() {
     assert_eq!(v["total"]["proxy_sessions"].as_u64().unwrap() as usize, shapes.len());
 }
 
+/// Every real transcript of `shared/corpus/agent-transcripts` (Claude Code
+/// 2.0.76 and 2.1.38-39 with subagents and a compaction, Codex CLI 0.34),
+/// each as its agent sends it: one proxy session per conversation (the
+/// compacted transcript is two), every non-empty tool result admitted once,
+/// no earlier byte changed, the bill no higher.
+#[test]
+fn every_real_agent_transcript_replays_as_its_agent_sends_it() {
+    let dir = lam_core::corpus_dir().join("agent-transcripts");
+    let v = replay(&[dir.to_str().unwrap()]);
+    check_sessions(&v);
+    let sessions = v["sessions"].as_array().unwrap();
+    let shapes = |s: &str| sessions.iter().filter(|x| x["shape"] == s).count();
+    // 12 conversations in 11 files; the aborted Codex session and the compaction subagent hold no tool result.
+    assert_eq!((sessions.len(), shapes("claude-code"), shapes("codex")), (10, 8, 2), "{v}");
+    assert!(sessions.iter().any(|s| s["session"].as_str().unwrap().ends_with(".compact-1")), "the compaction splits its transcript");
+    let t = &v["total"];
+    assert_eq!(t["tool_results"], 1163, "non-empty tool results: {t}");
+    assert!(t["removal"].as_f64().unwrap() > 0.1 && t["billed_ratio"].as_f64().unwrap() < 0.95, "{t}");
+}
+
 #[test]
 fn a_corpus_trajectory_saves_on_the_bill_in_both_shapes() {
     let dir = lam_core::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs/astropy__astropy-13236.traj.json.gz");
