@@ -208,6 +208,24 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     check_upstream(&seen, "/v1/responses", &rec["sent"]);
 }
 
+/// An agent that sends nothing through the proxy (it read its base URL some
+/// other way, or went around lam): for claude and codex an error, and a
+/// clean exit of the agent becomes exit 1; for other agents a warning.
+#[test]
+fn no_request_through_the_proxy_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, code, says) in [("claude", 1, "lam run: error: `"), ("other-agent", 0, "lam run: warning: `")] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{err}");
+        assert!(err.contains(says) && err.contains("no model request reached the proxy"), "{err}");
+    }
+}
+
 #[test]
 fn a_missing_agent_or_none_is_an_error() {
     let dir = tempfile::tempdir().unwrap();

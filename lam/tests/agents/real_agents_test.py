@@ -113,6 +113,8 @@ def workdir(root):
 
 def agent_env(root):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "CLAUDE_"))}
+    # lam's model and cache stay where they are installed; the agents get a fresh home.
+    env["LAM_HOME"] = os.environ.get("LAM_HOME") or str(Path.home() / ".cache" / "lam")
     home = root / "home"
     (root / "codex-home").mkdir()
     home.mkdir()
