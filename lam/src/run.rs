@@ -8,7 +8,7 @@ use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
 use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -28,6 +28,9 @@ pub struct RunArgs {
     /// One line per request on standard error (method, path, status, session, time).
     #[arg(long)]
     log: bool,
+    /// For `claude -p` and `codex exec` (they ask the model at once): when no model request has reached the proxy this many seconds after the agent started, stop the agent (it is not going through lam) and exit non-zero. 0: never.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    first_request_timeout_s: u64,
     /// The agent and its arguments, after `--`: `lam run -- claude`, `lam run -- codex exec "fix the tests"`.
     #[arg(last = true, required = true, value_name = "AGENT ARGS")]
     agent: Vec<OsString>,
@@ -71,7 +74,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         store.arg, store.arg
     );
     let launch = Launch::new(agent, program, args, server.addr, &store);
-    let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid));
+    let first = first_request(&a, agent, args);
+    let seen = || proxy.stats().requests.values().sum::<u64>() > 0;
+    let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid, first.map(|t| (t, &seen as &dyn Fn() -> bool))));
     let stopped = server.stop();
     let closed = proxy.close().context("lam run: flushing the store");
     if let Ok(l) = &launch {
@@ -82,6 +87,20 @@ pub fn run(a: RunArgs) -> Result<()> {
     summary(&stats, &store, program, status);
     stopped.and(closed)?;
     std::process::exit(confirmed(&stats, agent, program, exit_code(status)))
+}
+
+/// How long a non-interactive Claude Code (`-p`, `--print`) or Codex
+/// (`exec`) may run before its first model request must have reached the
+/// proxy; `None` for interactive runs (the user may not have typed yet),
+/// other agents, and `--first-request-timeout-s 0`.
+fn first_request(a: &RunArgs, agent: Agent, args: &[OsString]) -> Option<std::time::Duration> {
+    let has = |flags: &[&str]| args.iter().any(|x| flags.iter().any(|f| x == f));
+    let batch = match agent {
+        Agent::Claude => has(&["-p", "--print"]),
+        Agent::Codex => has(&["exec"]),
+        Agent::Other => false,
+    };
+    (batch && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
 }
 
 /// The exit code, after checking that the agent's model requests came
@@ -326,8 +345,10 @@ impl Launch {
         Ok(Self { cmd, env, mcp_file })
     }
 
-    /// Run the agent with this terminal, and wait for it.
-    fn wait(&self, pid: &AtomicU32) -> Result<ExitStatus> {
+    /// Run the agent with this terminal, and wait for it. With `first`
+    /// (a limit, and whether a model request has reached the proxy), stop
+    /// the agent when none has when the limit passes.
+    fn wait(&self, pid: &AtomicU32, first: Option<(std::time::Duration, &dyn Fn() -> bool)>) -> Result<ExitStatus> {
         let program = self.cmd[0].to_string_lossy();
         let mut child = Command::new(&self.cmd[0])
             .args(&self.cmd[1..])
@@ -335,6 +356,9 @@ impl Launch {
             .spawn()
             .with_context(|| format!("lam run: starting `{program}`"))?;
         pid.store(child.id(), Ordering::SeqCst);
+        if let Some((limit, seen)) = first {
+            watch(&mut child, &program, limit, seen)?;
+        }
         let status = child.wait().with_context(|| format!("lam run: waiting for `{program}`"));
         pid.store(0, Ordering::SeqCst);
         status
@@ -345,6 +369,24 @@ impl Launch {
             let _ = std::fs::remove_file(f);
         }
     }
+}
+
+/// Poll until the agent's first model request reached the proxy or the agent
+/// exited; if `limit` passes first, say so and stop the agent (SIGTERM).
+fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dyn Fn() -> bool) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    while !seen() && child.try_wait().with_context(|| format!("lam run: waiting for `{program}`"))?.is_none() {
+        if t0.elapsed() >= limit {
+            eprintln!(
+                "lam run: error: no model request of `{program}` reached the proxy within {} s (--first-request-timeout-s): it is not going through lam; stopping it",
+                limit.as_secs()
+            );
+            let _ = Command::new("kill").args(["-s", "TERM", &child.id().to_string()]).status();
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(())
 }
 
 /// `{"mcpServers":{"lam":{...}}}` in a new file only this user can read.

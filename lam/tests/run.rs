@@ -226,6 +226,23 @@ fn no_request_through_the_proxy_is_reported() {
     }
 }
 
+/// `claude -p` that never asks the model through the proxy: stopped when
+/// `--first-request-timeout-s` passes, with an error, exit non-zero.
+#[test]
+fn a_batch_agent_without_a_first_request_is_stopped() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("claude");
+    std::fs::write(&p, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = lam(dir.path(), &[], &["--first-request-timeout-s", "1", "--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap(), "-p", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(t0.elapsed().as_secs() < 20, "stopped at the limit, not after the agent's 30 s");
+    assert!(err.contains("reached the proxy within 1 s (--first-request-timeout-s)"), "{err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+}
+
 #[test]
 fn a_missing_agent_or_none_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
