@@ -380,12 +380,17 @@ fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: 
         if out.len() > 1 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut out, k).expect("a string writes to a Vec");
-        out.push(b':');
-        out.extend_from_slice(v);
+        write_member(&mut out, k, v);
     }
     out.push(b'}');
     Some(out)
+}
+
+/// `"KEY":VALUE`, the value's bytes as they are.
+fn write_member(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    serde_json::to_writer(&mut *out, key).expect("a string writes to a Vec");
+    out.push(b':');
+    out.extend_from_slice(value);
 }
 
 /// A string `content` (at `path`) for which the client now sends the long
@@ -403,9 +408,7 @@ fn long_form(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) ->
     out.extend_from_slice(&b[node.span.clone()]);
     for (_, k, v) in marks {
         out.push(b',');
-        serde_json::to_writer(&mut out, k).expect("a string writes to a Vec");
-        out.push(b':');
-        out.extend_from_slice(v);
+        write_member(&mut out, k, v);
     }
     out.extend_from_slice(b"}]");
     Some(out)
