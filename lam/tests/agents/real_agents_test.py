@@ -49,11 +49,13 @@ MARK = re.compile(r'(,"cache_control":\{[^{}]*\})|("cache_control":\{[^{}]*\},?)
 
 def agents(bin_dir):
     claude, codex = str(bin_dir / "claude"), str(bin_dir / "codex")
-    allowed = ["--allowedTools", "Bash,Read,mcp__lam__recall"]
+    allowed = ["--allowedTools", "Bash,Read,Agent,mcp__lam__recall"]
+    one = [su.SCRIPT]
     return {
-        "claude-code": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed]},
-        "codex": {"api": "responses", "cmd": [codex, "exec", "--skip-git-repo-check", TASK]},
-        "codex-functions": {"api": "responses", "cmd": [codex, "exec", "-m", "gpt-5.2", "--skip-git-repo-check", TASK]},
+        "claude-code": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": one},
+        "claude-code-subagent": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.WITH_SUBAGENT, su.SUBAGENT_SCRIPT]},
+        "codex": {"api": "responses", "cmd": [codex, "exec", "--skip-git-repo-check", TASK], "scripts": one},
+        "codex-functions": {"api": "responses", "cmd": [codex, "exec", "-m", "gpt-5.2", "--skip-git-repo-check", TASK], "scripts": one},
     }
 
 
@@ -125,14 +127,14 @@ def agent_env(root):
 
 def run_agent(lam, name, spec, root, encoder):
     work = workdir(root)
-    up = su.Upstream(str(work), record=str(root / "upstream.jsonl")).start()
+    up = su.Upstream(str(work), record=str(root / "upstream.jsonl"), script=spec["scripts"][0]).start()
     store = root / "store"
     cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--", *spec["cmd"]]
     try:
         p = subprocess.run(cmd, cwd=work, env=agent_env(root), capture_output=True, timeout=300)
     finally:
         up.shutdown()
-    return {"name": name, "api": spec["api"], "rc": p.returncode, "stdout": p.stdout.decode("utf-8", "replace"),
+    return {"name": name, "api": spec["api"], "scripts": spec["scripts"], "rc": p.returncode, "stdout": p.stdout.decode("utf-8", "replace"),
             "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store)}
 
 
@@ -192,10 +194,24 @@ def recall_listed(run, first_body):
     return "Deferred tool namespaces:\\n- mcp__lam:" in first_body
 
 
+def raw_conversation(run, body):
+    """A request's conversation items, raw, without annotations."""
+    return [unmarked(x) for x in raw_items(raw_members(body)["messages" if run["api"] == "messages" else "input"])]
+
+
+def conversations(run, reqs):
+    """The requests of each conversation (a subagent's is its own), in order:
+    grouped by their first item."""
+    out = {}
+    for e in reqs:
+        out.setdefault(raw_conversation(run, e["body"])[0], []).append(e)
+    return list(out.values())
+
+
 def earlier_changed(run, reqs):
     changed, prev = 0, None
     for e in reqs:
-        items = [unmarked(x) for x in raw_items(raw_members(e["body"])["messages" if run["api"] == "messages" else "input"])]
+        items = raw_conversation(run, e["body"])
         if prev is not None:
             changed += sum(1 for i in range(min(len(prev), len(items))) if items[i] != prev[i]) + max(0, len(prev) - len(items))
         prev = items
@@ -215,22 +231,18 @@ def measure(lam, run):
     total = TOTAL.search(err)
     assert total, f"no summary from lam run:\n{err[-3000:]}"
     sessions, n_req, admitted, tin, tout = (int(x) for x in total.groups())
-    last = conversation(run, reqs[-1]["body"])
-    results = tool_results(run, last)
+    convs = conversations(run, reqs)
+    lasts = [conversation(run, c[-1]["body"]) for c in convs]
+    results = [r for last in lasts for r in tool_results(run, last)]
     sent = sum(len(t) for _, t in results)
-    call, rid = recall_call(run, last)
-    recalled = None
-    if rid:
-        session = SESSION.search(err).group(1)
-        r = subprocess.run([lam, "recall", "--store", run["store"], "--session", session, "§" + rid], capture_output=True)
-        assert r.returncode == 0, r.stderr.decode()
-        recalled = r.stdout.decode()
+    call, rid = next((x for x in (recall_call(run, last) for last in lasts) if x[0]), (None, None))
+    recalled = recall(lam, run, rid) if rid else None
     got = next((t for c, t in results if c == call), [])
     ms = added_ms(run, reqs)
     return {
-        "agent": run["name"], "exit": run["rc"], "requests": len(reqs), "proxy_requests": n_req, "proxy_sessions": sessions,
+        "agent": run["name"], "exit": run["rc"], "requests": len(reqs), "conversations": len(convs), "proxy_requests": n_req, "proxy_sessions": sessions,
         "tool_results": len(results), "sent_texts": sent, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
-        "earlier_changed": earlier_changed(run, reqs), "stubs": sum(1 for _, t in results for x in t if x.startswith("[lam: ")),
+        "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(1 for _, t in results for x in t if x.startswith("[lam: ")),
         "recall_listed": recall_listed(run, reqs[0]["body"]), "recall_id": rid,
         "recall_exact": recalled is not None and len(recalled) > 0 and recalled in got,
         "done": "DONE." in run["stdout"], "added_ms_p50": statistics.median(ms), "added_ms_p99": max(ms) if len(ms) < 100 else sorted(ms)[int(len(ms) * 0.99)],
@@ -238,15 +250,27 @@ def measure(lam, run):
     }
 
 
+def recall(lam, run, rid):
+    """`lam recall` of §rid, in whichever session of the run holds it."""
+    for session in SESSION.findall(run["stderr"]):
+        r = subprocess.run([lam, "recall", "--store", run["store"], "--session", session, "§" + rid], capture_output=True)
+        if r.returncode == 0:
+            return r.stdout.decode()
+    return None
+
+
 def check(m, run):
     what = f"{m['agent']}: "
     tail = run["stderr"][-4000:] + "\n--- agent stdout ---\n" + run["stdout"][-2000:]
+    scripts = run["scripts"]
+    steps = sum(len(s) for s in scripts)
     assert m["exit"] == 0, what + f"lam run exited {m['exit']}\n{tail}"
     assert m["done"], what + "the scripted conversation did not finish\n" + tail
-    assert m["requests"] == len(su.SCRIPT) + 1, what + f"{m['requests']} model requests upstream, the script needs {len(su.SCRIPT) + 1}"
+    assert m["conversations"] == len(scripts), what + f"{m['conversations']} conversations upstream, the script has {len(scripts)}"
+    assert m["requests"] == steps + len(scripts), what + f"{m['requests']} model requests upstream, the script needs {steps + len(scripts)}"
     assert m["proxy_requests"] == m["requests"], what + f"the proxy saw {m['proxy_requests']} model requests, the upstream {m['requests']}"
-    assert m["proxy_sessions"] == 1, what + f"{m['proxy_sessions']} proxy sessions for one conversation\n{tail}"
-    assert m["tool_results"] == len(su.SCRIPT), what + f"{m['tool_results']} tool results in the last request"
+    assert m["proxy_sessions"] == len(scripts), what + f"{m['proxy_sessions']} proxy sessions for {len(scripts)} conversations\n{tail}"
+    assert m["tool_results"] == steps, what + f"{m['tool_results']} tool results in the conversations' last requests, the script has {steps}"
     assert m["admitted"] == m["sent_texts"], what + f"admitted {m['admitted']}, tool-result texts sent {m['sent_texts']}"
     assert m["earlier_changed"] == 0, what + f"{m['earlier_changed']} earlier items changed"
     assert m["stubs"] >= 2 and m["tokens_out"] < m["tokens_in"], what + f"{m['stubs']} stubs, tokens {m['tokens_in']} -> {m['tokens_out']}"
@@ -255,10 +279,10 @@ def check(m, run):
 
 
 def table(rows):
-    head = "| agent | requests | proxy sessions | admitted / sent | tool-result tokens in -> fwd | earlier bytes changed | added ms p50 / p99 | recall exact |"
-    out = [head, "|---|---:|---:|---:|---:|---:|---:|---|"]
+    head = "| agent | conversations | requests | proxy sessions | admitted / sent | tool-result tokens in -> fwd | earlier bytes changed | added ms p50 / p99 | recall exact |"
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in rows:
-        out.append(f"| {m['agent']} | {m['requests']} | {m['proxy_sessions']} | {m['admitted']} / {m['sent_texts']} | "
+        out.append(f"| {m['agent']} | {m['conversations']} | {m['requests']} | {m['proxy_sessions']} | {m['admitted']} / {m['sent_texts']} | "
                    f"{m['tokens_in']:,} -> {m['tokens_out']:,} | {m['earlier_changed']} | {m['added_ms_p50']:.1f} / {m['added_ms_p99']:.1f} | "
                    f"{'yes' if m['recall_exact'] else 'NO'} |")
     return "\n".join(out)
@@ -289,7 +313,7 @@ def main():
             m = measure(a.lam, run)
             rows.append(m)
             check(m, run)
-            print(f"ok: {name}: {m['requests']} requests, 1 proxy session, admitted {m['admitted']} = sent {m['sent_texts']}, "
+            print(f"ok: {name}: {m['requests']} requests, {m['conversations']} conversations = {m['proxy_sessions']} proxy sessions, admitted {m['admitted']} = sent {m['sent_texts']}, "
                   f"tokens {m['tokens_in']} -> {m['tokens_out']}, 0 earlier bytes changed, recall §{m['recall_id']} exact", flush=True)
         except AssertionError as e:
             failures.append(f"FAIL {e}")

@@ -48,6 +48,21 @@ SCRIPT = [
     ("recall", None),
 ]
 
+# With a subagent: the main conversation hands work to a fresh subagent
+# (Claude Code's `Agent`), which runs its own script in a conversation of
+# its own, then goes on.
+SUBAGENT_TASK = "SUBAGENT-TASK: run cat app.py twice and report what you saw."
+WITH_SUBAGENT = [
+    ("shell", "cat app.py"),
+    ("agent", SUBAGENT_TASK),
+    ("shell", "cat app.py"),
+    ("recall", None),
+]
+SUBAGENT_SCRIPT = [
+    ("shell", "cat app.py"),
+    ("shell", "cat app.py"),
+]
+
 
 # ------------------------------------------------------------------ Anthropic
 
@@ -60,12 +75,22 @@ def anthropic_results(body):
     return n
 
 
-def anthropic_step(body, body_text, workdir):
+def is_subagent(body):
+    """Whether a Messages request is the subagent's conversation (its task opens it)."""
+    first = body.get("messages", [{}])[0].get("content")
+    return SUBAGENT_TASK in json.dumps(first)
+
+
+def anthropic_step(body, body_text, workdir, script):
     """(name, input) of the tool_use to answer with, or None for the final text."""
+    if is_subagent(body):
+        script = SUBAGENT_SCRIPT
     k = anthropic_results(body)
-    if k >= len(SCRIPT):
+    if k >= len(script):
         return None
-    role, arg = SCRIPT[k]
+    role, arg = script[k]
+    if role == "agent":
+        return "Agent", {"description": "read app.py twice", "prompt": arg, "subagent_type": "general-purpose", "run_in_background": False}
     if role == "shell":
         return "Bash", {"command": arg, "description": "scripted step %d" % k}
     if role == "read":
@@ -208,9 +233,10 @@ class Upstream(http.server.ThreadingHTTPServer):
     the handler took (parse to answer written)."""
     daemon_threads = True
 
-    def __init__(self, workdir, record=None):
+    def __init__(self, workdir, record=None, script=SCRIPT):
         super().__init__(("127.0.0.1", 0), Handler)
         self.workdir = workdir
+        self.script = script
         self.record = record
         self.lock = threading.Lock()
         self.seen = []
@@ -284,7 +310,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path.endswith("/messages/count_tokens"):
             return self.send(200, "application/json", b'{"input_tokens":100}')
         if path.endswith("/messages"):
-            block = anthropic_step(body, text, wd) if body.get("tools") else None
+            block = anthropic_step(body, text, wd, self.server.script) if body.get("tools") else None
             if not body.get("stream"):
                 return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq)).encode())
             return self.send(200, "text/event-stream", anthropic_sse(block, model, seq))
