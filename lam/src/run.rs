@@ -75,7 +75,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     );
     let launch = Launch::new(agent, program, args, server.addr, &store);
     let first = first_request(&a, agent, args);
-    let seen = || proxy.stats().requests.values().sum::<u64>() > 0;
+    let seen = || model_requests(&proxy.stats()) > 0;
     let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid, first.map(|t| (t, &seen as &dyn Fn() -> bool))));
     let stopped = server.stop();
     let closed = proxy.close().context("lam run: flushing the store");
@@ -103,12 +103,17 @@ fn first_request(a: &RunArgs, agent: Agent, args: &[OsString]) -> Option<std::ti
     (batch && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
 }
 
+/// Requests the proxy got on its model routes (`/v1/messages`, `/v1/responses`, `/v1/chat/completions`).
+fn model_requests(stats: &Stats) -> u64 {
+    stats.requests.values().sum()
+}
+
 /// The exit code, after checking that the agent's model requests came
 /// through the proxy: when none did, say so; for Claude Code and Codex
 /// (whose base URL lam sets) that is an error, and an agent that exited 0
 /// makes `lam` exit 1.
 fn confirmed(stats: &Stats, agent: Agent, program: &OsStr, code: i32) -> i32 {
-    if stats.requests.values().sum::<u64>() > 0 {
+    if model_requests(stats) > 0 {
         return code;
     }
     let name = program.to_string_lossy();

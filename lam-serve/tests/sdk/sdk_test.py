@@ -32,9 +32,9 @@ from pathlib import Path
 import anthropic
 import httpx
 import openai
+from raw_json import raw_items
 
 N_EVENTS = 6
-DEC = json.JSONDecoder()
 
 
 # ---------------------------------------------------------------- upstream stub
@@ -235,39 +235,6 @@ def make_clients(url):
 
 
 # ---------------------------------------------------------------- checks
-
-def skip_ws(s, i):
-    while s[i] in " \t\r\n":
-        i += 1
-    return i
-
-
-def raw_items(body, field):
-    """The raw text of every item of the body's list member `field`."""
-    s = body.decode()
-    i = skip_ws(s, 0) + 1
-    while True:
-        i = skip_ws(s, i)
-        if s[i] == "}":
-            raise AssertionError(f"no {field} in the forwarded body")
-        key, i = DEC.raw_decode(s, i)
-        i = skip_ws(s, skip_ws(s, i) + 1)
-        if key == field:
-            items, i = [], i + 1
-            while True:
-                i = skip_ws(s, i)
-                if s[i] == "]":
-                    return items
-                _, j = DEC.raw_decode(s, i)
-                items.append(s[i:j])
-                i = skip_ws(s, j)
-                if s[i] == ",":
-                    i += 1
-        _, i = DEC.raw_decode(s, i)
-        i = skip_ws(s, i)
-        if s[i] == ",":
-            i += 1
-
 
 FIELD = {"chat": "messages", "messages": "messages", "responses": "input"}
 

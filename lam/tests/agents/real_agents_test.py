@@ -36,11 +36,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[2] / "lam-serve" / "tests" / "sdk")]
 import scripted_upstream as su  # noqa: E402
+from raw_json import raw_items  # noqa: E402
 
 TASK = "Look at app.py and run check.py"
-DEC = json.JSONDecoder()
 LOG = re.compile(r"lam serve: (\w+) (\S+) -> (\d+) session (\S+) in ([0-9.]+) ms")
 TOTAL = re.compile(r"lam run: total: (\d+) sessions?, (\d+) requests, (\d+) observations, tool-result tokens (\d+) -> (\d+)")
 SESSION = re.compile(r"lam run: session (\S+): ")
@@ -59,41 +60,7 @@ def agents(bin_dir):
     }
 
 
-# ------------------------------------------------------------- raw JSON spans
-
-def ws(s, i):
-    while i < len(s) and s[i] in " \t\r\n":
-        i += 1
-    return i
-
-
-def raw_members(s):
-    """Top-level members of a JSON object text: name -> its value's raw text."""
-    i, out = ws(s, 0) + 1, {}
-    while True:
-        i = ws(s, i)
-        if s[i] == "}":
-            return out
-        key, i = DEC.raw_decode(s, i)
-        i = ws(s, ws(s, i) + 1)
-        _, end = DEC.raw_decode(s, i)
-        out[key] = s[i:end]
-        i = ws(s, end)
-        i += s[i] == ","
-
-
-def raw_items(array):
-    """The raw text of each element of a JSON array text."""
-    i, out = ws(array, 0) + 1, []
-    while True:
-        i = ws(array, i)
-        if array[i] == "]":
-            return out
-        _, end = DEC.raw_decode(array, i)
-        out.append(array[i:end])
-        i = ws(array, end)
-        i += array[i] == ","
-
+# ----------------------------------------------------------- raw JSON items
 
 def unmarked(raw):
     """An item's bytes without its `cache_control` annotations."""
@@ -196,7 +163,7 @@ def recall_listed(run, first_body):
 
 def raw_conversation(run, body):
     """A request's conversation items, raw, without annotations."""
-    return [unmarked(x) for x in raw_items(raw_members(body)["messages" if run["api"] == "messages" else "input"])]
+    return [unmarked(x) for x in raw_items(body, "messages" if run["api"] == "messages" else "input")]
 
 
 def conversations(run, reqs):
