@@ -22,6 +22,8 @@ pub struct Report {
     pub index: String,
     /// Layer order (`l1-l0` or `l0-l1`).
     pub order: &'static str,
+    /// What was forwarded for dropped chunks (`faithful` or `paper`).
+    pub residual: &'static str,
     /// Observation records.
     pub records: usize,
     /// Chunks embedded.
@@ -40,6 +42,12 @@ pub struct Report {
     pub removal_gross: f64,
     /// Share of tokens removed after charging stubs.
     pub removal_net: f64,
+    /// Lines shown for the first time (`lam_core::newlines`).
+    pub new_lines: usize,
+    /// New lines no residual line equals (0 for the faithful residual).
+    pub new_lines_hidden: usize,
+    /// cl100k_base tokens of the hidden new lines (0 without token accounting).
+    pub new_tokens_hidden: usize,
     /// Share removed by L0 (gross).
     pub removal_l0: f64,
     /// Share removed by L1 (gross).
@@ -97,6 +105,32 @@ pub fn residual_digest<'a>(residuals: impl Iterator<Item = &'a [u8]>) -> String 
     hex::encode(&h.finalize()[..8])
 }
 
+/// New lines of a trajectory and those its residuals hide (`lam_core::newlines`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hidden {
+    /// Lines shown for the first time.
+    pub new: usize,
+    /// Of those, lines no line of their residual equals.
+    pub lines: usize,
+    /// Their cl100k_base tokens, each line with its newline (0 when not counted).
+    pub tokens: usize,
+}
+
+/// Count the new lines of `traj` that `online`'s residuals hide.
+pub fn hidden_lines(traj: &Trajectory, online: &[Admission], count_tokens: bool) -> Hidden {
+    let mut seen = lam_core::newlines::NewLines::new();
+    let mut h = Hidden::default();
+    for (r, a) in traj.records.iter().zip(online) {
+        let o = seen.observe(&r.observation, &a.residual);
+        h.new += o.new;
+        h.lines += o.hidden.len();
+        if count_tokens {
+            h.tokens += o.hidden.iter().map(|l| tokens::count(&[l.as_slice(), b"\n"].concat())).sum::<usize>();
+        }
+    }
+    h
+}
+
 /// Run the online operator and the batch form over `traj` and compare them.
 /// Token accounting is skipped (zeros) when `count_tokens` is false.
 pub fn run(cfg: Config, enc: &mut dyn Encoder, traj: &Trajectory, count_tokens: bool) -> Result<Run, Error> {
@@ -150,6 +184,7 @@ pub fn run_archived(
         lam_operator::Order::L1L0 => (gross - first, first),
         lam_operator::Order::L0L1 => (first, gross - first),
     };
+    let hidden = hidden_lines(traj, &online, count_tokens);
     let mut admit: Vec<u64> = online.iter().map(|a| a.admit_ns).collect();
     admit.sort_unstable();
     let mut encode: Vec<u64> = online.iter().map(|a| a.encode_ns).collect();
@@ -161,6 +196,7 @@ pub fn run_archived(
         encoder: info.model_id,
         index: s.index_description(),
         order: cfg.order.as_str(),
+        residual: cfg.residual.as_str(),
         records: traj.records.len(),
         chunks: online.iter().map(|a| a.chunks.len()).sum(),
         chunks_dropped: s.digest().len(),
@@ -170,6 +206,9 @@ pub fn run_archived(
         tokens_out: tout,
         removal_gross: gross,
         removal_net: share(tout),
+        new_lines: hidden.new,
+        new_lines_hidden: hidden.lines,
+        new_tokens_hidden: hidden.tokens,
         removal_l0,
         removal_l1,
         threshold: cfg.threshold.cosine(),

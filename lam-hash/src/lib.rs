@@ -103,17 +103,35 @@ pub struct LineDedup {
     run_tags: Vec<u64>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
+    /// The newest record whose call has each name.
+    last_of: HashMap<String, u32>,
 }
 
-/// A residual line's tag: [`NONE`] for a line no run may repeat (a stub
-/// line, a line written in pieces), [`BLANK`] for a whitespace-only line,
-/// otherwise the line's xxh3 (2 or more).
+/// A residual line's tag: [`NONE`] for a stub line, [`PIECES`] for a line
+/// written in pieces (text, but no run repeats it), otherwise the line's
+/// xxh3 with its low bit saying whether the line is blank (whitespace only:
+/// odd) or not (even, 4 or more). Blank lines are compared by their exact
+/// bytes too.
 const NONE: u64 = 0;
-const BLANK: u64 = 1;
+const PIECES: u64 = 2;
+/// The tag of the empty line, the most common blank line (not hashed; any odd constant).
+const EMPTY: u64 = 0x2d06_8005_38d3_94c3 | 1;
 
 #[inline]
 fn tag(line: &[u8]) -> u64 {
-    xxh3_64(line).max(2)
+    if line.is_empty() {
+        EMPTY
+    } else if is_blank(line) {
+        xxh3_64(line) | 1
+    } else {
+        (xxh3_64(line) & !1).max(4)
+    }
+}
+
+/// Whether a tag is a blank line's.
+#[inline]
+fn blank(t: u64) -> bool {
+    t & 1 == 1
 }
 
 /// How many visible copies of a line a run may start from: the newest
@@ -135,6 +153,11 @@ struct Table {
     tags: Vec<u64>,
     /// Records begun (the last one begun is `records - 1`).
     records: u32,
+    /// Where each record begun starts in `tags` (its line 1).
+    bases: Vec<u32>,
+    /// For each record begun, the next one whose call has the same name
+    /// (`u32::MAX`: none yet).
+    next_same: Vec<u32>,
     /// Where the last record begun starts in `tags`.
     base: usize,
 }
@@ -172,7 +195,8 @@ impl Table {
     /// Begin record `record`'s residual. Records come in order; one written
     /// again, or an earlier one, starts the table afresh (no run may repeat
     /// lines that are gone).
-    fn begin(&mut self, record: u32) {
+    /// `same_name`: the newest record before it whose call has the same name.
+    fn begin(&mut self, record: u32, same_name: Option<u32>) {
         if record < self.records {
             *self = Table::default();
         }
@@ -180,6 +204,11 @@ impl Table {
         self.base = self.tags.len();
         assert!(u32::try_from(self.base).is_ok(), "fewer than 4 G lines in a session");
         self.records = record.saturating_add(1);
+        self.bases.resize(self.records as usize, self.base as u32);
+        self.next_same.resize(self.records as usize, u32::MAX);
+        if let Some(prev) = same_name.filter(|&p| p < record) {
+            self.next_same[prev as usize] = record;
+        }
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
             self.seen.reserve(4096);
@@ -227,8 +256,8 @@ impl Table {
     fn unsee(&mut self, at: LineLoc) {
         let i = self.abs(at);
         let tag = self.tags.get(i).copied().unwrap_or(NONE);
-        self.set(at, NONE);
-        if tag == NONE || tag == BLANK || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
+        self.set(at, PIECES);
+        if tag == NONE || tag == PIECES || blank(tag) || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
             return;
         }
         let (_, older) = self.copies.pop().expect("checked above");
@@ -237,6 +266,36 @@ impl Table {
         } else {
             self.seen.insert(tag, older);
         }
+    }
+}
+
+impl Table {
+    /// The tags of lines `first..first + n` of record `r`, when it has them.
+    fn lines(&self, r: u32, first: u32, n: usize) -> Option<&[u64]> {
+        let base = *self.bases.get(r as usize)? as usize;
+        let end = match self.bases.get(r as usize + 1) {
+            Some(&next) => (next as usize).saturating_sub(1),
+            None => self.tags.len(),
+        };
+        let start = base + first as usize - 1;
+        self.tags.get(start..start + n).filter(|_| start + n <= end)
+    }
+
+    /// Whether a stub of record `record` naming lines of `c`'s record by
+    /// its call's name reads back as `run` (`c`'s own lines there): the
+    /// reader takes the newest earlier output of that name whose lines
+    /// there are all text (no stub line), and that must be `c`'s or one
+    /// that reads the same (`lam_core::expand`).
+    fn names_exactly(&self, c: &Cand, record: u32, run: &[u64]) -> bool {
+        let mut newest = c.at.record;
+        let mut r = self.next_same.get(newest as usize).copied().unwrap_or(u32::MAX);
+        while r < record {
+            if self.lines(r, c.at.line, run.len()).is_some_and(|t| t.iter().all(|&t| t != NONE)) {
+                newest = r;
+            }
+            r = self.next_same[r as usize];
+        }
+        newest == c.at.record || self.lines(newest, c.at.line, run.len()) == Some(run)
     }
 }
 
@@ -359,7 +418,11 @@ impl LineDedup {
         }
         this_call.clone_into(&mut self.calls[record as usize]);
         self.stubs.clear();
-        self.table.begin(record);
+        if record < self.table.records {
+            self.last_of.clear();
+        }
+        let same_name = self.last_of.insert(this_call.to_string(), record);
+        self.table.begin(record, same_name);
         let start = out.len();
         Writer {
             d: self,
@@ -475,9 +538,12 @@ impl Writer<'_> {
                 None => (text.len(), 0),
             };
             let key = &text[pos..next - nl as usize];
-            let t = if is_blank(key) { BLANK } else { tag(key) };
+            let t = tag(key);
+            // A line without its newline (the text's last) is never
+            // replaced: a stub line ends with one.
+            let whole = nl == 1;
             if let Some(r) = run.as_mut() {
-                if self.d.goes_on(r.lines as u32, t) {
+                if whole && self.d.goes_on(r.lines as u32, t) {
                     r.push(t, next, nl);
                     self.d.run_tags.push(t);
                     self.map.mark(0);
@@ -491,8 +557,10 @@ impl Writer<'_> {
             let here = LineLoc { record: self.record, line: self.w.line + 1 };
             if joined && pos == 0 {
                 // Written as it is (its line keeps the tag NONE).
-            } else if t == BLANK {
-                self.d.table.set(here, BLANK);
+            } else if blank(t) {
+                self.d.table.set(here, t);
+            } else if !whole {
+                self.d.table.add(t, here);
             } else if self.d.table.starts_or_add(t, here, &mut self.d.cands) {
                 self.w.buf.extend_from_slice(&text[copy_from..pos]);
                 run = Some(Run::new(pos, next, nl, self.map.len()));
@@ -513,26 +581,32 @@ impl Writer<'_> {
         self.w.buf.extend_from_slice(&text[copy_from..]);
     }
 
-    /// Replace a run by a stub when the stub costs fewer tokens than the run
-    /// (`worth_replacing`); otherwise keep it verbatim, its lines now visible
-    /// copies too. Either way the run's lines get their residual lines in
-    /// the line map.
+    /// Replace a run by a stub when some place it repeats can be named
+    /// exactly ([`Table::names_exactly`]) and the stub costs fewer tokens
+    /// than the run (`worth_replacing`); otherwise keep it verbatim, its
+    /// lines now visible copies too. Either way the run's lines get their
+    /// residual lines in the line map.
     fn flush(&mut self, r: Run, text: &[u8]) {
         let d = &mut *self.d;
-        let at = pick(d.cands.iter().map(|c| c.at), self.record, &d.calls);
+        let run = &d.run_tags[..r.body_lines];
+        let at = pick(d.cands.iter().filter(|c| d.table.names_exactly(c, self.record, run)).map(|c| c.at), self.record, &d.calls);
         let body = &text[r.start..r.body_end];
-        let of = (at.record != self.record).then(|| d.calls[at.record as usize].as_str());
-        let (first, last) = (at.line, at.line + r.body_lines as u32 - 1);
         let recall = self.w.stubs == 0;
         let how = d.how();
-        let len = line_stub_len(of, first, last, self.id, recall, how.recall);
-        let make = || Stub::Lines(LineStub { id: self.id.to_string(), from: Place::new(of.map(str::to_string), first, last), recall });
+        let of = at.map(|at| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
+        let make = |at: LineLoc, of: Option<&str>| {
+            Stub::Lines(LineStub { id: self.id.to_string(), from: Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1), recall })
+        };
         let newlines = 1 + usize::from(self.w.mid_line());
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
-        if worth_replacing(how.counter, len, || make().with(how.recall).to_string(), newlines, body) {
+        let worth = at.zip(of).is_some_and(|(at, of)| {
+            let len = line_stub_len(of, at.line, at.line + r.body_lines as u32 - 1, self.id, recall, how.recall);
+            worth_replacing(how.counter, len, || make(at, of).with(how.recall).to_string(), newlines, body)
+        });
+        if let (true, Some(at), Some(of)) = (worth, at, of) {
             body_map.fill(self.w.stub_line());
-            let stub = make();
+            let stub = make(at, of);
             self.w.write_stub(&stub.with(how.recall));
             d.stubs.push(stub);
             self.stats.lines_replaced += r.replaced;
@@ -542,14 +616,13 @@ impl Writer<'_> {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
             for (&t, n) in d.run_tags[..r.body_lines].iter().zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
-                if t == BLANK { d.table.set(here, BLANK) } else { d.table.add(t, here) }
+                if blank(t) { d.table.set(here, t) } else { d.table.add(t, here) }
             }
             self.w.write_text(body, r.body_newlines);
         }
         tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
-        let tail_lines = r.lines - r.body_lines;
-        for n in (self.w.line + 1..).take(tail_lines) {
-            d.table.set(LineLoc { record: self.record, line: n }, BLANK);
+        for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
+            d.table.set(LineLoc { record: self.record, line: n }, t);
         }
         self.w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
     }
@@ -567,7 +640,7 @@ impl Run {
         self.end = next;
         self.newlines += nl;
         self.lines += 1;
-        if t != BLANK {
+        if !blank(t) {
             self.body_end = next;
             self.replaced += 1;
             self.body_newlines = self.newlines;
@@ -598,13 +671,13 @@ impl LineDedup {
 /// The place a run's stub names among those it repeats (newest first): this
 /// output's when it has one, else the call with the shortest name, the
 /// newest of equals.
-pub(crate) fn pick(cands: impl IntoIterator<Item = LineLoc>, record: u32, calls: &[String]) -> LineLoc {
+pub(crate) fn pick(cands: impl IntoIterator<Item = LineLoc>, record: u32, calls: &[String]) -> Option<LineLoc> {
     let cost = |c: &LineLoc| match calls[c.record as usize].len() {
         _ if c.record == record => 0,
         0 => "an earlier output".len(),
         n => n + 2,
     };
-    cands.into_iter().min_by_key(cost).expect("an open run repeats some place")
+    cands.into_iter().min_by_key(cost)
 }
 
 /// How L0 judges and writes a stub: the token counter and the recall handle.

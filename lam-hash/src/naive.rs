@@ -12,9 +12,11 @@ use std::collections::HashMap;
 /// A residual line as a run may repeat it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Line {
-    /// A stub line, or a line written in two pieces: no run repeats it.
-    Other,
-    Blank,
+    /// A stub line.
+    Stub,
+    /// A line written in two pieces: text, but no run repeats it.
+    Pieces,
+    Blank(Vec<u8>),
     Text(Vec<u8>),
 }
 
@@ -38,7 +40,7 @@ fn strip(line: &[u8]) -> &[u8] {
 }
 
 fn as_line(key: &[u8]) -> Line {
-    if blank(key) { Line::Blank } else { Line::Text(key.to_vec()) }
+    if blank(key) { Line::Blank(key.to_vec()) } else { Line::Text(key.to_vec()) }
 }
 
 /// One record's residual being written: its bytes from `start` of `out`.
@@ -69,7 +71,7 @@ impl NaiveLineDedup {
         let lines = &mut self.res[r.record as usize];
         if r.mid_line() {
             // It goes on with the residual's last line.
-            *lines.last_mut().expect("a line is open") = Line::Other;
+            *lines.last_mut().expect("a line is open") = Line::Pieces;
         } else {
             let l = as_line(strip(line));
             if let Line::Text(key) = &l {
@@ -87,7 +89,25 @@ impl NaiveLineDedup {
         }
         r.out.extend_from_slice(stub.as_bytes());
         r.out.push(b'\n');
-        self.res[r.record as usize].push(Line::Other);
+        self.res[r.record as usize].push(Line::Stub);
+    }
+
+    /// Lines `first..first + n` of record `r`, when it has them.
+    fn lines(&self, r: usize, first: u32, n: u32) -> Option<&[Line]> {
+        self.res.get(r)?.get(first as usize - 1..(first + n) as usize - 1)
+    }
+
+    /// Whether a stub of `record` naming the `n` lines at `c` by its call's
+    /// name reads back as them: the newest earlier record of that name
+    /// whose lines there are all text is `c`'s, or reads the same.
+    fn names_exactly(&self, c: LineLoc, n: u32, record: u32) -> bool {
+        let name = &self.calls[c.record as usize];
+        let newest = (c.record + 1..record)
+            .filter(|&k| self.calls[k as usize] == *name)
+            .filter(|&k| self.lines(k as usize, c.line, n).is_some_and(|ls| !ls.contains(&Line::Stub)))
+            .last()
+            .unwrap_or(c.record);
+        newest == c.record || self.lines(newest as usize, c.line, n) == self.lines(c.record as usize, c.line, n)
     }
 
     /// Same contract as [`crate::LineDedup::process`]; returns the stubs written.
@@ -123,7 +143,9 @@ impl NaiveLineDedup {
             let want = Line::Text(key.to_vec());
             // The newest visible copies that still read the same.
             let mut cands: Vec<LineLoc> = match self.copies.get(key) {
-                Some(v) if !(blank(key) || (joined && i == 0)) => v.iter().rev().filter(|&&c| self.at(c) == Some(&want)).take(MAX_STARTS).copied().collect(),
+                Some(v) if !(blank(key) || (joined && i == 0) || !lines[i].ends_with(b"\n")) => {
+                    v.iter().rev().filter(|&&c| self.at(c) == Some(&want)).take(MAX_STARTS).copied().collect()
+                }
                 _ => Vec::new(),
             };
             if cands.is_empty() {
@@ -134,7 +156,8 @@ impl NaiveLineDedup {
             // A run: it goes on while some copy has the next line next.
             let mut j = i + 1;
             let mut body_end = i + 1;
-            while j < lines.len() {
+            // A line without its newline is never replaced.
+            while j < lines.len() && lines[j].ends_with(b"\n") {
                 let next = as_line(strip(lines[j]));
                 let off = (j - i) as u32;
                 let fit: Vec<LineLoc> = cands.iter().filter(|c| self.at(LineLoc { record: c.record, line: c.line + off }) == Some(&next)).copied().collect();
@@ -143,17 +166,20 @@ impl NaiveLineDedup {
                 }
                 cands = fit;
                 j += 1;
-                if next != Line::Blank {
+                if !matches!(next, Line::Blank(_)) {
                     body_end = j;
                 }
             }
-            let at = pick(cands.iter().copied(), r.record, &self.calls);
-            let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
-            let stub = LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + (body_end - i) as u32 - 1), recall: stubs.is_empty() };
+            let n = (body_end - i) as u32;
+            let at = pick(cands.iter().copied().filter(|c| self.names_exactly(*c, n, r.record)), r.record, &self.calls);
+            let stub = at.map(|at| {
+                let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
+                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty() }
+            });
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());
-            let len = stub.rendered_len(Recall::ARC);
-            if worth_replacing(self.counter, len, || stub.to_string(), newlines, &body) {
+            let worth = |s: &LineStub| worth_replacing(self.counter, s.rendered_len(Recall::ARC), || s.to_string(), newlines, &body);
+            if let Some(stub) = stub.filter(worth) {
                 self.put_stub(r, &stub.to_string());
                 stubs.push(Stub::Lines(stub));
             } else {

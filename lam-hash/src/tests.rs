@@ -16,6 +16,12 @@ fn call(i: usize) -> String {
     format!("cat file{i}.py")
 }
 
+/// A name several records share (record `i` of a session that runs three
+/// commands over and over).
+fn shared_call(i: usize) -> String {
+    format!("cat file{}.py", i % 3)
+}
+
 fn run(records: &[&[u8]]) -> (LineDedup, Vec<Vec<u8>>) {
     let mut d = LineDedup::new();
     let mut outs = Vec::new();
@@ -173,8 +179,8 @@ fn same_as_naive_split(records: &[Vec<u8>], counter: Option<&'static dyn lam_cor
         let (x, y) = r.split_at(split.min(r.len()));
         let segs = [Segment::Text(x), Segment::Text(y)];
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        fast.process(i as u32, &id(i), &call(i), &segs, &mut a);
-        let stubs = naive.process(i as u32, &id(i), &call(i), &segs, &mut b);
+        fast.process(i as u32, &id(i), &shared_call(i), &segs, &mut a);
+        let stubs = naive.process(i as u32, &id(i), &shared_call(i), &segs, &mut b);
         if a != b || fast.last_stubs() != stubs.as_slice() {
             return Err(format!("record {i}: fast {:?}\nnaive {:?}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
         }
@@ -208,7 +214,48 @@ pub(crate) fn corpus_sessions(dir: &std::path::Path, n: usize) -> Vec<Vec<Vec<u8
     files.iter().take(n).map(|f| lam_trajectory::read::read_path(f).unwrap().remove(0).records.into_iter().map(|r| r.observation).collect()).collect()
 }
 
+/// Every residual reads back to its record byte for byte (`lam_core::expand`:
+/// each stub replaced by the lines it names, in the newest earlier output of
+/// that name where they are text), with calls that share names, each record
+/// written in two pieces.
+fn reads_back_exactly(records: &[Vec<u8>], counter: Option<&'static dyn lam_core::TokenCounter>, split: usize) -> Result<(), String> {
+    let mut d = LineDedup::new().with_counter(counter);
+    let mut outs = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let (x, y) = r.split_at(split.min(r.len()));
+        let mut out = Vec::new();
+        d.process(i as u32, &id(i), &shared_call(i), &[Segment::Text(x), Segment::Text(y)], &mut out);
+        outs.push(out);
+    }
+    let names: Vec<String> = (0..records.len()).map(shared_call).collect();
+    for i in 0..records.len() {
+        let seen: Vec<lam_core::expand::Seen<'_>> =
+            (0..i).map(|k| lam_core::expand::Seen { call: &names[k], residual: &outs[k], output: &records[k] }).collect();
+        let back = lam_core::expand::expand(&outs[i], &seen).map_err(|e| format!("record {i}: {e}"))?;
+        if back.text != records[i] {
+            return Err(format!("record {i} reads back as {:?}, not {:?}", String::from_utf8_lossy(&back.text), String::from_utf8_lossy(&records[i])));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn corpus_residuals_read_back_exactly() {
+    let dir = lam_core::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+    static CL: lam_trajectory::Cl100k = lam_trajectory::Cl100k;
+    for s in &corpus_sessions(&dir, 12) {
+        reads_back_exactly(s, Some(&CL), usize::MAX).unwrap();
+    }
+}
+
 proptest! {
+    #[test]
+    fn residuals_read_back_exactly(records in arb_records(), counted in any::<bool>(), split in 0usize..200) {
+        let counter = counted.then_some(&SIMPLE as &'static dyn lam_core::TokenCounter);
+        reads_back_exactly(&records, counter, usize::MAX).map_err(TestCaseError::fail)?;
+        reads_back_exactly(&records, counter, split).map_err(TestCaseError::fail)?;
+    }
+
     #[test]
     fn fast_equals_naive(records in arb_records(), counted in any::<bool>(), split in 0usize..200) {
         let counter = counted.then_some(&SIMPLE as &'static dyn lam_core::TokenCounter);

@@ -44,6 +44,51 @@ impl FromStr for Order {
     }
 }
 
+/// What is forwarded for the text L1 drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Residual {
+    /// Every line the model has not seen is forwarded verbatim, in place;
+    /// only lines equal, line for line, to lines the model can read are
+    /// replaced (by L0's `same as` stubs, or one `same output as` line for
+    /// a byte-identical output). L1 still decides which chunks are
+    /// near-duplicates (the deletion set, `delta_hat` and the digest are
+    /// the paper's); it never hides a line. The default, and the only
+    /// residual a live agent is given.
+    #[default]
+    Faithful,
+    /// The paper's residual: each run of dropped chunks is one `similar to`
+    /// stub, whatever lines it held. Hides lines the model has never seen;
+    /// only for reproducing the paper's figures (`lam compact`, `lam eval`).
+    Paper,
+}
+
+impl Residual {
+    /// `faithful` or `paper`, as the command line and reports write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Residual::Faithful => "faithful",
+            Residual::Paper => "paper",
+        }
+    }
+}
+
+impl fmt::Display for Residual {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Residual {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "faithful" => Ok(Residual::Faithful),
+            "paper" => Ok(Residual::Paper),
+            _ => Err(Error::Setting(format!("residual: expected faithful or paper, got `{s}`"))),
+        }
+    }
+}
+
 /// Candidate index choice.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum IndexChoice {
@@ -105,6 +150,8 @@ pub struct Config {
     pub threshold: Threshold,
     /// Layer order.
     pub order: Order,
+    /// What is forwarded for dropped chunks (default [`Residual::Faithful`]).
+    pub residual: Residual,
     /// Candidate index.
     pub index: IndexChoice,
     /// Chunks per encoder call in the batch form.
@@ -132,6 +179,7 @@ impl Config {
         Self {
             threshold,
             order: Order::default(),
+            residual: Residual::default(),
             index: IndexChoice::default(),
             encode_batch: 64,
             counter: None,
@@ -139,6 +187,12 @@ impl Config {
             diagnostics: false,
             recall: Recall::ARC,
         }
+    }
+
+    /// Forward dropped chunks as `residual` says.
+    pub fn with_residual(mut self, residual: Residual) -> Self {
+        self.residual = residual;
+        self
     }
 
     /// Write recall handles as `how` (`Recall::None`: none).

@@ -29,16 +29,21 @@
 //! let mut enc = lam_encode::HashingEncoder::default(); // any lam_core::Encoder
 //! let cfg = Config::new(Threshold::from_cosine(0.95)?);
 //! let mut s = Session::new(cfg, lam_core::Encoder::info(&enc).dim)?;
-//! let log: Vec<u8> = (0..30).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect::<String>().into_bytes();
-//! let first = s.admit(&mut enc, &Record { index: 0, action: "pytest".into(), observation: log.clone(), returncode: Some(0) })?;
-//! assert_eq!(first.residual, log); // nothing seen before
-//! let again = s.admit(&mut enc, &Record { index: 1, action: "pytest -x".into(), observation: log.clone(), returncode: Some(0) })?;
+//! let log: String = (0..30).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+//! let first = s.admit(&mut enc, &Record { index: 0, action: "pytest".into(), observation: log.clone().into_bytes(), returncode: Some(0) })?;
+//! assert_eq!(first.residual, log.as_bytes()); // nothing seen before
+//! let again = s.admit(&mut enc, &Record { index: 1, action: "pytest -x".into(), observation: log.clone().into_bytes(), returncode: Some(0) })?;
 //! // The rerun became one line naming the first run's call as the model saw it.
 //! assert_eq!(again.stubs.len(), 1);
 //! assert_eq!(again.residual, format!("[lam: same output as `pytest` above; _recall §{}]\n", again.id).into_bytes());
-//! let edited: Vec<u8> = [&log[..200], b"one line changed\n", &log[216..]].concat();
-//! let near = s.admit(&mut enc, &Record { index: 2, action: "pytest -k".into(), observation: edited, returncode: Some(1) })?;
-//! assert!(near.stubs.iter().any(|st| st.is_chunks())); // `[lam: similar to lines 1-13 of `pytest`; _recall §…]`
+//! // One line edited: it reaches the model verbatim, in place; the lines
+//! // around it are named where the model can read them.
+//! let edited = log.replace("tests/test_6.py::test_case PASSED", "tests/test_6.py::test_case FAILED");
+//! let near = s.admit(&mut enc, &Record { index: 2, action: "pytest -k".into(), observation: edited.into_bytes(), returncode: Some(1) })?;
+//! assert_eq!(
+//!     String::from_utf8(near.residual)?,
+//!     format!("[lam: same as lines 1-6 of `pytest`; _recall §{}]\ntests/test_6.py::test_case FAILED\n[lam: same as lines 8-30 of `pytest`]\n", near.id)
+//! );
 //! assert!(s.delta_hat() <= cfg.threshold.delta());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -60,7 +65,7 @@ pub use arc::LamArcView;
 #[cfg(feature = "arc")]
 pub use arc_view::ArcConfig;
 pub use batch::{BatchOutcome, compact_batch};
-pub use config::{Config, IndexChoice, Order};
+pub use config::{Config, IndexChoice, Order, Residual};
 pub use error::Error;
 pub use lam_hash::L0Stats;
 pub use lam_lsh::{BandParams, L1Index, L1Stats};

@@ -41,6 +41,12 @@ pub(crate) fn push_text(segs: &mut Vec<Seg>, range: &Range<usize>) {
     }
 }
 
+/// The faithful residual's segments: the record's whole text, as text
+/// (`Residual::Faithful`: nothing is hidden behind an L1 stub).
+pub(crate) fn whole(text: &[u8]) -> Vec<Seg> {
+    if text.is_empty() { Vec::new() } else { vec![Seg::Text(0..text.len())] }
+}
+
 /// Where a record's residual goes: L0 (`lam_hash::Writer`), or verbatim
 /// ([`Plain`], the `l0-l1` order, where L0 ran first).
 pub(crate) trait Sink {

@@ -4,7 +4,7 @@
 
 use crate::Error;
 use crate::admission::{Admission, ChunkOutcome, Tokens};
-use crate::config::{Config, Order};
+use crate::config::{Config, Order, Residual};
 use crate::segments::{self, Dropped, Every, Plain, Rep, Seg};
 use crate::totals::SessionTotals;
 use lam_core::stub::{RepeatStub, worth_replacing};
@@ -31,8 +31,12 @@ pub struct Session<I = L1Index> {
     ids: Vec<String>,
     /// How stubs name each record's call (`lam_core::action::referent`).
     calls: Vec<String>,
-    /// The first record of every distinct output (xxh3-128 of its bytes).
-    outputs: HashMap<u128, u32>,
+    /// The records of every distinct output (xxh3-128 of its bytes), in order.
+    outputs: HashMap<u128, Vec<u32>>,
+    /// Each record's output (xxh3-128).
+    output_of: Vec<u128>,
+    /// The newest record admitted whose call has each name.
+    newest_of: HashMap<String, u32>,
     /// Where every chunk is, by session chunk index.
     homes: Vec<Home>,
     next_record: u32,
@@ -106,6 +110,8 @@ impl<I: CandidateIndex> Session<I> {
             ids: Vec::new(),
             calls: Vec::new(),
             outputs: HashMap::new(),
+            output_of: Vec::new(),
+            newest_of: HashMap::new(),
             homes: Vec::new(),
             next_record: 0,
             digest: DeletionDigest::new(),
@@ -310,8 +316,7 @@ impl<I: CandidateIndex> Session<I> {
         let text = b.text(rec);
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
-        let first = *self.outputs.entry(xxh3_128(&rec.observation)).or_insert(b.record);
-        let earlier = (first != b.record).then(|| self.calls[first as usize].clone());
+        let earlier = self.repeated(&rec.observation, b.record);
         if let Some(stub) = self.whole_repeat(rec, &b, earlier, &outcomes) {
             return Ok(self.repeat_admission(rec, b, stub, outcomes, vectors));
         }
@@ -327,6 +332,13 @@ impl<I: CandidateIndex> Session<I> {
             how: self.cfg.recall,
             recall: every,
             plain: self.cfg.diagnostics,
+        };
+        let segs = match self.cfg.residual {
+            Residual::Paper => segs,
+            // What the model has not seen reaches it: the whole text goes
+            // to the second layer (L0 or verbatim), which replaces only
+            // lines the model can read, line for line.
+            Residual::Faithful => segments::whole(text),
         };
         let (l0, stubs, first_layer_plain, spans) = match &b.l0_first {
             None => {
@@ -365,6 +377,20 @@ impl<I: CandidateIndex> Session<I> {
             encode_ns: 0,
             admit_ns,
         })
+    }
+
+    /// The name of an earlier call whose output `observation` repeats whole,
+    /// such that the newest call of that name has this output (the model
+    /// reads `same output as `NAME` above` as the newest such output): the
+    /// first such call's. Then notes this record's output and name.
+    fn repeated(&mut self, observation: &[u8], record: u32) -> Option<String> {
+        let hash = xxh3_128(observation);
+        let same = self.outputs.entry(hash).or_default();
+        let name = same.iter().map(|&r| &self.calls[r as usize]).find(|n| self.newest_of.get(*n).is_some_and(|&k| self.output_of[k as usize] == hash)).cloned();
+        same.push(record);
+        self.output_of.push(hash);
+        self.newest_of.insert(self.calls[record as usize].clone(), record);
+        name
     }
 
     /// The one line that stands in a record whose output repeats record

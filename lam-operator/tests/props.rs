@@ -5,7 +5,7 @@
 use lam_core::stub::parse_residual;
 use lam_core::{Decision, Record, Stub, Threshold};
 use lam_encode::HashingEncoder;
-use lam_operator::{Config, Order, Session, compact_batch};
+use lam_operator::{Config, Order, Residual, Session, compact_batch};
 use proptest::prelude::*;
 
 fn records(obs: &[Vec<u8>]) -> Vec<Record> {
@@ -45,12 +45,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn stubs_cite_text_present_in_the_residual(obs in arb_obs(), tc in prop_oneof![Just(0.8), Just(0.95), Just(0.99)], l0_first in any::<bool>(), counted in any::<bool>()) {
+    fn stubs_cite_text_present_in_the_residual(obs in arb_obs(), tc in prop_oneof![Just(0.8), Just(0.95), Just(0.99)], l0_first in any::<bool>(), counted in any::<bool>(), paper in any::<bool>()) {
         static SIMPLE: lam_core::SimpleCounter = lam_core::SimpleCounter;
         let recs = records(&obs);
         let mut cfg = Config::new(Threshold::from_cosine(tc).unwrap());
         if l0_first { cfg.order = Order::L0L1; }
         if counted { cfg = cfg.with_counter(&SIMPLE); }
+        // Both residuals: the faithful one writes no L1 stub (tests/faithful.rs checks it reads back).
+        if paper { cfg = cfg.with_residual(Residual::Paper); }
         let mut enc = HashingEncoder::new(64, 12);
         let mut s = Session::new(cfg, 64).unwrap();
         let mut adms = Vec::new();
@@ -96,6 +98,7 @@ proptest! {
                 }
                 let at = a.residual.split(|&b| b == b'\n').position(|l| l == line.as_bytes()).expect("the stub is a line") as u32 + 1;
                 if let Stub::Chunks(c) = st {
+                    prop_assert!(paper, "{line}: an L1 stub in the faithful residual");
                     prop_assert!(!c.like.is_empty());
                     for p in &c.like {
                         // Every named call is an earlier record's; "this output" lies above.

@@ -31,6 +31,12 @@ pub struct CompactArgs {
     /// Layer order.
     #[arg(long, value_enum, default_value = "l1-l0")]
     order: OrderArg,
+    /// What is forwarded for near-duplicate chunks: `faithful` (default: every line the model has
+    /// not seen is kept, only lines it can read elsewhere become stubs) or `paper` (the LAM paper's
+    /// residual: a whole run of dropped chunks becomes one `similar to` stub, hiding lines the model
+    /// never saw; for reproducing the paper's figures only).
+    #[arg(long, default_value = "faithful", value_parser = residual)]
+    residual: lam_operator::Residual,
     /// How stubs name the way to get an original back: `_recall` (default, the ARC view's action), `lam recall` (an agent with a shell and this store), `recall` or another tool name (`lam mcp`), or `none`.
     #[arg(long, value_parser = crate::opts::recall, default_value = "_recall", value_name = "HANDLE")]
     recall: lam_core::stub::Recall<'static>,
@@ -81,6 +87,10 @@ fn index(s: &str) -> Result<IndexChoice, String> {
     s.parse().map_err(|e: lam_operator::Error| e.to_string())
 }
 
+fn residual(s: &str) -> Result<lam_operator::Residual, String> {
+    s.parse().map_err(|e: lam_operator::Error| e.to_string())
+}
+
 fn codec(s: &str) -> Result<lam_codec::CodecSpec, String> {
     lam_codec::CodecSpec::parse(s).map_err(|e| e.to_string())
 }
@@ -126,13 +136,17 @@ struct Totals {
     /// Every session's admissions added up (tokens when counted).
     tokens: lam_operator::SessionTotals,
     all_equal: bool,
+    /// New lines, and those the residuals hide (`lam_core::newlines`).
+    new_lines: usize,
+    hidden_lines: usize,
+    hidden_tokens: usize,
     l2_raw: usize,
     l2_stored: usize,
 }
 
 pub fn run(a: CompactArgs) -> Result<()> {
     let t = Threshold::from_cosine(a.threshold)?;
-    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall);
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual);
     cfg.order = match a.order {
         OrderArg::L1L0 => Order::L1L0,
         OrderArg::L0L1 => Order::L0L1,
@@ -281,6 +295,15 @@ fn summary(so: &mut impl Write, a: &CompactArgs, t: Threshold, tot: &Totals, enc
         tot.corpus.hex16(),
         if tot.all_equal { "all" } else { "NOT ALL" }
     )?;
+    writeln!(
+        so,
+        "{} residual: {} of {} new lines hidden ({} tokens, {:.2}% of the input)",
+        a.residual,
+        tot.hidden_lines,
+        tot.new_lines,
+        tot.hidden_tokens,
+        100.0 * tot.hidden_tokens as f64 / tot.tokens.tokens_in.max(1) as f64
+    )?;
     if a.codec.is_some() {
         writeln!(
             so,
@@ -302,6 +325,9 @@ fn account(tot: &mut Totals, run: &Run) {
     tot.sessions += 1;
     tot.tokens.absorb(&run.totals);
     tot.all_equal &= run.report.online_equals_batch;
+    tot.new_lines += run.report.new_lines;
+    tot.hidden_lines += run.report.new_lines_hidden;
+    tot.hidden_tokens += run.report.new_tokens_hidden;
 }
 
 fn print_row(so: &mut impl Write, json: bool, r: &report::Report) -> Result<()> {

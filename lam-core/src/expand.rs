@@ -1,0 +1,153 @@
+//! Reading a residual back the way a model reads its context: every stub
+//! replaced by the lines it names. For the faithful residual this gives the
+//! original output byte for byte (the operator's and the proxy's tests
+//! check it); a `similar to` stub (the paper's residual) names lines that
+//! are only *like* the text it stands for, so it cannot be read back.
+//!
+//! ```
+//! use lam_core::expand::{Seen, expand};
+//!
+//! let first = b"SCALE = 3\nprint(SCALE)\nsave()\n";
+//! let seen = [Seen { call: "cat big.py", residual: first, output: first }];
+//! let next = b"SCALE = 4\n[lam: same as lines 2-3 of `cat big.py`]\n";
+//! assert_eq!(expand(next, &seen)?.text, b"SCALE = 4\nprint(SCALE)\nsave()\n");
+//! # Ok::<(), lam_core::expand::ExpandError>(())
+//! ```
+
+use crate::stub::{Place, Stub};
+
+/// An earlier output in the model's context.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    /// How stubs name its call ([`crate::action::referent`]; empty: no name).
+    pub call: &'a str,
+    /// What the model was given for it.
+    pub residual: &'a [u8],
+    /// The output it stands for, read back (the original).
+    pub output: &'a [u8],
+}
+
+/// What a residual reads back to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The text.
+    pub text: Vec<u8>,
+    /// Stubs whose name fits more than one earlier output that reads
+    /// differently there (the newest was read).
+    pub ambiguous: usize,
+}
+
+/// Why a residual cannot be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("residual line {line}: {why}")]
+pub struct ExpandError {
+    /// 1-based line of the residual.
+    pub line: usize,
+    /// What is wrong with the stub there.
+    pub why: String,
+}
+
+/// Read `residual` back, given the outputs before it in the session
+/// (oldest first). A `same as` stub gives the lines it names (of this
+/// output above it, or of the newest earlier output of that name where
+/// those lines are readable text); a `same output as` line gives that
+/// output whole. Refused: a `similar to` stub, a place that is not
+/// readable text.
+pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
+    let lines: Vec<&[u8]> = residual.split_inclusive(|&b| b == b'\n').collect();
+    let mut out = Reading::default();
+    for (i, line) in lines.iter().enumerate() {
+        let err = |why: String| ExpandError { line: i + 1, why };
+        match Stub::parse_bytes(line) {
+            None => out.text.extend_from_slice(line),
+            Some(Stub::Lines(l)) => {
+                let named = match &l.from.of {
+                    None => place(&lines[..i], &l.from).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
+                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&split(s.residual), &l.from))
+                        .ok_or_else(|| err(format!("`{l}` names no readable lines of an earlier `{call}`")))?,
+                };
+                out.text.extend_from_slice(&named);
+            }
+            Some(Stub::Repeat(r)) if lines.len() == 1 => {
+                let whole =
+                    newest(earlier, &r.of, &mut out.ambiguous, |s| Some(s.output.to_vec())).ok_or_else(|| err(format!("`{r}` names no earlier output")))?;
+                out.text.extend_from_slice(&whole);
+            }
+            Some(Stub::Repeat(r)) => return Err(err(format!("`{r}` is not the only line"))),
+            Some(Stub::Chunks(c)) => return Err(err(format!("`{c}` stands for text that is only similar to the lines it names"))),
+        }
+    }
+    Ok(out)
+}
+
+fn split(text: &[u8]) -> Vec<&[u8]> {
+    text.split_inclusive(|&b| b == b'\n').collect()
+}
+
+/// Lines `first..=last` of `lines`, each with its newline, when all are
+/// text (no stub).
+fn place(lines: &[&[u8]], p: &Place) -> Option<Vec<u8>> {
+    let named = lines.get(p.first as usize - 1..p.last as usize)?;
+    let mut out = Vec::new();
+    for l in named {
+        if Stub::parse_bytes(l).is_some() {
+            return None;
+        }
+        out.extend_from_slice(l);
+        if !l.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+    }
+    Some(out)
+}
+
+/// What `read` gives for the newest earlier output named `call` that it
+/// reads; counts an ambiguity when an older one of the same name reads
+/// otherwise.
+fn newest(earlier: &[Seen<'_>], call: &str, ambiguous: &mut usize, read: impl Fn(&Seen<'_>) -> Option<Vec<u8>>) -> Option<Vec<u8>> {
+    let mut found: Option<Vec<u8>> = None;
+    for s in earlier.iter().rev().filter(|s| s.call == call) {
+        match (read(s), &found) {
+            (Some(t), None) => found = Some(t),
+            (Some(t), Some(f)) if t != *f => {
+                *ambiguous += 1;
+                break;
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_back_lines_of_this_and_earlier_outputs() {
+        let a = b"x = 1\ny = 2\nz = 3";
+        let seen = [Seen { call: "cat a.py", residual: a, output: a }];
+        let r = expand(b"x = 1\n[lam: same as line 1 of this output]\n[lam: same as lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", &seen).unwrap();
+        assert_eq!(r.text, b"x = 1\nx = 1\ny = 2\nz = 3\n");
+        assert_eq!(expand(b"[lam: same output as `cat a.py` above]\n", &seen).unwrap().text, a);
+    }
+
+    #[test]
+    fn refuses_what_cannot_be_read_back() {
+        let a = b"[lam: same as line 1 of `x`]\nb\n";
+        let seen = [Seen { call: "cat a.py", residual: a, output: b"x\nb\n" }];
+        // A stub line is not readable text.
+        assert_eq!(expand(b"[lam: same as line 1 of `cat a.py`]\n", &seen).unwrap_err().line, 1);
+        assert!(expand(b"q\n[lam: same as lines 1-2 of this output]\n", &seen).is_err());
+        assert!(expand(b"[lam: similar to line 2 of `cat a.py`]\n", &seen).is_err());
+        assert!(expand(b"[lam: same as line 1 of `ls`]\n", &seen).is_err());
+    }
+
+    #[test]
+    fn the_newest_output_of_a_name_is_read_and_a_difference_counted() {
+        let (a, b) = (b"old\n".as_slice(), b"new\n".as_slice());
+        let seen = [Seen { call: "pytest", residual: a, output: a }, Seen { call: "pytest", residual: b, output: b }];
+        let r = expand(b"[lam: same as line 1 of `pytest`]\n", &seen).unwrap();
+        assert_eq!((r.text.as_slice(), r.ambiguous), (b"new\n".as_slice(), 1));
+    }
+}
