@@ -14,6 +14,7 @@
 //! # Ok::<(), lam_core::expand::ExpandError>(())
 //! ```
 
+use crate::newlines::renumber;
 use crate::stub::{Place, Stub};
 
 /// An earlier output in the model's context.
@@ -62,8 +63,8 @@ pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandEr
             None => out.text.extend_from_slice(line),
             Some(Stub::Lines(l)) => {
                 let named = match &l.from.of {
-                    None => place(&lines[..i], &l.from).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
-                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&split(s.residual), &l.from))
+                    None => place(&lines[..i], &l.from, l.shift).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
+                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&split(s.residual), &l.from, l.shift))
                         .ok_or_else(|| err(format!("`{l}` names no readable lines of an earlier `{call}`")))?,
                 };
                 out.text.extend_from_slice(&named);
@@ -84,19 +85,19 @@ fn split(text: &[u8]) -> Vec<&[u8]> {
     text.split_inclusive(|&b| b == b'\n').collect()
 }
 
-/// Lines `first..=last` of `lines`, each with its newline, when all are
+/// Lines `first..=last` of `lines`, each with its newline and its line
+/// number moved by `shift` ([`crate::newlines::renumber`]), when all are
 /// text (no stub).
-fn place(lines: &[&[u8]], p: &Place) -> Option<Vec<u8>> {
+fn place(lines: &[&[u8]], p: &Place, shift: i32) -> Option<Vec<u8>> {
     let named = lines.get(p.first as usize - 1..p.last as usize)?;
     let mut out = Vec::new();
     for l in named {
         if Stub::parse_bytes(l).is_some() {
             return None;
         }
-        out.extend_from_slice(l);
-        if !l.ends_with(b"\n") {
-            out.push(b'\n');
-        }
+        let l = l.strip_suffix(b"\n").unwrap_or(l);
+        out.extend(renumber(l, i64::from(shift))?);
+        out.push(b'\n');
     }
     Some(out)
 }
@@ -130,6 +131,10 @@ mod tests {
         let r = expand(b"x = 1\n[lam: same as line 1 of this output]\n[lam: same as lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", &seen).unwrap();
         assert_eq!(r.text, b"x = 1\nx = 1\ny = 2\nz = 3\n");
         assert_eq!(expand(b"[lam: same output as `cat a.py` above]\n", &seen).unwrap().text, a);
+        let n = "     1→x\n     2→y\n".as_bytes();
+        let seen = [Seen { call: "Read a.py", residual: n, output: n }];
+        let r = expand("     1→new\n[lam: same as lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), &seen).unwrap();
+        assert_eq!(r.text, "     1→new\n     2→x\n     3→y\n".as_bytes());
     }
 
     #[test]

@@ -26,17 +26,67 @@
 
 use std::collections::HashSet;
 
-/// The text a line is compared by: a leading line-number prefix (optional
-/// spaces, 1 to 9 digits, then `→` or a tab) removed, then ASCII
-/// whitespace trimmed at both ends. A line holding nothing else (`  12→`)
-/// keys as blank.
+/// The text a line is compared by: its [`Numbered`] prefix removed, then
+/// ASCII whitespace trimmed at both ends. A line holding nothing else
+/// (`  12→`) keys as blank.
 pub fn key(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let spaces = line.iter().take_while(|&&b| b == b' ').count();
-    let digits = line[spaces..].iter().take_while(|b| b.is_ascii_digit()).count();
-    let rest = &line[spaces + digits..];
-    let body = if (1..=9).contains(&digits) { rest.strip_prefix("→".as_bytes()).or_else(|| rest.strip_prefix(b"\t")).unwrap_or(line) } else { line };
+    let body = Numbered::of(line).map_or(line, |n| &line[n.width..]);
     body.trim_ascii()
+}
+
+/// A line that starts with a line number, as `cat -n`, `nl` and agents'
+/// file readers print them: optional spaces, then 1 to 9 digits (no
+/// leading zero), right-aligned in the field, then `→` (Claude Code's
+/// `Read`) or a tab (`cat -n`): `     12→SCALE = 4`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numbered {
+    /// The number.
+    pub number: u32,
+    /// Bytes of the field (spaces and digits).
+    pub field: usize,
+    /// Bytes of the field and the separator: where the body starts.
+    pub width: usize,
+}
+
+impl Numbered {
+    /// The line's number prefix, if it has one.
+    #[inline]
+    pub fn of(line: &[u8]) -> Option<Numbered> {
+        match line.first() {
+            Some(b' ' | b'1'..=b'9') => {}
+            _ => return None,
+        }
+        let spaces = line.iter().take_while(|&&b| b == b' ').count();
+        let digits = line[spaces..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if !(1..=9).contains(&digits) || line[spaces] == b'0' {
+            return None;
+        }
+        let field = spaces + digits;
+        let sep = match &line[field..] {
+            [b'\t', ..] => 1,
+            [0xe2, 0x86, 0x92, ..] => 3,
+            _ => return None,
+        };
+        let number = line[spaces..field].iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+        Some(Numbered { number, field, width: field + sep })
+    }
+}
+
+/// `line` with its line number moved by `shift`, right-aligned in the same
+/// field (a line without a number is unchanged); `None` when the new number
+/// is below 1 or does not fit the field. What `with line numbers +K` in a
+/// stub means (`docs/stubs.md`).
+pub fn renumber(line: &[u8], shift: i64) -> Option<Vec<u8>> {
+    let Some(n) = Numbered::of(line) else { return Some(line.to_vec()) };
+    let number = i64::from(n.number) + shift;
+    let digits = number.to_string();
+    if number < 1 || digits.len() > n.field {
+        return None;
+    }
+    let mut out = format!("{digits:>w$}", w = n.field).into_bytes();
+    out.extend_from_slice(&line[n.field..]);
+    Some(out)
 }
 
 /// One observation's new lines and which of them are hidden.
@@ -108,6 +158,17 @@ mod tests {
         assert_eq!(key(b"12 passed in 0.41s"), b"12 passed in 0.41s");
         assert_eq!(key(b"1234567890\tx"), b"1234567890\tx");
         assert_eq!(key("  3→".as_bytes()), b"");
+        assert_eq!(key(b"012\tx"), b"012\tx", "a leading zero is not a line number");
+    }
+
+    #[test]
+    fn renumbering_keeps_the_field() {
+        assert_eq!(renumber("     9→x".as_bytes(), 1).unwrap(), "    10→x".as_bytes());
+        assert_eq!(renumber(b"12\tx", -3).unwrap(), b" 9\tx");
+        assert_eq!(renumber(b"99\tx", 1), None, "does not fit");
+        assert_eq!(renumber(b"  2\tx", -2), None, "below 1");
+        assert_eq!(renumber(b"plain", 5).unwrap(), b"plain");
+        assert_eq!(Numbered::of("  12→a".as_bytes()), Some(Numbered { number: 12, field: 4, width: 7 }));
     }
 
     #[test]

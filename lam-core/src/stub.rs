@@ -35,6 +35,8 @@ pub const REPEAT: &str = "same output as ";
 pub const SIMILAR: &str = "similar to ";
 /// How an L0 stub begins, after [`PREFIX`].
 pub const SAME: &str = "same as ";
+/// What an L0 stub says when the line numbers it repeats moved, before `+K`.
+pub const SHIFT: &str = " with line numbers ";
 /// How a place names the observation's own output.
 pub const THIS: &str = "this output";
 /// How a place names an earlier call that has no name.
@@ -170,11 +172,14 @@ pub struct LineStub {
     /// Visible id of the observation the lines were removed from.
     pub id: String,
     /// The lines it repeats: lines `first..=last` of an earlier call's
-    /// output, or of this one's above the stub (blank lines included; a
-    /// blank line may differ in its spaces).
+    /// output, or of this one's above the stub (blank lines included), byte
+    /// for byte but for the line numbers `shift` moves.
     pub from: Place,
     /// Whether this line carries the observation's `_recall §id`.
     pub recall: bool,
+    /// How far each line's number moved (`with line numbers +1`: a line
+    /// was inserted above them; [`crate::newlines::renumber`]); 0: none.
+    pub shift: i32,
 }
 
 /// An observation whose output repeats an earlier observation's whole: its
@@ -380,10 +385,23 @@ fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static s
         return Ok(Stub::Chunks(ChunkStub { id: own.to_string(), like, recall, chunks: None }));
     }
     let place = head.strip_prefix(SAME).ok_or("not a stub kind")?;
+    let (place, shift) = split_shift(place);
     let mut from = parse_places(place)?;
     match (from.pop(), from.is_empty()) {
-        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall })),
+        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift })),
         _ => Err("more than one place"),
+    }
+}
+
+/// A place and its ` with line numbers +K` (K != 0), or the place alone.
+fn split_shift(s: &str) -> (&str, i32) {
+    let shift = |k: &str| match k.as_bytes() {
+        [b'+' | b'-', b'1'..=b'9', ..] => k.parse::<i32>().ok(),
+        _ => None,
+    };
+    match s.rsplit_once(SHIFT).and_then(|(p, k)| shift(k).map(|k| (p, k))) {
+        Some(found) => found,
+        None => (s, 0),
     }
 }
 
@@ -507,16 +525,17 @@ impl LineStub {
     /// Bytes of the line as written with `how` (without a newline),
     /// computed without formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self, how: Recall<'_>) -> usize {
-        line_stub_len(self.from.of.as_deref(), self.from.first, self.from.last, &self.id, self.recall, how)
+        line_stub_len(self.from.of.as_deref(), self.from.first, self.from.last, &self.id, self.recall, how, self.shift)
     }
 }
 
 /// [`LineStub::rendered_len`] of the stub these fields would make (lines
 /// `first..=last` of `of`, see [`Place`]), without building it.
-pub fn line_stub_len(of: Option<&str>, first: u32, last: u32, id: &str, recall: bool, how: Recall<'_>) -> usize {
+pub fn line_stub_len(of: Option<&str>, first: u32, last: u32, id: &str, recall: bool, how: Recall<'_>, shift: i32) -> usize {
     let recall = if recall { how.len(id) } else { 0 };
     let word = if first == last { "line ".len() } else { "lines ".len() };
-    PREFIX.len() + SAME.len() + word + span_len(first, last) + of_len(of) + recall + 1
+    let shift = if shift == 0 { 0 } else { SHIFT.len() + 1 + digits(u64::from(shift.unsigned_abs())) };
+    PREFIX.len() + SAME.len() + word + span_len(first, last) + of_len(of) + shift + recall + 1
 }
 
 /// Bytes of `first` or `first-last`.
@@ -584,6 +603,9 @@ impl fmt::Display for LineStub {
 impl LineStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
         write!(f, "{PREFIX}{SAME}{}", self.from)?;
+        if self.shift != 0 {
+            write!(f, "{SHIFT}{:+}", self.shift)?;
+        }
         write_recall(f, self.recall, &self.id, how)
     }
 }

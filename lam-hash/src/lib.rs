@@ -52,7 +52,6 @@ use lam_core::TokenCounter;
 use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::io::Write as _;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -101,6 +100,8 @@ pub struct LineDedup {
     /// The open run's line tags (scratch), so a run kept verbatim is not
     /// hashed twice.
     run_tags: Vec<u64>,
+    /// The open run's line numbers, beside `run_tags`.
+    run_nums: Vec<Num>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
     /// The newest record whose call has each name.
@@ -128,6 +129,32 @@ fn tag(line: &[u8]) -> u64 {
     }
 }
 
+/// A numbered line (`lam_core::newlines::Numbered`: `   12→body`) as a
+/// renumbered run compares it: a tag of everything but the number (the
+/// field's width, the separator, the body), and the number. `tag` 0: a
+/// line without a number.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Num {
+    tag: u64,
+    number: u32,
+}
+
+impl Num {
+    #[inline]
+    fn of(line: &[u8]) -> Num {
+        match lam_core::newlines::Numbered::of(line) {
+            Some(n) => Num { tag: (xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !1).max(4), number: n.number },
+            None => Num::default(),
+        }
+    }
+
+    /// Whether `self`, an earlier line, reads as `new` once its number moves by `shift`.
+    #[inline]
+    fn moves_to(self, shift: i32, new: Num) -> bool {
+        self.tag == new.tag && i64::from(self.number) + i64::from(shift) == i64::from(new.number)
+    }
+}
+
 /// Whether a tag is a blank line's.
 #[inline]
 fn blank(t: u64) -> bool {
@@ -151,6 +178,13 @@ struct Table {
     /// Every residual line's tag, record after record, line 1 first, each
     /// record's lines after a [`NONE`] (so no run goes on past its end).
     tags: Vec<u64>,
+    /// Every residual line's number, beside `tags`.
+    nums: Vec<Num>,
+    /// Each distinct numbered line's newest visible copy, by [`Num::tag`]
+    /// (index into `ncopies`).
+    nseen: HashMap<u64, u32, BuildNoHashHasher<u64>>,
+    /// Visible copies of numbered lines, as `copies`.
+    ncopies: Vec<(Cand, u32)>,
     /// Records begun (the last one begun is `records - 1`).
     records: u32,
     /// Where each record begun starts in `tags` (its line 1).
@@ -162,11 +196,13 @@ struct Table {
     base: usize,
 }
 
-/// A visible copy of a line: where it is, and its index in the table's tags.
+/// A visible copy of a line: where it is, its index in the table's tags,
+/// and how far a run repeating it moves the line numbers (0: exactly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Cand {
     at: LineLoc,
     abs: u32,
+    shift: i32,
 }
 
 impl Table {
@@ -177,17 +213,25 @@ impl Table {
         self.base + at.line as usize - 1
     }
 
-    /// Set a line's tag; `at` is in the last record begun.
+    /// Set a line's tag and number; `at` is in the last record begun.
     #[inline]
-    fn set(&mut self, at: LineLoc, tag: u64) {
+    fn set(&mut self, at: LineLoc, tag: u64, num: Num) {
         let i = self.abs(at);
         match i.cmp(&self.tags.len()) {
             // Lines come in order: almost always the next one.
-            std::cmp::Ordering::Equal => self.tags.push(tag),
-            std::cmp::Ordering::Less => self.tags[i] = tag,
+            std::cmp::Ordering::Equal => {
+                self.tags.push(tag);
+                self.nums.push(num);
+            }
+            std::cmp::Ordering::Less => {
+                self.tags[i] = tag;
+                self.nums[i] = num;
+            }
             std::cmp::Ordering::Greater => {
                 self.tags.resize(i, NONE);
+                self.nums.resize(i, Num::default());
                 self.tags.push(tag);
+                self.nums.push(num);
             }
         }
     }
@@ -201,6 +245,7 @@ impl Table {
             *self = Table::default();
         }
         self.tags.push(NONE);
+        self.nums.push(Num::default());
         self.base = self.tags.len();
         assert!(u32::try_from(self.base).is_ok(), "fewer than 4 G lines in a session");
         self.records = record.saturating_add(1);
@@ -214,41 +259,50 @@ impl Table {
             self.seen.reserve(4096);
             self.copies.reserve(4096);
             self.tags.reserve(8192);
+            self.nums.reserve(8192);
         }
     }
 
-    /// Record that non-blank line `tag` is visible at `at`.
-    fn add(&mut self, tag: u64, at: LineLoc) {
+    /// Record that non-blank line `tag` (numbered `num`) is visible at `at`.
+    fn add(&mut self, tag: u64, num: Num, at: LineLoc) {
         let idx = u32::try_from(self.copies.len()).expect("fewer than 4 G lines in a session");
         let older = self.seen.insert(tag, idx).unwrap_or(u32::MAX);
-        self.push(tag, at, older);
-    }
-
-    fn push(&mut self, tag: u64, at: LineLoc, older: u32) {
-        self.set(at, tag);
+        self.set(at, tag, num);
         let abs = self.abs(at) as u32;
-        self.copies.push((Cand { at, abs }, older));
+        self.copies.push((Cand { at, abs, shift: 0 }, older));
+        if num.tag != NONE {
+            let older = self.nseen.insert(num.tag, self.ncopies.len() as u32).unwrap_or(u32::MAX);
+            self.ncopies.push((Cand { at, abs, shift: 0 }, older));
+        }
     }
 
-    /// The places a run starting with non-blank line `tag` may repeat: its
-    /// newest visible copies, at most [`MAX_STARTS`], newest first, into
-    /// `out`. When there are none the line is new: it becomes visible at `at`.
-    fn starts_or_add(&mut self, tag: u64, at: LineLoc, out: &mut Vec<Cand>) -> bool {
+    /// The places a run starting with non-blank line `tag` (numbered `num`)
+    /// may repeat, into `out`: its newest visible copies, at most
+    /// [`MAX_STARTS`], newest first; then, for a numbered line, those of the
+    /// newest [`MAX_STARTS`] visible copies of its body that have another
+    /// number (repeated with the numbers moved). When there are none the
+    /// line is new: it becomes visible at `at`.
+    fn starts_or_add(&mut self, tag: u64, num: Num, at: LineLoc, out: &mut Vec<Cand>) -> bool {
         out.clear();
-        let mut i = match self.seen.entry(tag) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                e.insert(self.copies.len() as u32);
-                self.push(tag, at, u32::MAX);
-                return false;
-            }
-        };
+        let mut i = self.seen.get(&tag).copied().unwrap_or(u32::MAX);
         while i != u32::MAX && out.len() < MAX_STARTS {
             let (c, older) = self.copies[i as usize];
             out.push(c);
             i = older;
         }
-        true
+        let mut i = if num.tag == NONE { u32::MAX } else { self.nseen.get(&num.tag).copied().unwrap_or(u32::MAX) };
+        for _ in 0..MAX_STARTS {
+            let Some(&(c, older)) = self.ncopies.get(i as usize) else { break };
+            let was = self.nums[c.abs as usize].number;
+            if was != num.number {
+                out.push(Cand { shift: (i64::from(num.number) - i64::from(was)) as i32, ..c });
+            }
+            i = older;
+        }
+        if out.is_empty() {
+            self.add(tag, num, at);
+        }
+        !out.is_empty()
     }
 
     /// The residual's last line, at `at`, goes on in the next text: it is
@@ -256,16 +310,28 @@ impl Table {
     fn unsee(&mut self, at: LineLoc) {
         let i = self.abs(at);
         let tag = self.tags.get(i).copied().unwrap_or(NONE);
-        self.set(at, PIECES);
-        if tag == NONE || tag == PIECES || blank(tag) || self.copies.last().is_none_or(|&(c, _)| c.at != at) {
+        let num = self.nums.get(i).copied().unwrap_or_default();
+        self.set(at, PIECES, Num::default());
+        if tag == NONE || tag == PIECES || blank(tag) {
             return;
         }
-        let (_, older) = self.copies.pop().expect("checked above");
-        if older == u32::MAX {
-            self.seen.remove(&tag);
-        } else {
-            self.seen.insert(tag, older);
+        unlink(&mut self.copies, &mut self.seen, tag, at);
+        if num.tag != NONE {
+            unlink(&mut self.ncopies, &mut self.nseen, num.tag, at);
         }
+    }
+}
+
+/// Drop the newest visible copy of `tag` when it is the one at `at` (the last added).
+fn unlink(copies: &mut Vec<(Cand, u32)>, seen: &mut HashMap<u64, u32, BuildNoHashHasher<u64>>, tag: u64, at: LineLoc) {
+    if copies.last().is_none_or(|&(c, _)| c.at != at) {
+        return;
+    }
+    let (_, older) = copies.pop().expect("checked above");
+    if older == u32::MAX {
+        seen.remove(&tag);
+    } else {
+        seen.insert(tag, older);
     }
 }
 
@@ -281,21 +347,21 @@ impl Table {
         self.tags.get(start..start + n).filter(|_| start + n <= end)
     }
 
-    /// Whether a stub of record `record` naming lines of `c`'s record by
-    /// its call's name reads back as `run` (`c`'s own lines there): the
-    /// reader takes the newest earlier output of that name whose lines
-    /// there are all text (no stub line), and that must be `c`'s or one
-    /// that reads the same (`lam_core::expand`).
-    fn names_exactly(&self, c: &Cand, record: u32, run: &[u64]) -> bool {
+    /// Whether a stub of record `record` naming `n` lines at `c` by its
+    /// record's call name reads back as those lines: the reader takes the
+    /// newest earlier output of that name whose lines there are all text
+    /// (no stub line), and that must be `c`'s or one that reads the same
+    /// (`lam_core::expand`).
+    fn names_exactly(&self, c: &Cand, record: u32, n: usize) -> bool {
         let mut newest = c.at.record;
         let mut r = self.next_same.get(newest as usize).copied().unwrap_or(u32::MAX);
         while r < record {
-            if self.lines(r, c.at.line, run.len()).is_some_and(|t| t.iter().all(|&t| t != NONE)) {
+            if self.lines(r, c.at.line, n).is_some_and(|t| t.iter().all(|&t| t != NONE)) {
                 newest = r;
             }
             r = self.next_same[r as usize];
         }
-        newest == c.at.record || self.lines(newest, c.at.line, run.len()) == Some(run)
+        newest == c.at.record || self.lines(newest, c.at.line, n) == self.lines(c.at.record, c.at.line, n)
     }
 }
 
@@ -539,13 +605,15 @@ impl Writer<'_> {
             };
             let key = &text[pos..next - nl as usize];
             let t = tag(key);
+            let num = if blank(t) { Num::default() } else { Num::of(key) };
             // A line without its newline (the text's last) is never
             // replaced: a stub line ends with one.
             let whole = nl == 1;
             if let Some(r) = run.as_mut() {
-                if whole && self.d.goes_on(r.lines as u32, t) {
+                if whole && self.d.goes_on(r.lines as u32, t, num) {
                     r.push(t, next, nl);
                     self.d.run_tags.push(t);
+                    self.d.run_nums.push(num);
                     self.map.mark(0);
                     copy_from = next;
                     pos = next;
@@ -556,16 +624,18 @@ impl Writer<'_> {
             }
             let here = LineLoc { record: self.record, line: self.w.line + 1 };
             if joined && pos == 0 {
-                // Written as it is (its line keeps the tag NONE).
+                // Written as it is (its line keeps the tag PIECES).
             } else if blank(t) {
-                self.d.table.set(here, t);
+                self.d.table.set(here, t, num);
             } else if !whole {
-                self.d.table.add(t, here);
-            } else if self.d.table.starts_or_add(t, here, &mut self.d.cands) {
+                self.d.table.add(t, num, here);
+            } else if self.d.table.starts_or_add(t, num, here, &mut self.d.cands) {
                 self.w.buf.extend_from_slice(&text[copy_from..pos]);
                 run = Some(Run::new(pos, next, nl, self.map.len()));
                 self.d.run_tags.clear();
                 self.d.run_tags.push(t);
+                self.d.run_nums.clear();
+                self.d.run_nums.push(num);
                 self.map.mark(0);
                 copy_from = next;
                 pos = next;
@@ -588,20 +658,20 @@ impl Writer<'_> {
     /// residual lines in the line map.
     fn flush(&mut self, r: Run, text: &[u8]) {
         let d = &mut *self.d;
-        let run = &d.run_tags[..r.body_lines];
-        let at = pick(d.cands.iter().filter(|c| d.table.names_exactly(c, self.record, run)).map(|c| c.at), self.record, &d.calls);
+        let at = pick(d.cands.iter().filter(|c| d.table.names_exactly(c, self.record, r.body_lines)).map(|c| (c.at, c.shift)), self.record, &d.calls);
         let body = &text[r.start..r.body_end];
         let recall = self.w.stubs == 0;
         let how = d.how();
-        let of = at.map(|at| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
-        let make = |at: LineLoc, of: Option<&str>| {
-            Stub::Lines(LineStub { id: self.id.to_string(), from: Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1), recall })
+        let of = at.map(|(at, _)| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
+        let make = |(at, shift): (LineLoc, i32), of: Option<&str>| {
+            let from = Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1);
+            Stub::Lines(LineStub { id: self.id.to_string(), from, recall, shift })
         };
         let newlines = 1 + usize::from(self.w.mid_line());
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
-            let len = line_stub_len(of, at.line, at.line + r.body_lines as u32 - 1, self.id, recall, how.recall);
+            let len = line_stub_len(of, at.0.line, at.0.line + r.body_lines as u32 - 1, self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || make(at, of).with(how.recall).to_string(), newlines, body)
         });
         if let (true, Some(at), Some(of)) = (worth, at, of) {
@@ -614,15 +684,15 @@ impl Writer<'_> {
             self.stats.stubs += 1;
         } else {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
-            for (&t, n) in d.run_tags[..r.body_lines].iter().zip(self.w.line + 1..) {
+            for ((&t, &num), n) in d.run_tags[..r.body_lines].iter().zip(&d.run_nums).zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
-                if blank(t) { d.table.set(here, t) } else { d.table.add(t, here) }
+                if blank(t) { d.table.set(here, t, num) } else { d.table.add(t, num, here) }
             }
             self.w.write_text(body, r.body_newlines);
         }
         tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
         for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
-            d.table.set(LineLoc { record: self.record, line: n }, t);
+            d.table.set(LineLoc { record: self.record, line: n }, t, Num::default());
         }
         self.w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
     }
@@ -651,12 +721,20 @@ impl Run {
 
 impl LineDedup {
     /// Whether the open run, `offset` lines long, goes on with a line tagged
-    /// `t`: some place it repeats has that line next. The places that do
-    /// not are dropped.
+    /// `t` (numbered `num`): some place it repeats has that line next, with
+    /// its number moved by the place's shift (a line without a number must
+    /// be the same). The places that do not are dropped.
     #[inline]
-    fn goes_on(&mut self, offset: u32, t: u64) -> bool {
-        let tags = &self.table.tags;
-        let fits = |c: &Cand| tags.get(c.abs as usize + offset as usize) == Some(&t);
+    fn goes_on(&mut self, offset: u32, t: u64, num: Num) -> bool {
+        let (tags, nums) = (&self.table.tags, &self.table.nums);
+        let fits = |c: &Cand| {
+            let i = c.abs as usize + offset as usize;
+            match (c.shift, num.tag) {
+                (0, _) => tags.get(i) == Some(&t),
+                (_, NONE) => tags.get(i) == Some(&t) && nums.get(i).is_some_and(|n| n.tag == NONE),
+                (k, _) => nums.get(i).is_some_and(|n| n.moves_to(k, num)),
+            }
+        };
         match self.cands.iter().filter(|c| fits(c)).count() {
             0 => false,
             n if n == self.cands.len() => true,
@@ -668,14 +746,18 @@ impl LineDedup {
     }
 }
 
-/// The place a run's stub names among those it repeats (newest first): this
-/// output's when it has one, else the call with the shortest name, the
-/// newest of equals.
-pub(crate) fn pick(cands: impl IntoIterator<Item = LineLoc>, record: u32, calls: &[String]) -> Option<LineLoc> {
-    let cost = |c: &LineLoc| match calls[c.record as usize].len() {
-        _ if c.record == record => 0,
-        0 => "an earlier output".len(),
-        n => n + 2,
+/// The place a run's stub names among those it repeats (with the shift of
+/// their line numbers; exact copies first, each kind newest first): one
+/// repeated exactly before one with moved numbers, then this output's,
+/// else the call with the shortest name, the first of equals.
+pub(crate) fn pick(cands: impl IntoIterator<Item = (LineLoc, i32)>, record: u32, calls: &[String]) -> Option<(LineLoc, i32)> {
+    let cost = |(c, shift): &(LineLoc, i32)| {
+        let name = match calls[c.record as usize].len() {
+            _ if c.record == record => 0,
+            0 => "an earlier output".len(),
+            n => n + 2,
+        };
+        (*shift != 0, name)
     };
     cands.into_iter().min_by_key(cost)
 }

@@ -6,6 +6,7 @@
 
 use crate::{LineLoc, MAX_STARTS, Segment, pick};
 use lam_core::TokenCounter;
+use lam_core::newlines::Numbered;
 use lam_core::stub::{LineStub, Place, Recall, Stub, worth_replacing};
 use std::collections::HashMap;
 
@@ -27,6 +28,8 @@ pub struct NaiveLineDedup {
     res: Vec<Vec<Line>>,
     /// Each non-blank line's visible copies, oldest first.
     copies: HashMap<Vec<u8>, Vec<LineLoc>>,
+    /// Each numbered line's visible copies by [`body`], oldest first.
+    numbered: HashMap<Vec<u8>, Vec<LineLoc>>,
     calls: Vec<String>,
     counter: Option<&'static dyn TokenCounter>,
 }
@@ -37,6 +40,27 @@ fn blank(line: &[u8]) -> bool {
 
 fn strip(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+/// A numbered line's field width, separator and body (what a renumbered
+/// run compares), and its number.
+fn body(line: &[u8]) -> Option<(Vec<u8>, u32)> {
+    let n = Numbered::of(line)?;
+    let mut key = n.field.to_string().into_bytes();
+    key.push(b':');
+    key.extend_from_slice(&line[n.field..]);
+    Some((key, n.number))
+}
+
+/// Whether `old`, a residual line, reads as the line `new` once its line
+/// number moves by `shift` (a line without a number must be the same).
+fn fits(old: Option<&Line>, new: &[u8], shift: i32) -> bool {
+    let Some(old) = old else { return false };
+    match (shift, body(new)) {
+        (0, _) => *old == as_line(new),
+        (_, None) => *old == as_line(new) && !matches!(old, Line::Text(b) if body(b).is_some()),
+        (k, Some((key, n))) => matches!(old, Line::Text(b) if body(b).is_some_and(|(bk, bn)| bk == key && i64::from(bn) + i64::from(k) == i64::from(n))),
+    }
 }
 
 fn as_line(key: &[u8]) -> Line {
@@ -77,6 +101,9 @@ impl NaiveLineDedup {
             if let Line::Text(key) = &l {
                 let loc = LineLoc { record: r.record, line: lines.len() as u32 + 1 };
                 self.copies.entry(key.clone()).or_default().push(loc);
+                if let Some((b, _)) = body(key) {
+                    self.numbered.entry(b).or_default().push(loc);
+                }
             }
             lines.push(l);
         }
@@ -90,6 +117,27 @@ impl NaiveLineDedup {
         r.out.extend_from_slice(stub.as_bytes());
         r.out.push(b'\n');
         self.res[r.record as usize].push(Line::Stub);
+    }
+
+    /// The places a run starting with `key` may repeat: the newest
+    /// [`MAX_STARTS`] visible copies that still read the same, then of the
+    /// newest [`MAX_STARTS`] visible copies of its numbered body those with
+    /// another number, with the shift.
+    fn starts(&self, key: &[u8]) -> Vec<(LineLoc, i32)> {
+        let want = Line::Text(key.to_vec());
+        let still = |c: &&LineLoc| self.at(**c) == Some(&want);
+        let mut out: Vec<(LineLoc, i32)> = self.copies.get(key).into_iter().flatten().rev().filter(still).take(MAX_STARTS).map(|&c| (c, 0)).collect();
+        if let Some((b, n)) = body(key) {
+            let numbered = |c: &&LineLoc| matches!(self.at(**c), Some(Line::Text(t)) if body(t).is_some_and(|(tb, _)| tb == b));
+            for &c in self.numbered.get(&b).into_iter().flatten().rev().filter(numbered).take(MAX_STARTS) {
+                let Some(Line::Text(t)) = self.at(c) else { continue };
+                let was = body(t).map_or(0, |(_, m)| m);
+                if was != n {
+                    out.push((c, (i64::from(n) - i64::from(was)) as i32));
+                }
+            }
+        }
+        out
     }
 
     /// Lines `first..first + n` of record `r`, when it has them.
@@ -140,14 +188,7 @@ impl NaiveLineDedup {
         let mut i = 0;
         while i < lines.len() {
             let key = strip(lines[i]);
-            let want = Line::Text(key.to_vec());
-            // The newest visible copies that still read the same.
-            let mut cands: Vec<LineLoc> = match self.copies.get(key) {
-                Some(v) if !(blank(key) || (joined && i == 0) || !lines[i].ends_with(b"\n")) => {
-                    v.iter().rev().filter(|&&c| self.at(c) == Some(&want)).take(MAX_STARTS).copied().collect()
-                }
-                _ => Vec::new(),
-            };
+            let mut cands = if blank(key) || (joined && i == 0) || !lines[i].ends_with(b"\n") { Vec::new() } else { self.starts(key) };
             if cands.is_empty() {
                 self.put(r, lines[i]);
                 i += 1;
@@ -160,7 +201,8 @@ impl NaiveLineDedup {
             while j < lines.len() && lines[j].ends_with(b"\n") {
                 let next = as_line(strip(lines[j]));
                 let off = (j - i) as u32;
-                let fit: Vec<LineLoc> = cands.iter().filter(|c| self.at(LineLoc { record: c.record, line: c.line + off }) == Some(&next)).copied().collect();
+                let fit: Vec<(LineLoc, i32)> =
+                    cands.iter().filter(|(c, k)| fits(self.at(LineLoc { record: c.record, line: c.line + off }), strip(lines[j]), *k)).copied().collect();
                 if fit.is_empty() {
                     break;
                 }
@@ -171,10 +213,10 @@ impl NaiveLineDedup {
                 }
             }
             let n = (body_end - i) as u32;
-            let at = pick(cands.iter().copied().filter(|c| self.names_exactly(*c, n, r.record)), r.record, &self.calls);
-            let stub = at.map(|at| {
+            let at = pick(cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)), r.record, &self.calls);
+            let stub = at.map(|(at, shift)| {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
-                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty() }
+                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift }
             });
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());

@@ -21,12 +21,16 @@ fn formats_as_documented() {
     assert_eq!(run.to_string(), "[lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]");
     let grouped = similar(vec![at("ls", 3, 9), at("ls", 12, 12), Place::new(Some(String::new()), 2, 2)], false);
     assert_eq!(grouped.to_string(), "[lam: similar to lines 3-9,12 of `ls`, line 2 of an earlier output]");
-    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false };
+    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0 };
     assert_eq!(l.to_string(), "[lam: same as lines 40-52 of `cat src/app.py`]");
     assert_eq!(l.rendered_len(Recall::ARC), l.to_string().len());
-    let l1 = LineStub { from: here(7, 7), recall: true, ..l };
+    let l1 = LineStub { from: here(7, 7), recall: true, ..l.clone() };
     assert_eq!(l1.to_string(), "[lam: same as line 7 of this output; _recall §e5f6]");
     assert_eq!(l1.rendered_len(Recall::ARC), l1.to_string().len());
+    let moved = LineStub { shift: -12, ..l };
+    assert_eq!(moved.to_string(), "[lam: same as lines 40-52 of `cat src/app.py` with line numbers -12]");
+    assert_eq!(moved.rendered_len(Recall::ARC), moved.to_string().len());
+    assert_eq!(Stub::parse(&moved.to_string()).unwrap(), Stub::Lines(LineStub { id: String::new(), ..moved }));
     let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cat src/app.py".into(), recall: true });
     assert_eq!(rp.to_string(), "[lam: same output as `cat src/app.py` above; _recall §91d9]");
     assert_eq!(Stub::Chunks(run).calls(), vec!["pytest -q"], "this output is not a call");
@@ -34,7 +38,7 @@ fn formats_as_documented() {
 
 #[test]
 fn the_recall_handle_fits_the_surface() {
-    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true });
+    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0 });
     let tool = Recall::parse("mcp__lam__recall").unwrap();
     assert_eq!(st.with(tool).to_string(), "[lam: same as line 40 of `ls`; mcp__lam__recall §e5f6]");
     assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: same as line 40 of `ls`; lam recall §e5f6]");
@@ -120,7 +124,7 @@ fn a_residual_gives_every_stub_its_own_id() {
     let stubs = parse_residual(res.as_bytes()).unwrap();
     assert_eq!(stubs.len(), 3);
     assert!(stubs.iter().all(|s| s.id() == "e5f6a7b8"));
-    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false }));
+    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0 }));
     let two = "[lam: same as line 1 of this output; _recall §e5f6a7b8]\n[lam: same as line 1 of this output; _recall §a1b2c3d4]\n";
     assert!(parse_residual(two.as_bytes()).is_err());
     assert_eq!(parse_residual(b"no stubs\n").unwrap(), vec![]);
@@ -138,7 +142,8 @@ fn arb_stub() -> impl Strategy<Value = Stub> {
     let place = || (arb_of(), 1u32..5000, 0u32..50).prop_map(|(of, first, n)| Place::new(of, first, first + n));
     let chunks = (arb_id(), proptest::collection::vec(place(), 1..6), any::<bool>())
         .prop_map(|(id, like, recall)| Stub::Chunks(ChunkStub { id, like, recall, chunks: None }));
-    let lines = (arb_id(), place(), any::<bool>()).prop_map(|(id, from, recall)| Stub::Lines(LineStub { id, from, recall }));
+    let shift = prop_oneof![Just(0), -2000i32..2000];
+    let lines = (arb_id(), place(), any::<bool>(), shift).prop_map(|(id, from, recall, shift)| Stub::Lines(LineStub { id, from, recall, shift }));
     let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>())
         .prop_map(|(id, of, recall)| Stub::Repeat(RepeatStub { id, of, recall }));
     prop_oneof![chunks, lines, repeat].prop_filter("a name of an empty referent", |s| s.calls().iter().all(|c| !c.is_empty()))
