@@ -16,7 +16,20 @@ fn of(x: Option<f64>) -> String {
 }
 
 fn ev_cells(r: &SettingRow) -> String {
-    format!("{} | {} | {} | {} | {}", opct(r.evidence_micro, 3), opct(r.evidence_recoverable, 3), opct(r.trajectories_intact, 1), r.lines_lost, opct(r.rsc, 2))
+    format!(
+        "{} | {} | {} | {} | {} | {}",
+        opct(r.evidence_micro, 3),
+        opct(r.evidence_recoverable, 3),
+        opct(r.trajectories_intact, 1),
+        r.lines_lost,
+        opct(r.rsc, 2),
+        hidden_cell(r)
+    )
+}
+
+/// New lines hidden: `0`, or `1,234 (2.10 %)` (their tokens' share of the input).
+fn hidden_cell(r: &SettingRow) -> String {
+    if r.new_lines_hidden == 0 { "0".into() } else { format!("{} ({:.2} %)", r.new_lines_hidden, 100.0 * r.new_tokens_hidden) }
 }
 
 /// The ECR@tau cells of one family: removal (setting) or "—".
@@ -68,19 +81,27 @@ fn opening(s: &mut String, r: &EvalReport) {
     }
 }
 
-/// `At t=0.95: 36.7 % of tool-output tokens removed (33.1 % after the stub lines that replace them), gold-patch evidence 98.2 % kept in the context, 100 % recoverable by recall.`
+/// `At t=0.95: 31.2 % of tool-output tokens removed (26.0 % after the stub lines that replace them), 0 of 9,120 lines shown for the first time withheld, gold-patch evidence 100 % kept in the context, 100 % recoverable by recall. The paper's residual: 35.9 % (31.7 % net), withholding 1,204 new lines (2.1 % of the tokens).`
 pub(crate) fn threshold_sentence(t: &super::ThresholdRow) -> String {
     let row = &t.l1_l0;
+    let paper = &t.l1_l0_paper;
     let evidence = match (row.evidence_micro, row.evidence_recoverable) {
         (Some(kept), Some(rec)) => format!("gold-patch evidence {} kept in the context, {} recoverable by recall", plain_pct(kept), plain_pct(rec)),
         (Some(kept), None) => format!("gold-patch evidence {} kept in the context", plain_pct(kept)),
         _ => "gold-patch evidence not measured (no gold-patch line appears in these tool outputs)".into(),
     };
     format!(
-        "At t={}: {} of tool-output tokens removed ({} after the stub lines that replace them), {evidence}.",
+        "At t={}: {} of tool-output tokens removed ({} after the stub lines that replace them), {} of {} lines shown for the first time withheld, {evidence}. \
+         The paper's residual: {} ({} net), withholding {} new lines ({} of the tokens).",
         t.threshold,
         plain_pct(row.removal_gross),
-        plain_pct(row.removal_net)
+        plain_pct(row.removal_net),
+        row.new_lines_hidden,
+        row.new_lines,
+        plain_pct(paper.removal_gross),
+        plain_pct(paper.removal_net),
+        paper.new_lines_hidden,
+        plain_pct(paper.new_tokens_hidden)
     )
 }
 
@@ -105,9 +126,14 @@ const GLOSSARY: &[(&str, &str)] = &[
         "merge threshold: the cosine similarity at which two chunks of tool output count as near duplicates; δ = √(2 − 2t) is the same threshold as a distance",
     ),
     ("L0, L1", "the two layers: L0 removes exactly repeated lines, L1 near-duplicate chunks; L1→L0 (the default) runs L1 first"),
+    (
+        "faithful, paper residual",
+        "what is forwarded for near-duplicate chunks: faithful (lam's default) keeps every line the model has not seen and names only lines it can read, line for line; the paper's replaces each run of them by one `similar to` stub",
+    ),
+    ("new lines hidden", "lines shown for the first time (line numbers and spaces aside) that the residual withholds, with their share of the tokens"),
     ("gross, net", "removal before and after counting the stub lines that replace removed text"),
     ("stub cost (floor)", "the stub lines' tokens, in points of removal; the floor is what any stub design that keeps recall must pay"),
-    ("order effect", "net removal of L1→L0 minus that of L0→L1"),
+    ("order effect", "net removal of L1→L0 minus that of L0→L1, both with the paper's residual"),
     ("δ̂ (delta-hat)", "the largest distance between a removed chunk and the chunk kept in its place; never above δ"),
     (
         "evidence, recoverable, intact",
@@ -139,13 +165,13 @@ fn headline(s: &mut String, r: &EvalReport) {
     let _ = writeln!(s, "## Headline\n");
     let _ = writeln!(
         s,
-        "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | L0→L1 gross | L0→L1 net | L0→L1 stub cost | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |"
+        "| t | L0 alone | L1 alone | L1→L0 gross | L1→L0 net | L1→L0 stub cost (floor) | paper L1→L0 gross | paper L1→L0 net | paper L1→L0 new lines hidden | paper L0→L1 net | order effect net (gross) | δ̂ | evidence | recoverable | intact | digest | online=batch |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for t in &r.thresholds {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.2} ({:.2}) pt | {} | {} | {:.2} pt | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} ({:.2}) pt | {} | {} | {} | {} | {:+.2} ({:+.2}) pt | {:.4} | {} | {} | {} | `{}` | {} |",
             t.threshold,
             pct(t.removal_l0),
             pct(t.removal_l1),
@@ -153,9 +179,10 @@ fn headline(s: &mut String, r: &EvalReport) {
             pct(t.l1_l0.removal_net),
             100.0 * t.l1_l0.stub_cost,
             100.0 * t.l1_l0.stub_floor,
-            pct(t.l0_l1.removal_gross),
+            pct(t.l1_l0_paper.removal_gross),
+            pct(t.l1_l0_paper.removal_net),
+            hidden_cell(&t.l1_l0_paper),
             pct(t.l0_l1.removal_net),
-            100.0 * t.l0_l1.stub_cost,
             100.0 * t.order_effect,
             100.0 * t.order_effect_gross,
             t.delta_hat,
@@ -194,8 +221,8 @@ fn evidence_table(s: &mut String, r: &EvalReport) {
         let _ = write!(bh, " BFR@{}K |", b.budget / 1024);
     }
     let nb = r.thresholds.first().map(|t| t.l1_l0.bfr.len()).unwrap_or(0);
-    let _ = writeln!(s, "| setting | removal (net) | evidence | recoverable | intact | lines lost | RSC |{bh}");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|{}", "---|".repeat(nb));
+    let _ = writeln!(s, "| setting | removal (net) | evidence | recoverable | intact | lines lost | RSC | new lines hidden |{bh}");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|{}", "---|".repeat(nb));
     let bfr = |row: &SettingRow| row.bfr.iter().map(|b| format!(" {} |", pct(b.fits))).collect::<String>();
     for b in r.baselines.iter().filter(|b| b.baseline == "none" || b.baseline == "l0") {
         let _ = writeln!(
@@ -211,7 +238,11 @@ fn evidence_table(s: &mut String, r: &EvalReport) {
         let _ = writeln!(s, "| LAM t={} (L1→L0) | {} | {} |{}", t.threshold, pct(t.l1_l0.removal_net), ev_cells(&t.l1_l0), bfr(&t.l1_l0));
     }
     for t in &r.thresholds {
-        let _ = writeln!(s, "| LAM t={} (L0→L1) | {} | {} |{}", t.threshold, pct(t.l0_l1.removal_net), ev_cells(&t.l0_l1), bfr(&t.l0_l1));
+        let row = &t.l1_l0_paper;
+        let _ = writeln!(s, "| LAM t={} (L1→L0, paper's residual) | {} | {} |{}", t.threshold, pct(row.removal_net), ev_cells(row), bfr(row));
+    }
+    for t in &r.thresholds {
+        let _ = writeln!(s, "| LAM t={} (L0→L1, paper's residual) | {} | {} |{}", t.threshold, pct(t.l0_l1.removal_net), ev_cells(&t.l0_l1), bfr(&t.l0_l1));
     }
     for b in r.baselines.iter().filter(|b| b.baseline != "none" && b.baseline != "l0") {
         let name = match b.baseline.as_str() {
@@ -224,9 +255,9 @@ fn evidence_table(s: &mut String, r: &EvalReport) {
 
 /// The harness checks, the specificity control and the masking note.
 fn evidence_checks(s: &mut String, r: &EvalReport) {
-    let _ = writeln!(s, "\nL1 alone must score what L1→L0 scores (the harness check of paper Table 14):");
+    let _ = writeln!(s, "\nL1 alone must score what L1→L0 with the paper's residual scores (the harness check of paper Table 14):");
     for t in &r.thresholds {
-        let _ = write!(s, " t={}: {} vs {};", t.threshold, opct(t.l1_alone_evidence_micro, 3), opct(t.l1_l0.evidence_micro, 3));
+        let _ = write!(s, " t={}: {} vs {};", t.threshold, opct(t.l1_alone_evidence_micro, 3), opct(t.l1_l0_paper.evidence_micro, 3));
     }
     let _ = writeln!(s, "\n\nRSC non-increasing along the sweep: {}.", r.rsc_non_increasing.map(|b| if b { "yes" } else { "NO" }).unwrap_or("— (no outcomes)"));
     if let Some(c) = &r.evidence_control {

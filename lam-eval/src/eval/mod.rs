@@ -34,7 +34,7 @@ use lam_core::{Decision, DeletionDigest, Encoder, ObsStore, Stub, Threshold};
 use lam_encode::CachedEncoder;
 use lam_hash::{LineDedup, Segment};
 use lam_lsh::{Greedy, L1Index};
-use lam_operator::{Config, Order, without_stubs};
+use lam_operator::{Config, Order, Residual, without_stubs};
 use lam_trajectory::read::{self, Trajectory};
 use lam_trajectory::tokens;
 use serde::Serialize;

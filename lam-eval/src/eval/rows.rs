@@ -40,6 +40,15 @@ pub struct SettingRow {
     pub tokens_in: u64,
     /// Output tokens (net).
     pub tokens_out: u64,
+    /// Lines shown for the first time (`lam_core::newlines`: text, line
+    /// number prefix and surrounding whitespace aside, in no earlier
+    /// observation of the trajectory nor earlier in the same one).
+    pub new_lines: u64,
+    /// New lines that no line of their observation's residual equals: what
+    /// the model was never shown.
+    pub new_lines_hidden: u64,
+    /// The hidden new lines' tokens, as a share of the input tokens.
+    pub new_tokens_hidden: f64,
     /// Witnessed evidence lines found in the residual text (pooled).
     pub evidence_micro: Option<f64>,
     /// ... or recoverable through a stub's `_recall §id` in the archive.
@@ -145,15 +154,19 @@ pub struct ThresholdRow {
     pub removal_l0: f64,
     /// L1 alone (gross).
     pub removal_l1: f64,
-    /// L1 then L0 (default): gross, net, evidence, feasibility.
+    /// L1 then L0 (default) with the faithful residual (what lam forwards):
+    /// gross, net, evidence, feasibility, new lines hidden.
     pub l1_l0: SettingRow,
-    /// L0 then L1.
+    /// L1 then L0 with the paper's residual (each run of dropped chunks one
+    /// `similar to` stub): the paper's figures.
+    pub l1_l0_paper: SettingRow,
+    /// L0 then L1, the paper's residual (the paper's ablation).
     pub l0_l1: SettingRow,
     /// L1 alone (its first-layer text): evidence.
     pub l1_alone_evidence_micro: Option<f64>,
-    /// l1_l0 net minus l0_l1 net.
+    /// l1_l0_paper net minus l0_l1 net (the paper's order effect).
     pub order_effect: f64,
-    /// l1_l0 gross minus l0_l1 gross.
+    /// l1_l0_paper gross minus l0_l1 gross.
     pub order_effect_gross: f64,
     /// Substitution distances.
     pub distances: Distances,
@@ -351,8 +364,16 @@ pub struct Headline {
     pub removal_l1: f64,
     /// L1 -> L0 net.
     pub removal_l1_l0_net: f64,
-    /// L0 -> L1 net.
+    /// L0 -> L1 net (the paper's residual).
     pub removal_l0_l1_net: f64,
+    /// L1 -> L0 net with the paper's residual.
+    pub removal_l1_l0_paper_net: f64,
+    /// New lines the faithful L1 -> L0 residual hides (0).
+    pub new_lines_hidden: u64,
+    /// New lines the paper's L1 -> L0 residual hides, and their share of the input tokens.
+    pub new_lines_hidden_paper: u64,
+    /// The paper's hidden lines' tokens, as a share of the input tokens.
+    pub new_tokens_hidden_paper: f64,
     /// L1 -> L0 stub cost (gross minus net).
     pub stub_cost_l1_l0: f64,
     /// L1 -> L0 stub floor (`SettingRow::stub_floor`).
@@ -395,6 +416,10 @@ impl EvalReport {
                 removal_l1: r.removal_l1,
                 removal_l1_l0_net: r.l1_l0.removal_net,
                 removal_l0_l1_net: r.l0_l1.removal_net,
+                removal_l1_l0_paper_net: r.l1_l0_paper.removal_net,
+                new_lines_hidden: r.l1_l0.new_lines_hidden,
+                new_lines_hidden_paper: r.l1_l0_paper.new_lines_hidden,
+                new_tokens_hidden_paper: r.l1_l0_paper.new_tokens_hidden,
                 stub_cost_l1_l0: r.l1_l0.stub_cost,
                 stub_floor_l1_l0: r.l1_l0.stub_floor,
                 stub_parts_l1_l0: r.l1_l0.stub_parts,

@@ -13,6 +13,11 @@ pub(super) struct Scored {
     pub(super) tok_floor: u64,
     /// The stub lines' tokens by part ([`part_tokens`]).
     pub(super) tok_parts: [u64; 4],
+    /// New lines ([`lam_core::newlines`]), those the residuals hide, and
+    /// the hidden lines' tokens.
+    pub(super) new_lines: u64,
+    pub(super) hidden_lines: u64,
+    pub(super) tok_hidden: u64,
 }
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -103,7 +108,22 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
     }
     let tok_floor = floor_tokens(memo, stubs, how);
     let tok_parts = part_tokens(memo, stubs, how);
-    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts }
+    let (new_lines, hidden_lines, tok_hidden) = hidden(p, memo, residuals);
+    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts, new_lines, hidden_lines, tok_hidden }
+}
+
+/// The trajectory's new lines, those `residuals` hide, and their tokens
+/// (each hidden line with its newline).
+fn hidden(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]]) -> (u64, u64, u64) {
+    let mut seen = lam_core::newlines::NewLines::new();
+    let (mut new, mut lines, mut tok) = (0u64, 0u64, 0u64);
+    for (r, rec) in residuals.iter().zip(&p.traj.records) {
+        let o = seen.observe(&rec.observation, r);
+        new += o.new as u64;
+        lines += o.hidden.len() as u64;
+        tok += o.hidden.iter().map(|l| u64::from(memo.count(&[l.as_slice(), b"\n"].concat()))).sum::<u64>();
+    }
+    (new, lines, tok)
 }
 
 /// Aggregate of one setting over the corpus.
@@ -115,6 +135,9 @@ pub(super) struct Agg {
     pub(super) tok_net: u64,
     pub(super) tok_floor: u64,
     pub(super) tok_parts: [u64; 4],
+    pub(super) new_lines: u64,
+    pub(super) hidden_lines: u64,
+    pub(super) tok_hidden: u64,
     pub(super) witnessed: u64,
     pub(super) kept: u64,
     pub(super) recovered: u64,
@@ -145,6 +168,9 @@ impl Agg {
         self.tok_net += s.tok_net;
         self.tok_floor += s.tok_floor;
         self.tok_parts.iter_mut().zip(s.tok_parts).for_each(|(a, b)| *a += b);
+        self.new_lines += s.new_lines;
+        self.hidden_lines += s.hidden_lines;
+        self.tok_hidden += s.tok_hidden;
         for (i, &b) in o.budgets.iter().enumerate() {
             if s.tok_net <= b as u64 {
                 self.bfr_fit[i] += 1;
@@ -203,6 +229,9 @@ impl Agg {
             },
             tokens_in: self.tok_in,
             tokens_out: self.tok_net,
+            new_lines: self.new_lines,
+            new_lines_hidden: self.hidden_lines,
+            new_tokens_hidden: share(self.tok_hidden),
             evidence_micro: frac(self.kept, self.witnessed),
             evidence_recoverable: frac(self.recovered, self.witnessed),
             trajectories_intact: frac(self.intact, self.traj_ev),

@@ -31,6 +31,7 @@ impl Split {
                 let (mut l0l1, mut gross, mut lam_pts) = (Vec::new(), Vec::new(), Vec::new());
                 for (ti, &t) in thresholds.iter().enumerate() {
                     let a = self.row(i, &format!("{:?}@{ti}", Order::L1L0), o);
+                    let paper = self.row(i, &format!("paper@{ti}"), o);
                     let b = self.row(i, &format!("{:?}@{ti}", Order::L0L1), o);
                     let l1 = self.row(i, &format!("L1@{ti}"), o);
                     rows.push(Headline {
@@ -39,6 +40,10 @@ impl Split {
                         removal_l1: l1.removal_net,
                         removal_l1_l0_net: a.removal_net,
                         removal_l0_l1_net: b.removal_net,
+                        removal_l1_l0_paper_net: paper.removal_net,
+                        new_lines_hidden: a.new_lines_hidden,
+                        new_lines_hidden_paper: paper.new_lines_hidden,
+                        new_tokens_hidden_paper: paper.new_tokens_hidden,
                         stub_cost_l1_l0: a.stub_cost,
                         stub_floor_l1_l0: a.stub_floor,
                         stub_parts_l1_l0: a.stub_parts,

@@ -4,6 +4,7 @@ use super::*;
 #[derive(Default)]
 pub(super) struct ThAcc {
     pub(super) l1l0: Agg,
+    pub(super) l1l0_paper: Agg,
     pub(super) l0l1: Agg,
     pub(super) l1_alone: Agg,
     pub(super) tok_in: u64,
@@ -233,11 +234,13 @@ impl Sweep {
         Ok(())
     }
 
-    /// Both orders at threshold `ti`, scored; returns the default order's run.
+    /// Both orders at threshold `ti`, scored (the default order with both
+    /// residuals, the ablation with the paper's); returns the default
+    /// order's run with the paper's residual (its first layer is L1 alone).
     fn orders(&mut self, p: &Prep, ti: usize, th: Threshold, enc: &mut dyn Encoder, memo: &mut TokMemo, o: &Options) -> Result<report::Run> {
         let mut first = None;
-        for order in [Order::L1L0, Order::L0L1] {
-            let mut cfg = Config::new(th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall).with_diagnostics();
+        for (order, residual) in [(Order::L1L0, Residual::Paper), (Order::L1L0, Residual::Faithful), (Order::L0L1, Residual::Paper)] {
+            let mut cfg = Config::new(th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall).with_diagnostics().with_residual(residual);
             cfg.order = order;
             let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
             let a = &mut self.acc[ti];
@@ -250,11 +253,21 @@ impl Sweep {
                 .collect();
             let stubs: Vec<Stub> = run.online.iter().flat_map(|x| x.stubs.iter().cloned()).collect();
             let s = score(p, memo, &res, Some(&gross), &stubs, o.recall);
-            match order {
-                Order::L1L0 => a.l1l0.add(p, &s, o),
-                Order::L0L1 => a.l0l1.add(p, &s, o),
-            }
-            self.split.add(p, &format!("{order:?}@{ti}"), &s, o);
+            let key = match (order, residual) {
+                (Order::L1L0, Residual::Faithful) => {
+                    a.l1l0.add(p, &s, o);
+                    format!("{order:?}@{ti}")
+                }
+                (Order::L1L0, Residual::Paper) => {
+                    a.l1l0_paper.add(p, &s, o);
+                    format!("paper@{ti}")
+                }
+                (Order::L0L1, _) => {
+                    a.l0l1.add(p, &s, o);
+                    format!("{order:?}@{ti}")
+                }
+            };
+            self.split.add(p, &key, &s, o);
             first.get_or_insert(run);
         }
         Ok(first.expect("two orders ran"))
@@ -339,6 +352,7 @@ fn retrieval(a: &mut ThAcc, p: &Prep, reps: &[u32]) {
 fn threshold_row(a: &mut ThAcc, th: Threshold, n_chunks: u64, removal_l0: f64, o: &Options) -> ThresholdRow {
     let delta = th.delta();
     let l1l0 = a.l1l0.row(o);
+    let paper = a.l1l0_paper.row(o);
     let l0l1 = a.l0l1.row(o);
     ThresholdRow {
         threshold: th.cosine(),
@@ -347,10 +361,11 @@ fn threshold_row(a: &mut ThAcc, th: Threshold, n_chunks: u64, removal_l0: f64, o
         mean_traj_delta_hat_over_delta: if a.dh_ratio.is_empty() { None } else { Some(a.dh_ratio.iter().sum::<f64>() / a.dh_ratio.len() as f64) },
         removal_l0,
         removal_l1: lam_operator::removal(a.tok_in, a.tok_l1_first),
-        order_effect: l1l0.removal_net - l0l1.removal_net,
-        order_effect_gross: l1l0.removal_gross - l0l1.removal_gross,
+        order_effect: paper.removal_net - l0l1.removal_net,
+        order_effect_gross: paper.removal_gross - l0l1.removal_gross,
         l1_alone_evidence_micro: a.l1_alone.row(o).evidence_micro,
         l1_l0: l1l0,
+        l1_l0_paper: paper,
         l0_l1: l0l1,
         distances: distances(a, delta),
         bracket: bracket(a, th, n_chunks),
