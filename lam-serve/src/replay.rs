@@ -125,6 +125,12 @@ pub struct SessionReport {
     pub tool_tokens_out: u64,
     /// Earlier items whose bytes (annotations aside) changed between requests: must be 0.
     pub earlier_changed: u64,
+    /// Lines of the tool results shown for the first time (`lam_core::newlines`).
+    pub new_lines: u64,
+    /// New lines that no line of what lam forwarded for their tool result equals: must be 0.
+    pub new_lines_hidden: u64,
+    /// cl100k tokens of the hidden new lines.
+    pub new_tokens_hidden: u64,
     /// Prompt tokens over all requests (direct).
     pub prompt_tokens: u64,
     /// Prompt tokens of the last request (direct): everything the session sent, once.
@@ -171,6 +177,9 @@ impl SessionReport {
         self.tool_tokens_in += o.tool_tokens_in;
         self.tool_tokens_out += o.tool_tokens_out;
         self.earlier_changed += o.earlier_changed;
+        self.new_lines += o.new_lines;
+        self.new_lines_hidden += o.new_lines_hidden;
+        self.new_tokens_hidden += o.new_tokens_hidden;
         self.prompt_tokens += o.prompt_tokens;
         self.final_prompt_tokens += o.final_prompt_tokens;
         self.billed_direct += o.billed_direct;
@@ -355,9 +364,11 @@ pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[C
     let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
     let mut r = SessionReport { session: session.to_string(), tool_results: sent, ..Default::default() };
     let mut admitted_s = totals(&before).1;
+    let mut last = Vec::new();
     for body in requests(shape, task, calls) {
         let t = Instant::now();
         let out = proxy.rewrite(api, None, &body);
+        last.clone_from(&out.body);
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let now = totals(&proxy.stats()).1;
         r.admit_ms.push((now - admitted_s) * 1e3);
@@ -376,12 +387,50 @@ pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[C
     r.tool_tokens_in = t1[1] - t0[1];
     r.tool_tokens_out = t1[2] - t0[2];
     r.earlier_changed = lam.changed;
+    hidden_lines(&mut r, shape, calls, &last, counter);
     r.prompt_tokens = direct.prompt;
     r.final_prompt_tokens = direct.last;
     r.billed_direct = direct.billed;
     r.billed_lam = lam.billed;
     r.billed_direct_tool = direct.billed_tool;
     r
+}
+
+/// Count the new lines of `calls`' outputs that the last forwarded body
+/// (which holds every tool result, as forwarded) does not show.
+fn hidden_lines(r: &mut SessionReport, shape: Shape, calls: &[Call], forwarded: &[u8], counter: &dyn TokenCounter) {
+    let shown = forwarded_results(shape, forwarded);
+    let mut seen = lam_core::newlines::NewLines::new();
+    for (c, f) in calls.iter().zip(shown.iter().map(String::as_str).chain(std::iter::repeat(""))) {
+        let o = seen.observe(c.output.as_bytes(), f.as_bytes());
+        r.new_lines += o.new as u64;
+        r.new_lines_hidden += o.hidden.len() as u64;
+        r.new_tokens_hidden += o.hidden.iter().map(|l| counter.count(&[l.as_slice(), b"\n"].concat()) as u64).sum::<u64>();
+    }
+}
+
+/// The tool results of a body [`requests`] made for `shape` (as the proxy
+/// forwarded it), in order, as text.
+pub fn forwarded_results(shape: Shape, body: &[u8]) -> Vec<String> {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
+    let text = |c: &Value| match c {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        _ => String::new(),
+    };
+    let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
+    match shape {
+        Shape::ClaudeCode => v["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| is(b, "tool_result"))
+            .map(|b| text(&b["content"]))
+            .collect(),
+        Shape::Codex => v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output")).map(|x| text(&x["output"])).collect(),
+    }
 }
 
 /// Observations, tokens in, tokens out, and admit seconds over every session (evicted included).
@@ -427,5 +476,23 @@ mod tests {
         let want = t(x) + (t(x) * 0.1 + t(y)) + (t(z) + t(y));
         assert!((b.billed - want).abs() < 1e-9, "{} vs {want}", b.billed);
         assert_eq!(b.changed, 1, "item 0 changed in the third request");
+    }
+
+    #[test]
+    fn a_withheld_line_is_counted_in_both_shapes() {
+        let counter = lam_core::SimpleCounter;
+        let out = |o: &str| Call::from_action("cat a.py", o.to_string(), String::new());
+        let calls = [out("x = 1\ny = 2\n"), out("x = 1\ny = 3\n")];
+        for shape in [Shape::ClaudeCode, Shape::Codex] {
+            let body = requests(shape, "task", &calls).pop().unwrap();
+            assert_eq!(forwarded_results(shape, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
+            let mut r = SessionReport::default();
+            hidden_lines(&mut r, shape, &calls, &body, &counter);
+            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 0));
+            let stubbed = String::from_utf8(body).unwrap().replace("x = 1\\ny = 3\\n", "[lam: similar to lines 1-2 of `cat a.py`]");
+            let mut r = SessionReport::default();
+            hidden_lines(&mut r, shape, &calls, stubbed.as_bytes(), &counter);
+            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{shape:?}");
+        }
     }
 }

@@ -114,7 +114,7 @@ fn shape_name(s: Shape) -> &'static str {
 fn row(shape: &str, r: &SessionReport) -> String {
     let q = |xs: &[f64], p| replay::quantile(xs, p);
     format!(
-        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>6.1}% {:>4} {:>11.0} {:>11.0} {:>6.3} {:>7.2} {:>7.2} {:>7.2}",
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>6.1}% {:>4} {:>5} {:>11.0} {:>11.0} {:>6.3} {:>7.2} {:>7.2} {:>7.2}",
         truncate(&r.session, 40),
         shape,
         r.requests,
@@ -124,6 +124,7 @@ fn row(shape: &str, r: &SessionReport) -> String {
         r.tool_tokens_out,
         100.0 * r.removal(),
         r.earlier_changed,
+        r.new_lines_hidden,
         r.billed_direct,
         r.billed_lam,
         r.billed_ratio(),
@@ -144,8 +145,23 @@ fn truncate(s: &str, n: usize) -> String {
 
 fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) {
     println!(
-        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>11} {:>11} {:>6} {:>7} {:>7} {:>7}",
-        "session", "shape", "req", "sess", "admit", "tool tok", "fwd tok", "removed", "chg", "bill direct", "bill lam", "ratio", "p50 ms", "p99 ms", "ovh p50"
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>5} {:>11} {:>11} {:>6} {:>7} {:>7} {:>7}",
+        "session",
+        "shape",
+        "req",
+        "sess",
+        "admit",
+        "tool tok",
+        "fwd tok",
+        "removed",
+        "chg",
+        "hid",
+        "bill direct",
+        "bill lam",
+        "ratio",
+        "p50 ms",
+        "p99 ms",
+        "ovh p50"
     );
     for (shape, r, _) in sessions {
         println!("{}", row(shape_name(*shape), r));
@@ -155,7 +171,8 @@ fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepo
     println!();
     println!("req: requests sent (the task, then one per tool result); sess: proxy sessions they made (1 = one conversation, one session);");
     println!("admit: tool results admitted / sent (each once); tool tok / fwd tok: cl100k tokens of the tool results and of what lam forwarded;");
-    println!("chg: earlier items whose bytes changed between requests (must be 0); bill: input price units under prompt caching");
+    println!("chg: earlier items whose bytes changed between requests (must be 0); hid: lines of the tool results shown for the first time that");
+    println!("lam did not forward (must be 0; docs/stubs.md); bill: input price units under prompt caching");
     println!("(cached prefix read, rest written; tokens of each item's JSON), direct vs through lam; ratio = lam / direct;");
     println!("p50/p99 ms: time lam added per request; ovh p50: of it, the part beyond admitting (encoding) the request's new tool results.");
     println!(
@@ -178,7 +195,8 @@ fn print_json(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepor
             "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
             "tool_results": r.tool_results, "admitted": r.admitted,
             "tool_tokens_in": r.tool_tokens_in, "tool_tokens_out": r.tool_tokens_out, "removal": r.removal(),
-            "earlier_changed": r.earlier_changed, "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
+            "earlier_changed": r.earlier_changed, "new_lines": r.new_lines, "new_lines_hidden": r.new_lines_hidden, "new_tokens_hidden": r.new_tokens_hidden,
+            "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
             "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),

@@ -1,6 +1,7 @@
 //! `lam replay` on Claude Code transcripts and Codex rollouts, and on a real
 //! corpus trajectory in both wire shapes: one proxy session per conversation,
-//! every tool result admitted once, no earlier byte changed.
+//! every tool result admitted once, no earlier byte changed, no line the
+//! model had not seen withheld.
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -20,6 +21,8 @@ fn check_sessions(v: &Value) {
         let name = &s["session"];
         assert_eq!(s["proxy_sessions"], 1, "{name}: one conversation, one proxy session");
         assert_eq!(s["earlier_changed"], 0, "{name}: earlier bytes changed");
+        assert_eq!(s["new_lines_hidden"], 0, "{name}: lines the model had not seen were withheld");
+        assert!(s["tool_results"] == 0 || s["new_lines"].as_u64().unwrap() > 0, "{name}: new lines counted");
         assert_eq!(s["admitted"], s["tool_results"], "{name}: each tool result admitted once");
         assert!(s["billed_lam"].as_f64().unwrap() <= s["billed_direct"].as_f64().unwrap() + 1e-9, "{name}: lam billed more");
     }
