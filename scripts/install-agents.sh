@@ -6,7 +6,7 @@
 # reached it prints SKIPPED and exits 0 (the tests then say SKIPPED too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CLAUDE_CODE=2.1.328
+CLAUDE_CODE=2.1.332
 CODEX=0.171.0
 dir=target/agents
 bin=$dir/node_modules/.bin

@@ -15,6 +15,14 @@ function tools):
 - no earlier item changed from one request to the next (bytes, apart from
   moved `cache_control` annotations);
 - stubs replaced repeated output (L0/L1 fired), tool-result tokens fell;
+- no line the model had not seen was withheld: every tool result with a
+  stub is recalled (`lam recall`) and each of its new lines (text, line
+  number and spaces aside, in no earlier tool result of the conversation)
+  is in what was forwarded, byte for byte;
+- in the `-changes` runs (a file edited then read again, a check re-run
+  whose output changes in two lines, the first read of 40 alike rows),
+  every changed line and every row reached the upstream, and the re-reads
+  were still cut;
 - the MCP recall tool is listed to the model and its scripted call returned
   exactly the bytes `lam recall` reads from the archive.
 
@@ -57,7 +65,19 @@ def agents(bin_dir):
         "claude-code-subagent": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.WITH_SUBAGENT, su.SUBAGENT_SCRIPT]},
         "codex": {"api": "responses", "cmd": [codex, "exec", "--skip-git-repo-check", TASK], "scripts": one},
         "codex-functions": {"api": "responses", "cmd": [codex, "exec", "-m", "gpt-5.2", "--skip-git-repo-check", TASK], "scripts": one},
+        "claude-code-changes": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.CHANGES]},
+        "codex-changes": {"api": "responses", "cmd": [codex, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", TASK],
+                          "scripts": [su.CHANGES]},
     }
+
+
+# What the `-changes` runs must forward: (script step, lines), each line as
+# printed (a file line may carry a line-number prefix before it).
+ROWS = ["print('row %d: value', %d * %d + 7, 'ok')" % (i, i, i) for i in range(40)]
+CHANGED = [(2, ["SCALE = 4"]), (4, ["# a line inserted above line 10"]),
+           (7, ["tests/test_sampled.py::test_case_3 PASSED", "tests/test_sampled.py::test_case_17 PASSED", "========== 25 passed in 0.01s =========="]), (8, ROWS)]
+# Steps that read what the model has seen before: their tool-result tokens must fall.
+REREADS = [2, 4, 7]
 
 
 # ----------------------------------------------------------- raw JSON items
@@ -77,6 +97,13 @@ def workdir(root):
     lines[6] = "def f7(x):\n    return x * 7 + 2  # helper number seven, changed\n"
     (w / "app_v2.py").write_text("".join(lines))
     (w / "check.py").write_text('import app\nfor i in range(1, 61):\n    print("check", i, getattr(app, "f%d" % i)(2))\n')
+    big = ["    result_%d = transform(values[%d], scale=SCALE, offset=%d)\n" % (i, i, 3 * i) for i in range(2, 53)]
+    (w / "big.py").write_text("SCALE = 3\n" + "".join(big))
+    (w / "rows.py").write_text("".join(r + "\n" for r in ROWS))
+    (w / "check2.py").write_text(
+        "import os\nfixed = os.path.exists('state.txt')\nprint('=' * 29, 'test session starts', '=' * 30)\nprint('collected 25 items')\n"
+        "for i in range(25):\n    bad = i in (3, 17) and not fixed\n    print('tests/test_sampled.py::test_case_%d %s' % (i, 'FAILED' if bad else 'PASSED'))\n"
+        "print('=' * 10, '25 passed in 0.01s' if fixed else '2 failed, 23 passed in 0.01s', '=' * 10)\n")
     return w
 
 
@@ -206,15 +233,73 @@ def measure(lam, run):
     recalled = recall(lam, run, rid) if rid else None
     got = next((t for c, t in results if c == call), [])
     ms = added_ms(run, reqs)
+    new = hidden = 0
+    for last in lasts:
+        n, h = hidden_lines(lam, run, [x for _, t in tool_results(run, last) for x in t])
+        new, hidden = new + n, hidden + len(h)
+    sent_changed, missing = changed_lines(run, results) if run["scripts"] == [su.CHANGES] else (0, [])
+    fell = [k for k in REREADS if k < len(results) and any(STUB_LINE.search(x) for x in results[k][1])] if run["scripts"] == [su.CHANGES] else []
     return {
         "agent": run["name"], "exit": run["rc"], "requests": len(reqs), "conversations": len(convs), "proxy_requests": n_req, "proxy_sessions": sessions,
         "tool_results": len(results), "sent_texts": sent, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
-        "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(1 for _, t in results for x in t if x.startswith("[lam: ")),
+        "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(len(STUB_LINE.findall(x)) for _, t in results for x in t),
         "recall_listed": recall_listed(run, reqs[0]["body"]), "recall_id": rid,
         "recall_exact": recalled is not None and len(recalled) > 0 and recalled in got,
+        "new_lines": new, "new_lines_hidden": hidden, "changed_sent": sent_changed, "changed_reached": sent_changed - len(missing), "changed_missing": missing, "rereads_cut": len(fell),
         "done": "DONE." in run["stdout"], "added_ms_p50": statistics.median(ms), "added_ms_p99": max(ms) if len(ms) < 100 else sorted(ms)[int(len(ms) * 0.99)],
         "upstream_paths": sorted({e["method"] + " " + e["path"].split("?")[0] for e in run["seen"]}),
     }
+
+
+STUB_LINE = re.compile(r"^\[lam: .*\]$", re.M)
+NUMBERED = re.compile(r"^ *[1-9][0-9]{0,8}(?:\t|\u2192)")
+
+
+def key(line):
+    """The text a line is compared by (lam_core::newlines::key): a line-number
+    prefix (`   12→`, `    12\t`) removed, then spaces trimmed."""
+    line = line[:-1] if line.endswith("\r") else line
+    m = NUMBERED.match(line)
+    return (line[m.end():] if m else line).strip()
+
+
+def originals(lam, run, texts):
+    """Each forwarded tool-result text's original: itself when it holds no
+    stub, else what `lam recall` returns for the id its stub line names."""
+    out = []
+    for t in texts:
+        ids = su.STUB_ID.findall(t) if STUB_LINE.search(t) else []
+        out.append(recall(lam, run, ids[0]) if ids else t)
+    return out
+
+
+def hidden_lines(lam, run, texts):
+    """(new lines, new lines the forwarded texts withhold) over one
+    conversation's tool-result texts, in order."""
+    seen, new, hidden = set(), 0, []
+    for fwd, orig in zip(texts, originals(lam, run, texts)):
+        assert orig is not None, "a stubbed tool result could not be recalled"
+        shown = set(fwd.split("\n"))
+        for line in orig.split("\n"):
+            k = key(line)
+            if not k or k in seen:
+                continue
+            seen.add(k)
+            new += 1
+            if fwd != orig and line not in shown:
+                hidden.append(line)
+    return new, hidden
+
+
+def changed_lines(run, results):
+    """(changed lines sent, those not forwarded) of a `-changes` run."""
+    steps = [t for _, t in results]
+    sent, missing = 0, []
+    for k, lines in CHANGED:
+        shown = {key(x) for t in steps[k] for x in t.split("\n")} if k < len(steps) else set()
+        sent += len(lines)
+        missing += [x for x in lines if x not in shown]
+    return sent, missing
 
 
 def recall(lam, run, rid):
@@ -243,14 +328,20 @@ def check(m, run):
     assert m["stubs"] >= 2 and m["tokens_out"] < m["tokens_in"], what + f"{m['stubs']} stubs, tokens {m['tokens_in']} -> {m['tokens_out']}"
     assert m["recall_listed"], what + "the MCP recall tool is not listed to the model"
     assert m["recall_exact"], what + f"recall of §{m['recall_id']} did not return the archived bytes"
+    assert m["new_lines"] > 0 and m["new_lines_hidden"] == 0, what + f"{m['new_lines_hidden']} of {m['new_lines']} new lines withheld"
+    if scripts == [su.CHANGES]:
+        assert not m["changed_missing"], what + f"{m['changed_reached']} of {m['changed_sent']} changed lines reached the upstream; not: {m['changed_missing']}"
+        assert m["rereads_cut"] == len(REREADS), what + f"only {m['rereads_cut']} of {len(REREADS)} re-reads were cut"
 
 
 def table(rows):
-    head = "| agent | conversations | requests | proxy sessions | admitted / sent | tool-result tokens in -> fwd | earlier bytes changed | added ms p50 / p99 | recall exact |"
-    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    head = ("| agent | conversations | requests | proxy sessions | admitted / sent | tool-result tokens in -> fwd | earlier bytes changed "
+            "| new lines hidden | changed lines reaching / sent | added ms p50 / p99 | recall exact |")
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in rows:
         out.append(f"| {m['agent']} | {m['conversations']} | {m['requests']} | {m['proxy_sessions']} | {m['admitted']} / {m['sent_texts']} | "
-                   f"{m['tokens_in']:,} -> {m['tokens_out']:,} | {m['earlier_changed']} | {m['added_ms_p50']:.1f} / {m['added_ms_p99']:.1f} | "
+                   f"{m['tokens_in']:,} -> {m['tokens_out']:,} | {m['earlier_changed']} | {m['new_lines_hidden']} of {m['new_lines']} | "
+                   f"{m['changed_reached']} / {m['changed_sent']} | {m['added_ms_p50']:.1f} / {m['added_ms_p99']:.1f} | "
                    f"{'yes' if m['recall_exact'] else 'NO'} |")
     return "\n".join(out)
 

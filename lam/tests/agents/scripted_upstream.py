@@ -48,6 +48,23 @@ SCRIPT = [
     ("recall", None),
 ]
 
+# What changed must reach the model: a file read, edited (one line
+# changed, then one line inserted: the numbers below it move) and read
+# again; a check re-run whose output changes in two lines; the first read of
+# a file of 40 alike rows.
+CHANGES = [
+    ("read", "big.py"),
+    ("shell", "sed -i 's/^SCALE = 3$/SCALE = 4/' big.py"),
+    ("read", "big.py"),
+    ("shell", "sed -i '10i # a line inserted above line 10' big.py"),
+    ("read", "big.py"),
+    ("shell", "python3 check2.py"),
+    ("shell", "echo 1 > state.txt"),
+    ("shell", "python3 check2.py"),
+    ("shell", "cat rows.py"),
+    ("recall", None),
+]
+
 # With a subagent: the main conversation hands work to a fresh subagent
 # (Claude Code's `Agent`), which runs its own script in a conversation of
 # its own, then goes on.
@@ -175,13 +192,13 @@ def shell_call(names, command, workdir):
     raise ValueError("the request offers no shell tool: %s" % sorted(names))
 
 
-def responses_step(body, body_text, workdir):
+def responses_step(body, body_text, workdir, script=SCRIPT):
     tools = tool_list(body)
     names = {n for _, n in tools}
     k = responses_results(body)
-    if k >= len(SCRIPT):
+    if k >= len(script):
         return None
-    role, arg = SCRIPT[k]
+    role, arg = script[k]
     if role == "read":
         role, arg = "shell", "cat " + arg
     if role == "shell":
@@ -315,7 +332,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq)).encode())
             return self.send(200, "text/event-stream", anthropic_sse(block, model, seq))
         if path.endswith("/responses"):
-            call = responses_step(body, text, wd) if tool_list(body) else None
+            call = responses_step(body, text, wd, self.server.script) if tool_list(body) else None
             return self.send(200, "text/event-stream", responses_sse(call, model, seq))
         self.send(404, "application/json", b'{"error":{"type":"not_found","message":"scripted upstream"}}')
 
