@@ -9,51 +9,50 @@ use criterion::{Criterion, Throughput, black_box};
 use lam_hash::naive::NaiveLineDedup;
 use lam_hash::{LineDedup, Segment};
 use std::collections::HashSet;
-use std::io::Read;
-use std::path::PathBuf;
 use std::time::Instant;
 
-fn corpus_sessions() -> Vec<Vec<Vec<u8>>> {
-    let root = std::env::var_os("LAM_CORPUS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    let dir = root.join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
+/// One session: each observation with its call's name as stubs write it
+/// (`lam_core::action::referent`), as the operator gives them to L0.
+type Session = Vec<(String, Vec<u8>)>;
+
+fn corpus_sessions() -> Vec<Session> {
+    let dir = lam_core::corpus_dir().join("mini-swe-agent-gemini3pro-swebench-verified/trajs");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("corpus beside the checkout").map(|e| e.unwrap().path()).collect();
     files.sort();
     files
         .iter()
         .take(60)
         .map(|f| {
-            let mut s = Vec::new();
-            flate2::read::GzDecoder::new(std::fs::File::open(f).unwrap()).read_to_end(&mut s).unwrap();
-            let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
-            v["messages"].as_array().unwrap()[2..].iter().filter(|m| m["role"] == "user").map(|m| m["content"].as_str().unwrap().as_bytes().to_vec()).collect()
+            let t = lam_trajectory::read::read_path(f).unwrap().remove(0);
+            t.records.into_iter().map(|r| (lam_core::action::referent(&r.action), r.observation)).collect()
         })
         .collect()
 }
 
-fn l0(sessions: &[Vec<Vec<u8>>], out: &mut Vec<u8>) -> usize {
+fn l0(sessions: &[Session], out: &mut Vec<u8>) -> usize {
     let mut n = 0;
     for s in sessions {
         let mut d = LineDedup::new();
-        for (i, o) in s.iter().enumerate() {
+        for (i, (call, o)) in s.iter().enumerate() {
             out.clear();
-            d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], out);
+            d.process(i as u32, "0123", call, &[Segment::Text(o)], out);
             n += out.len();
         }
     }
     n
 }
 
-fn raw_xxh3(sessions: &[Vec<Vec<u8>>]) -> u64 {
-    sessions.iter().flatten().fold(0u64, |a, o| a ^ xxhash_rust::xxh3::xxh3_64(o))
+fn raw_xxh3(sessions: &[Session]) -> u64 {
+    sessions.iter().flatten().fold(0u64, |a, (_, o)| a ^ xxhash_rust::xxh3::xxh3_64(o))
 }
 
-fn naive_rule(sessions: &[Vec<Vec<u8>>], out: &mut Vec<u8>) -> usize {
+fn naive_rule(sessions: &[Session], out: &mut Vec<u8>) -> usize {
     let mut n = 0;
     for s in sessions {
         let mut d = NaiveLineDedup::new(None);
-        for (i, o) in s.iter().enumerate() {
+        for (i, (call, o)) in s.iter().enumerate() {
             out.clear();
-            d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], out);
+            d.process(i as u32, "0123", call, &[Segment::Text(o)], out);
             n += out.len();
         }
     }
@@ -61,27 +60,27 @@ fn naive_rule(sessions: &[Vec<Vec<u8>>], out: &mut Vec<u8>) -> usize {
 }
 
 /// Every residual of both versions, concatenated (they must be identical).
-fn residuals(sessions: &[Vec<Vec<u8>>], fast: bool) -> Vec<u8> {
+fn residuals(sessions: &[Session], fast: bool) -> Vec<u8> {
     let mut all = Vec::new();
     for s in sessions {
         let mut d = LineDedup::new();
         let mut nd = NaiveLineDedup::new(None);
-        for (i, o) in s.iter().enumerate() {
+        for (i, (call, o)) in s.iter().enumerate() {
             if fast {
-                d.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], &mut all);
+                d.process(i as u32, "0123", call, &[Segment::Text(o)], &mut all);
             } else {
-                nd.process(i as u32, "0123", "cat a.py", &[Segment::Text(o)], &mut all);
+                nd.process(i as u32, "0123", call, &[Segment::Text(o)], &mut all);
             }
         }
     }
     all
 }
 
-fn split_hashset(sessions: &[Vec<Vec<u8>>]) -> usize {
+fn split_hashset(sessions: &[Session]) -> usize {
     let mut n = 0;
     for s in sessions {
         let mut set = HashSet::new();
-        for o in s {
+        for (_, o) in s {
             for l in o.split(|&b| b == b'\n') {
                 if !set.insert(xxhash_rust::xxh3::xxh3_64(l)) {
                     n += 1;
@@ -104,7 +103,7 @@ fn best_of<F: FnMut()>(mut f: F) -> f64 {
 
 fn main() {
     let sessions = corpus_sessions();
-    let bytes: usize = sessions.iter().flatten().map(Vec::len).sum();
+    let bytes: usize = sessions.iter().flatten().map(|(_, o)| o.len()).sum();
     let mut c = Criterion::default().configure_from_args();
     let mut g = c.benchmark_group("l0");
     g.throughput(Throughput::Bytes(bytes as u64));
@@ -115,6 +114,10 @@ fn main() {
     g.bench_function("split_hashset", |b| b.iter(|| split_hashset(black_box(&sessions))));
     g.finish();
     c.final_summary();
+    if std::env::args().any(|a| a == "--profile-time") {
+        // Profiling one benchmark (`--bench l0/lam_l0 --profile-time 10` under perf): nothing else.
+        return;
+    }
 
     let t_l0 = best_of(|| {
         black_box(l0(&sessions, &mut out));

@@ -52,6 +52,7 @@ use lam_core::TokenCounter;
 use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::Write as _;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -101,58 +102,52 @@ pub struct LineDedup {
     /// hashed twice.
     run_tags: Vec<u64>,
     /// The open run's line numbers, beside `run_tags`.
-    run_nums: Vec<Num>,
+    run_numbers: Vec<u32>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
-    /// The newest record whose call has each name.
-    last_of: HashMap<String, u32>,
+    /// The name group of each call name (`Table::group`).
+    groups: HashMap<String, u32>,
 }
 
-/// A residual line's tag: [`NONE`] for a stub line, [`PIECES`] for a line
-/// written in pieces (text, but no run repeats it), otherwise the line's
-/// xxh3 with its low bit saying whether the line is blank (whitespace only:
-/// odd) or not (even, 4 or more). Blank lines are compared by their exact
-/// bytes too.
+/// A residual line is a tag and a number. The tag: [`NONE`] for a stub
+/// line, [`PIECES`] for a line written in pieces (text, but no run repeats
+/// it), otherwise an xxh3 whose low two bits give its kind: odd, a blank line
+/// (whitespace only; compared by its exact bytes too); `..10`, a numbered
+/// line (`lam_core::newlines::Numbered`: `   12→body`), whose tag is that of
+/// everything but its number (the field's width, the separator, the body)
+/// and whose number is kept beside it; `..00`, any other line. Lines without
+/// a number have the number 0. Two lines are the same when tag and number
+/// are; a numbered line repeats another with its number moved by `k` when
+/// the tags are the same and the numbers `k` apart.
 const NONE: u64 = 0;
-const PIECES: u64 = 2;
+const PIECES: u64 = 4;
 /// The tag of the empty line, the most common blank line (not hashed; any odd constant).
 const EMPTY: u64 = 0x2d06_8005_38d3_94c3 | 1;
 
+/// A line's tag and number.
 #[inline]
-fn tag(line: &[u8]) -> u64 {
+fn tag(line: &[u8]) -> (u64, u32) {
     if line.is_empty() {
-        EMPTY
+        (EMPTY, 0)
     } else if is_blank(line) {
-        xxh3_64(line) | 1
+        (xxh3_64(line) | 1, 0)
+    } else if let Some(n) = lam_core::newlines::Numbered::of(line) {
+        ((xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !3) | 2, n.number)
     } else {
-        (xxh3_64(line) & !1).max(4)
+        ((xxh3_64(line) & !3).max(8), 0)
     }
 }
 
-/// A numbered line (`lam_core::newlines::Numbered`: `   12→body`) as a
-/// renumbered run compares it: a tag of everything but the number (the
-/// field's width, the separator, the body), and the number. `tag` 0: a
-/// line without a number.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Num {
-    tag: u64,
-    number: u32,
+/// The key of a line's visible copies: its tag, mixed with its number.
+#[inline]
+fn exact(t: u64, number: u32) -> u64 {
+    t ^ u64::from(number).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-impl Num {
-    #[inline]
-    fn of(line: &[u8]) -> Num {
-        match lam_core::newlines::Numbered::of(line) {
-            Some(n) => Num { tag: (xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !1).max(4), number: n.number },
-            None => Num::default(),
-        }
-    }
-
-    /// Whether `self`, an earlier line, reads as `new` once its number moves by `shift`.
-    #[inline]
-    fn moves_to(self, shift: i32, new: Num) -> bool {
-        self.tag == new.tag && i64::from(self.number) + i64::from(shift) == i64::from(new.number)
-    }
+/// Whether a tag is a numbered line's.
+#[inline]
+fn numbered(t: u64) -> bool {
+    t & 3 == 2
 }
 
 /// Whether a tag is a blank line's.
@@ -170,7 +165,8 @@ pub const MAX_STARTS: usize = 8;
 /// distinct non-blank line its visible copies, and each residual line's tag.
 #[derive(Debug, Default)]
 struct Table {
-    /// Each distinct non-blank line's newest visible copy (index into `copies`).
+    /// Each distinct non-blank line's newest visible copy (index into
+    /// `copies`), by [`exact`] key.
     seen: HashMap<u64, u32, BuildNoHashHasher<u64>>,
     /// Visible copies, each with the index of the next older copy of the
     /// same line (`u32::MAX`: none).
@@ -179,9 +175,9 @@ struct Table {
     /// record's lines after a [`NONE`] (so no run goes on past its end).
     tags: Vec<u64>,
     /// Every residual line's number, beside `tags`.
-    nums: Vec<Num>,
-    /// Each distinct numbered line's newest visible copy, by [`Num::tag`]
-    /// (index into `ncopies`).
+    numbers: Vec<u32>,
+    /// Each distinct numbered line's newest visible copy, by its tag
+    /// whatever its number (index into `ncopies`).
     nseen: HashMap<u64, u32, BuildNoHashHasher<u64>>,
     /// Visible copies of numbered lines, as `copies`.
     ncopies: Vec<(Cand, u32)>,
@@ -189,9 +185,12 @@ struct Table {
     records: u32,
     /// Where each record begun starts in `tags` (its line 1).
     bases: Vec<u32>,
-    /// For each record begun, the next one whose call has the same name
-    /// (`u32::MAX`: none yet).
-    next_same: Vec<u32>,
+    /// Each record's name group (records whose calls have the same name).
+    group: Vec<u32>,
+    /// Each record's previous record in its group (`u32::MAX`: none).
+    prev_same: Vec<u32>,
+    /// Each group's newest record before the last one begun.
+    group_newest: Vec<u32>,
     /// Where the last record begun starts in `tags`.
     base: usize,
 }
@@ -215,23 +214,23 @@ impl Table {
 
     /// Set a line's tag and number; `at` is in the last record begun.
     #[inline]
-    fn set(&mut self, at: LineLoc, tag: u64, num: Num) {
+    fn set(&mut self, at: LineLoc, tag: u64, number: u32) {
         let i = self.abs(at);
         match i.cmp(&self.tags.len()) {
             // Lines come in order: almost always the next one.
             std::cmp::Ordering::Equal => {
                 self.tags.push(tag);
-                self.nums.push(num);
+                self.numbers.push(number);
             }
             std::cmp::Ordering::Less => {
                 self.tags[i] = tag;
-                self.nums[i] = num;
+                self.numbers[i] = number;
             }
             std::cmp::Ordering::Greater => {
                 self.tags.resize(i, NONE);
-                self.nums.resize(i, Num::default());
+                self.numbers.resize(i, 0);
                 self.tags.push(tag);
-                self.nums.push(num);
+                self.numbers.push(number);
             }
         }
     }
@@ -239,70 +238,100 @@ impl Table {
     /// Begin record `record`'s residual. Records come in order; one written
     /// again, or an earlier one, starts the table afresh (no run may repeat
     /// lines that are gone).
-    /// `same_name`: the newest record before it whose call has the same name.
-    fn begin(&mut self, record: u32, same_name: Option<u32>) {
+    /// `group`: the name group of its call.
+    fn begin(&mut self, record: u32, group: u32) {
         if record < self.records {
             *self = Table::default();
         }
+        // The record begun before is complete: its group's newest.
+        if let Some(&g) = self.records.checked_sub(1).and_then(|prev| self.group.get(prev as usize)) {
+            self.group_newest[g as usize] = self.records - 1;
+        }
         self.tags.push(NONE);
-        self.nums.push(Num::default());
+        self.numbers.push(0);
         self.base = self.tags.len();
         assert!(u32::try_from(self.base).is_ok(), "fewer than 4 G lines in a session");
         self.records = record.saturating_add(1);
         self.bases.resize(self.records as usize, self.base as u32);
-        self.next_same.resize(self.records as usize, u32::MAX);
-        if let Some(prev) = same_name.filter(|&p| p < record) {
-            self.next_same[prev as usize] = record;
+        if self.group_newest.len() <= group as usize {
+            self.group_newest.resize(group as usize + 1, u32::MAX);
         }
+        self.group.resize(self.records as usize, u32::MAX);
+        self.group[record as usize] = group;
+        self.prev_same.resize(self.records as usize, u32::MAX);
+        self.prev_same[record as usize] = self.group_newest[group as usize];
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
             self.seen.reserve(4096);
             self.copies.reserve(4096);
             self.tags.reserve(8192);
-            self.nums.reserve(8192);
+            self.numbers.reserve(8192);
         }
     }
 
-    /// Record that non-blank line `tag` (numbered `num`) is visible at `at`.
-    fn add(&mut self, tag: u64, num: Num, at: LineLoc) {
-        let idx = u32::try_from(self.copies.len()).expect("fewer than 4 G lines in a session");
-        let older = self.seen.insert(tag, idx).unwrap_or(u32::MAX);
-        self.set(at, tag, num);
-        let abs = self.abs(at) as u32;
-        self.copies.push((Cand { at, abs, shift: 0 }, older));
-        if num.tag != NONE {
-            let older = self.nseen.insert(num.tag, self.ncopies.len() as u32).unwrap_or(u32::MAX);
-            self.ncopies.push((Cand { at, abs, shift: 0 }, older));
+    /// Record that non-blank line `t` (number `number`) is visible at `at`.
+    fn add(&mut self, t: u64, number: u32, at: LineLoc) {
+        let older = self.seen.insert(exact(t, number), self.copies.len() as u32).unwrap_or(u32::MAX);
+        self.push(t, number, at, older);
+    }
+
+    /// [`Self::add`] when the line's newest visible copy (`older`) is known.
+    fn push(&mut self, t: u64, number: u32, at: LineLoc, older: u32) {
+        self.set(at, t, number);
+        let c = Cand { at, abs: self.abs(at) as u32, shift: 0 };
+        assert!(u32::try_from(self.copies.len()).is_ok(), "fewer than 4 G lines in a session");
+        self.copies.push((c, older));
+        if numbered(t) {
+            let older = self.nseen.insert(t, self.ncopies.len() as u32).unwrap_or(u32::MAX);
+            self.ncopies.push((c, older));
         }
     }
 
-    /// The places a run starting with non-blank line `tag` (numbered `num`)
+    /// The places a run starting with non-blank line `t` (number `number`)
     /// may repeat, into `out`: its newest visible copies, at most
     /// [`MAX_STARTS`], newest first; then, for a numbered line, those of the
     /// newest [`MAX_STARTS`] visible copies of its body that have another
     /// number (repeated with the numbers moved). When there are none the
     /// line is new: it becomes visible at `at`.
-    fn starts_or_add(&mut self, tag: u64, num: Num, at: LineLoc, out: &mut Vec<Cand>) -> bool {
+    fn starts_or_add(&mut self, t: u64, number: u32, at: LineLoc, out: &mut Vec<Cand>) -> bool {
         out.clear();
-        let mut i = self.seen.get(&tag).copied().unwrap_or(u32::MAX);
-        while i != u32::MAX && out.len() < MAX_STARTS {
-            let (c, older) = self.copies[i as usize];
-            out.push(c);
-            i = older;
-        }
-        let mut i = if num.tag == NONE { u32::MAX } else { self.nseen.get(&num.tag).copied().unwrap_or(u32::MAX) };
-        for _ in 0..MAX_STARTS {
-            let Some(&(c, older)) = self.ncopies.get(i as usize) else { break };
-            let was = self.nums[c.abs as usize].number;
-            if was != num.number {
-                out.push(Cand { shift: (i64::from(num.number) - i64::from(was)) as i32, ..c });
+        let vacant = match self.seen.entry(exact(t, number)) {
+            Entry::Occupied(e) => {
+                let mut i = *e.get();
+                while i != u32::MAX && out.len() < MAX_STARTS {
+                    let (c, older) = self.copies[i as usize];
+                    // A key two lines share by chance names no copy of this one.
+                    if self.tags[c.abs as usize] == t && self.numbers[c.abs as usize] == number {
+                        out.push(c);
+                    }
+                    i = older;
+                }
+                None
             }
-            i = older;
+            Entry::Vacant(e) => Some(e),
+        };
+        if numbered(t) {
+            let mut i = self.nseen.get(&t).copied().unwrap_or(u32::MAX);
+            for _ in 0..MAX_STARTS {
+                let Some(&(c, older)) = self.ncopies.get(i as usize) else { break };
+                let was = self.numbers[c.abs as usize];
+                if was != number && self.tags[c.abs as usize] == t {
+                    out.push(Cand { shift: (i64::from(number) - i64::from(was)) as i32, ..c });
+                }
+                i = older;
+            }
         }
-        if out.is_empty() {
-            self.add(tag, num, at);
+        if !out.is_empty() {
+            return true;
         }
-        !out.is_empty()
+        match vacant {
+            Some(e) => {
+                e.insert(self.copies.len() as u32);
+                self.push(t, number, at, u32::MAX);
+            }
+            None => self.add(t, number, at),
+        }
+        false
     }
 
     /// The residual's last line, at `at`, goes on in the next text: it is
@@ -310,14 +339,14 @@ impl Table {
     fn unsee(&mut self, at: LineLoc) {
         let i = self.abs(at);
         let tag = self.tags.get(i).copied().unwrap_or(NONE);
-        let num = self.nums.get(i).copied().unwrap_or_default();
-        self.set(at, PIECES, Num::default());
+        let number = self.numbers.get(i).copied().unwrap_or(0);
+        self.set(at, PIECES, 0);
         if tag == NONE || tag == PIECES || blank(tag) {
             return;
         }
-        unlink(&mut self.copies, &mut self.seen, tag, at);
-        if num.tag != NONE {
-            unlink(&mut self.ncopies, &mut self.nseen, num.tag, at);
+        unlink(&mut self.copies, &mut self.seen, exact(tag, number), at);
+        if numbered(tag) {
+            unlink(&mut self.ncopies, &mut self.nseen, tag, at);
         }
     }
 }
@@ -336,15 +365,20 @@ fn unlink(copies: &mut Vec<(Cand, u32)>, seen: &mut HashMap<u64, u32, BuildNoHas
 }
 
 impl Table {
-    /// The tags of lines `first..first + n` of record `r`, when it has them.
-    fn lines(&self, r: u32, first: u32, n: usize) -> Option<&[u64]> {
+    /// Where lines `first..first + n` of record `r` are in `tags`, when it has them.
+    fn lines(&self, r: u32, first: u32, n: usize) -> Option<std::ops::Range<usize>> {
         let base = *self.bases.get(r as usize)? as usize;
         let end = match self.bases.get(r as usize + 1) {
             Some(&next) => (next as usize).saturating_sub(1),
             None => self.tags.len(),
         };
         let start = base + first as usize - 1;
-        self.tags.get(start..start + n).filter(|_| start + n <= end)
+        (start + n <= end).then_some(start..start + n)
+    }
+
+    /// Whether the lines at `a` and `b` are the same, tag and number.
+    fn same(&self, a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> bool {
+        self.tags[a.clone()] == self.tags[b.clone()] && self.numbers[a] == self.numbers[b]
     }
 
     /// Whether a stub of record `record` naming `n` lines at `c` by its
@@ -352,16 +386,16 @@ impl Table {
     /// newest earlier output of that name whose lines there are all text
     /// (no stub line), and that must be `c`'s or one that reads the same
     /// (`lam_core::expand`).
-    fn names_exactly(&self, c: &Cand, record: u32, n: usize) -> bool {
-        let mut newest = c.at.record;
-        let mut r = self.next_same.get(newest as usize).copied().unwrap_or(u32::MAX);
-        while r < record {
-            if self.lines(r, c.at.line, n).is_some_and(|t| t.iter().all(|&t| t != NONE)) {
-                newest = r;
+    fn names_exactly(&self, c: &Cand, n: usize) -> bool {
+        // Newest first: the group's newest record before this one, then back.
+        let mut r = self.group.get(c.at.record as usize).map_or(u32::MAX, |&g| self.group_newest[g as usize]);
+        while r != u32::MAX && r > c.at.record {
+            if let Some(there) = self.lines(r, c.at.line, n).filter(|x| self.tags[x.clone()].iter().all(|&t| t != NONE)) {
+                return self.lines(c.at.record, c.at.line, n).is_some_and(|mine| self.same(there, mine));
             }
-            r = self.next_same[r as usize];
+            r = self.prev_same[r as usize];
         }
-        newest == c.at.record || self.lines(newest, c.at.line, n) == self.lines(c.at.record, c.at.line, n)
+        true
     }
 }
 
@@ -485,10 +519,14 @@ impl LineDedup {
         this_call.clone_into(&mut self.calls[record as usize]);
         self.stubs.clear();
         if record < self.table.records {
-            self.last_of.clear();
+            self.groups.clear();
         }
-        let same_name = self.last_of.insert(this_call.to_string(), record);
-        self.table.begin(record, same_name);
+        let next = self.groups.len() as u32;
+        let group = match self.groups.get(this_call) {
+            Some(&g) => g,
+            None => *self.groups.entry(this_call.to_string()).or_insert(next),
+        };
+        self.table.begin(record, group);
         let start = out.len();
         Writer {
             d: self,
@@ -604,16 +642,15 @@ impl Writer<'_> {
                 None => (text.len(), 0),
             };
             let key = &text[pos..next - nl as usize];
-            let t = tag(key);
-            let num = if blank(t) { Num::default() } else { Num::of(key) };
+            let (t, number) = tag(key);
             // A line without its newline (the text's last) is never
             // replaced: a stub line ends with one.
             let whole = nl == 1;
             if let Some(r) = run.as_mut() {
-                if whole && self.d.goes_on(r.lines as u32, t, num) {
+                if whole && self.d.goes_on(r.lines as u32, t, number) {
                     r.push(t, next, nl);
                     self.d.run_tags.push(t);
-                    self.d.run_nums.push(num);
+                    self.d.run_numbers.push(number);
                     self.map.mark(0);
                     copy_from = next;
                     pos = next;
@@ -626,16 +663,16 @@ impl Writer<'_> {
             if joined && pos == 0 {
                 // Written as it is (its line keeps the tag PIECES).
             } else if blank(t) {
-                self.d.table.set(here, t, num);
+                self.d.table.set(here, t, 0);
             } else if !whole {
-                self.d.table.add(t, num, here);
-            } else if self.d.table.starts_or_add(t, num, here, &mut self.d.cands) {
+                self.d.table.add(t, number, here);
+            } else if self.d.table.starts_or_add(t, number, here, &mut self.d.cands) {
                 self.w.buf.extend_from_slice(&text[copy_from..pos]);
                 run = Some(Run::new(pos, next, nl, self.map.len()));
                 self.d.run_tags.clear();
                 self.d.run_tags.push(t);
-                self.d.run_nums.clear();
-                self.d.run_nums.push(num);
+                self.d.run_numbers.clear();
+                self.d.run_numbers.push(number);
                 self.map.mark(0);
                 copy_from = next;
                 pos = next;
@@ -658,16 +695,21 @@ impl Writer<'_> {
     /// residual lines in the line map.
     fn flush(&mut self, r: Run, text: &[u8]) {
         let d = &mut *self.d;
-        let at = pick(d.cands.iter().filter(|c| d.table.names_exactly(c, self.record, r.body_lines)).map(|c| (c.at, c.shift)), self.record, &d.calls);
         let body = &text[r.start..r.body_end];
         let recall = self.w.stubs == 0;
         let how = d.how();
+        let newlines = 1 + usize::from(self.w.mid_line());
+        // Judged by bytes, a run shorter than twice the shortest stub any place
+        // could give stays verbatim: no place need be named.
+        let shortest = line_stub_len(Some("x"), 1, 1, self.id, recall, how.recall, 0);
+        let hopeless = how.counter.is_none() && 2 * (shortest + newlines) > body.len();
+        let named = d.cands.iter().filter(|c| !hopeless && d.table.names_exactly(c, r.body_lines));
+        let at = pick(named.map(|c| (c.at, c.shift)), self.record, &d.calls);
         let of = at.map(|(at, _)| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
         let make = |(at, shift): (LineLoc, i32), of: Option<&str>| {
             let from = Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1);
             Stub::Lines(LineStub { id: self.id.to_string(), from, recall, shift })
         };
-        let newlines = 1 + usize::from(self.w.mid_line());
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
@@ -684,15 +726,15 @@ impl Writer<'_> {
             self.stats.stubs += 1;
         } else {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
-            for ((&t, &num), n) in d.run_tags[..r.body_lines].iter().zip(&d.run_nums).zip(self.w.line + 1..) {
+            for ((&t, &number), n) in d.run_tags[..r.body_lines].iter().zip(&d.run_numbers).zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
-                if blank(t) { d.table.set(here, t, num) } else { d.table.add(t, num, here) }
+                if blank(t) { d.table.set(here, t, 0) } else { d.table.add(t, number, here) }
             }
             self.w.write_text(body, r.body_newlines);
         }
         tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
         for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
-            d.table.set(LineLoc { record: self.record, line: n }, t, Num::default());
+            d.table.set(LineLoc { record: self.record, line: n }, t, 0);
         }
         self.w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
     }
@@ -725,15 +767,11 @@ impl LineDedup {
     /// its number moved by the place's shift (a line without a number must
     /// be the same). The places that do not are dropped.
     #[inline]
-    fn goes_on(&mut self, offset: u32, t: u64, num: Num) -> bool {
-        let (tags, nums) = (&self.table.tags, &self.table.nums);
+    fn goes_on(&mut self, offset: u32, t: u64, number: u32) -> bool {
+        let (tags, numbers) = (&self.table.tags, &self.table.numbers);
         let fits = |c: &Cand| {
             let i = c.abs as usize + offset as usize;
-            match (c.shift, num.tag) {
-                (0, _) => tags.get(i) == Some(&t),
-                (_, NONE) => tags.get(i) == Some(&t) && nums.get(i).is_some_and(|n| n.tag == NONE),
-                (k, _) => nums.get(i).is_some_and(|n| n.moves_to(k, num)),
-            }
+            tags.get(i) == Some(&t) && (!numbered(t) || i64::from(numbers[i]) + i64::from(c.shift) == i64::from(number))
         };
         match self.cands.iter().filter(|c| fits(c)).count() {
             0 => false,
