@@ -115,7 +115,9 @@ pub struct LineDedup {
 /// (whitespace only; compared by its exact bytes too); `..10`, a numbered
 /// line (`lam_core::newlines::Numbered`: `   12→body`), whose tag is that of
 /// everything but its number (the field's width, the separator, the body)
-/// and whose number is kept beside it; `..00`, any other line. Lines without
+/// and whose number is kept beside it (`.110` when nothing but spaces
+/// follows the number: such a line starts no run, as a blank line does);
+/// `..00`, any other line. Lines without
 /// a number have the number 0. Two lines are the same when tag and number
 /// are; a numbered line repeats another with its number moved by `k` when
 /// the tags are the same and the numbers `k` apart.
@@ -132,7 +134,8 @@ fn tag(line: &[u8]) -> (u64, u32) {
     } else if is_blank(line) {
         (xxh3_64(line) | 1, 0)
     } else if let Some(n) = lam_core::newlines::Numbered::of(line) {
-        ((xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !3) | 2, n.number)
+        let hollow = if is_blank(&line[n.width..]) { 6 } else { 2 };
+        ((xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !7) | hollow, n.number)
     } else {
         ((xxh3_64(line) & !3).max(8), 0)
     }
@@ -148,6 +151,12 @@ fn exact(t: u64, number: u32) -> u64 {
 #[inline]
 fn numbered(t: u64) -> bool {
     t & 3 == 2
+}
+
+/// Whether a tag is a numbered line's with nothing but spaces after the number.
+#[inline]
+fn hollow(t: u64) -> bool {
+    t & 7 == 6
 }
 
 /// Whether a tag is a blank line's.
@@ -662,8 +671,8 @@ impl Writer<'_> {
             let here = LineLoc { record: self.record, line: self.w.line + 1 };
             if joined && pos == 0 {
                 // Written as it is (its line keeps the tag PIECES).
-            } else if blank(t) {
-                self.d.table.set(here, t, 0);
+            } else if blank(t) || hollow(t) {
+                self.d.table.set(here, t, number);
             } else if !whole {
                 self.d.table.add(t, number, here);
             } else if self.d.table.starts_or_add(t, number, here, &mut self.d.cands) {
@@ -728,7 +737,7 @@ impl Writer<'_> {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
             for ((&t, &number), n) in d.run_tags[..r.body_lines].iter().zip(&d.run_numbers).zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
-                if blank(t) { d.table.set(here, t, 0) } else { d.table.add(t, number, here) }
+                if blank(t) || hollow(t) { d.table.set(here, t, number) } else { d.table.add(t, number, here) }
             }
             self.w.write_text(body, r.body_newlines);
         }

@@ -188,7 +188,8 @@ impl NaiveLineDedup {
         let mut i = 0;
         while i < lines.len() {
             let key = strip(lines[i]);
-            let mut cands = if blank(key) || (joined && i == 0) || !lines[i].ends_with(b"\n") { Vec::new() } else { self.starts(key) };
+            let hollow = Numbered::of(key).is_some_and(|n| blank(&key[n.width..]));
+            let mut cands = if blank(key) || hollow || (joined && i == 0) || !lines[i].ends_with(b"\n") { Vec::new() } else { self.starts(key) };
             if cands.is_empty() {
                 self.put(r, lines[i]);
                 i += 1;
