@@ -117,9 +117,12 @@ pub const REFERENT_CHARS: usize = 48;
 /// (a shell command of mini-swe-agent), shortened: its first line, cut
 /// before the first character a JSON encoder or a Markdown code span could
 /// write differently (`"`, `\`, `` ` ``, control and non-ASCII characters)
-/// and at [`REFERENT_CHARS`] (at a word boundary). What remains occurs verbatim in the
-/// conversation the model is given, whether the call is shown as text or as
-/// JSON. Empty only for an empty action.
+/// and at [`REFERENT_CHARS`] (at a word boundary). A first word longer than
+/// that which is a path (an absolute file path of Claude Code's `Read`) keeps
+/// its end instead, after `...`: `.../project/src/big.py`. What remains
+/// (after any `...`) occurs verbatim in the conversation the model is given,
+/// whether the call is shown as text or as JSON. Empty only for an empty
+/// action.
 ///
 /// ```
 /// use lam_core::action::referent;
@@ -177,10 +180,21 @@ fn shorten(text: &str) -> String {
         Some((limit, _)) => {
             let cut = &line[..limit];
             let at_word = line[limit..].starts_with(' ') || cut.ends_with(' ');
-            let cut = if at_word { cut } else { cut.rsplit_once(' ').map_or(cut, |(head, _)| head) };
-            cut.trim_end().to_string()
+            match cut.rsplit_once(' ') {
+                _ if at_word => cut.trim_end().to_string(),
+                Some((head, _)) => head.trim_end().to_string(),
+                None => path_tail(line.split(' ').next().unwrap_or(line)).unwrap_or_else(|| cut.to_string()),
+            }
         }
     }
+}
+
+/// A path too long to name whole, as `...` and its last components, in at
+/// most [`REFERENT_CHARS`] characters; `None` when it is no path.
+fn path_tail(word: &str) -> Option<String> {
+    let room = REFERENT_CHARS - "...".len();
+    let from = word.char_indices().filter(|&(i, c)| c == '/' && word.len() - i <= room).map(|(i, _)| i).next()?;
+    Some(format!("...{}", &word[from..]))
 }
 
 #[cfg(test)]
@@ -198,6 +212,9 @@ mod tests {
         assert_eq!(referent("sed -n '660,690p' astropy/io/fits/hdu/compressed_data.py"), "sed -n '660,690p'", "no word cut in half");
         assert_eq!(referent(&format!("{} tail", "y".repeat(47))), "y".repeat(47));
         assert_eq!(referent("  \n"), "");
+        let read = r#"Read({"file_path":"/tmp/agw/claude-code-changes-6c7md5oi/work/big.py"})"#;
+        assert_eq!(referent(read), ".../agw/claude-code-changes-6c7md5oi/work/big.py", "a long path keeps its end");
+        assert_eq!(referent(&format!("/{}", "z".repeat(60))), format!("/{}", "z".repeat(47)), "no part of it fits");
         assert_eq!(referent("echo héllo"), "echo h");
         assert_eq!(referent(&join([tool_call("a", r#"{"path":"p"}"#), tool_call("b", "{}")])), "p", "the first call");
     }
