@@ -151,9 +151,9 @@ impl NaiveLineDedup {
     fn names_exactly(&self, c: LineLoc, n: u32, record: u32) -> bool {
         let name = &self.calls[c.record as usize];
         let newest = (c.record + 1..record)
+            .rev()
             .filter(|&k| self.calls[k as usize] == *name)
-            .filter(|&k| self.lines(k as usize, c.line, n).is_some_and(|ls| !ls.contains(&Line::Stub)))
-            .last()
+            .find(|&k| self.lines(k as usize, c.line, n).is_some_and(|ls| !ls.contains(&Line::Stub)))
             .unwrap_or(c.record);
         newest == c.record || self.lines(newest as usize, c.line, n) == self.lines(c.record as usize, c.line, n)
     }
