@@ -302,22 +302,29 @@ fn per_input(s: &mut String, r: &EvalReport) {
         let _ = writeln!(s, "\n## Per input (each command-line input alone)\n");
         let _ = writeln!(
             s,
-            "| input | trajectories | tokens | t | L0 alone | L1 alone | L1→L0 net | L1→L0 stub cost | L0→L1 net | δ̂ | evidence | recoverable | intact |"
+            "| input | trajectories | tokens | t | L0 alone (net) | L1 alone | L1→L0 net | L1→L0 stub cost | new lines hidden | paper L1→L0 net | paper new lines hidden | paper evidence | paper L0→L1 net | δ̂ | evidence | recoverable | intact |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for i in &r.by_input {
+            let l0_net = i.baselines.iter().find(|b| b.baseline == "l0").map_or(0.0, |b| b.removal);
             for (h, l0l1) in i.rows.iter().zip(&i.removal_l0_l1_net) {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.2} pt | {} | {:.4} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} ({}) | {} | {} | {:.2} pt | {} | {} | {} ({:.2} %) | {} | {} | {:.4} | {} | {} | {} |",
                     i.input,
                     i.trajectories,
                     i.tokens,
                     h.threshold,
                     pct(h.removal_l0),
+                    pct(l0_net),
                     pct(h.removal_l1),
                     pct(h.removal_l1_l0_net),
                     100.0 * h.stub_cost_l1_l0,
+                    h.new_lines_hidden,
+                    pct(h.removal_l1_l0_paper_net),
+                    h.new_lines_hidden_paper,
+                    100.0 * h.new_tokens_hidden_paper,
+                    opct(h.evidence_micro_paper, 3),
                     pct(*l0l1),
                     h.delta_hat,
                     opct(h.evidence_micro, 3),

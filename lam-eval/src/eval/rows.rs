@@ -374,6 +374,8 @@ pub struct Headline {
     pub new_lines_hidden_paper: u64,
     /// The paper's hidden lines' tokens, as a share of the input tokens.
     pub new_tokens_hidden_paper: f64,
+    /// Evidence micro (lossy) of the paper's L1 -> L0 residual.
+    pub evidence_micro_paper: Option<f64>,
     /// L1 -> L0 stub cost (gross minus net).
     pub stub_cost_l1_l0: f64,
     /// L1 -> L0 stub floor (`SettingRow::stub_floor`).
@@ -420,6 +422,7 @@ impl EvalReport {
                 new_lines_hidden: r.l1_l0.new_lines_hidden,
                 new_lines_hidden_paper: r.l1_l0_paper.new_lines_hidden,
                 new_tokens_hidden_paper: r.l1_l0_paper.new_tokens_hidden,
+                evidence_micro_paper: r.l1_l0_paper.evidence_micro,
                 stub_cost_l1_l0: r.l1_l0.stub_cost,
                 stub_floor_l1_l0: r.l1_l0.stub_floor,
                 stub_parts_l1_l0: r.l1_l0.stub_parts,

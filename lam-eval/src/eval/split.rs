@@ -44,6 +44,7 @@ impl Split {
                         new_lines_hidden: a.new_lines_hidden,
                         new_lines_hidden_paper: paper.new_lines_hidden,
                         new_tokens_hidden_paper: paper.new_tokens_hidden,
+                        evidence_micro_paper: paper.evidence_micro,
                         stub_cost_l1_l0: a.stub_cost,
                         stub_floor_l1_l0: a.stub_floor,
                         stub_parts_l1_l0: a.stub_parts,
