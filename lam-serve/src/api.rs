@@ -158,7 +158,7 @@ impl Api {
     /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
     pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
-        let recall = |id: &str| policy.recall_tool.as_ref().is_some_and(|r| cx.actions.get(id).is_some_and(|a| a.contains(r.as_str())));
+        let recall = |id: &str| policy.recall_tool.as_deref().is_some_and(|r| is_recall(r, cx.names.get(id), cx.actions.get(id)));
         let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
@@ -194,6 +194,18 @@ impl Api {
             _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
             _ => Vec::new(),
         }
+    }
+}
+
+/// Whether a call (its `name` and action) is a call of the recall tool `r`:
+/// named exactly `r`, or a Codex code-mode `exec` whose script calls
+/// `tools.r(`. A call that merely mentions the name (a grep, a comment,
+/// `rXYZ`) is not one.
+fn is_recall(r: &str, name: Option<&String>, action: Option<&String>) -> bool {
+    match name.map(String::as_str) {
+        Some(n) if n == r => true,
+        Some("exec") => action.is_some_and(|a| a.contains(&format!("tools.{r}("))),
+        _ => false,
     }
 }
 
@@ -298,6 +310,19 @@ mod tests {
         let cx = Api::Responses.context(items.iter());
         let keep: Vec<bool> = items.iter().enumerate().flat_map(|(i, v)| Api::Responses.slots(v, i, &cx, &p)).map(|s| s.keep).collect();
         assert_eq!(keep, [true, true, false]);
+        // Only the tool itself: a call that mentions its name is an ordinary call.
+        let mentions = [
+            json!({"type":"message","role":"user","content":"task"}),
+            json!({"type":"function_call","call_id":"g","name":"exec_command","arguments":"{\"cmd\":\"grep -rn mcp__lam__recall src\"}"}),
+            json!({"type":"function_call_output","call_id":"g","output":"orig"}),
+            json!({"type":"function_call","call_id":"x","name":"mcp__lam__recallXYZ","arguments":"{}"}),
+            json!({"type":"function_call_output","call_id":"x","output":"orig"}),
+            json!({"type":"custom_tool_call","call_id":"e","name":"exec","input":"// mcp__lam__recall is not called here\nconst r = await tools.exec_command({cmd: 'ls'});"}),
+            json!({"type":"custom_tool_call_output","call_id":"e","output":"orig"}),
+        ];
+        let cx2 = Api::Responses.context(mentions.iter());
+        let keep: Vec<bool> = mentions.iter().enumerate().flat_map(|(i, v)| Api::Responses.slots(v, i, &cx2, &p)).map(|s| s.keep).collect();
+        assert_eq!(keep, [false, false, false]);
         let s = Api::Responses.slots(&items[2], 2, &cx, &p);
         assert_eq!(s[0].action, "mcp__lam__recall({\"id\":\"7cfd\"})", "the namespace is part of the name");
         let claude = [
