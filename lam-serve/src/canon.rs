@@ -210,21 +210,34 @@ fn unescape(lit: &[u8]) -> Result<String, Unfaithful> {
 
 /// The identity bytes of `node`: minified, annotations left out, a
 /// one-text-block `content` written as its string, every other literal as
-/// written.
+/// written. Below a tool call's arguments (a member `input`, as in
+/// Anthropic `tool_use` and Responses `custom_tool_call`) nothing is read
+/// as an annotation or a shorthand: there a `cache_control` or a `content`
+/// is the tool's own argument, and every byte of it counts.
 pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
+    write_identity(b, node, false, out)
+}
+
+/// True for the member whose value is a tool call's arguments.
+fn is_arguments(key: &str) -> bool {
+    key == "input"
+}
+
+fn write_identity(b: &[u8], node: &Node, args: bool, out: &mut Vec<u8>) {
     match &node.kind {
         Kind::Object(ms) => {
             out.push(b'{');
             let mut first = true;
-            for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
+            for m in ms.iter().filter(|m| args || !is_annotation(&m.key)) {
                 if !std::mem::take(&mut first) {
                     out.push(b',');
                 }
                 out.extend_from_slice(&b[m.key_span.clone()]);
                 out.push(b':');
+                let below = args || is_arguments(&m.key);
                 match (m.key.as_str(), lone_text(b, &m.value)) {
-                    ("content", Some(text)) => out.extend_from_slice(&b[text.span.clone()]),
-                    _ => identity(b, &m.value, out),
+                    ("content", Some(text)) if !args => out.extend_from_slice(&b[text.span.clone()]),
+                    _ => write_identity(b, &m.value, below, out),
                 }
             }
             out.push(b'}');
@@ -235,7 +248,7 @@ pub(crate) fn identity(b: &[u8], node: &Node, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                identity(b, it, out);
+                write_identity(b, it, args, out);
             }
             out.push(b']');
         }
@@ -273,7 +286,7 @@ fn collect(b: &[u8], node: &Node, path: &mut Vec<Seg>, out: &mut Vec<Annotation>
             for m in ms {
                 if is_annotation(&m.key) {
                     out.push((path.clone(), m.key.clone(), b[m.value.span.clone()].to_vec()));
-                } else {
+                } else if !is_arguments(&m.key) {
                     path.push(Seg::Key(m.key.clone()));
                     collect(b, &m.value, path, out);
                     path.pop();
@@ -356,6 +369,7 @@ fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: 
     for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
         path.push(Seg::Key(m.key.clone()));
         let new = match m.value.kind {
+            _ if is_arguments(&m.key) => None,
             Kind::Str if m.key == "content" => long_form(b, &m.value, path, want),
             _ => emit(b, &m.value, path, want),
         };
@@ -466,6 +480,25 @@ mod tests {
         ] {
             assert_ne!(ident(other).unwrap(), ident(r#"{"content":"t"}"#).unwrap(), "{other}");
         }
+    }
+
+    #[test]
+    fn tool_arguments_are_read_byte_for_byte() {
+        // A tool whose own arguments are named `content` or `cache_control`.
+        let call = |input: &str| format!(r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t1","name":"write","input":{input}}}]}}"#);
+        let block = call(r#"{"path":"a","content":[{"type":"text","text":"x"}]}"#);
+        let string = call(r#"{"path":"a","content":"x"}"#);
+        assert_ne!(ident(&block).unwrap(), ident(&string).unwrap(), "an argument's block is not its string");
+        let marked = call(r#"{"path":"a","cache_control":"no-store"}"#);
+        let plain = call(r#"{"path":"a"}"#);
+        assert_ne!(ident(&marked).unwrap(), ident(&plain).unwrap(), "an argument named cache_control counts");
+        let n = parse(marked.as_bytes()).unwrap();
+        assert!(annotations(marked.as_bytes(), &n).is_empty(), "nothing inside the arguments is an annotation");
+        assert_eq!(reannotate(marked.as_bytes(), &n, &[]), marked.as_bytes(), "arguments are never re-written");
+        // The block that carries the call keeps its own mark apart.
+        let a = ident(r#"{"content":[{"type":"tool_use","id":"t","name":"n","input":{},"cache_control":{"type":"ephemeral"}}]}"#).unwrap();
+        let b = ident(r#"{"content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}"#).unwrap();
+        assert_eq!(a, b);
     }
 
     #[test]
