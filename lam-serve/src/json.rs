@@ -47,16 +47,18 @@ pub(crate) fn duplicate_key(body: &[u8]) -> Option<&'static str> {
             f.write_str("a JSON object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut seen = [false; GUARDED.len()];
+            let (mut seen, mut twice) = ([false; GUARDED.len()], None);
+            // Read to the end even after a find: serde_json refuses a map
+            // whose visitor stops early, which would hide the find.
             while let Some((k, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
                 if let Some(i) = GUARDED.iter().position(|g| *g == k) {
                     if seen[i] {
-                        return Ok(Some(GUARDED[i]));
+                        twice = twice.or(Some(GUARDED[i]));
                     }
                     seen[i] = true;
                 }
             }
-            Ok(None)
+            Ok(twice)
         }
     }
     let mut de = serde_json::Deserializer::from_slice(body);

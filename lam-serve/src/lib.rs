@@ -248,6 +248,7 @@ struct Counters {
     passthrough: AtomicU64,
     bypassed: AtomicU64,
     unparsed: AtomicU64,
+    failed_open: AtomicU64,
     upstream_errors: AtomicU64,
     unreachable: AtomicU64,
     too_large: AtomicU64,
@@ -276,6 +277,10 @@ pub struct Stats {
     pub bypassed: u64,
     /// Requests to compacted routes whose body held no conversation (forwarded as they came).
     pub unparsed: u64,
+    /// Requests forwarded as they came because rewriting them failed inside
+    /// lam (a bug: each one is logged); the session was dropped, so the
+    /// conversation's next request starts a new one.
+    pub failed_open: u64,
     /// Upstream answers with status >= 400 (passed through).
     pub upstream_errors: u64,
     /// Requests answered 502 because the upstream could not be reached.
@@ -390,10 +395,21 @@ impl Proxy {
                 return Ok(Rewritten { body: body.to_vec(), session: None });
             }
         };
-        let (out, delta, held) = {
+        let rewritten = {
             let mut conv = lock(&handle.conv);
-            let (out, delta) = conv.rewrite(&req, &self.inner.engine);
-            (out, delta, conv.bytes())
+            // A panic inside admission must not answer 500 for the rest of
+            // the conversation: its session is dropped (its state may be
+            // half-updated) and this request goes as it came.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let (out, delta) = conv.rewrite(&req, &self.inner.engine);
+                (out, delta, conv.bytes())
+            }))
+        };
+        let Ok((out, delta, held)) = rewritten else {
+            c.failed_open.fetch_add(1, Ordering::Relaxed);
+            lock(&self.inner.sessions).retire(&handle);
+            eprintln!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
+            return Ok(Rewritten { body: body.to_vec(), session: None });
         };
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
         let mut st = lock(&handle.stats);
@@ -443,6 +459,7 @@ impl Proxy {
             passthrough: get(&c.passthrough),
             bypassed: get(&c.bypassed),
             unparsed: get(&c.unparsed),
+            failed_open: get(&c.failed_open),
             upstream_errors: get(&c.upstream_errors),
             upstream_unreachable: get(&c.unreachable),
             too_large: get(&c.too_large),
@@ -467,5 +484,60 @@ impl Proxy {
 
     fn count(&self, which: fn(&Counters) -> &AtomicU64) {
         which(&self.inner.counters).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(turns: &[&str]) -> Vec<u8> {
+        let mut msgs = vec![serde_json::json!({"role": "user", "content": "fix the bug"})];
+        for (i, out) in turns.iter().enumerate() {
+            let id = format!("call_{i}");
+            msgs.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"cat a.py\"}"}}]}));
+            msgs.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": out}));
+        }
+        serde_json::to_vec(&serde_json::json!({"model": "m", "messages": msgs})).unwrap()
+    }
+
+    #[test]
+    fn a_preamble_member_twice_is_refused_on_every_route() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let cases: [(Api, &str); 4] = [
+            (Api::Messages, r#"{"model":"m","system":"a","max_tokens":5,"system":"b","messages":[{"role":"user","content":"hi"}]}"#),
+            (Api::Messages, r#"{"model":"m","system":[{"type":"text","text":"a"}],"messages":[{"role":"user","content":"hi"}],"s\u0079stem":"b"}"#),
+            (Api::Responses, r#"{"model":"m","instructions":"a","input":[{"role":"user","content":"hi"}],"instructions":"b"}"#),
+            (Api::ChatCompletions, r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[]}"#),
+        ];
+        for (api, body) in cases {
+            match proxy.try_rewrite(api, None, body.as_bytes()) {
+                Err(Error::DuplicateKey(_)) => {}
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_in_admission_forwards_the_request_as_it_came_and_the_conversation_goes_on() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let first = chat(&["line one\nline two\n"]);
+        let r1 = proxy.try_rewrite(Api::ChatCompletions, None, &first).unwrap();
+        assert!(r1.session.is_some());
+        session::fault::arm("BOOM");
+        let second = chat(&["line one\nline two\n", "BOOM\nline three\n"]);
+        let r2 = proxy.try_rewrite(Api::ChatCompletions, None, &second).expect("fails open, not an error");
+        assert_eq!(r2.body, second, "forwarded exactly as it came");
+        assert_eq!(r2.session, None);
+        let st = proxy.stats();
+        assert_eq!((st.failed_open, st.sessions.len()), (1, 0), "the session was dropped");
+        assert!(proxy.metrics().contains("lam_serve_failed_open_total 1"));
+        // The next request of the conversation is rewritten in a new session
+        // (and fails open again while the fault lasts).
+        session::fault::arm("NEVER");
+        let third = chat(&["line one\nline two\n", "BOOM\nline three\n", "line one\nline two\n"]);
+        let r3 = proxy.try_rewrite(Api::ChatCompletions, None, &third).unwrap();
+        assert!(r3.session.is_some());
+        assert_eq!(proxy.stats().sessions_created, 2);
     }
 }

@@ -28,6 +28,13 @@ pub(crate) fn render(s: &Stats) -> String {
         "Compacted-route requests forwarded as they came (no conversation found).",
         &one(s.unparsed as f64),
     );
+    family(
+        &mut o,
+        "lam_serve_failed_open_total",
+        "counter",
+        "Requests forwarded as they came because rewriting them failed inside lam.",
+        &one(s.failed_open as f64),
+    );
     family(&mut o, "lam_serve_upstream_errors_total", "counter", "Upstream answers with status >= 400.", &one(s.upstream_errors as f64));
     family(&mut o, "lam_serve_upstream_unreachable_total", "counter", "Requests answered 502 (upstream unreachable).", &one(s.upstream_unreachable as f64));
     family(&mut o, "lam_serve_too_large_total", "counter", "Requests refused with 413.", &one(s.too_large as f64));

@@ -273,14 +273,23 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
 
 /// The body to forward and its session, or the error answer.
 async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>), Response> {
-    let p = app.proxy.clone();
-    match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &bytes)).await {
+    let (p, sent) = (app.proxy.clone(), bytes.clone());
+    match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &sent)).await {
         Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session)),
         Ok(Err(e @ Error::DuplicateKey(_))) => {
             Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
         }
-        Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "lam_internal_error", &format!("lam serve: rewriting failed: {e}"))),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "lam_internal_error", &format!("lam serve: rewriting failed: {e}"))),
+        // Fail open: what lam could not rewrite goes as it came.
+        Ok(Err(e)) => {
+            app.proxy.count(|c| &c.failed_open);
+            eprintln!("lam serve: rewriting failed ({e}); forwarding the request as it came");
+            Ok((bytes, None))
+        }
+        Err(e) => {
+            app.proxy.count(|c| &c.failed_open);
+            eprintln!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
+            Ok((bytes, None))
+        }
     }
 }
 

@@ -200,6 +200,8 @@ impl Conversation {
             let (Some(text), Some(node)) = (item.value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
                 continue;
             };
+            #[cfg(test)]
+            fault::check(text);
             self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
             let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
@@ -314,6 +316,20 @@ impl Registry {
         }
     }
 
+    /// Drop `h` (rewriting its request failed): its counters join the
+    /// retired ones and the next request of its conversation starts anew.
+    pub(crate) fn retire(&mut self, h: &Arc<Handle>) {
+        let e = match self.open.iter().position(|e| Arc::ptr_eq(&e.handle, h)) {
+            Some(i) => self.open.remove(i),
+            None => match self.named.iter().find(|(_, e)| Arc::ptr_eq(&e.handle, h)).map(|(k, _)| k.clone()) {
+                Some(k) => self.named.remove(&k).expect("present"),
+                None => return,
+            },
+        };
+        self.held -= e.bytes;
+        self.retired.absorb(&lock(&e.handle.stats));
+    }
+
     /// Bytes all held sessions hold, as last accounted.
     pub(crate) fn held(&self) -> usize {
         self.held
@@ -334,5 +350,29 @@ impl Registry {
         let mut named: Vec<_> = self.named.iter().collect();
         named.sort_by(|a, b| a.0.cmp(b.0));
         self.open.iter().chain(named.into_iter().map(|(_, e)| e)).map(|e| lock(&e.handle.stats).clone()).collect()
+    }
+}
+
+/// Tests make admission panic on an observation holding a marker, to check
+/// that the proxy fails open.
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static MARKER: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+
+    /// Panic in admission on observations containing `marker` (this thread).
+    pub(crate) fn arm(marker: &str) {
+        MARKER.with(|m| *m.borrow_mut() = Some(marker.to_string()));
+    }
+
+    pub(super) fn check(text: &str) {
+        MARKER.with(|m| {
+            if let Some(k) = m.borrow().as_deref() {
+                assert!(!text.contains(k), "injected fault: observation holds {k}");
+            }
+        });
     }
 }
