@@ -142,15 +142,20 @@ pub struct Found {
 /// refused, naming the sessions. An id whose only copies are damaged is
 /// [`StoreError::Damaged`]; an unknown id is an error with the nearest ids.
 pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
-    let shown = shown.trim_start_matches('§').to_ascii_lowercase();
     let sessions = match session {
         Some(s) => vec![s.clone()],
         None => store.sessions()?,
     };
+    find_in(store, &sessions, shown)
+}
+
+/// [`find`] among `sessions` only (a server scoped to some sessions).
+pub fn find_in(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Result<Found, StoreError> {
+    let shown = shown.trim_start_matches('§').to_ascii_lowercase();
     let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
     // A damaged copy in one session does not hide an intact one in another.
     let mut damaged = None;
-    for s in &sessions {
+    for s in sessions {
         match store.get(s, &shown).map_err(StoreError::from) {
             Ok(Some(b)) => hits.push((s.clone(), b)),
             Ok(None) => {}
@@ -162,7 +167,7 @@ pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> R
         return Err(e);
     }
     let Some((_, first)) = hits.first() else {
-        return by_prefix(store, &sessions, &shown);
+        return by_prefix(store, sessions, &shown);
     };
     if hits.iter().any(|(_, b)| b != first) {
         return Err(StoreError::Ambiguous { shown, sessions: hits.into_iter().map(|(s, _)| s).collect() });

@@ -31,6 +31,7 @@ pub mod digest;
 pub mod embedding;
 mod error;
 pub mod expand;
+pub mod fsdir;
 pub mod id;
 pub mod newlines;
 pub mod redact;

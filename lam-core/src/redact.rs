@@ -11,26 +11,32 @@
 pub const SECRET_PARAMS: &[&str] = &["password", "pass", "pwd", "token", "secret", "key", "api_key", "access_token", "sslpassword"];
 
 /// `url` with its secrets masked: the password of a `user:password@`
-/// userinfo (with or without a `scheme://`) becomes `user:***@`, and the
+/// userinfo (with or without a `scheme://`) becomes `user:***@`; the whole
+/// userinfo of an `http(s)://` or `ws(s)://` URL without a password (a
+/// token written as the user: `https://TOKEN@host`) becomes `***@`; and the
 /// value of every query parameter named in [`SECRET_PARAMS`] becomes `***`.
 /// Anything else is returned unchanged.
 pub fn url(url: &str) -> String {
-    let (prefix, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), url),
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
     };
     let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let web = scheme.is_some_and(|s| ["http", "https", "ws", "wss"].iter().any(|w| w.eq_ignore_ascii_case(s)));
     let rest = match rest[..auth_end].rfind('@') {
-        Some(at) => format!("{}{}", mask_userinfo(&rest[..at]), &rest[at..]),
+        Some(at) => format!("{}{}", mask_userinfo(&rest[..at], web), &rest[at..]),
         None => rest.to_string(),
     };
+    let prefix = scheme.map(|s| format!("{s}://")).unwrap_or_default();
     format!("{prefix}{}", mask_query(&rest))
 }
 
-/// `user:password` -> `user:***`; a userinfo without a password is kept.
-fn mask_userinfo(userinfo: &str) -> String {
+/// `user:password` -> `user:***`; a userinfo without a password is kept,
+/// unless `token_user` (a web URL, where it is a token).
+fn mask_userinfo(userinfo: &str, token_user: bool) -> String {
     match userinfo.split_once(':') {
         Some((user, _)) => format!("{user}:***"),
+        None if token_user => "***".to_string(),
         None => userinfo.to_string(),
     }
 }
@@ -70,6 +76,11 @@ mod tests {
         assert_eq!(url("some/dir"), "some/dir");
         assert_eq!(url("/abs/a:b@c"), "/abs/a:b@c");
         assert_eq!(url("http://h:8080/p@x"), "http://h:8080/p@x");
+        // A token written as the user of a web URL is a secret; a database user is not.
+        assert_eq!(url("https://sk-abc123@api.example.com/v1"), "https://***@api.example.com/v1");
+        assert_eq!(url("HTTP://tok@h"), "HTTP://***@h");
+        assert_eq!(url("https://u:p@h"), "https://u:***@h");
+        assert_eq!(url("postgres://lam@h/db"), "postgres://lam@h/db");
     }
 
     #[test]

@@ -339,7 +339,7 @@ impl<E: Encoder> CachedEncoder<E> {
             return Err(std::io::Error::other(format!("not appending to {}: {why}", p.display())));
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            lam_core::fsdir::create_private(dir)?;
         }
         let mut f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
         let len = f.metadata()?.len();

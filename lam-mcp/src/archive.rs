@@ -26,6 +26,9 @@ pub struct Config {
     pub store: StoreSpec,
     /// Scope every tool to this session (`--session`).
     pub session: Option<SessionId>,
+    /// Scope every tool to the sessions one proxy run made (`--run RUN`):
+    /// the sessions named `RUN-N` and `NAME@RUN-N` (`lam run`'s default).
+    pub run: Option<String>,
     /// Payload tokens (cl100k_base) per recall part, as `lam recall --part-tokens` (default 2048).
     pub part_tokens: usize,
     /// Tokens of one catalog page, header included (default 512, ARC's largest default `P`).
@@ -35,7 +38,7 @@ pub struct Config {
 impl Config {
     /// Defaults for `store`: no scope, 2048-token parts, 512-token pages.
     pub fn new(store: StoreSpec) -> Self {
-        Self { store, session: None, part_tokens: 2048, page_tokens: 512 }
+        Self { store, session: None, run: None, part_tokens: 2048, page_tokens: 512 }
     }
 }
 
@@ -61,6 +64,14 @@ pub enum Error {
     OutOfScope {
         /// The scope.
         scope: String,
+        /// The session asked.
+        asked: String,
+    },
+    /// A session another run made, asked of a server scoped to one run.
+    #[error("this server serves only the sessions of run `{run}` (lam run's recall scope; `--recall-scope store` serves every session); session `{asked}` is not one of them")]
+    OtherRun {
+        /// The run.
+        run: String,
         /// The session asked.
         asked: String,
     },
@@ -196,8 +207,26 @@ impl Archive {
         match (asked, &self.cfg.session) {
             (Some(a), Some(s)) if a != s.as_str() => Err(Error::OutOfScope { scope: s.to_string(), asked: a.to_string() }),
             (Some(""), _) => Err(Error::Argument("session: empty name".into())),
+            (Some(a), _) if !self.in_run(a) => Err(Error::OtherRun { run: self.cfg.run.clone().unwrap_or_default(), asked: a.to_string() }),
             (Some(a), _) => Ok(Some(SessionId::from(a))),
             (None, s) => Ok(s.clone()),
+        }
+    }
+
+    /// Whether session `s` is one the server's run made, `RUN-N` or
+    /// `NAME@RUN-N` (always, without a run scope).
+    fn in_run(&self, s: &str) -> bool {
+        let Some(run) = self.cfg.run.as_deref() else { return true };
+        let numbered = |x: &str| x.strip_prefix(run).and_then(|n| n.strip_prefix('-')).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        numbered(s) || s.rsplit_once('@').is_some_and(|(_, r)| numbered(r))
+    }
+
+    /// The sessions a call without a session searches: `session`, or every
+    /// session of the store in the server's scope.
+    fn sessions(&self, st: &dyn ObsStore, session: Option<&SessionId>) -> Result<Vec<SessionId>, Error> {
+        match session {
+            Some(s) => Ok(vec![s.clone()]),
+            None => Ok(st.sessions().map_err(StoreError::Store)?.into_iter().filter(|s| self.in_run(s.as_str())).collect()),
         }
     }
 
@@ -209,7 +238,7 @@ impl Archive {
     /// (`K` or `K/N`), found as `lam recall` finds them.
     pub fn recall(&self, id: &str, session: Option<&str>, part: Option<&str>) -> Result<Recalled, Error> {
         let session = self.session(session)?;
-        let found = self.with(|st| find(st, session.as_ref(), id))?;
+        let found = self.with(|st| find(st, &self.sessions(st, session.as_ref())?, id))?;
         let shown = id.trim_start_matches('§').to_ascii_lowercase();
         let total = found.bytes.len();
         let (part, range) = match part {
@@ -228,7 +257,7 @@ impl Archive {
     pub fn meta(&self, id: &str, session: Option<&str>) -> Result<Meta, Error> {
         let session = self.session(session)?;
         let (found, m) = self.with(|st| {
-            let found = find(st, session.as_ref(), id)?;
+            let found = find(st, &self.sessions(st, session.as_ref())?, id)?;
             let shown = id.trim_start_matches('§').to_ascii_lowercase();
             let m = st.meta(&found.sessions[0], &shown).map_err(StoreError::Store)?;
             Ok((found, m))
@@ -255,13 +284,13 @@ impl Archive {
     /// it; without a session (and no scope), the list of sessions.
     pub fn catalog(&self, session: Option<&str>, page: Option<usize>) -> Result<String, Error> {
         let Some(session) = self.session(session)? else {
-            return self.with(|st| session_list(st));
+            return self.with(|st| session_list(st, &self.sessions(st, None)?));
         };
         let tok = Cl100k;
         let catalog = self.with(|st| {
             let ids = st.ids(&session).map_err(StoreError::Store)?;
             if ids.is_empty() {
-                let known = st.sessions().map_err(StoreError::Store)?;
+                let known = self.sessions(st, None)?;
                 return Err(Error::UnknownSession { asked: session.to_string(), known: first_names(&known) });
             }
             let mut c = Catalog::new(&tok, self.cfg.page_tokens);
@@ -291,12 +320,12 @@ fn check(cfg: &Config) -> Result<(), Error> {
     Ok(())
 }
 
-fn find(st: &dyn ObsStore, session: Option<&SessionId>, id: &str) -> Result<arc_store::Found, Error> {
+fn find(st: &dyn ObsStore, sessions: &[SessionId], id: &str) -> Result<arc_store::Found, Error> {
     let shown = id.trim_start_matches('§');
     if shown.is_empty() || !shown.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Argument(format!("id `{id}`: expected §hex as cited (e.g. §a1b2c3d4)")));
     }
-    Ok(arc_store::find(st, session, id)?)
+    Ok(arc_store::find_in(st, sessions, id)?)
 }
 
 fn first_names(sessions: &[SessionId]) -> String {
@@ -307,11 +336,10 @@ fn first_names(sessions: &[SessionId]) -> String {
     if s.is_empty() { "none".into() } else { s.join(", ") }
 }
 
-fn session_list(st: &dyn ObsStore) -> Result<String, Error> {
-    let sessions = st.sessions().map_err(StoreError::Store)?;
+fn session_list(st: &dyn ObsStore, sessions: &[SessionId]) -> Result<String, Error> {
     let mut out =
         format!("[{} session{} in the archive; catalog with a session lists its observations]\n", sessions.len(), if sessions.len() == 1 { "" } else { "s" });
-    for s in &sessions {
+    for s in sessions {
         let n = st.ids(s).map_err(StoreError::Store)?.len();
         out.push_str(&format!("{s} ({n} observation{})\n", if n == 1 { "" } else { "s" }));
     }

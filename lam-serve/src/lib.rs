@@ -363,6 +363,12 @@ impl Proxy {
         &self.inner.cfg
     }
 
+    /// This proxy's run: the store sessions it makes are named `RUN-N`,
+    /// or `NAME@RUN-N` for a client's name the store already holds.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run
+    }
+
     /// The body to forward for a request to `api`'s route: its conversation
     /// matched to a session (named by `session`, else by prefix) and rewritten.
     /// Blocks while new observations are encoded; sessions rewrite in parallel.

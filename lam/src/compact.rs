@@ -163,7 +163,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
         None => None,
     };
     if let Some(d) = &a.out {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        lam_core::fsdir::create_private(d).with_context(|| format!("creating {}", d.display()))?;
     }
     let archive = a.store.as_deref().map(|s| crate::opts::open_store(s, arc_store::Access::ReadWrite)).transpose()?;
     let codec = a.codec.map(lam_codec::CodecSpec::open).transpose().context("--codec")?;

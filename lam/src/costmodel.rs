@@ -514,7 +514,7 @@ fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Resu
     if let Some(p) = path.parent()
         && !p.as_os_str().is_empty()
     {
-        std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+        lam_core::fsdir::create_private(p).with_context(|| format!("creating {}", p.display()))?;
     }
     std::fs::write(&path, profile.to_json()).with_context(|| format!("writing {}", path.display()))?;
     print!("{}", profile.to_json());

@@ -11,6 +11,7 @@ mod embed;
 mod eval;
 mod mcp;
 mod opts;
+mod proc;
 mod recall;
 mod replay;
 mod run;

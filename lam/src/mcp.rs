@@ -9,11 +9,19 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct McpArgs {
     /// Store to serve (read-only): a directory written by `lam serve`, `lam run`, `lam compact --store`, `lam view --store` or the Python package (`lam.Session(store=...)`), or `postgres://...` where built in.
-    #[arg(long)]
-    store: String,
+    #[arg(long, required_unless_present = "store_file", conflicts_with = "store_file")]
+    store: Option<String>,
+    /// Read the store spec from this file (its first line) instead of `--store`: a database URL
+    /// with a password stays out of the command line (`ps`). `lam run` passes it this way.
+    #[arg(long, value_name = "PATH")]
+    store_file: Option<PathBuf>,
     /// Scope every tool to this session.
     #[arg(long)]
     session: Option<String>,
+    /// Scope every tool to the sessions of one proxy run: `RUN-N` and `NAME@RUN-N` (`lam run` passes
+    /// its own run unless `--recall-scope store`).
+    #[arg(long, value_name = "RUN", conflicts_with = "session")]
+    run: Option<String>,
     /// Serve MCP streamable HTTP at http://ADDR/mcp instead of stdio. Without a token ADDR must be
     /// loopback (e.g. 127.0.0.1:8788) and only loopback peers are served; a non-loopback ADDR
     /// (e.g. 0.0.0.0:8788, to share the server across machines) needs a token.
@@ -43,11 +51,26 @@ fn access(token_file: Option<&PathBuf>) -> Result<lam_mcp::HttpAccess> {
     }
 }
 
+/// The store spec of `--store` or `--store-file`.
+fn store_spec(a: &McpArgs) -> Result<String> {
+    match (&a.store, &a.store_file) {
+        (Some(s), _) => Ok(s.clone()),
+        (None, Some(p)) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading the store file {}", p.display()))?;
+            let spec = text.lines().next().unwrap_or("").trim();
+            anyhow::ensure!(!spec.is_empty(), "the store file {} is empty: expected a directory or postgres://... on its first line", p.display());
+            Ok(spec.to_string())
+        }
+        (None, None) => anyhow::bail!("give --store or --store-file"),
+    }
+}
+
 pub fn run(a: McpArgs) -> Result<()> {
-    let spec = arc_store::StoreSpec::parse(&a.store)?;
+    let spec = arc_store::StoreSpec::parse(&store_spec(&a)?)?;
     let shown = spec.display();
     let mut cfg = lam_mcp::Config::new(spec);
     cfg.session = a.session.as_deref().map(SessionId::from);
+    cfg.run = a.run.clone();
     cfg.part_tokens = a.part_tokens as usize;
     cfg.page_tokens = a.page_tokens as usize;
     let Some(addr) = a.http else {

@@ -31,12 +31,30 @@ pub struct RunArgs {
     /// For `claude -p` and `codex exec` (they ask the model at once): when no model request has reached the proxy this many seconds after the agent started, stop the agent (it is not going through lam) and exit non-zero. 0: never.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     first_request_timeout_s: u64,
+    /// After the agent exits, how long requests still in flight through the proxy (a subprocess
+    /// the agent left behind, say) may take before `lam run` cuts them and exits; SIGTERM or SIGINT
+    /// to `lam run` in that time cuts them at once.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    drain_timeout_s: u64,
+    /// Which sessions the `lam mcp` this run registers answers for: `run`, the sessions of this run
+    /// only (another run's archive in a shared store stays out of reach); `store`, every session.
+    #[arg(long, value_enum, default_value_t = RecallScope::Run)]
+    recall_scope: RecallScope,
     /// The agent and its arguments, after `--`: `lam run -- claude`, `lam run -- codex exec "fix the tests"`.
     #[arg(last = true, required = true, value_name = "AGENT ARGS")]
     agent: Vec<OsString>,
 }
 
 /// The agents whose base URL and MCP registration `lam run` knows.
+/// `--recall-scope`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+enum RecallScope {
+    /// The sessions of this run.
+    Run,
+    /// Every session of the store.
+    Store,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Agent {
     Claude,
@@ -66,18 +84,20 @@ pub fn run(a: RunArgs) -> Result<()> {
     let store = Store::resolve(a.store.as_deref())?;
     let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
+    remove_stale_files();
     let server = Server::start(proxy.clone(), pid.clone())?;
-    eprintln!("lam run: proxy http://{} -> {upstream} ({from})", server.addr);
+    eprintln!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
     eprintln!("lam run: store {}", store.shown);
     eprintln!(
         "lam run: recall an archived tool result with `lam recall --store {} --session S §ID` (S: `lam recall --store {} --list`), or the agent's `lam` MCP tools",
-        store.arg, store.arg
+        store.shown, store.shown
     );
-    let launch = Launch::new(agent, program, args, server.addr, &store);
+    let run = (a.recall_scope == RecallScope::Run).then(|| proxy.run_id());
+    let launch = Launch::new(agent, program, args, server.addr, &store, run);
     let first = first_request(&a, agent, args);
     let seen = || model_requests(&proxy.stats()) > 0;
     let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid, first.map(|t| (t, &seen as &dyn Fn() -> bool))));
-    let stopped = server.stop();
+    let stopped = server.stop(std::time::Duration::from_secs(a.drain_timeout_s));
     let closed = proxy.close().context("lam run: flushing the store");
     if let Ok(l) = &launch {
         l.clean();
@@ -176,12 +196,13 @@ fn upstream(flag: Option<&str>, agent: Agent) -> Result<(String, String)> {
     };
     let url = url.trim_end_matches('/').to_string();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        bail!("lam run: upstream `{url}` ({from}): expected an http:// or https:// origin");
+        bail!("lam run: upstream `{}` ({from}): expected an http:// or https:// origin", lam_core::redact::url(&url));
     }
     Ok((url, from))
 }
 
-/// The store: its spec, the argument `lam mcp --store` gets, and how it is shown.
+/// The store: its spec, the spec `lam mcp` gets (which may hold a
+/// password: never printed, never on a command line), and how it is shown.
 #[derive(Debug)]
 struct Store {
     spec: StoreSpec,
@@ -202,7 +223,7 @@ impl Store {
         };
         let spec = match spec {
             StoreSpec::Dir(d) => {
-                std::fs::create_dir_all(&d).with_context(|| format!("creating the store {}", d.display()))?;
+                lam_core::fsdir::create_private(&d).with_context(|| format!("creating the store {}", d.display()))?;
                 StoreSpec::Dir(std::path::absolute(&d).with_context(|| format!("--store {}", d.display()))?)
             }
             other => other,
@@ -238,6 +259,8 @@ struct Server {
     rt: tokio::runtime::Runtime,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<(), lam_serve::Error>>,
+    /// Told when SIGTERM, SIGINT or SIGHUP arrives with no agent running.
+    cut: Arc<tokio::sync::Notify>,
 }
 
 impl Server {
@@ -247,30 +270,48 @@ impl Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("lam run: listening on 127.0.0.1")?;
         let addr = listener.local_addr().context("lam run: listening")?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("lam run: starting the runtime")?;
+        let cut = Arc::new(tokio::sync::Notify::new());
         #[cfg(unix)]
-        guard_signals(&rt, pid)?;
+        guard_signals(&rt, pid, cut.clone())?;
         #[cfg(not(unix))]
         let _ = pid;
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let task = rt.spawn(lam_serve::serve(proxy, listener, async move {
             let _ = rx.await;
         }));
-        Ok(Self { addr, rt, stop, task })
+        Ok(Self { addr, rt, stop, task, cut })
     }
 
-    /// Stop accepting, finish what is in flight, and stop the runtime.
-    fn stop(self) -> Result<()> {
+    /// Stop accepting and let what is in flight finish, for at most `drain`
+    /// (or until a signal cuts it); then stop the runtime.
+    fn stop(self, drain: std::time::Duration) -> Result<()> {
         let _ = self.stop.send(());
-        let served = self.rt.block_on(self.task);
+        let mut task = self.task;
+        let cut = self.cut;
+        let served = self.rt.block_on(async {
+            tokio::select! {
+                r = &mut task => Some(r),
+                () = tokio::time::sleep(drain) => None,
+                () = cut.notified() => None,
+            }
+        });
+        let Some(served) = served else {
+            eprintln!("lam run: the agent has exited; cutting the requests still in flight through the proxy (--drain-timeout-s {})", drain.as_secs());
+            task.abort();
+            self.rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            return Ok(());
+        };
         self.rt.shutdown_timeout(std::time::Duration::from_secs(5));
         served.context("lam run: the proxy")?.context("lam run: the proxy")
     }
 }
 
-/// SIGINT: nothing (a Ctrl-C reaches the agent, which shares the terminal's
-/// process group, and `lam` waits for it). SIGTERM, SIGHUP: sent on to the agent.
+/// While the agent runs: SIGINT nothing (a Ctrl-C reaches the agent, which
+/// shares the terminal's process group, and `lam` waits for it); SIGTERM,
+/// SIGHUP sent on to the agent. Once it has exited, any of the three cuts
+/// the requests still in flight (`cut`), so `lam run` ends at once.
 #[cfg(unix)]
-fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>) -> Result<()> {
+fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tokio::sync::Notify>) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let _in = rt.enter();
     let mut int = signal(SignalKind::interrupt()).context("lam run: SIGINT handler")?;
@@ -279,42 +320,62 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>) -> Result<()
     rt.spawn(async move {
         loop {
             let sig = tokio::select! {
-                _ = int.recv() => continue,
+                _ = int.recv() => "INT",
                 _ = term.recv() => "TERM",
                 _ = hup.recv() => "HUP",
             };
-            let child = pid.load(Ordering::SeqCst);
-            if child != 0 {
-                let _ = Command::new("kill").args(["-s", sig, &child.to_string()]).status();
+            match pid.load(Ordering::SeqCst) {
+                0 => cut.notify_one(),
+                _ if sig == "INT" => {}
+                child => {
+                    let _ = Command::new("kill").args(["-s", sig, &child.to_string()]).status();
+                }
             }
         }
     });
     Ok(())
 }
 
-/// The agent's command line and environment, and the MCP config file written for it.
+/// The agent's command line and environment, and the files written for it
+/// (the MCP config, the store spec holding a password), removed at the end.
 #[derive(Debug)]
 struct Launch {
     cmd: Vec<OsString>,
     env: Vec<(&'static str, String)>,
-    mcp_file: Option<PathBuf>,
+    files: Vec<PathBuf>,
 }
 
 impl Launch {
-    /// Base URLs at the proxy; `lam mcp --store STORE` registered for Claude Code and Codex.
-    fn new(agent: Agent, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store) -> Result<Self> {
+    /// Base URLs at the proxy; `lam mcp --store STORE [--run RUN]`
+    /// registered for Claude Code and Codex (`--store-file` for a store
+    /// spec holding a password).
+    fn new(agent: Agent, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, run: Option<&str>) -> Result<Self> {
         let exe = std::env::current_exe().context("lam run: the path of this lam")?;
         let exe = exe.to_string_lossy().into_owned();
-        let mcp = ["mcp", "--store", store.arg.as_str()];
+        let mut files = Vec::new();
+        let mut mcp = vec!["mcp".to_string()];
+        if lam_core::redact::url(&store.arg) == store.arg {
+            mcp.extend(["--store".to_string(), store.arg.clone()]);
+        } else {
+            let f = private_file("store", &store.arg)?;
+            mcp.extend(["--store-file".to_string(), f.to_string_lossy().into_owned()]);
+            files.push(f);
+        }
+        if let Some(r) = run {
+            mcp.extend(["--run".to_string(), r.to_string()]);
+        }
+        let shown_mcp = mcp.join(" ");
         let anthropic = ("ANTHROPIC_BASE_URL", format!("http://{addr}"));
         let openai = ("OPENAI_BASE_URL", format!("http://{addr}/v1"));
         let mut cmd = vec![program.to_os_string()];
-        let (env, mcp_file) = match agent {
+        let env = match agent {
             Agent::Claude => {
-                let file = write_mcp_config(&exe, &mcp)?;
+                let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": mcp}}});
+                let file = private_file("mcp.json", &json.to_string())?;
                 cmd.extend(args.iter().cloned());
                 cmd.extend([OsString::from("--mcp-config"), file.clone().into_os_string()]);
-                (vec![anthropic], Some(file))
+                files.push(file);
+                vec![anthropic]
             }
             Agent::Codex => {
                 let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
@@ -332,22 +393,22 @@ impl Launch {
                     cmd.extend([OsString::from("-c"), OsString::from(kv)]);
                 }
                 cmd.extend(args.iter().cloned());
-                (vec![openai], None)
+                vec![openai]
             }
             Agent::Other => {
                 cmd.extend(args.iter().cloned());
-                (vec![anthropic, openai], None)
+                vec![anthropic, openai]
             }
         };
         match agent {
             Agent::Other => eprintln!(
                 "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
                 program.to_string_lossy(),
-                store.arg
+                store.shown
             ),
-            _ => eprintln!("lam run: MCP server `lam` registered for this run: {exe} mcp --store {}", store.arg),
+            _ => eprintln!("lam run: MCP server `lam` registered for this run: {exe} {shown_mcp}"),
         }
-        Ok(Self { cmd, env, mcp_file })
+        Ok(Self { cmd, env, files })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -355,11 +416,10 @@ impl Launch {
     /// the agent when none has when the limit passes.
     fn wait(&self, pid: &AtomicU32, first: Option<(std::time::Duration, &dyn Fn() -> bool)>) -> Result<ExitStatus> {
         let program = self.cmd[0].to_string_lossy();
-        let mut child = Command::new(&self.cmd[0])
-            .args(&self.cmd[1..])
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .spawn()
-            .with_context(|| format!("lam run: starting `{program}`"))?;
+        let mut command = Command::new(&self.cmd[0]);
+        command.args(&self.cmd[1..]).envs(self.env.iter().map(|(k, v)| (k, v)));
+        crate::proc::end_with_parent(&mut command);
+        let mut child = command.spawn().with_context(|| format!("lam run: starting `{program}`"))?;
         pid.store(child.id(), Ordering::SeqCst);
         if let Some((limit, seen)) = first {
             watch(&mut child, &program, limit, seen)?;
@@ -370,23 +430,34 @@ impl Launch {
     }
 
     fn clean(&self) {
-        if let Some(f) = &self.mcp_file {
+        for f in &self.files {
             let _ = std::fs::remove_file(f);
         }
     }
 }
 
 /// Poll until the agent's first model request reached the proxy or the agent
-/// exited; if `limit` passes first, say so and stop the agent (SIGTERM).
+/// exited; if `limit` passes first, say so and stop the agent: SIGTERM, then
+/// SIGKILL when it is still running [`KILL_AFTER`] later.
 fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dyn Fn() -> bool) -> Result<()> {
     let t0 = std::time::Instant::now();
-    while !seen() && child.try_wait().with_context(|| format!("lam run: waiting for `{program}`"))?.is_none() {
+    let exited = |c: &mut Child| c.try_wait().with_context(|| format!("lam run: waiting for `{program}`")).map(|s| s.is_some());
+    while !seen() && !exited(child)? {
         if t0.elapsed() >= limit {
             eprintln!(
                 "lam run: error: no model request of `{program}` reached the proxy within {} s (--first-request-timeout-s): it is not going through lam; stopping it",
                 limit.as_secs()
             );
             let _ = Command::new("kill").args(["-s", "TERM", &child.id().to_string()]).status();
+            let t1 = std::time::Instant::now();
+            while !exited(child)? {
+                if t1.elapsed() >= KILL_AFTER {
+                    eprintln!("lam run: `{program}` ignored SIGTERM for {} s; killing it", KILL_AFTER.as_secs());
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
             return Ok(());
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -394,17 +465,37 @@ fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dy
     Ok(())
 }
 
-/// `{"mcpServers":{"lam":{...}}}` in a new file only this user can read.
-fn write_mcp_config(exe: &str, args: &[&str]) -> Result<PathBuf> {
-    let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": args}}});
-    let path = std::env::temp_dir().join(format!("lam-run-{}-mcp.json", std::process::id()));
+/// How long a stopped agent may take to exit before SIGKILL.
+const KILL_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Files `lam run` left in the temporary directory when it could not clean
+/// up (SIGKILL, out of memory): `lam-run-PID-*` of processes that are gone.
+fn remove_stale_files() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("lam-run-")).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let gone = !Path::new("/proc").join(pid.to_string()).exists() && Path::new("/proc/self").exists();
+        let mine = e.metadata().is_ok_and(|m| m.is_file());
+        if gone && mine {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// `text` in a new file `lam-run-PID-NAME` of the temporary directory that
+/// only this user can read (0600).
+fn private_file(name: &str, text: &str) -> Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!("lam-run-{}-{name}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
     let mut f = o.open(&path).with_context(|| format!("lam run: writing {}", path.display()))?;
-    std::io::Write::write_all(&mut f, json.to_string().as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))?;
+    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))?;
     Ok(path)
 }
 
@@ -438,6 +529,36 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
     let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());
     eprintln!(
         "lam run: store {}; recall: lam recall --store {} --session {session} §ID (list: lam recall --store {} --list)",
-        store.shown, store.arg, store.arg
+        store.shown, store.shown, store.shown
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store spec with a password reaches `lam mcp` in a 0600 file, never
+    /// on a command line (Codex gets `-c` arguments, visible in `ps`).
+    #[test]
+    fn a_store_password_never_reaches_a_command_line() {
+        let spec = "postgres://lam:pw-SECRET@127.0.0.1:5432/lam";
+        let store = Store { spec: StoreSpec::parse(spec).unwrap(), arg: spec.to_string(), shown: lam_core::redact::url(spec) };
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        for (agent, name) in [(Agent::Claude, "claude"), (Agent::Codex, "codex")] {
+            let l = Launch::new(agent, OsStr::new(name), &[], addr, &store, Some("serve-1-2")).unwrap();
+            let argv: Vec<String> = l.cmd.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            assert!(argv.iter().all(|a| !a.contains("SECRET")), "{argv:?}");
+            assert!(l.env.iter().all(|(_, v)| !v.contains("SECRET")));
+            let held: Vec<String> = l.files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect();
+            assert!(held.iter().any(|t| t == spec), "the spec is in a file: {held:?}");
+            #[cfg(unix)]
+            for f in &l.files {
+                use std::os::unix::fs::PermissionsExt;
+                assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+            }
+            assert!(argv.iter().any(|a| a.contains("--store-file")) || held.iter().any(|t| t.contains("--store-file")));
+            l.clean();
+            assert!(l.files.iter().all(|f| !f.exists()));
+        }
+    }
 }

@@ -129,6 +129,12 @@ fn proxy_url(err: &str) -> String {
     err[at..].split_whitespace().next().unwrap().to_string()
 }
 
+/// The run `lam run` scoped its `lam mcp` to, from the line that registers it.
+fn run_id(err: &str) -> String {
+    let at = err.find(" --run ").expect(err) + " --run ".len();
+    err[at..].split_whitespace().next().unwrap().to_string()
+}
+
 fn record(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
 }
@@ -177,7 +183,8 @@ fn claude_runs_through_the_proxy_with_lam_mcp() {
     assert_eq!(rec["argv"][0], "-p");
     assert_eq!(rec["argv"][1], "hello");
     assert_eq!(rec["argv"][2], "--mcp-config");
-    let want = serde_json::json!({"mcpServers": {"lam": {"command": exe(), "args": ["mcp", "--store", store]}}});
+    let run = run_id(&err);
+    let want = serde_json::json!({"mcpServers": {"lam": {"command": exe(), "args": ["mcp", "--store", store, "--run", run]}}});
     assert_eq!(rec["mcp"], want);
     assert!(!Path::new(rec["argv"][3].as_str().unwrap()).exists(), "the MCP config file is removed");
     check_upstream(&seen, "/v1/messages", &rec["sent"]);
@@ -201,7 +208,7 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     assert_eq!(rec["anthropic"], serde_json::Value::Null);
     let argv: Vec<&str> = rec["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     let command = format!("mcp_servers.lam.command=\"{}\"", exe());
-    let margs = format!("mcp_servers.lam.args=[\"mcp\",\"--store\",\"{store}\"]");
+    let margs = format!("mcp_servers.lam.args=[\"mcp\",\"--store\",\"{store}\",\"--run\",\"{}\"]", run_id(&err));
     let base = format!("openai_base_url=\"{}/v1\"", proxy_url(&err));
     let approve = "mcp_servers.lam.default_tools_approval_mode=\"approve\"";
     assert_eq!(argv, ["-c", &base, "-c", &command, "-c", &margs, "-c", approve, "exec", "fix it"]);
@@ -287,4 +294,174 @@ fn signals_wait_for_the_agent_and_its_status_is_lams() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(137), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Wait for `child` at most `secs`; kill it and fail when it is still running.
+fn wait_at_most(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t0.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            panic!("lam run still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// An executable shell script `name` in `dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// `claude -p` that ignores SIGTERM and never asks the model: SIGKILL follows.
+#[test]
+fn an_agent_ignoring_sigterm_is_killed_after_the_first_request_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = script(dir.path(), "claude", "trap '' TERM\nexec sleep 40");
+    let t0 = std::time::Instant::now();
+    let out = lam(dir.path(), &[], &["--first-request-timeout-s", "1", "--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap(), "-p", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(t0.elapsed().as_secs() < 20, "killed 5 s after SIGTERM, not after the agent's 40 s: {err}");
+    assert!(err.contains("ignored SIGTERM for 5 s; killing it"), "{err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+}
+
+/// An upstream that accepts connections and never answers.
+fn silent_upstream() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The agent exits while a process it left behind still waits on the
+/// upstream through the proxy: `lam run` cuts it after `--drain-timeout-s`,
+/// or at once on SIGTERM.
+#[test]
+fn requests_outliving_the_agent_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = silent_upstream();
+    let started = dir.path().join("started");
+    let body = format!(
+        "python3 -c 'import os, urllib.request; urllib.request.urlopen(urllib.request.Request(os.environ[\"ANTHROPIC_BASE_URL\"] + \"/v1/messages\", data=b\"{{}}\", headers={{\"content-type\": \"application/json\"}}), timeout=120)' 2>/dev/null &\nsleep 1\ntouch {}\nexit 0",
+        started.display()
+    );
+    let agent = script(dir.path(), "agent", &body);
+    let start = |drain: &str| {
+        let _ = std::fs::remove_file(&started);
+        Command::new(env!("CARGO_BIN_EXE_lam"))
+            .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", &up, "--drain-timeout-s", drain, "--store"])
+            .arg(dir.path().join("store"))
+            .args(["--", agent.to_str().unwrap()])
+            .env("LAM_HOME", dir.path().join("home"))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    let mut lam = start("1");
+    wait_at_most(&mut lam, 30);
+    let mut err = String::new();
+    lam.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("cutting the requests still in flight"), "{err}");
+    assert!(t0.elapsed().as_secs() < 20, "{err}");
+    let mut lam = start("600");
+    while !started.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(lam.try_wait().unwrap().is_none(), "lam waits for the request in flight");
+    assert!(Command::new("kill").args(["-s", "TERM", &lam.id().to_string()]).status().unwrap().success());
+    wait_at_most(&mut lam, 10);
+}
+
+/// SIGKILL to `lam run` (or the OOM killer) ends the agent too.
+#[test]
+fn the_agent_ends_when_lam_run_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("agent.pid");
+    let agent = script(dir.path(), "agent", &format!("echo $$ > {}\nexec sleep 60", pidfile.display()));
+    let mut lam = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
+        .arg(dir.path().join("store"))
+        .args(["--", agent.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+        assert!(t0.elapsed().as_secs() < 60, "the agent never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+    lam.kill().unwrap();
+    lam.wait().unwrap();
+    // Gone, or a zombie waiting for a reaper (the agent's parent is dead).
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')));
+    let t1 = std::time::Instant::now();
+    while alive() {
+        assert!(t1.elapsed().as_secs() < 10, "agent {pid} still runs after lam run was killed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A token in the upstream URL is never printed; the run's directories are
+/// 0700 under `umask 000`.
+#[test]
+fn secrets_stay_out_of_the_output_and_directories_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _seen) = upstream();
+    let agent = fake(dir.path(), "claude");
+    let secret = up.replacen("http://", "http://sk-lam-test-SECRET@", 1);
+    let sh = format!("umask 000; exec \"$0\" run --encoder hashing --no-cache --upstream '{secret}' -- '{}' -p hi", agent.display());
+    let out = Command::new("sh")
+        .args(["-c", &sh, env!("CARGO_BIN_EXE_lam")])
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env("LAM_HOME", dir.path().join("home"))
+        .env("FAKE_RECORD", dir.path().join("record.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("SECRET") && err.contains("-> http://***@127.0.0.1:"), "{err}");
+    let runs = dir.path().join("home").join("runs");
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    for d in [dir.path().join("home"), runs, run] {
+        assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700, "{}", d.display());
+    }
+}
+
+/// `lam mcp --store-file`: the spec from a file's first line; clear errors.
+#[test]
+fn lam_mcp_reads_its_store_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mcp = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_lam")).arg("mcp").args(args).stdin(std::process::Stdio::null()).output().unwrap();
+    let missing = dir.path().join("missing");
+    let out = mcp(&["--store-file", missing.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reading the store file"), "{out:?}");
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let out = mcp(&["--store-file", empty.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is empty"), "{out:?}");
+    let out = mcp(&["--store", "x", "--store-file", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "one or the other");
+    let out = mcp(&[]);
+    assert_eq!(out.status.code(), Some(2), "one is needed");
+    // A store named in the file serves (stdin closed: the server ends cleanly).
+    let spec = dir.path().join("spec");
+    std::fs::write(&spec, format!("{}\n", dir.path().join("store").display())).unwrap();
+    let out = mcp(&["--store-file", spec.to_str().unwrap(), "--run", "serve-1-2"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("store file"), "{out:?}");
 }

@@ -86,6 +86,12 @@ pub(crate) fn resolve(url: &str) -> Result<Target, StoreError> {
 pub(crate) fn resolve_with(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Target, StoreError> {
     let bad = |reason: String| StoreError::Spec { spec: redact(url), reason };
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    // The driver splits the userinfo at its first `@`, which would put the
+    // rest of such a password into the host name, and into messages.
+    let after = base.split_once("://").map_or(base, |(_, r)| r);
+    if after[..after.find('/').unwrap_or(after.len())].matches('@').count() > 1 {
+        return Err(bad("the user or password holds an unencoded `@`: write it as %40".into()));
+    }
     let mut kept = Vec::new();
     let (mut sslmode, mut rootcert) = (None, None);
     for p in query.split('&').filter(|p| !p.is_empty()) {
@@ -251,6 +257,8 @@ mod tests {
         assert_eq!(resolve_with("postgres://u@h:7/db", &e).unwrap().shown, "postgres://u@h:7/db");
         assert_eq!(t.config.get_password(), Some(&b"envpw"[..]));
         assert_eq!(t.scrub("oops envpw leaked"), "oops *** leaked");
+        let e = resolve_with("postgres://u:p@ss@h/db", &|_| None).unwrap_err().to_string();
+        assert!(e.contains("%40") && !e.contains("p@ss") && !e.contains("ss@h"), "{e}");
         assert_eq!(t.ssl, SslMode::Prefer);
         assert_eq!(t.config.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
         assert_eq!(t.config.get_application_name(), Some("lam"));

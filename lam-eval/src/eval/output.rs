@@ -2,7 +2,7 @@ use super::*;
 
 /// Write `report.json`, `report.md` and the SVG plots into `dir`.
 pub fn write_report(r: &EvalReport, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    lam_core::fsdir::create_private(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
     let mut put = |name: &str, body: &[u8]| -> Result<()> {
         let p = dir.join(name);
