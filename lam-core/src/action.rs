@@ -159,13 +159,29 @@ fn main_argument(args: &serde_json::Value) -> Option<String> {
     const KEYS: [&str; 10] = ["command", "cmd", "file_path", "path", "filePath", "pattern", "query", "url", "file", "code"];
     match args {
         serde_json::Value::String(s) => Some(s.clone()),
-        // `["bash", "-lc", "pytest -q"]` (Codex): the script, its last string.
-        serde_json::Value::Array(a) => a.iter().rev().find_map(main_argument),
+        serde_json::Value::Array(a) => argv(a),
+        // Responses `shell_call`: `{"commands": ["pytest -q", "git status"]}`, run in order.
+        serde_json::Value::Object(m) if m.get("commands").and_then(|c| c.as_array()).is_some_and(|c| c.iter().all(|x| x.is_string())) => {
+            let c = m["commands"].as_array().map(|c| c.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; "));
+            c.filter(|c| !c.is_empty())
+        }
         serde_json::Value::Object(m) => {
             let preferred = KEYS.iter().find_map(|k| m.get(*k)).and_then(main_argument);
             preferred.or_else(|| m.values().find_map(|v| v.as_str().map(str::to_string)))
         }
         _ => None,
+    }
+}
+
+/// A command as an argument vector: `["bash", "-lc", "pytest -q"]`
+/// (Codex) is its script; `["ls", "-la"]` (Responses `local_shell_call`)
+/// its words joined; anything else, its last argument that names something.
+fn argv(a: &[serde_json::Value]) -> Option<String> {
+    let words: Option<Vec<&str>> = a.iter().map(|x| x.as_str()).collect();
+    match words.as_deref() {
+        Some([_, flag, script]) if matches!(*flag, "-c" | "-lc") => Some(script.to_string()),
+        Some(w) if !w.is_empty() => Some(w.join(" ")),
+        _ => a.iter().rev().find_map(main_argument),
     }
 }
 
@@ -205,6 +221,8 @@ mod tests {
     fn referents_name_the_call_as_the_model_saw_it() {
         assert_eq!(referent(r#"bash({"cmd":"ls -la"})"#), "ls -la");
         assert_eq!(referent(r#"shell({"command":["bash","-lc","pytest -q"]})"#), "pytest -q");
+        assert_eq!(referent(r#"local_shell({"type":"exec","command":["ls","-la"],"env":{}})"#), "ls -la");
+        assert_eq!(referent(r#"shell({"commands":["pytest -q","git status"],"timeout_ms":1000})"#), "pytest -q; git status");
         assert_eq!(referent(r#"apply_patch({"input":"*** Begin Patch\n"})"#), "*** Begin Patch");
         assert_eq!(referent("f(raw text)"), "f(raw text)", "not JSON: the action itself");
         assert_eq!(referent("python -c 'print(1)'"), "python -c 'print(1)'");

@@ -146,7 +146,12 @@ impl Api {
                     note(str_at(v, "call_id"), name.as_deref(), v.get("arguments"));
                 }
                 Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
-                Some("local_shell_call") => note(str_at(v, "call_id"), Some("local_shell"), v.get("action")),
+                Some("local_shell_call") => {
+                    // Its output names the call by `id` (openai-python `LocalShellCallOutput`).
+                    note(str_at(v, "call_id"), Some("local_shell"), v.get("action"));
+                    note(str_at(v, "id"), Some("local_shell"), v.get("action"));
+                }
+                Some("shell_call") => note(str_at(v, "call_id"), Some("shell"), v.get("action")),
                 _ => {}
             },
         }
@@ -171,15 +176,14 @@ impl Api {
             Api::ChatCompletions if role(v) == Some("tool") => {
                 with_keep(text_slots(content, "/content", &["text"]), action(str_at(v, "tool_call_id")), kept(str_at(v, "tool_call_id")))
             }
+            // The deprecated function-calling form: the result names the function, not a call.
+            Api::ChatCompletions if role(v) == Some("function") => with(text_slots(content, "/content", &["text"]), said()),
             Api::Messages => {
                 let mut out = Vec::new();
                 for (k, b) in content.as_array().into_iter().flatten().enumerate().filter(|(_, b)| str_at(b, "type") == Some("tool_result")) {
                     let inner = b.get("content").unwrap_or(&Value::Null);
-                    out.extend(with_keep(
-                        text_slots(inner, &format!("/content/{k}/content"), &["text"]),
-                        action(str_at(b, "tool_use_id")),
-                        kept(str_at(b, "tool_use_id")),
-                    ));
+                    let id = str_at(b, "tool_use_id");
+                    out.extend(with_keep(result_slots(inner, &format!("/content/{k}/content")), action(id), kept(id)));
                 }
                 let has_results = content.as_array().is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
                 if !has_results && user_obs() {
@@ -187,9 +191,14 @@ impl Api {
                 }
                 out
             }
-            Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output")) => {
+            Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")) => {
                 let output = v.get("output").unwrap_or(&Value::Null);
-                with_keep(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(str_at(v, "call_id")), kept(str_at(v, "call_id")))
+                let id = str_at(v, "call_id").or_else(|| str_at(v, "id"));
+                with_keep(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(id), kept(id))
+            }
+            Api::Responses if str_at(v, "type") == Some("shell_call_output") => {
+                let id = str_at(v, "call_id");
+                with_keep(shell_output_slots(v.get("output").unwrap_or(&Value::Null)), action(id), kept(id))
             }
             _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
             _ => Vec::new(),
@@ -228,6 +237,33 @@ fn role(v: &Value) -> Option<&str> {
     str_at(v, "role")
 }
 
+/// Pointers to the texts of an Anthropic `tool_result`'s content at `base`:
+/// its string, its `text` blocks, and the `text` blocks inside its
+/// `search_result` blocks, in order.
+fn result_slots(content: &Value, base: &str) -> Vec<String> {
+    let Value::Array(parts) = content else {
+        return text_slots(content, base, &["text"]);
+    };
+    let mut out = Vec::new();
+    for (j, p) in parts.iter().enumerate() {
+        match str_at(p, "type") {
+            Some("text") if str_at(p, "text").is_some_and(|t| !t.is_empty()) => out.push(format!("{base}/{j}/text")),
+            Some("search_result") => out.extend(text_slots(p.get("content").unwrap_or(&Value::Null), &format!("{base}/{j}/content"), &["text"])),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Pointers to the non-empty `stdout` and `stderr` of each chunk of a
+/// Responses `shell_call_output`'s `output`.
+fn shell_output_slots(output: &Value) -> Vec<String> {
+    let chunks = output.as_array().into_iter().flatten().enumerate();
+    chunks
+        .flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| str_at(c, f).is_some_and(|t| !t.is_empty())).map(move |f| format!("/output/{k}/{f}")))
+        .collect()
+}
+
 /// Pointers to the non-empty texts of a content value: the string itself, or
 /// the `text` of every part whose `type` is one of `types`.
 fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
@@ -258,6 +294,45 @@ mod tests {
                 api.slots(v, i, &cx, &p).into_iter().map(move |s| (i, s))
             })
             .collect()
+    }
+
+    /// The tool-result shapes of the SDKs' own types (openai-python 2.54
+    /// `LocalShellCallOutput`, `ShellCallOutput`,
+    /// `ChatCompletionFunctionMessageParam`; anthropic 0.125
+    /// `SearchResultBlockParam` inside `ToolResultBlockParam`).
+    #[test]
+    fn every_tool_result_shape_is_an_observation() {
+        let items = [
+            json!({"type":"message","role":"user","content":"fix it"}),
+            json!({"type":"local_shell_call","id":"lsh_1","call_id":"call_1","status":"completed","action":{"type":"exec","command":["ls","-la"],"env":{}}}),
+            json!({"type":"local_shell_call_output","id":"lsh_1","output":"{\"stdout\":\"a\\nb\\n\"}"}),
+            json!({"type":"shell_call","call_id":"sh_2","action":{"commands":["pytest -q","git status"]}}),
+            json!({"type":"shell_call_output","call_id":"sh_2","output":[{"stdout":"1 passed\n","stderr":"","outcome":{"type":"exit","exit_code":0}},{"stdout":"","stderr":"fatal: x\n","outcome":{"type":"exit","exit_code":128}}]}),
+        ];
+        let got = slots(Api::Responses, &items, false);
+        let ptrs: Vec<(usize, &str)> = got.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
+        assert_eq!(ptrs, [(2, "/output"), (4, "/output/0/stdout"), (4, "/output/1/stderr")]);
+        assert!(got[0].1.action.contains("ls"), "{}", got[0].1.action);
+        assert!(got[1].1.action.contains("pytest"), "{}", got[1].1.action);
+        let chat = [
+            json!({"role":"user","content":"weather?"}),
+            json!({"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}}),
+            json!({"role":"function","name":"get_weather","content":"sunny\n"}),
+        ];
+        let got = slots(Api::ChatCompletions, &chat, false);
+        assert_eq!(got.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect::<Vec<_>>(), [(2, "/content")]);
+        let msgs = [
+            json!({"role":"user","content":"search"}),
+            json!({"role":"assistant","content":[{"type":"tool_use","id":"tu","name":"search","input":{"q":"x"}}]}),
+            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"tu","content":[
+                {"type":"search_result","source":"https://a","title":"A","content":[{"type":"text","text":"first hit"},{"type":"text","text":""}]},
+                {"type":"text","text":"note"},
+                {"type":"search_result","source":"https://b","title":"B","content":[{"type":"text","text":"second hit"}]}]}]}),
+        ];
+        let got = slots(Api::Messages, &msgs, false);
+        let ptrs: Vec<&str> = got.iter().map(|(_, s)| s.pointer.as_str()).collect();
+        assert_eq!(ptrs, ["/content/0/content/0/content/0/text", "/content/0/content/1/text", "/content/0/content/2/content/0/text"]);
+        assert!(got.iter().all(|(_, s)| s.action.contains("search")));
     }
 
     #[test]

@@ -524,6 +524,33 @@ mod tests {
         }
     }
 
+    /// A `shell_call_output` read twice and an Anthropic `search_result`
+    /// are archived and compacted in place, every other byte as sent.
+    #[test]
+    fn new_tool_result_shapes_are_archived_and_compacted() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let out: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+        let call = |k: usize| serde_json::json!({"type": "shell_call", "call_id": format!("sh_{k}"), "action": {"commands": ["pytest -v"], "timeout_ms": 60000}});
+        let result = |k: usize| serde_json::json!({"type": "shell_call_output", "call_id": format!("sh_{k}"), "output": [{"stdout": out, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]});
+        let items = vec![serde_json::json!({"type": "message", "role": "user", "content": "run the tests"}), call(0), result(0), call(1), result(1)];
+        let body = serde_json::to_vec(&serde_json::json!({"model": "m", "input": items})).unwrap();
+        let r = proxy.try_rewrite(Api::Responses, None, &body).unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(sent["input"][2]["output"][0]["stdout"], out.as_str(), "the first read goes whole");
+        let second = sent["input"][4]["output"][0]["stdout"].as_str().unwrap();
+        assert!(second.starts_with("[lam: same output as `pytest -v` above"), "{second}");
+        assert_eq!(sent["input"][4]["output"][0]["outcome"], serde_json::json!({"type": "exit", "exit_code": 0}));
+        let msgs = serde_json::json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "search"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "tu", "name": "search", "input": {"q": "x"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": [
+                {"type": "search_result", "source": "https://a", "title": "A", "content": [{"type": "text", "text": out}]}]}]}]});
+        let r = proxy.try_rewrite(Api::Messages, None, &serde_json::to_vec(&msgs).unwrap()).unwrap();
+        assert!(r.session.is_some());
+        let st = proxy.stats();
+        assert_eq!(st.sessions.iter().map(|s| s.observations).sum::<u64>(), 3, "every result archived");
+    }
+
     #[test]
     fn a_panic_in_admission_forwards_the_request_as_it_came_and_the_conversation_goes_on() {
         let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
