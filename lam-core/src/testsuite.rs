@@ -24,8 +24,9 @@ fn lcg_unit(seed: u64, dim: usize) -> Vec<f32> {
 }
 
 /// Checks the [`CandidateIndex`] contract on `make(dim)` for a few dimensions:
-/// candidates are ascending, unique, a subset of the inserted ids, and an
-/// exact copy of an inserted vector is always proposed.
+/// candidates are ascending, unique, a subset of the inserted ids, an
+/// exact copy of an inserted vector is always proposed, and the heap bytes
+/// counted cover at least the ids held.
 pub fn candidate_index<I: CandidateIndex>(make: impl Fn(usize) -> I) {
     for dim in [8usize, 64, 384] {
         let mut idx = make(dim);
@@ -38,6 +39,7 @@ pub fn candidate_index<I: CandidateIndex>(make: impl Fn(usize) -> I) {
         idx.insert_batch(&ids[..20], &vecs[..20 * dim]);
         idx.insert_batch(&ids[20..], &vecs[20 * dim..]);
         assert_eq!(idx.len(), ids.len());
+        assert!(idx.heap_bytes() >= ids.len() * 4, "{}: {} heap bytes for {} ids", idx.describe(), idx.heap_bytes(), ids.len());
         for (k, &id) in ids.iter().enumerate() {
             idx.candidates(&vecs[k * dim..(k + 1) * dim], &mut out);
             assert!(out.windows(2).all(|w| w[0] < w[1]), "{}: not ascending/unique: {out:?}", idx.describe());

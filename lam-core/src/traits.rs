@@ -96,6 +96,10 @@ pub trait CandidateIndex: Send {
     /// Number of ids held.
     fn len(&self) -> usize;
 
+    /// Bytes the index holds on the heap, from its capacities (what a
+    /// memory budget such as `lam serve --max-memory` counts).
+    fn heap_bytes(&self) -> usize;
+
     /// True when empty.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -214,6 +214,15 @@ struct Cand {
 }
 
 impl Table {
+    /// Bytes held on the heap, from capacities.
+    fn heap_bytes(&self) -> usize {
+        let map = |m: &HashMap<u64, u32, BuildNoHashHasher<u64>>| m.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        let copies = (self.copies.capacity() + self.ncopies.capacity()) * std::mem::size_of::<(Cand, u32)>();
+        let lines = self.tags.capacity() * 8 + self.numbers.capacity() * 4;
+        let records = (self.bases.capacity() + self.group.capacity() + self.prev_same.capacity() + self.group_newest.capacity()) * 4;
+        map(&self.seen) + map(&self.nseen) + copies + lines + records
+    }
+
     /// Index in `tags` of line `at` of the last record begun.
     #[inline]
     fn abs(&self, at: LineLoc) -> usize {
@@ -474,6 +483,13 @@ fn is_blank(line: &[u8]) -> bool {
 }
 
 impl LineDedup {
+    /// Bytes this L0 holds on the heap (its line table, call names, name
+    /// groups), from capacities: what a memory budget counts.
+    pub fn heap_bytes(&self) -> usize {
+        let names: usize = self.calls.iter().map(|c| c.capacity() + 24).sum::<usize>() + self.groups.keys().map(|k| k.capacity() + 40).sum::<usize>();
+        self.table.heap_bytes() + names + self.stubs.capacity() * std::mem::size_of::<Stub>()
+    }
+
     /// An empty session; stubs are judged by bytes (no token counter).
     pub fn new() -> Self {
         Self::default()

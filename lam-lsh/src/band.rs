@@ -169,6 +169,11 @@ impl CandidateIndex for BandedIndex {
     fn len(&self) -> usize {
         self.len
     }
+
+    fn heap_bytes(&self) -> usize {
+        let slots = self.table.capacity() * (std::mem::size_of::<(u64, Bucket)>() + 1);
+        slots + self.table.values().map(|b| b.ids.capacity() * 4 + b.bits.capacity() * 8).sum::<usize>()
+    }
 }
 
 impl BandedIndex {
@@ -331,6 +336,10 @@ impl CandidateIndex for ExhaustiveIndex {
     fn len(&self) -> usize {
         self.ids.len()
     }
+
+    fn heap_bytes(&self) -> usize {
+        self.ids.capacity() * 4
+    }
 }
 
 /// The index chosen for a run: static dispatch inside the per-chunk loop.
@@ -382,6 +391,13 @@ impl CandidateIndex for L1Index {
         match self {
             Self::Banded(i) => i.len(),
             Self::Exhaustive(i) => i.len(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Banded(i) => i.heap_bytes(),
+            Self::Exhaustive(i) => i.heap_bytes(),
         }
     }
 }

@@ -84,6 +84,12 @@ impl<I: CandidateIndex> Greedy<I> {
         &self.index
     }
 
+    /// Bytes held on the heap: the index, the retained vectors and ids.
+    pub fn heap_bytes(&self) -> usize {
+        let slots = self.slots.capacity() * (std::mem::size_of::<(u32, u32)>() + 1);
+        self.index.heap_bytes() + self.retained.capacity() * 4 + (self.retained_ids.capacity() + self.cands.capacity()) * 4 + slots
+    }
+
     /// Decide chunk `id` with unit embedding `v`.
     ///
     /// Refuses vectors that are not finite unit vectors, and ids that do not increase.

@@ -163,6 +163,18 @@ impl<I: CandidateIndex> Session<I> {
         self.greedy.stats()
     }
 
+    /// Bytes this session holds on the heap (L1's index and retained
+    /// vectors, L0's line table, ids, call names, chunk places), from
+    /// capacities: what a memory budget such as `lam serve --max-memory`
+    /// counts.
+    pub fn heap_bytes(&self) -> usize {
+        let strings = |v: &[String]| v.iter().map(|s| s.capacity() + 24).sum::<usize>();
+        let outputs = self.outputs.capacity() * (std::mem::size_of::<(u128, Vec<u32>)>() + 1) + self.outputs.values().map(|v| v.capacity() * 4).sum::<usize>();
+        let newest = self.newest_of.keys().map(|k| k.capacity() + 48).sum::<usize>();
+        let homes = self.homes.capacity() * std::mem::size_of::<Home>() + self.output_of.capacity() * 16;
+        self.greedy.heap_bytes() + self.l0.heap_bytes() + strings(&self.ids) + strings(&self.calls) + outputs + newest + homes
+    }
+
     /// Description of the candidate index.
     pub fn index_description(&self) -> String {
         self.greedy.index().describe()

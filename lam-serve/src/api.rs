@@ -99,10 +99,11 @@ impl Api {
     }
 
     /// The context of a request's items.
-    pub(crate) fn context<'a>(self, items: impl IntoIterator<Item = &'a Value>) -> Context {
+    pub(crate) fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context {
         let mut cx = Context::default();
         let mut last: Arc<str> = Arc::from("");
         for (i, v) in items.into_iter().enumerate() {
+            let v = v.borrow();
             cx.said.push(last.clone());
             if cx.task.is_none() && role(v) == Some("user") && self.is_message(v) {
                 cx.task = Some(i);

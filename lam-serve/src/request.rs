@@ -14,12 +14,27 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 #[derive(Debug)]
 pub(crate) struct Item {
     pub raw: Box<RawValue>,
-    pub value: Value,
-    /// The item read faithfully (`None`: it cannot be, so it is forwarded
+    /// Whether the item can be read faithfully (if not, it is forwarded
     /// exactly as sent and never admitted).
-    pub tree: Option<Node>,
+    pub faithful: bool,
+    /// Its identity key ([`identity_key`]).
+    pub identity: u128,
     /// Its annotations as sent now (`cache_control`), by path.
     pub annotations: Vec<Annotation>,
+}
+
+impl Item {
+    /// The item as a JSON value, parsed anew: only the items a request
+    /// admits, and one at a time, are ever values (a value or a tree per
+    /// item of a request would cost ~20x a small item's bytes).
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
+    }
+
+    /// The item read faithfully, parsed anew (`None` when it cannot be).
+    pub(crate) fn tree(&self) -> Option<Node> {
+        canon::parse(self.raw.get().as_bytes()).ok()
+    }
 }
 
 /// Identity key of one value: XXH3-128 of its identity bytes (`canon`), or of
@@ -61,10 +76,13 @@ impl Parsed {
         let raws: Vec<Box<RawValue>> = serde_json::from_str(members.0[at].1.get()).ok()?;
         let mut items = Vec::with_capacity(raws.len());
         for raw in raws {
-            let value = serde_json::from_str(raw.get()).ok()?;
+            // Read as a value only to check it can be; what is kept is the raw
+            // bytes, the identity and the annotations.
+            serde_json::from_str::<serde::de::IgnoredAny>(raw.get()).ok()?;
             let tree = canon::parse(raw.get().as_bytes()).ok();
             let annotations = tree.as_ref().map(|t| canon::annotations(raw.get().as_bytes(), t)).unwrap_or_default();
-            items.push(Item { raw, value, tree, annotations });
+            let identity = identity_key(raw.get().as_bytes(), tree.as_ref());
+            items.push(Item { raw, faithful: tree.is_some(), identity, annotations });
         }
         let keys = keys(api, &members, &items);
         Some(Self { api, members, at, items, keys })
@@ -88,7 +106,7 @@ fn keys(api: Api, members: &Members, items: &[Item]) -> Vec<u128> {
     let mut out = Vec::with_capacity(items.len() + 1);
     out.push(pre.digest128());
     for it in items {
-        let k = identity_key(it.raw.get().as_bytes(), it.tree.as_ref());
+        let k = it.identity;
         let n = seen.entry(k).or_default();
         out.push(occurrence_key(k, *n));
         *n += 1;

@@ -133,23 +133,19 @@ pub(crate) struct Conversation {
     forwarded: HashMap<u128, Frozen>,
     /// Bytes the frozen items hold (bytes, annotations, map entry).
     frozen_bytes: usize,
-    /// Lines of every admitted observation (the operator keeps their hashes).
-    lines: usize,
 }
 
 impl Conversation {
     pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self { store_session, op, forwarded: HashMap::new(), frozen_bytes: 0, lines: 0 }
+        Self { store_session, op, forwarded: HashMap::new(), frozen_bytes: 0 }
     }
 
     /// An estimate of the memory this conversation holds: its frozen
     /// forwarded bytes and its operator state (retained vectors, chunk
     /// bookkeeping, ids, line hashes).
     pub(crate) fn bytes(&self) -> usize {
-        let vectors = std::mem::size_of_val(self.op.retained_vectors());
-        let chunks = self.op.l1_stats().chunks as usize * 16;
-        let ids: usize = self.op.ids().iter().map(|s| s.len() + 24).sum();
-        self.frozen_bytes + vectors + chunks + ids + self.lines * 24 + 512
+        let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
+        self.frozen_bytes + map + self.op.heap_bytes() + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -157,7 +153,7 @@ impl Conversation {
     /// every new observation archived and replaced by its residual, everything
     /// else as received.
     pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
-        let cx = req.api.context(req.items.iter().map(|i| &i.value));
+        let cx = req.api.context(req.items.iter().map(Item::value));
         let mut loan = None;
         let mut delta = Delta::default();
         let mut out: Vec<Arc<[u8]>> = Vec::with_capacity(req.items.len());
@@ -169,15 +165,17 @@ impl Conversation {
                 continue;
             }
             delta.new_items += 1;
-            let slots = match item.tree {
-                Some(_) => req.api.slots(&item.value, i, &cx, &engine.policy),
+            let value = item.faithful.then(|| item.value());
+            let slots = match &value {
+                Some(v) => req.api.slots(v, i, &cx, &engine.policy),
                 None => Vec::new(),
             };
-            let bytes: Arc<[u8]> = if slots.is_empty() {
-                item.raw.get().as_bytes().into()
-            } else {
-                let loan = loan.get_or_insert_with(|| engine.pool.take());
-                self.admit(item, &slots, engine, loan, &mut delta).into()
+            let bytes: Arc<[u8]> = match value {
+                Some(v) if !slots.is_empty() => {
+                    let loan = loan.get_or_insert_with(|| engine.pool.take());
+                    self.admit(item, &v, &slots, engine, loan, &mut delta).into()
+                }
+                _ => item.raw.get().as_bytes().into(),
             };
             let annotations: Arc<[Annotation]> = item.annotations.clone().into();
             self.frozen_bytes += bytes.len() + std::mem::size_of_val(&annotations[..]) + 96;
@@ -190,19 +188,18 @@ impl Conversation {
     /// Archive and admit every observation of `item`; the item's bytes with
     /// each observation's string replaced by its residual, every other byte
     /// as received. An observation whose admission fails is forwarded verbatim.
-    fn admit(&mut self, item: &Item, slots: &[Slot], engine: &Engine, loan: &mut Loan<'_>, d: &mut Delta) -> Vec<u8> {
+    fn admit(&mut self, item: &Item, value: &Value, slots: &[Slot], engine: &Engine, loan: &mut Loan<'_>, d: &mut Delta) -> Vec<u8> {
         let raw = item.raw.get().as_bytes();
-        let Some(tree) = &item.tree else {
+        let Some(tree) = item.tree() else {
             return raw.to_vec();
         };
         let mut edits = Vec::new();
         for s in slots {
-            let (Some(text), Some(node)) = (item.value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
+            let (Some(text), Some(node)) = (value.pointer(&s.pointer).and_then(Value::as_str), canon::find(&tree, &s.pointer)) else {
                 continue;
             };
             #[cfg(test)]
             fault::check(text);
-            self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
             let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
