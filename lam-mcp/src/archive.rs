@@ -68,7 +68,9 @@ pub enum Error {
         asked: String,
     },
     /// A session another run made, asked of a server scoped to one run.
-    #[error("this server serves only the sessions of run `{run}` (lam run's recall scope; `--recall-scope store` serves every session); session `{asked}` is not one of them")]
+    #[error(
+        "this server serves only the sessions of run `{run}` (lam run's recall scope; `--recall-scope store` serves every session); session `{asked}` is not one of them"
+    )]
     OtherRun {
         /// The run.
         run: String,

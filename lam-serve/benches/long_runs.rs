@@ -25,13 +25,16 @@ fn class(name: &str, n: usize) -> String {
         "spaces" => " ".repeat(n),
         "base64" => (0..n).map(|_| B64[next() as usize % 64] as char).collect(),
         "digits" => (0..n).map(|_| (b'0' + (next() % 10) as u8) as char).collect(),
-        _ => (0..).map(|i| format!("tests/test_mod_{}.py::test_case_{i} PASSED [{}%]\n", i % 17, i % 100)).take_while({
-            let mut len = 0;
-            move |l: &String| {
-                len += l.len();
-                len <= n
-            }
-        }).collect(),
+        _ => (0..)
+            .map(|i| format!("tests/test_mod_{}.py::test_case_{i} PASSED [{}%]\n", i % 17, i % 100))
+            .take_while({
+                let mut len = 0;
+                move |l: &String| {
+                    len += l.len();
+                    len <= n
+                }
+            })
+            .collect(),
     }
 }
 

@@ -261,7 +261,9 @@ fn result_slots(content: &Value, base: &str) -> Vec<String> {
 fn shell_output_slots(output: &Value) -> Vec<String> {
     let chunks = output.as_array().into_iter().flatten().enumerate();
     chunks
-        .flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| str_at(c, f).is_some_and(|t| !t.is_empty())).map(move |f| format!("/output/{k}/{f}")))
+        .flat_map(|(k, c)| {
+            ["stdout", "stderr"].into_iter().filter(move |f| str_at(c, f).is_some_and(|t| !t.is_empty())).map(move |f| format!("/output/{k}/{f}"))
+        })
         .collect()
 }
 

@@ -530,7 +530,8 @@ mod tests {
     fn new_tool_result_shapes_are_archived_and_compacted() {
         let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
         let out: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
-        let call = |k: usize| serde_json::json!({"type": "shell_call", "call_id": format!("sh_{k}"), "action": {"commands": ["pytest -v"], "timeout_ms": 60000}});
+        let call =
+            |k: usize| serde_json::json!({"type": "shell_call", "call_id": format!("sh_{k}"), "action": {"commands": ["pytest -v"], "timeout_ms": 60000}});
         let result = |k: usize| serde_json::json!({"type": "shell_call_output", "call_id": format!("sh_{k}"), "output": [{"stdout": out, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]});
         let items = vec![serde_json::json!({"type": "message", "role": "user", "content": "run the tests"}), call(0), result(0), call(1), result(1)];
         let body = serde_json::to_vec(&serde_json::json!({"model": "m", "input": items})).unwrap();

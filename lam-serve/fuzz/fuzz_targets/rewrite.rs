@@ -41,8 +41,7 @@ fn tool_text(api: Api, items: &[Value], path: &[String]) -> bool {
             _ => false,
         },
         Api::Responses => {
-            (is(item, "type", "function_call_output") || is(item, "type", "custom_tool_call_output"))
-                && matches!(p[..], ["output"] | ["output", _, "text"])
+            (is(item, "type", "function_call_output") || is(item, "type", "custom_tool_call_output")) && matches!(p[..], ["output"] | ["output", _, "text"])
         }
     }
 }
