@@ -348,7 +348,13 @@ fn unreachable(app: &App, e: reqwest::Error) -> Response {
         app.proxy.count(|c| &c.unreachable);
     }
     let e = e.without_url();
-    let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
+    // The whole chain of causes: the last one is what went wrong (a reset, a refusal).
+    let mut why = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        why = format!("{why}: {c}");
+        cause = c.source();
+    }
     let shown = cfg.upstream_shown();
     let why = why.replace(&cfg.upstream, &shown);
     let (status, kind) = if timeout { (StatusCode::GATEWAY_TIMEOUT, "lam_upstream_timeout") } else { (StatusCode::BAD_GATEWAY, "lam_upstream_unreachable") };

@@ -94,6 +94,9 @@ def json_reply(path):
 
 class Stub(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    # The load test opens 64 connections at once; socketserver's default
+    # listen backlog of 5 makes the kernel reset some of them.
+    request_queue_size = 256
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), Handler)
