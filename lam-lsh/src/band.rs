@@ -72,13 +72,15 @@ pub struct BandedIndex {
     /// Every id was inserted after every smaller one, so each bucket is
     /// ascending (what the greedy run does); lazy visiting relies on it.
     ascending: bool,
+    /// Heap bytes of all buckets' lists, kept as they grow (not summed per call).
+    bucket_bytes: usize,
 }
 
 impl BandedIndex {
     /// An empty index for vectors of dimension `dim`.
     pub fn new(dim: usize, params: BandParams) -> Self {
         assert!(params.r > 0 && params.r <= dim, "band width must be in 1..=dim");
-        Self { dim, params, quant: Quantizer::new(dim, params.rel), table: HashMap::default(), len: 0, max_id: 0, ascending: true }
+        Self { dim, params, quant: Quantizer::new(dim, params.rel), table: HashMap::default(), len: 0, max_id: 0, ascending: true, bucket_bytes: 0 }
     }
 
     /// Band settings.
@@ -131,7 +133,10 @@ impl CandidateIndex for BandedIndex {
             self.ascending &= self.len == 0 || id > self.max_id;
             self.digests(v, &mut digests);
             for &d in &digests {
-                self.table.entry(d).or_default().push(id);
+                let b = self.table.entry(d).or_default();
+                let before = b.heap_bytes();
+                b.push(id);
+                self.bucket_bytes = self.bucket_bytes + b.heap_bytes() - before;
             }
             self.len += 1;
             self.max_id = self.max_id.max(id);
@@ -171,8 +176,7 @@ impl CandidateIndex for BandedIndex {
     }
 
     fn heap_bytes(&self) -> usize {
-        let slots = self.table.capacity() * (std::mem::size_of::<(u64, Bucket)>() + 1);
-        slots + self.table.values().map(|b| b.ids.capacity() * 4 + b.bits.capacity() * 8).sum::<usize>()
+        self.table.capacity() * (std::mem::size_of::<(u64, Bucket)>() + 1) + self.bucket_bytes
     }
 }
 
@@ -218,6 +222,10 @@ impl Bucket {
         } else if self.ids.len() >= Self::BITMAP_FROM && words <= self.ids.len() {
             self.ids.clone().into_iter().for_each(|i| self.set(i));
         }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.ids.capacity() * 4 + self.bits.capacity() * 8
     }
 
     fn set(&mut self, id: u32) {
@@ -399,5 +407,24 @@ impl CandidateIndex for L1Index {
             Self::Banded(i) => i.heap_bytes(),
             Self::Exhaustive(i) => i.heap_bytes(),
         }
+    }
+}
+
+#[cfg(test)]
+mod heap {
+    use super::{BandParams, BandedIndex, Bucket};
+    use lam_core::CandidateIndex;
+
+    #[test]
+    fn heap_bytes_kept_as_buckets_grow_equal_a_full_count() {
+        let dim = 32;
+        let mut idx = BandedIndex::new(dim, BandParams { r: 4, rel: 0.2 });
+        for id in 0..3000u32 {
+            let v: Vec<f32> = (0..dim).map(|k| if k == id as usize % dim { 1.0 } else { 0.0 }).collect();
+            idx.insert_batch(&[id], &v);
+        }
+        let full: usize = idx.table.values().map(Bucket::heap_bytes).sum();
+        assert_eq!(idx.bucket_bytes, full);
+        assert!(idx.heap_bytes() > full);
     }
 }
