@@ -237,11 +237,8 @@ fn no_request_through_the_proxy_is_reported() {
 /// `--first-request-timeout-s` passes, with an error, exit non-zero.
 #[test]
 fn a_batch_agent_without_a_first_request_is_stopped() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("claude");
-    std::fs::write(&p, "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = script(dir.path(), "claude", "exec sleep 30");
     let t0 = std::time::Instant::now();
     let out = lam(dir.path(), &[], &["--first-request-timeout-s", "1", "--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap(), "-p", "hi"]);
     let err = String::from_utf8_lossy(&out.stderr);
