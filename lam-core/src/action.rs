@@ -32,6 +32,26 @@ pub fn tool_call_value(name: &str, arguments: Option<&serde_json::Value>) -> Str
     }
 }
 
+/// A tool's name with its namespace, as the one name every surface gives
+/// it: Codex lists an MCP server's tools in a namespace `mcp__SERVER` (a
+/// Responses `function_call` carries `namespace` and `name` apart) and its
+/// code mode calls them `mcp__SERVER__TOOL`; both are `mcp__lam__recall`.
+///
+/// ```
+/// use lam_core::action::namespaced;
+/// assert_eq!(namespaced(Some("mcp__lam"), "recall"), "mcp__lam__recall");
+/// assert_eq!(namespaced(Some("mcp__lam__"), "recall"), "mcp__lam__recall");
+/// assert_eq!(namespaced(None, "exec_command"), "exec_command");
+/// assert_eq!(namespaced(Some(""), "exec_command"), "exec_command");
+/// ```
+pub fn namespaced(namespace: Option<&str>, name: &str) -> String {
+    match namespace.filter(|n| !n.is_empty()) {
+        Some(ns) if ns.ends_with("__") => format!("{ns}{name}"),
+        Some(ns) => format!("{ns}__{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Several calls answered by one observation, in order.
 pub fn join(calls: impl IntoIterator<Item = String>) -> String {
     calls.into_iter().collect::<Vec<_>>().join("; ")
@@ -132,16 +152,28 @@ pub const REFERENT_CHARS: usize = 48;
 /// assert_eq!(referent("ls()"), "ls");
 /// ```
 pub fn referent(action: &str) -> String {
-    let main = match call_parts(action) {
+    let main = match parse(action) {
         Some((name, Some(args))) => main_argument(&args).unwrap_or_else(|| name.to_string()),
         Some((name, None)) => name.to_string(),
-        None => action.to_string(),
+        None => code_mode_call(action).unwrap_or_else(|| action.to_string()),
     };
     shorten(&main)
 }
 
-/// `name(json)` as (name, the JSON value); `(name, None)` for `name()`.
-fn call_parts(action: &str) -> Option<(&str, Option<serde_json::Value>)> {
+/// The one parser of an action written by [`tool_call`]: `name(json)` as
+/// (name, the JSON value), `(name, None)` for `name()`; `None` when the
+/// action is not such a call (a shell command, arguments that are not one
+/// JSON value). Every surface that reads a call back from its action
+/// (`lam replay`, the stubs' referents) uses this one.
+///
+/// ```
+/// use lam_core::action::parse;
+/// let (name, args) = parse(r#"mcp__lam__recall({"id":"7cfd"})"#).unwrap();
+/// assert_eq!((name, args.unwrap()["id"].as_str()), ("mcp__lam__recall", Some("7cfd")));
+/// assert_eq!(parse("ls()").map(|(n, a)| (n, a.is_none())), Some(("ls", true)));
+/// assert!(parse("ls -la").is_none() && parse("f(raw text)").is_none());
+/// ```
+pub fn parse(action: &str) -> Option<(&str, Option<serde_json::Value>)> {
     let (name, rest) = action.split_once('(')?;
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(&b)) {
         return None;
@@ -152,6 +184,26 @@ fn call_parts(action: &str) -> Option<(&str, Option<serde_json::Value>)> {
     let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
     let value = values.next()?.ok()?;
     rest[values.byte_offset()..].starts_with(')').then_some((name, Some(value)))
+}
+
+/// A Codex code-mode call (`exec(SOURCE)`, JavaScript that calls
+/// `tools.NAME(ARGS)`) named by the first tool it calls: the main argument
+/// of `ARGS` when they are one JSON value, else `NAME`. `None` for any other
+/// action, and for a script that calls no tool.
+///
+/// ```text
+/// exec(const r = await tools.exec_command({"cmd": "cargo test"});)  ->  cargo test
+/// exec(const r = await tools.exec_command({cmd: 'ls'});)            ->  exec_command
+/// ```
+fn code_mode_call(action: &str) -> Option<String> {
+    let source = action.strip_prefix("exec(")?;
+    let at = source.find("tools.")? + "tools.".len();
+    let rest = &source[at..];
+    let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    let (name, args) = rest.split_at(name_len);
+    let args = args.strip_prefix('(')?;
+    let value = serde_json::Deserializer::from_str(args).into_iter::<serde_json::Value>().next().and_then(Result::ok);
+    (!name.is_empty()).then(|| value.as_ref().and_then(main_argument).unwrap_or_else(|| name.to_string()))
 }
 
 /// The argument that names what a call did.
@@ -235,6 +287,11 @@ mod tests {
         assert_eq!(referent(&format!("/{}", "z".repeat(60))), format!("/{}", "z".repeat(47)), "no part of it fits");
         assert_eq!(referent("echo héllo"), "echo h");
         assert_eq!(referent(&join([tool_call("a", r#"{"path":"p"}"#), tool_call("b", "{}")])), "p", "the first call");
+        // Codex code mode: the script's first tool call, not its first line.
+        let exec = "exec(const r = await tools.exec_command({\"cmd\": \"cargo test -q\"});\ntext(r.output);)";
+        assert_eq!(referent(exec), "cargo test -q");
+        assert_eq!(referent("exec(const r = await tools.exec_command({cmd: 'ls'});)"), "exec_command", "JS, not JSON: the tool");
+        assert_eq!(referent("exec(text('hello');)"), "exec(text('hello');)", "no tool called: the action");
     }
 
     #[test]

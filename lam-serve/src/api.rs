@@ -143,7 +143,7 @@ impl Api {
             }
             Api::Responses => match str_at(v, "type") {
                 Some("function_call") => {
-                    let name = namespaced(str_at(v, "namespace"), str_at(v, "name"));
+                    let name = str_at(v, "name").map(|n| action::namespaced(str_at(v, "namespace"), n));
                     note(str_at(v, "call_id"), name.as_deref(), v.get("arguments"));
                 }
                 Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
@@ -216,17 +216,6 @@ fn is_recall(r: &str, name: Option<&String>, action: Option<&String>) -> bool {
         Some(n) if n == r => true,
         Some("exec") => action.is_some_and(|a| a.contains(&format!("tools.{r}("))),
         _ => false,
-    }
-}
-
-/// A Responses function call's tool name with its namespace (Codex lists an
-/// MCP server's tools in a namespace `mcp__SERVER` and its code mode calls
-/// them `mcp__SERVER__TOOL`): `mcp__lam` + `recall` is `mcp__lam__recall`.
-fn namespaced(namespace: Option<&str>, name: Option<&str>) -> Option<String> {
-    match (namespace.filter(|n| !n.is_empty()), name) {
-        (Some(ns), Some(n)) if ns.ends_with("__") => Some(format!("{ns}{n}")),
-        (Some(ns), Some(n)) => Some(format!("{ns}__{n}")),
-        (_, n) => n.map(str::to_string),
     }
 }
 

@@ -16,6 +16,7 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
+use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 
 /// Members that are annotations, not content (ignored by identity, re-placed
 /// as the client puts them now when an earlier item is forwarded again).
@@ -206,6 +207,27 @@ fn unescape(lit: &[u8]) -> Result<String, Unfaithful> {
         return std::str::from_utf8(inner).map(str::to_string).map_err(|_| Unfaithful);
     }
     serde_json::from_slice(lit).map_err(|_| Unfaithful)
+}
+
+/// The one identity key of a value (an item, a preamble member): XXH3-128
+/// of its identity bytes ([`identity`]) when it reads faithfully (`tree`,
+/// its [`parse`]), else of its exact bytes tagged apart, so an unfaithful
+/// value never shares a key with a faithful one. The proxy's session keys
+/// and `lam replay`'s prefix accounting both use this.
+pub(crate) fn identity_key(raw: &[u8], tree: Option<&Node>) -> u128 {
+    match tree {
+        Some(n) => {
+            let mut out = Vec::with_capacity(raw.len());
+            identity(raw, n, &mut out);
+            xxh3_128(&out)
+        }
+        None => {
+            let mut h = Xxh3::new();
+            h.update(b"unfaithful\0");
+            h.update(raw);
+            h.digest128()
+        }
+    }
 }
 
 /// The identity bytes of `node`: minified, annotations left out, a

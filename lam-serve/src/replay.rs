@@ -23,7 +23,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Instant;
-use xxhash_rust::xxh3::xxh3_128;
 
 /// The agent whose requests are replayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -95,12 +94,7 @@ impl Call {
     /// A call from a record's action (`name(arguments)`, the one action
     /// rule, `lam_core::action`); any other action is a `bash` command.
     pub fn from_action(action: &str, output: String, thought: String) -> Self {
-        let parsed = action.split_once('(').and_then(|(name, rest)| {
-            let inner = rest.strip_suffix(')')?;
-            let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
-            let input: Value = serde_json::from_str(inner).ok().filter(Value::is_object)?;
-            ok.then(|| (name.to_string(), input))
-        });
+        let parsed = lam_core::action::parse(action).and_then(|(name, input)| Some((name.to_string(), input.filter(Value::is_object)?)));
         let (name, input) = parsed.unwrap_or_else(|| ("bash".into(), json!({ "command": action })));
         Self { name, input, output, thought }
     }
@@ -299,7 +293,7 @@ struct Bill {
 impl Bill {
     /// Add one request's conversation items (raw JSON each) and preamble tokens.
     fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) {
-        let ids: Vec<u128> = items.iter().map(|b| identity(b)).collect();
+        let ids: Vec<u128> = items.iter().map(|b| canon::identity_key(b, canon::parse(b).ok().as_ref())).collect();
         let shared = ids.iter().zip(&self.prev).take_while(|(a, b)| a == b).count();
         self.changed += (shared..self.prev.len().min(ids.len())).filter(|&i| ids[i] != self.prev[i]).count() as u64;
         let first = self.prev.is_empty();
@@ -327,17 +321,6 @@ fn carries_tool_result(b: &[u8]) -> bool {
     };
     let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
     is(&v, "function_call_output") || v.get("content").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(|x| is(x, "tool_result")))
-}
-
-fn identity(b: &[u8]) -> u128 {
-    match canon::parse(b) {
-        Ok(n) => {
-            let mut out = Vec::with_capacity(b.len());
-            canon::identity(b, &n, &mut out);
-            xxh3_128(&out)
-        }
-        Err(_) => xxh3_128(b),
-    }
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.

@@ -8,7 +8,7 @@ use crate::json::{Members, occurrence_key};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use xxhash_rust::xxh3::{Xxh3, xxh3_128};
+use xxhash_rust::xxh3::Xxh3;
 
 /// One conversation item: the bytes the client sent and what they say.
 #[derive(Debug)]
@@ -17,7 +17,7 @@ pub(crate) struct Item {
     /// Whether the item can be read faithfully (if not, it is forwarded
     /// exactly as sent and never admitted).
     pub faithful: bool,
-    /// Its identity key ([`identity_key`]).
+    /// Its identity key ([`canon::identity_key`]).
     pub identity: u128,
     /// Its annotations as sent now (`cache_control`), by path.
     pub annotations: Vec<Annotation>,
@@ -34,24 +34,6 @@ impl Item {
     /// The item read faithfully, parsed anew (`None` when it cannot be).
     pub(crate) fn tree(&self) -> Option<Node> {
         canon::parse(self.raw.get().as_bytes()).ok()
-    }
-}
-
-/// Identity key of one value: XXH3-128 of its identity bytes (`canon`), or of
-/// its exact bytes, tagged apart, when it cannot be read faithfully.
-fn identity_key(raw: &[u8], tree: Option<&Node>) -> u128 {
-    match tree {
-        Some(n) => {
-            let mut out = Vec::with_capacity(raw.len());
-            canon::identity(raw, n, &mut out);
-            xxh3_128(&out)
-        }
-        None => {
-            let mut h = Xxh3::new();
-            h.update(b"unfaithful\0");
-            h.update(raw);
-            h.digest128()
-        }
     }
 }
 
@@ -81,7 +63,7 @@ impl Parsed {
             serde_json::from_str::<serde::de::IgnoredAny>(raw.get()).ok()?;
             let tree = canon::parse(raw.get().as_bytes()).ok();
             let annotations = tree.as_ref().map(|t| canon::annotations(raw.get().as_bytes(), t)).unwrap_or_default();
-            let identity = identity_key(raw.get().as_bytes(), tree.as_ref());
+            let identity = canon::identity_key(raw.get().as_bytes(), tree.as_ref());
             items.push(Item { raw, faithful: tree.is_some(), identity, annotations });
         }
         let keys = keys(api, &members, &items);
@@ -100,7 +82,7 @@ fn keys(api: Api, members: &Members, items: &[Item]) -> Vec<u128> {
     for f in api.preamble_fields() {
         let raw = members.raw(f).unwrap_or("null").as_bytes();
         let tree = canon::parse(raw).ok();
-        pre.update(&identity_key(raw, tree.as_ref()).to_le_bytes());
+        pre.update(&canon::identity_key(raw, tree.as_ref()).to_le_bytes());
     }
     let mut seen: HashMap<u128, u32> = HashMap::new();
     let mut out = Vec::with_capacity(items.len() + 1);

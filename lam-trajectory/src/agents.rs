@@ -344,7 +344,11 @@ fn codex_item(s: &mut Session, p: &Map<String, Value>) -> Result<(), String> {
                 s.think(part.get("text").and_then(Value::as_str).unwrap_or(""));
             }
         }
-        "function_call" => s.call(id(), lam_core::action::tool_call_value(str_field(p, "name", "function_call")?, p.get("arguments"))),
+        "function_call" => {
+            // An MCP tool is named with its namespace, as the proxy names it (`mcp__lam__recall`).
+            let name = lam_core::action::namespaced(p.get("namespace").and_then(Value::as_str), str_field(p, "name", "function_call")?);
+            s.call(id(), lam_core::action::tool_call_value(&name, p.get("arguments")));
+        }
         "custom_tool_call" => s.call(id(), lam_core::action::tool_call_value(str_field(p, "name", "custom_tool_call")?, p.get("input"))),
         "local_shell_call" => s.call(id(), lam_core::action::tool_call_value("local_shell", p.get("action"))),
         "function_call_output" | "custom_tool_call_output" => {

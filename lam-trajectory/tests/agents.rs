@@ -172,6 +172,24 @@ fn unknown_line_types_are_skipped() {
     assert_eq!((t.session.0.as_str(), t.records.len()), ("c", 0));
 }
 
+/// A Codex MCP call carries its server's namespace apart from its name; the
+/// reader names it as the proxy does (`mcp__lam__recall`), so the call has
+/// one `§id` whether it is read from the rollout or seen on the wire.
+#[test]
+fn codex_mcp_calls_are_named_with_their_namespace() {
+    let body = [
+        r#"{"timestamp":"t","type":"session_meta","payload":{"id":"ns"}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","namespace":"mcp__lam","name":"recall","arguments":"{\"id\":\"7cfd\"}","call_id":"c1"}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"orig"}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c2"}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call_output","call_id":"c2","output":"a"}}"#,
+    ]
+    .join("\n");
+    let t = &read::read_path(&tmp("cx-ns.jsonl", &body)).unwrap()[0];
+    let actions: Vec<&str> = t.records.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(actions, [r#"mcp__lam__recall({"id":"7cfd"})"#, r#"exec_command({"cmd":"ls"})"#]);
+}
+
 #[test]
 fn lam_jsonl_is_still_lam_jsonl() {
     let p = tmp("lam.jsonl", "\n{\"session\":\"s\",\"index\":0,\"action\":\"ls\",\"observation\":\"x\"}\n");
