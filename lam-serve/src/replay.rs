@@ -418,11 +418,8 @@ pub fn forwarded_results(shape: Shape, body: &[u8]) -> Vec<String> {
 
 /// Observations, tokens in, tokens out, and admit seconds over every session (evicted included).
 fn totals(s: &crate::Stats) -> ([u64; 3], f64) {
-    let mut all = s.evicted.clone();
-    for x in &s.sessions {
-        all.absorb(x);
-    }
-    ([all.observations, all.tokens_in, all.tokens_out], all.admit_seconds)
+    let t = s.total();
+    ([t.observations, t.tokens_in, t.tokens_out], t.admit_seconds)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! and the keys that session matching compares.
 
 use crate::api::Api;
-use crate::canon::{self, Annotation, Node};
+use crate::canon::{self, Annotation};
 use crate::json::{Members, occurrence_key};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -29,11 +29,6 @@ impl Item {
     /// item of a request would cost ~20x a small item's bytes).
     pub(crate) fn value(&self) -> Value {
         serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
-    }
-
-    /// The item read faithfully, parsed anew (`None` when it cannot be).
-    pub(crate) fn tree(&self) -> Option<Node> {
-        canon::parse(self.raw.get().as_bytes()).ok()
     }
 }
 

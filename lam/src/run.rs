@@ -95,7 +95,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let run = (a.recall_scope == RecallScope::Run).then(|| proxy.run_id());
     let launch = Launch::new(agent, program, args, server.addr, &store, run);
     let first = first_request(&a, agent, args);
-    let seen = || model_requests(&proxy.stats()) > 0;
+    let seen = || proxy.stats().model_requests() > 0;
     let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid, first.map(|t| (t, &seen as &dyn Fn() -> bool))));
     let stopped = server.stop(std::time::Duration::from_secs(a.drain_timeout_s));
     let closed = proxy.close().context("lam run: flushing the store");
@@ -123,17 +123,12 @@ fn first_request(a: &RunArgs, agent: Agent, args: &[OsString]) -> Option<std::ti
     (batch && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
 }
 
-/// Requests the proxy got on its model routes (`/v1/messages`, `/v1/responses`, `/v1/chat/completions`).
-fn model_requests(stats: &Stats) -> u64 {
-    stats.requests.values().sum()
-}
-
 /// The exit code, after checking that the agent's model requests came
 /// through the proxy: when none did, say so; for Claude Code and Codex
 /// (whose base URL lam sets) that is an error, and an agent that exited 0
 /// makes `lam` exit 1.
 fn confirmed(stats: &Stats, agent: Agent, program: &OsStr, code: i32) -> i32 {
-    if model_requests(stats) > 0 {
+    if stats.model_requests() > 0 {
         return code;
     }
     let name = program.to_string_lossy();
@@ -515,15 +510,10 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
         format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed)", s.requests, s.observations, s.tokens_in, s.tokens_out)
     };
     eprintln!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
-    let mut total = stats.evicted.clone();
     for s in &stats.sessions {
         eprintln!("lam run: session {}: {}", s.session, line(s));
-        total.requests += s.requests;
-        total.observations += s.observations;
-        total.tokens_in += s.tokens_in;
-        total.tokens_out += s.tokens_out;
     }
-    total.removal = lam_operator::removal(total.tokens_in, total.tokens_out);
+    let total = stats.total();
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;
     eprintln!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
     let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());

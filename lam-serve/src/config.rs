@@ -1,0 +1,130 @@
+//! How the proxy runs: its settings and the token clients present.
+
+use arc_store::StoreSpec;
+use lam_encode::{Cache, EncoderSpec};
+use std::time::Duration;
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Upstream origin (`https://api.openai.com`); the request's path and
+    /// query are appended as they came.
+    pub upstream: String,
+    /// Where originals are archived.
+    pub store: StoreSpec,
+    /// The encoder.
+    pub encoder: EncoderSpec,
+    /// Its embedding cache.
+    pub cache: Cache,
+    /// Encoders loaded (sessions admitting at once).
+    pub encoders: usize,
+    /// Merge threshold t (cosine).
+    pub threshold: f64,
+    /// User turns after the task are observations too.
+    pub user_turns: bool,
+    /// Tools whose results are forwarded verbatim (still archived).
+    pub keep_tools: Vec<String>,
+    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
+    /// Default `Recall::None`: through the proxy the agent usually has no
+    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
+    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`).
+    pub recall: lam_core::stub::Recall<'static>,
+    /// Largest request body a compacted route accepts, in bytes.
+    pub max_body: usize,
+    /// Sessions held at most; beyond, the least recently used is dropped
+    /// (its archive stays; a later request of it starts a new session).
+    /// [`ServeConfig::max_memory`] bounds them by bytes too.
+    pub max_sessions: usize,
+    /// One line per request on standard error (method, path, status, session; never headers).
+    pub log: bool,
+    /// Longest wait for the upstream's TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+    /// Longest silence from the upstream: before its answer's headers, and
+    /// between two chunks of its body (the timer restarts on every chunk).
+    pub idle_timeout: Duration,
+    /// After the first SIGINT/SIGTERM, how long in-flight requests may take
+    /// before the proxy exits anyway ([`run`]; a second signal exits at once).
+    pub drain_timeout: Duration,
+    /// Bytes all sessions may hold ([`Stats::memory_bytes`]); beyond, the
+    /// least recently used sessions are dropped.
+    pub max_memory: usize,
+    /// When set, every request must carry it (`x-lam-token`; the proxy's own
+    /// routes also take `Authorization: Bearer`); required to listen beyond loopback.
+    pub token: Option<Token>,
+}
+
+/// The shared secret clients present to the proxy; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A token; `None` when `s` is empty after trimming whitespace.
+    pub fn new(s: &str) -> Option<Self> {
+        let t = s.trim();
+        (!t.is_empty()).then(|| Self(t.to_string()))
+    }
+
+    /// Whether `presented` is the token, in time independent of where they differ.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        let want = self.0.as_bytes();
+        let mut diff = u8::from(want.len() != presented.len());
+        for (i, w) in want.iter().enumerate() {
+            diff |= w ^ presented.get(i).copied().unwrap_or(!w);
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(***)")
+    }
+}
+
+/// A quarter of the machine's memory (`/proc/meminfo` `MemTotal`), else 1 GiB.
+pub fn default_max_memory() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
+    total.map_or(1 << 30, |b| b / 4)
+}
+
+impl ServeConfig {
+    /// Defaults for `upstream`: threshold 0.95, BERT encoder with the default
+    /// cache, 32 MiB bodies, an in-memory store (set `store`).
+    pub fn new(upstream: &str) -> Self {
+        let encoders = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        Self {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            store: StoreSpec::Memory,
+            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
+            cache: Cache::Default,
+            encoders,
+            threshold: 0.95,
+            user_turns: false,
+            keep_tools: Vec::new(),
+            recall: lam_core::stub::Recall::None,
+            max_body: 32 << 20,
+            max_sessions: 4096,
+            log: false,
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            drain_timeout: Duration::from_secs(30),
+            max_memory: default_max_memory(),
+            token: None,
+        }
+    }
+
+    /// The upstream as it may be printed or returned: a password in its
+    /// userinfo or query masked.
+    pub fn upstream_shown(&self) -> String {
+        lam_core::redact::url(&self.upstream)
+    }
+
+    /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
+    pub fn for_tests(upstream: &str) -> Self {
+        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::new(upstream) }
+    }
+}

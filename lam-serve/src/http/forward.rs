@@ -1,0 +1,112 @@
+//! Forwarding to the upstream under its timeouts, and its answer streamed
+//! back chunk by chunk as it arrives.
+
+use super::{App, BYPASS, HOP, SESSION, TOKEN, error};
+use crate::Proxy;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use futures_util::{Stream, StreamExt};
+use std::time::Duration;
+
+/// Send the request upstream; its answer streams back chunk by chunk, each
+/// awaited at most `idle_timeout`.
+pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::Body) -> Response {
+    let cfg = app.proxy.config();
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{pq}", cfg.upstream);
+    let send = app.client.request(parts.method.clone(), &url).headers(filtered(&parts.headers, true)).body(body).send();
+    let up = match tokio::time::timeout(cfg.idle_timeout, send).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return unreachable(app, e),
+        Err(_) => {
+            app.proxy.count(|c| &c.upstream_timeouts);
+            return error(
+                StatusCode::GATEWAY_TIMEOUT,
+                "lam_upstream_timeout",
+                &format!("lam serve: upstream {} sent nothing for {} s (--upstream-idle-timeout-s)", cfg.upstream_shown(), cfg.idle_timeout.as_secs_f64()),
+            );
+        }
+    };
+    answer(app, up)
+}
+
+/// `502` (or `504` for a connect timeout) for a request that got no answer;
+/// the upstream shown with its password masked, never the request's URL.
+fn unreachable(app: &App, e: reqwest::Error) -> Response {
+    let cfg = app.proxy.config();
+    let timeout = e.is_timeout();
+    if timeout {
+        app.proxy.count(|c| &c.upstream_timeouts);
+    } else {
+        app.proxy.count(|c| &c.upstream_unreachable);
+    }
+    let e = e.without_url();
+    // The whole chain of causes: the last one is what went wrong (a reset, a refusal).
+    let mut why = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        why = format!("{why}: {c}");
+        cause = c.source();
+    }
+    let shown = cfg.upstream_shown();
+    let why = why.replace(&cfg.upstream, &shown);
+    let (status, kind) = if timeout { (StatusCode::GATEWAY_TIMEOUT, "lam_upstream_timeout") } else { (StatusCode::BAD_GATEWAY, "lam_upstream_unreachable") };
+    error(status, kind, &format!("lam serve: upstream {shown} unreachable: {why}"))
+}
+
+/// The upstream's answer, passed back as it streams.
+fn answer(app: &App, up: reqwest::Response) -> Response {
+    if up.status().as_u16() >= 400 {
+        app.proxy.count(|c| &c.upstream_errors);
+    }
+    let mut resp = Response::builder().status(up.status());
+    if let Some(h) = resp.headers_mut() {
+        *h = filtered(up.headers(), false);
+        if let Some(n) = up.content_length() {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    }
+    let idle = app.proxy.config().idle_timeout;
+    resp.body(Body::from_stream(idle_limited(up.bytes_stream(), idle, app.proxy.clone())))
+        .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "lam_internal_error", &format!("lam serve: {e}")))
+}
+
+/// `s`, cut with an error (the client sees the answer end abruptly, never
+/// as complete) when the upstream sends nothing for `idle`; every chunk
+/// restarts the timer, so a slow but live stream is never cut.
+fn idle_limited(
+    s: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    idle: Duration,
+    proxy: Proxy,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    futures_util::stream::unfold(Some(Box::pin(s)), move |s| {
+        let proxy = proxy.clone();
+        async move {
+            let mut s = s?;
+            match tokio::time::timeout(idle, s.next()).await {
+                Ok(Some(Ok(b))) => Some((Ok(b), Some(s))),
+                Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e.without_url())), None)),
+                Ok(None) => None,
+                Err(_) => {
+                    proxy.count(|c| &c.upstream_timeouts);
+                    let why = format!("upstream silent for {} s", idle.as_secs_f64());
+                    Some((Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)), None))
+                }
+            }
+        }
+    })
+}
+
+/// Headers without hop-by-hop ones (and, going upstream, without the proxy's own).
+fn filtered(h: &HeaderMap, upstream: bool) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(h.len());
+    for (k, v) in h {
+        let name = k.as_str();
+        if HOP.contains(&name) || (upstream && [SESSION, BYPASS, TOKEN].contains(&name)) {
+            continue;
+        }
+        out.append(k.clone(), v.clone());
+    }
+    out
+}

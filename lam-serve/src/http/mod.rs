@@ -1,0 +1,151 @@
+//! Stage one, and the way out: the HTTP side. Routes (here), the token,
+//! upgrade and path checks before any route ([`guard`]), forwarding to the
+//! upstream and streaming its answer back ([`forward`]), listening and
+//! shutting down within the drain deadline ([`listen`]).
+
+mod forward;
+mod guard;
+mod listen;
+
+pub use listen::{run, serve};
+
+use crate::{Api, Error, Proxy};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use std::time::Instant;
+
+/// Request headers that configure the proxy (never forwarded).
+pub(crate) const SESSION: &str = "x-lam-session";
+pub(crate) const BYPASS: &str = "x-lam-bypass";
+pub(crate) const TOKEN: &str = "x-lam-token";
+
+/// Hop-by-hop headers (RFC 9110 7.6.1) and those the client library recomputes.
+pub(crate) const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"];
+
+#[derive(Debug, Clone)]
+pub(crate) struct App {
+    pub(crate) proxy: Proxy,
+    pub(crate) client: reqwest::Client,
+}
+
+pub(crate) fn router(app: App) -> Router {
+    let mut r = Router::new();
+    for api in Api::ALL {
+        r = r.route(api.path(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
+    }
+    r.route("/lam/stats", get(stats))
+        .route("/metrics", get(metrics))
+        .fallback(passthrough)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), guard::guard))
+        .with_state(app)
+}
+
+async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let max = app.proxy.config().max_body;
+    let Ok(bytes) = axum::body::to_bytes(body, max).await else {
+        app.proxy.count(|c| &c.too_large);
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "lam_request_too_large", &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"));
+    };
+    let bypass = parts.headers.get(BYPASS).is_some_and(|v| v.as_bytes() == b"1");
+    let name = match session_name(&parts.headers) {
+        Ok(n) => n,
+        Err(why) => {
+            app.proxy.count(|c| &c.refused);
+            return error(StatusCode::BAD_REQUEST, "lam_bad_session", &why);
+        }
+    };
+    let (body, session) = if bypass {
+        app.proxy.count(|c| &c.bypassed);
+        (bytes, None)
+    } else {
+        match rewritten(&app, api, name, bytes).await {
+            Ok(r) => r,
+            Err(resp) => return resp,
+        }
+    };
+    let mut resp = forward::forward(&app, &parts, reqwest::Body::from(body)).await;
+    if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
+    }
+    log(&app, &parts, &resp, started);
+    resp
+}
+
+/// The body to forward and its session, or the error answer.
+async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>), Response> {
+    let (p, sent) = (app.proxy.clone(), bytes.clone());
+    match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &sent)).await {
+        Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session)),
+        Ok(Err(e @ Error::DuplicateKey(_))) => {
+            Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
+        }
+        // Fail open: what lam could not rewrite goes as it came.
+        Ok(Err(e)) => {
+            app.proxy.count(|c| &c.failed_open);
+            eprintln!("lam serve: rewriting failed ({e}); forwarding the request as it came");
+            Ok((bytes, None))
+        }
+        Err(e) => {
+            app.proxy.count(|c| &c.failed_open);
+            eprintln!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
+            Ok((bytes, None))
+        }
+    }
+}
+
+async fn passthrough(State(app): State<App>, req: Request) -> Response {
+    let started = Instant::now();
+    app.proxy.count(|c| &c.passthrough);
+    let (parts, body) = req.into_parts();
+    let resp = forward::forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream())).await;
+    log(&app, &parts, &resp, started);
+    resp
+}
+
+/// The `x-lam-session` name: visible ASCII, 1 to 256 bytes (absent or empty: none).
+fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
+    let Some(v) = h.get(SESSION) else {
+        return Ok(None);
+    };
+    let bad = || format!("lam serve: {SESSION} must be 1 to 256 visible ASCII characters");
+    let s = v.to_str().map_err(|_| bad())?.trim();
+    if s.len() > 256 || s.bytes().any(|b| !b.is_ascii_graphic() && b != b' ') {
+        return Err(bad());
+    }
+    Ok((!s.is_empty()).then(|| s.to_string()))
+}
+
+async fn stats(State(app): State<App>) -> Response {
+    let body = serde_json::to_string_pretty(&app.proxy.stats()).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], app.proxy.metrics()).into_response()
+}
+
+/// A JSON error both SDKs read (`error.type`, `error.message`).
+pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// One line per request when `--log` is on: never a header, never a body.
+fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant) {
+    if app.proxy.config().log {
+        let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
+        eprintln!(
+            "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent)",
+            parts.method,
+            parts.uri.path(),
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The proxy as a library: a request's body in, the body to forward out,
+//! through the stages in order (parse, registry, conversation, admission,
+//! rewrite, stats). The HTTP side (`http`) calls [`Proxy::try_rewrite`].
+
+use crate::api::{self, Api};
+use crate::engine::{Engine, Pool, SharedStore, lock};
+use crate::registry::{self, Registry};
+use crate::request::Parsed;
+use crate::stats::{Counters, Held, Stats};
+use crate::{Error, ServeConfig, json};
+use arc_store::Access;
+use lam_core::Threshold;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the proxy forwards for one request.
+#[derive(Debug, Clone)]
+pub struct Rewritten {
+    /// The body to send upstream.
+    pub body: Vec<u8>,
+    /// The store session of the conversation; `None` when the body holds no
+    /// conversation the proxy understands (it is then forwarded as it came).
+    pub session: Option<String>,
+}
+
+/// The proxy's state: engine, sessions, counters. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+/// The requests per compacted route and every other proxy-wide counter.
+#[derive(Debug, Default)]
+struct RouteCounters {
+    requests: [AtomicU64; 3],
+    counts: Counters,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: ServeConfig,
+    engine: Engine,
+    sessions: Mutex<Registry>,
+    counters: RouteCounters,
+    run: String,
+}
+
+impl Proxy {
+    /// Open the store (the one writer) and load the encoders.
+    pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
+        if cfg.encoders == 0 {
+            return Err(Error::Setting("--encoders must be at least 1".into()));
+        }
+        let threshold = Threshold::from_cosine(cfg.threshold).map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
+        let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
+        let mut encoders = Vec::with_capacity(cfg.encoders);
+        let mut cache = None;
+        for _ in 0..cfg.encoders {
+            let (e, path) = cfg.encoder.load_cached(&cfg.cache)?;
+            cache = path;
+            encoders.push(e);
+        }
+        let dim = lam_core::Encoder::info(&encoders[0]).dim;
+        // Load the cl100k tables now, not in the first request (~70 ms).
+        lam_tokens::count(b"warm");
+        let engine = Engine {
+            store: SharedStore(Mutex::new(store)),
+            pool: Pool::new(encoders, cache),
+            operator: lam_operator::Config::new(threshold).with_counter(&lam_tokens::Cl100k).with_recall(cfg.recall),
+            dim,
+            policy: api::Policy {
+                user_turns: cfg.user_turns,
+                keep_tools: cfg.keep_tools.iter().cloned().collect(),
+                recall_tool: match cfg.recall {
+                    lam_core::stub::Recall::Via(tool) => Some(tool.to_string()),
+                    _ => None,
+                },
+            },
+        };
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let run = format!("serve-{secs}-{}", std::process::id());
+        let counters = RouteCounters::default();
+        Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters, run }) })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServeConfig {
+        &self.inner.cfg
+    }
+
+    /// This proxy's run: the store sessions it makes are named `RUN-N`,
+    /// or `NAME@RUN-N` for a client's name the store already holds.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run
+    }
+
+    /// The body to forward for a request to `api`'s route: its conversation
+    /// matched to a session (named by `session`, else by prefix) and rewritten.
+    /// Blocks while new observations are encoded; sessions rewrite in parallel.
+    /// A body holding a conversation or preamble member twice is forwarded as
+    /// it came ([`Proxy::try_rewrite`] refuses it).
+    pub fn rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Rewritten {
+        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten { body: body.to_vec(), session: None })
+    }
+
+    /// [`Proxy::rewrite`], refusing ([`Error::DuplicateKey`]) a body that
+    /// holds `messages`, `input`, `system` or `instructions` twice.
+    pub fn try_rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Result<Rewritten, Error> {
+        let c = &self.inner.counters;
+        c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
+        let Some(req) = Parsed::parse(api, body) else {
+            if let Some(k) = json::duplicate_key(body) {
+                c.counts.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::DuplicateKey(k));
+            }
+            c.counts.unparsed.fetch_add(1, Ordering::Relaxed);
+            return Ok(Rewritten { body: body.to_vec(), session: None });
+        };
+        let inner = &self.inner;
+        let found = registry::find_or_start(&inner.sessions, &inner.engine, &inner.run, session, &req.keys, inner.cfg.max_sessions);
+        let handle = match found {
+            Ok(h) => h,
+            Err(e) => {
+                c.counts.unparsed.fetch_add(1, Ordering::Relaxed);
+                if self.inner.cfg.log {
+                    eprintln!("lam serve: no session ({e}); forwarding the request as it came");
+                }
+                return Ok(Rewritten { body: body.to_vec(), session: None });
+            }
+        };
+        let rewritten = {
+            let mut conv = lock(&handle.conv);
+            // A panic inside admission must not answer 500 for the rest of
+            // the conversation: its session is dropped (its state may be
+            // half-updated) and this request goes as it came.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let (out, delta) = conv.rewrite(&req, &self.inner.engine);
+                (out, delta, conv.bytes())
+            }))
+        };
+        let Ok((out, delta, held)) = rewritten else {
+            c.counts.failed_open.fetch_add(1, Ordering::Relaxed);
+            lock(&self.inner.sessions).retire(&handle);
+            eprintln!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
+            return Ok(Rewritten { body: body.to_vec(), session: None });
+        };
+        lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
+        let mut st = lock(&handle.stats);
+        st.apply(&delta);
+        Ok(Rewritten { body: out, session: Some(st.session.clone()) })
+    }
+
+    /// Every session's counters and the proxy's.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        let requests = Api::ALL.iter().map(|a| (a.name(), c.requests[*a as usize].load(Ordering::Relaxed))).collect();
+        let held = {
+            let reg = lock(&self.inner.sessions);
+            let (evicted_sessions, evicted) = reg.evicted();
+            Held { sessions: reg.stats(), created: reg.made(), evicted_sessions, evicted, requests, memory_bytes: reg.held() as u64, memory_budget: 0 }
+        };
+        c.counts.read(Held { memory_budget: self.inner.cfg.max_memory as u64, ..held })
+    }
+
+    /// The counters in the Prometheus text format (`GET /metrics`).
+    pub fn metrics(&self) -> String {
+        self.stats().prometheus()
+    }
+
+    /// Make every archived original durable and save the embedding cache.
+    pub fn close(&self) -> Result<(), Error> {
+        self.inner.engine.close()
+    }
+
+    /// Add one to a proxy-wide counter.
+    pub(crate) fn count(&self, which: fn(&Counters) -> &AtomicU64) {
+        which(&self.inner.counters.counts).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(turns: &[&str]) -> Vec<u8> {
+        let mut msgs = vec![serde_json::json!({"role": "user", "content": "fix the bug"})];
+        for (i, out) in turns.iter().enumerate() {
+            let id = format!("call_{i}");
+            msgs.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"cat a.py\"}"}}]}));
+            msgs.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": out}));
+        }
+        serde_json::to_vec(&serde_json::json!({"model": "m", "messages": msgs})).unwrap()
+    }
+
+    #[test]
+    fn a_preamble_member_twice_is_refused_on_every_route() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let cases: [(Api, &str); 4] = [
+            (Api::Messages, r#"{"model":"m","system":"a","max_tokens":5,"system":"b","messages":[{"role":"user","content":"hi"}]}"#),
+            (Api::Messages, r#"{"model":"m","system":[{"type":"text","text":"a"}],"messages":[{"role":"user","content":"hi"}],"s\u0079stem":"b"}"#),
+            (Api::Responses, r#"{"model":"m","instructions":"a","input":[{"role":"user","content":"hi"}],"instructions":"b"}"#),
+            (Api::ChatCompletions, r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[]}"#),
+        ];
+        for (api, body) in cases {
+            match proxy.try_rewrite(api, None, body.as_bytes()) {
+                Err(Error::DuplicateKey(_)) => {}
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    /// A `shell_call_output` read twice and an Anthropic `search_result`
+    /// are archived and compacted in place, every other byte as sent.
+    #[test]
+    fn new_tool_result_shapes_are_archived_and_compacted() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let out: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+        let call =
+            |k: usize| serde_json::json!({"type": "shell_call", "call_id": format!("sh_{k}"), "action": {"commands": ["pytest -v"], "timeout_ms": 60000}});
+        let result = |k: usize| serde_json::json!({"type": "shell_call_output", "call_id": format!("sh_{k}"), "output": [{"stdout": out, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]});
+        let items = vec![serde_json::json!({"type": "message", "role": "user", "content": "run the tests"}), call(0), result(0), call(1), result(1)];
+        let body = serde_json::to_vec(&serde_json::json!({"model": "m", "input": items})).unwrap();
+        let r = proxy.try_rewrite(Api::Responses, None, &body).unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(sent["input"][2]["output"][0]["stdout"], out.as_str(), "the first read goes whole");
+        let second = sent["input"][4]["output"][0]["stdout"].as_str().unwrap();
+        assert!(second.starts_with("[lam: same output as `pytest -v` above"), "{second}");
+        assert_eq!(sent["input"][4]["output"][0]["outcome"], serde_json::json!({"type": "exit", "exit_code": 0}));
+        let msgs = serde_json::json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "search"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "tu", "name": "search", "input": {"q": "x"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu", "content": [
+                {"type": "search_result", "source": "https://a", "title": "A", "content": [{"type": "text", "text": out}]}]}]}]});
+        let r = proxy.try_rewrite(Api::Messages, None, &serde_json::to_vec(&msgs).unwrap()).unwrap();
+        assert!(r.session.is_some());
+        let st = proxy.stats();
+        assert_eq!(st.sessions.iter().map(|s| s.observations).sum::<u64>(), 3, "every result archived");
+    }
+
+    #[test]
+    fn a_panic_in_admission_forwards_the_request_as_it_came_and_the_conversation_goes_on() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let first = chat(&["line one\nline two\n"]);
+        let r1 = proxy.try_rewrite(Api::ChatCompletions, None, &first).unwrap();
+        assert!(r1.session.is_some());
+        crate::admission::fault::arm("BOOM");
+        let second = chat(&["line one\nline two\n", "BOOM\nline three\n"]);
+        let r2 = proxy.try_rewrite(Api::ChatCompletions, None, &second).expect("fails open, not an error");
+        assert_eq!(r2.body, second, "forwarded exactly as it came");
+        assert_eq!(r2.session, None);
+        let st = proxy.stats();
+        assert_eq!((st.failed_open, st.sessions.len()), (1, 0), "the session was dropped");
+        assert!(proxy.metrics().contains("lam_serve_failed_open_total 1"));
+        // The next request of the conversation is rewritten in a new session
+        // (and fails open again while the fault lasts).
+        crate::admission::fault::arm("NEVER");
+        let third = chat(&["line one\nline two\n", "BOOM\nline three\n", "line one\nline two\n"]);
+        let r3 = proxy.try_rewrite(Api::ChatCompletions, None, &third).unwrap();
+        assert!(r3.session.is_some());
+        assert_eq!(proxy.stats().sessions_created, 2);
+    }
+}

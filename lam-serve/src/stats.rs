@@ -1,0 +1,262 @@
+//! The last stage: what the proxy counts. Every counter is declared once, in
+//! one of the two tables below, which give its field (in `GET /lam/stats`),
+//! its Prometheus metric and help (`GET /metrics`), and how it is summed.
+
+use crate::admission::Delta;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Declares the proxy-wide counters: the atomics the stages add to
+/// ([`Counters`]), the fields of [`Stats`], and their metrics.
+macro_rules! proxy_counters {
+    ($( $(#[doc = $doc:literal])+ $field:ident => $metric:literal, $help:literal; )*) => {
+        /// Proxy-wide counters, one atomic each (added to by the HTTP stage
+        /// and the proxy; read by [`Counters::read`]).
+        #[derive(Debug, Default)]
+        pub(crate) struct Counters {
+            $( pub(crate) $field: AtomicU64, )*
+        }
+
+        /// `GET /lam/stats`.
+        #[derive(Debug, Clone, Serialize)]
+        pub struct Stats {
+            /// Every session held.
+            pub sessions: Vec<SessionStats>,
+            /// Sessions started since the proxy started (one per conversation).
+            pub sessions_created: u64,
+            /// Sessions dropped to stay within `max_sessions` or `max_memory`.
+            pub evicted_sessions: u64,
+            /// Their counters, summed (`session` empty).
+            pub evicted: SessionStats,
+            /// Requests per compacted route (`chat`, `messages`, `responses`).
+            pub requests: std::collections::BTreeMap<&'static str, u64>,
+            $( $(#[doc = $doc])+ pub $field: u64, )*
+            /// Bytes the held sessions hold (estimate: frozen forwarded bytes and operator state).
+            pub memory_bytes: u64,
+            /// Their budget (`--max-memory`).
+            pub memory_budget: u64,
+        }
+
+        impl Counters {
+            /// The values, with the held sessions' figures, as [`Stats`].
+            pub(crate) fn read(&self, held: Held) -> Stats {
+                Stats {
+                    sessions: held.sessions,
+                    sessions_created: held.created,
+                    evicted_sessions: held.evicted_sessions,
+                    evicted: held.evicted,
+                    requests: held.requests,
+                    $( $field: self.$field.load(Ordering::Relaxed), )*
+                    memory_bytes: held.memory_bytes,
+                    memory_budget: held.memory_budget,
+                }
+            }
+        }
+
+        impl Stats {
+            /// The proxy-wide counters as (metric, help, value), in table order.
+            fn counter_metrics(&self) -> Vec<(&'static str, &'static str, f64)> {
+                vec![ $( ($metric, $help, self.$field as f64), )* ]
+            }
+        }
+    };
+}
+
+proxy_counters! {
+    /// Requests passed through unchanged on other paths.
+    passthrough => "lam_serve_passthrough_requests_total", "Requests passed through unchanged.";
+    /// Requests with `x-lam-bypass: 1`.
+    bypassed => "lam_serve_bypassed_requests_total", "Requests with x-lam-bypass: 1.";
+    /// Requests to compacted routes whose body held no conversation (forwarded as they came).
+    unparsed => "lam_serve_unparsed_requests_total", "Compacted-route requests forwarded as they came (no conversation found).";
+    /// Requests forwarded as they came because rewriting them failed inside
+    /// lam (a bug: each one is logged); the session was dropped, so the
+    /// conversation's next request starts a new one.
+    failed_open => "lam_serve_failed_open_total", "Requests forwarded as they came because rewriting them failed inside lam.";
+    /// Upstream answers with status >= 400 (passed through).
+    upstream_errors => "lam_serve_upstream_errors_total", "Upstream answers with status >= 400.";
+    /// Requests answered 502 because the upstream could not be reached.
+    upstream_unreachable => "lam_serve_upstream_unreachable_total", "Requests answered 502 (upstream unreachable).";
+    /// Requests refused with 413.
+    too_large => "lam_serve_too_large_total", "Requests refused with 413.";
+    /// Requests answered 504, or streams cut, because the upstream fell
+    /// silent for `--upstream-idle-timeout-s`.
+    upstream_timeouts => "lam_serve_upstream_timeouts_total", "Requests answered 504, or streams cut, because the upstream fell silent.";
+    /// Requests refused with 400 before reaching the upstream (a dot
+    /// segment in the path, a conversation member twice, a bad session name).
+    refused => "lam_serve_refused_total", "Requests refused with 400 before reaching the upstream (dot segment, repeated conversation member, bad session name).";
+    /// Requests refused with 401 (no or a wrong token).
+    unauthorized => "lam_serve_unauthorized_total", "Requests refused with 401 (no token or a wrong one).";
+    /// Requests refused with 426 because they asked to switch protocols
+    /// (`Upgrade: websocket`): a WebSocket would carry the conversation
+    /// past compaction, so the client is told to use HTTP (Codex falls
+    /// back to HTTPS at once).
+    upgrades_refused => "lam_serve_upgrades_refused_total", "Requests refused with 426: protocol upgrades (WebSocket), which would carry the conversation past compaction.";
+}
+
+/// What the registry reports for [`Counters::read`].
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub sessions: Vec<SessionStats>,
+    pub created: u64,
+    pub evicted_sessions: u64,
+    pub evicted: SessionStats,
+    pub requests: std::collections::BTreeMap<&'static str, u64>,
+    pub memory_bytes: u64,
+    pub memory_budget: u64,
+}
+
+/// Declares a session's summable counters: the fields of [`SessionStats`],
+/// how two are added ([`SessionStats::absorb`]) and their metrics.
+macro_rules! session_counters {
+    ($( $(#[doc = $doc:literal])+ $field:ident: $ty:ty => $metric:literal, $help:literal; )*) => {
+        /// One session's counters, as `GET /lam/stats` reports them.
+        #[derive(Debug, Clone, Default, Serialize)]
+        pub struct SessionStats {
+            /// The store session its originals are archived in (`lam recall --session`).
+            pub session: String,
+            /// The `x-lam-session` name, when the client gave one.
+            pub name: Option<String>,
+            $( $(#[doc = $doc])+ pub $field: $ty, )*
+            /// `(tokens_in - tokens_out) / tokens_in` (0 before any observation; `lam_operator::removal`).
+            pub removal: f64,
+            /// The last admission error.
+            pub last_error: Option<String>,
+        }
+
+        impl SessionStats {
+            /// Add another session's counters (`last_error` stays this one's).
+            pub fn absorb(&mut self, o: &SessionStats) {
+                $( self.$field += o.$field; )*
+                self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
+            }
+
+            /// The counters as (metric, help, value), in table order.
+            fn metrics(&self) -> Vec<(&'static str, &'static str, f64)> {
+                vec![ $( ($metric, $help, self.$field as f64), )* ]
+            }
+        }
+    };
+}
+
+session_counters! {
+    /// Requests that continued this session.
+    requests: u64 => "lam_serve_session_requests_total", "Requests that continued a session.";
+    /// Items of this session's requests seen for the first time (the only
+    /// ones the proxy examines; observations among them are admitted).
+    new_items: u64 => "lam_serve_new_items_total", "Conversation items seen for the first time in their session (the only ones examined).";
+    /// Items sent again by the client and forwarded as they were first time.
+    reused_items: u64 => "lam_serve_reused_items_total", "Conversation items sent again and forwarded as first forwarded.";
+    /// Observations admitted (each once).
+    observations: u64 => "lam_serve_observations_total", "Observations archived and admitted.";
+    /// cl100k_base tokens of the admitted originals.
+    tokens_in: u64 => "lam_serve_tokens_in_total", "cl100k_base tokens of admitted originals.";
+    /// cl100k_base tokens of what was forwarded in their place (stubs included).
+    tokens_out: u64 => "lam_serve_tokens_out_total", "cl100k_base tokens forwarded in their place.";
+    /// Stub lines written.
+    stubs: u64 => "lam_serve_stubs_total", "Stub lines written.";
+    /// Observations forwarded verbatim because admission failed.
+    admission_errors: u64 => "lam_serve_admission_errors_total", "Observations forwarded verbatim because admission failed.";
+    /// Seconds spent admitting (encoding included).
+    admit_seconds: f64 => "lam_serve_admit_seconds_total", "Seconds spent admitting observations (encoding included).";
+}
+
+impl SessionStats {
+    /// Count one request of this session: what admitting it changed.
+    pub(crate) fn apply(&mut self, d: &Delta) {
+        let one = SessionStats {
+            requests: 1,
+            new_items: d.new_items,
+            reused_items: d.reused,
+            observations: d.totals.observations,
+            tokens_in: d.totals.tokens_in,
+            tokens_out: d.totals.tokens_out,
+            stubs: d.totals.stubs,
+            admission_errors: d.errors,
+            admit_seconds: d.totals.seconds(),
+            ..SessionStats::default()
+        };
+        self.absorb(&one);
+        if d.last_error.is_some() {
+            self.last_error.clone_from(&d.last_error);
+        }
+    }
+}
+
+impl Stats {
+    /// Every session's counters summed: those held and those dropped.
+    pub fn total(&self) -> SessionStats {
+        let mut t = self.evicted.clone();
+        self.sessions.iter().for_each(|s| t.absorb(s));
+        t.session.clear();
+        t
+    }
+
+    /// Requests over every compacted route.
+    pub fn model_requests(&self) -> u64 {
+        self.requests.values().sum()
+    }
+
+    /// The counters in the Prometheus text exposition format (version 0.0.4).
+    pub fn prometheus(&self) -> String {
+        let mut o = String::new();
+        let routes: Vec<(String, f64)> = self.requests.iter().map(|(r, n)| (format!("{{route=\"{r}\"}}"), *n as f64)).collect();
+        family(&mut o, "lam_serve_requests_total", "counter", "Requests to compacted routes.", &routes);
+        for (name, help, v) in self.counter_metrics() {
+            family(&mut o, name, "counter", help, &[(String::new(), v)]);
+        }
+        let gauges = [
+            ("lam_serve_memory_bytes", "Bytes the held sessions hold (estimate).", self.memory_bytes as f64),
+            (
+                "lam_serve_memory_budget_bytes",
+                "Bytes sessions may hold (--max-memory); beyond, the least recently used are dropped.",
+                self.memory_budget as f64,
+            ),
+            ("lam_serve_sessions", "Sessions held.", self.sessions.len() as f64),
+        ];
+        for (name, help, v) in gauges {
+            family(&mut o, name, "gauge", help, &[(String::new(), v)]);
+        }
+        let sessions = [
+            ("lam_serve_evicted_sessions_total", "Sessions dropped to stay within --max-sessions or --max-memory.", self.evicted_sessions as f64),
+            ("lam_serve_sessions_created_total", "Proxy sessions started (one per conversation).", self.sessions_created as f64),
+        ];
+        for (name, help, v) in sessions.into_iter().chain(self.total().metrics()) {
+            family(&mut o, name, "counter", help, &[(String::new(), v)]);
+        }
+        o
+    }
+}
+
+/// One metric family: name, type, help, and its samples (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_has_one_metric_and_totals_sum_held_and_evicted() {
+        let c = Counters::default();
+        c.refused.fetch_add(2, Ordering::Relaxed);
+        let s = |name: &str, obs, tin, tout| SessionStats { session: name.into(), observations: obs, tokens_in: tin, tokens_out: tout, ..Default::default() };
+        let held = Held { sessions: vec![s("a", 1, 100, 50), s("b", 2, 100, 0)], evicted: s("", 4, 200, 150), ..Held::default() };
+        let st = c.read(held);
+        let total = st.total();
+        assert_eq!((total.observations, total.tokens_in, total.tokens_out), (7, 400, 200));
+        assert!((total.removal - 0.5).abs() < 1e-12);
+        let text = st.prometheus();
+        assert!(text.contains("lam_serve_refused_total 2\n"), "{text}");
+        assert!(text.contains("lam_serve_observations_total 7\n"), "{text}");
+        let names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).map(|l| l.split(' ').next().unwrap_or("")).collect();
+        let unique: std::collections::HashSet<&&str> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "one family per metric: {names:?}");
+    }
+}
