@@ -3,6 +3,8 @@
 //! produced each one.
 
 use lam_core::action;
+use lam_trajectory::wire;
+pub use lam_trajectory::wire::Api;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,17 +23,6 @@ pub struct Policy {
     /// that calls it, as Codex's `exec`) is exact bytes the agent asked for,
     /// forwarded whole (a stub there would point back at itself).
     pub recall_tool: Option<String>,
-}
-
-/// An API route the proxy compacts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Api {
-    /// OpenAI `POST /v1/chat/completions`: `messages`, tool results `role: "tool"`.
-    ChatCompletions,
-    /// Anthropic `POST /v1/messages`: `messages`, `tool_result` blocks in user turns.
-    Messages,
-    /// OpenAI `POST /v1/responses`: `input` items, `function_call_output`.
-    Responses,
 }
 
 /// Where one observation sits inside a conversation item (a JSON pointer to a
@@ -57,58 +48,28 @@ pub(crate) struct Context {
     said: Vec<Arc<str>>,
 }
 
-impl Api {
-    /// Every route, in the order the proxy registers them.
-    pub const ALL: [Api; 3] = [Api::ChatCompletions, Api::Messages, Api::Responses];
-
-    /// The request path.
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::ChatCompletions => "/v1/chat/completions",
-            Api::Messages => "/v1/messages",
-            Api::Responses => "/v1/responses",
-        }
-    }
-
-    /// Short name (stats, metrics labels).
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::ChatCompletions => "chat",
-            Api::Messages => "messages",
-            Api::Responses => "responses",
-        }
-    }
-
-    /// The member holding the conversation.
-    pub(crate) fn list_field(self) -> &'static str {
-        match self {
-            Api::ChatCompletions | Api::Messages => "messages",
-            Api::Responses => "input",
-        }
-    }
-
-    /// Members that set up a conversation outside its list (part of the
-    /// session key, so two agents with different system prompts never share
-    /// a session).
-    pub(crate) fn preamble_fields(self) -> &'static [&'static str] {
-        match self {
-            Api::ChatCompletions => &[],
-            Api::Messages => &["system"],
-            Api::Responses => &["instructions"],
-        }
-    }
-
+/// What the proxy reads from an API's items beyond the wire
+/// (`lam_trajectory::wire`): the task, what each result answers, and which
+/// strings are observations under the proxy's [`Policy`].
+pub(crate) trait Observations {
     /// The context of a request's items.
-    pub(crate) fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context {
+    fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context;
+    /// The observations in item `i` of a request.
+    fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot>;
+}
+
+impl Observations for Api {
+    /// The context of a request's items.
+    fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context {
         let mut cx = Context::default();
         let mut last: Arc<str> = Arc::from("");
         for (i, v) in items.into_iter().enumerate() {
             let v = v.borrow();
             cx.said.push(last.clone());
-            if cx.task.is_none() && role(v) == Some("user") && self.is_message(v) {
+            if cx.task.is_none() && role(v) == Some("user") && is_message(self, v) {
                 cx.task = Some(i);
             }
-            self.note_calls(v, &mut cx);
+            note_calls(self, v, &mut cx);
             if role(v) == Some("assistant") {
                 last = Arc::from(action::of_message(v));
             }
@@ -116,53 +77,11 @@ impl Api {
         cx
     }
 
-    fn is_message(self, v: &Value) -> bool {
-        self != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
-    }
-
-    /// Record the name and action of every tool call item `v` makes.
-    fn note_calls(self, v: &Value, cx: &mut Context) {
-        let mut note = |id: Option<&str>, name: Option<&str>, args: Option<&Value>| {
-            if let Some(id) = id {
-                let name = name.unwrap_or("tool");
-                cx.actions.insert(id.to_string(), action::tool_call_value(name, args));
-                cx.names.insert(id.to_string(), name.to_string());
-            }
-        };
-        match self {
-            Api::ChatCompletions => {
-                for c in v.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                    let f = c.get("function").unwrap_or(&Value::Null);
-                    note(str_at(c, "id"), str_at(f, "name"), f.get("arguments"));
-                }
-            }
-            Api::Messages => {
-                for b in v.get("content").and_then(Value::as_array).into_iter().flatten().filter(|b| str_at(b, "type") == Some("tool_use")) {
-                    note(str_at(b, "id"), str_at(b, "name"), b.get("input"));
-                }
-            }
-            Api::Responses => match str_at(v, "type") {
-                Some("function_call") => {
-                    let name = str_at(v, "name").map(|n| action::namespaced(str_at(v, "namespace"), n));
-                    note(str_at(v, "call_id"), name.as_deref(), v.get("arguments"));
-                }
-                Some("custom_tool_call") => note(str_at(v, "call_id"), str_at(v, "name"), v.get("input")),
-                Some("local_shell_call") => {
-                    // Its output names the call by `id` (openai-python `LocalShellCallOutput`).
-                    note(str_at(v, "call_id"), Some("local_shell"), v.get("action"));
-                    note(str_at(v, "id"), Some("local_shell"), v.get("action"));
-                }
-                Some("shell_call") => note(str_at(v, "call_id"), Some("shell"), v.get("action")),
-                _ => {}
-            },
-        }
-    }
-
     /// The observations in item `i` of a request (empty texts left out).
     /// With `policy.user_turns`, user turns after the task are observations
     /// too (agents that send tool output as user messages); results of the
     /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
-    pub(crate) fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
+    fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let user_turns = policy.user_turns;
         let recall = |id: &str| policy.recall_tool.as_deref().is_some_and(|r| is_recall(r, cx.names.get(id), cx.actions.get(id)));
         let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
@@ -171,7 +90,7 @@ impl Api {
         let with_keep =
             |ptrs: Vec<String>, action: String, keep: bool| ptrs.into_iter().map(|pointer| Slot { pointer, action: action.clone(), keep }).collect::<Vec<_>>();
         let with = |ptrs, action| with_keep(ptrs, action, false);
-        let user_obs = || user_turns && role(v) == Some("user") && self.is_message(v) && cx.task.is_some_and(|t| i > t);
+        let user_obs = || user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| i > t);
         let content = v.get("content").unwrap_or(&Value::Null);
         match self {
             Api::ChatCompletions if role(v) == Some("tool") => {
@@ -194,7 +113,7 @@ impl Api {
             }
             Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")) => {
                 let output = v.get("output").unwrap_or(&Value::Null);
-                let id = str_at(v, "call_id").or_else(|| str_at(v, "id"));
+                let id = v.as_object().and_then(wire::output_call_id);
                 with_keep(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(id), kept(id))
             }
             Api::Responses if str_at(v, "type") == Some("shell_call_output") => {
@@ -204,6 +123,18 @@ impl Api {
             _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
             _ => Vec::new(),
         }
+    }
+}
+
+fn is_message(api: Api, v: &Value) -> bool {
+    api != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
+}
+
+/// Record the name and action of every tool call item `v` makes.
+fn note_calls(api: Api, v: &Value, cx: &mut Context) {
+    for c in v.as_object().map(|o| wire::calls(api, o)).unwrap_or_default() {
+        cx.actions.insert(c.id.to_string(), c.action());
+        cx.names.insert(c.id.to_string(), c.name);
     }
 }
 

@@ -5,6 +5,7 @@
 //! request go on to admission.
 
 use crate::admission::{Admitter, Delta};
+use crate::api::Observations as _;
 use crate::canon;
 use crate::engine::Engine;
 use crate::request::{Item, Parsed};

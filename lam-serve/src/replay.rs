@@ -16,23 +16,14 @@
 //! premium). Tokens are cl100k of each item's JSON bytes, the same for both
 //! paths, so the ratio is what matters.
 
+use crate::Proxy;
 use crate::canon;
-use crate::{Api, Proxy};
 use lam_core::TokenCounter;
+use lam_trajectory::wire::Agent;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Instant;
-
-/// The agent whose requests are replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Shape {
-    /// Claude Code: Anthropic `POST /v1/messages`.
-    ClaudeCode,
-    /// Codex CLI: OpenAI `POST /v1/responses`.
-    Codex,
-}
 
 /// Prompt-cache pricing, as multiples of the plain input price.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -196,30 +187,30 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
 
 /// The request bodies an agent sends for `calls`: the task alone, then one
 /// more tool result each time.
-pub fn requests(shape: Shape, task: &str, calls: &[Call]) -> Vec<Vec<u8>> {
-    (0..=calls.len()).map(|k| request(shape, task, &calls[..k], calls)).collect()
+pub fn requests(agent: Agent, task: &str, calls: &[Call]) -> Vec<Vec<u8>> {
+    (0..=calls.len()).map(|k| request(agent, task, &calls[..k], calls)).collect()
 }
 
-fn tools(all: &[Call], shape: Shape) -> Vec<Value> {
+fn tools(all: &[Call], agent: Agent) -> Vec<Value> {
     let mut names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     let schema = json!({"type": "object"});
-    match shape {
-        Shape::ClaudeCode => names.iter().map(|n| json!({"name": n, "description": n, "input_schema": schema})).collect(),
-        Shape::Codex => names.iter().map(|n| json!({"type": "function", "name": n, "description": n, "parameters": schema, "strict": false})).collect(),
+    match agent {
+        Agent::ClaudeCode => names.iter().map(|n| json!({"name": n, "description": n, "input_schema": schema})).collect(),
+        Agent::Codex => names.iter().map(|n| json!({"type": "function", "name": n, "description": n, "parameters": schema, "strict": false})).collect(),
     }
 }
 
-fn request(shape: Shape, task: &str, calls: &[Call], all: &[Call]) -> Vec<u8> {
-    let body = match shape {
-        Shape::ClaudeCode => claude_code(task, calls, tools(all, shape)),
-        Shape::Codex => codex(task, calls, tools(all, shape)),
+fn request(agent: Agent, task: &str, calls: &[Call], all: &[Call]) -> Vec<u8> {
+    let body = match agent {
+        Agent::ClaudeCode => claude_code(task, calls, tools(all, agent)),
+        Agent::Codex => codex(task, calls, tools(all, agent)),
     };
     serde_json::to_vec(&body).expect("a JSON value serialises")
 }
 
-/// Claude Code 2.1.328's request as observed on the wire (`docs/serve.md`,
+/// Claude Code 2.1.328's request as observed on the wire (`docs/agents.md`,
 /// "Real agents on the wire"): three `system` blocks (the last two marked), a
 /// first user turn of a system reminder and the task, a `role: "system"`
 /// environment message that is one marked text block while it is the last
@@ -324,7 +315,7 @@ fn carries_tool_result(b: &[u8]) -> bool {
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.
-fn split(api: Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u8>) {
+fn split(api: lam_trajectory::wire::Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u8>) {
     let m = crate::json::Members::parse(body).expect("replay bodies are objects");
     let list = m.raw(api.list_field()).unwrap_or("[]");
     let items = serde_json::from_str(list).unwrap_or_default();
@@ -337,18 +328,15 @@ fn split(api: Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u
 
 /// Replay one session through `proxy` (sequentially: the proxy's counters
 /// before and after are this session's).
-pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[Call], pricing: Pricing, counter: &dyn TokenCounter) -> SessionReport {
-    let api = match shape {
-        Shape::ClaudeCode => Api::Messages,
-        Shape::Codex => Api::Responses,
-    };
+pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[Call], pricing: Pricing, counter: &dyn TokenCounter) -> SessionReport {
+    let api = agent.api();
     let before = proxy.stats();
     let (mut direct, mut lam) = (Bill::default(), Bill::default());
     let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
     let mut r = SessionReport { session: session.to_string(), tool_results: sent, ..Default::default() };
     let mut admitted_s = totals(&before).1;
     let mut last = Vec::new();
-    for body in requests(shape, task, calls) {
+    for body in requests(agent, task, calls) {
         let t = Instant::now();
         let out = proxy.rewrite(api, None, &body);
         last.clone_from(&out.body);
@@ -370,7 +358,7 @@ pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[C
     r.tool_tokens_in = t1[1] - t0[1];
     r.tool_tokens_out = t1[2] - t0[2];
     r.earlier_changed = lam.changed;
-    hidden_lines(&mut r, shape, calls, &last, counter);
+    hidden_lines(&mut r, agent, calls, &last, counter);
     r.prompt_tokens = direct.prompt;
     r.final_prompt_tokens = direct.last;
     r.billed_direct = direct.billed;
@@ -381,8 +369,8 @@ pub fn replay(proxy: &Proxy, shape: Shape, session: &str, task: &str, calls: &[C
 
 /// Count the new lines of `calls`' outputs that the last forwarded body
 /// (which holds every tool result, as forwarded) does not show.
-fn hidden_lines(r: &mut SessionReport, shape: Shape, calls: &[Call], forwarded: &[u8], counter: &dyn TokenCounter) {
-    let shown = forwarded_results(shape, forwarded);
+fn hidden_lines(r: &mut SessionReport, agent: Agent, calls: &[Call], forwarded: &[u8], counter: &dyn TokenCounter) {
+    let shown = forwarded_results(agent, forwarded);
     let mut seen = lam_core::newlines::NewLines::new();
     for (c, f) in calls.iter().zip(shown.iter().map(String::as_str).chain(std::iter::repeat(""))) {
         let o = seen.observe(c.output.as_bytes(), f.as_bytes());
@@ -392,9 +380,9 @@ fn hidden_lines(r: &mut SessionReport, shape: Shape, calls: &[Call], forwarded: 
     }
 }
 
-/// The tool results of a body [`requests`] made for `shape` (as the proxy
+/// The tool results of a body [`requests`] made for `agent` (as the proxy
 /// forwarded it), in order, as text.
-pub fn forwarded_results(shape: Shape, body: &[u8]) -> Vec<String> {
+pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
     let text = |c: &Value| match c {
         Value::String(s) => s.clone(),
@@ -402,8 +390,8 @@ pub fn forwarded_results(shape: Shape, body: &[u8]) -> Vec<String> {
         _ => String::new(),
     };
     let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
-    match shape {
-        Shape::ClaudeCode => v["messages"]
+    match agent {
+        Agent::ClaudeCode => v["messages"]
             .as_array()
             .into_iter()
             .flatten()
@@ -412,7 +400,7 @@ pub fn forwarded_results(shape: Shape, body: &[u8]) -> Vec<String> {
             .filter(|b| is(b, "tool_result"))
             .map(|b| text(&b["content"]))
             .collect(),
-        Shape::Codex => v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output")).map(|x| text(&x["output"])).collect(),
+        Agent::Codex => v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output")).map(|x| text(&x["output"])).collect(),
     }
 }
 
@@ -463,16 +451,16 @@ mod tests {
         let counter = lam_core::SimpleCounter;
         let out = |o: &str| Call::from_action("cat a.py", o.to_string(), String::new());
         let calls = [out("x = 1\ny = 2\n"), out("x = 1\ny = 3\n")];
-        for shape in [Shape::ClaudeCode, Shape::Codex] {
-            let body = requests(shape, "task", &calls).pop().unwrap();
-            assert_eq!(forwarded_results(shape, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
+        for agent in [Agent::ClaudeCode, Agent::Codex] {
+            let body = requests(agent, "task", &calls).pop().unwrap();
+            assert_eq!(forwarded_results(agent, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
             let mut r = SessionReport::default();
-            hidden_lines(&mut r, shape, &calls, &body, &counter);
+            hidden_lines(&mut r, agent, &calls, &body, &counter);
             assert_eq!((r.new_lines, r.new_lines_hidden), (3, 0));
             let stubbed = String::from_utf8(body).unwrap().replace("x = 1\\ny = 3\\n", "[lam: similar to lines 1-2 of `cat a.py`]");
             let mut r = SessionReport::default();
-            hidden_lines(&mut r, shape, &calls, stubbed.as_bytes(), &counter);
-            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{shape:?}");
+            hidden_lines(&mut r, agent, &calls, stubbed.as_bytes(), &counter);
+            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{agent:?}");
         }
     }
 }

@@ -7,6 +7,7 @@
 //! the call that produced it, named by the one rule ([`lam_core::action`]).
 
 use crate::read::{Format, ReadError, Trajectory, kind};
+use crate::wire::{self, Api};
 use lam_core::{Record, SessionId};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -225,9 +226,11 @@ fn claude_assistant(s: &mut Session, content: &Value) -> Result<(), String> {
             Some("text") => s.think(str_field(b, "text", "text block")?),
             Some("thinking") => s.think(b.get("thinking").and_then(Value::as_str).unwrap_or("")),
             Some("tool_use" | "server_tool_use") => {
-                let id = str_field(b, "id", "tool_use block")?;
-                let tool = str_field(b, "name", "tool_use block")?;
-                s.call(id, lam_core::action::tool_call_value(tool, b.get("input")));
+                str_field(b, "id", "tool_use block")?;
+                str_field(b, "name", "tool_use block")?;
+                if let Some(call) = wire::block_call(b) {
+                    s.call(call.id, call.action());
+                }
             }
             _ => {}
         }
@@ -344,13 +347,14 @@ fn codex_item(s: &mut Session, p: &Map<String, Value>) -> Result<(), String> {
                 s.think(part.get("text").and_then(Value::as_str).unwrap_or(""));
             }
         }
-        "function_call" => {
-            // An MCP tool is named with its namespace, as the proxy names it (`mcp__lam__recall`).
-            let name = lam_core::action::namespaced(p.get("namespace").and_then(Value::as_str), str_field(p, "name", "function_call")?);
-            s.call(id(), lam_core::action::tool_call_value(&name, p.get("arguments")));
+        "function_call" | "custom_tool_call" | "local_shell_call" => {
+            if ty != "local_shell_call" {
+                str_field(p, "name", ty)?;
+            }
+            for call in wire::calls(Api::Responses, p) {
+                s.call(call.id, call.action());
+            }
         }
-        "custom_tool_call" => s.call(id(), lam_core::action::tool_call_value(str_field(p, "name", "custom_tool_call")?, p.get("input"))),
-        "local_shell_call" => s.call(id(), lam_core::action::tool_call_value("local_shell", p.get("action"))),
         "function_call_output" | "custom_tool_call_output" => {
             let (obs, rc) = codex_output(p.get("output"))?;
             s.result(id(), obs, rc);

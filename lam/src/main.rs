@@ -33,9 +33,9 @@ enum Cmd {
     Compact(compact::CompactArgs),
     /// Proxy between an agent and its model API (OpenAI/Anthropic compatible): archive every tool result, send a compacted one (docs/serve.md).
     Serve(serve::ServeArgs),
-    /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/serve.md).
+    /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/agents.md).
     Run(run::RunArgs),
-    /// Replay recorded Claude Code / Codex sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency.
+    /// Replay recorded Claude Code / Codex sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency (docs/agents.md).
     Replay(replay::ReplayArgs),
     /// Print an archived tool output's exact bytes (or one part of it).
     Recall(recall::RecallArgs),

@@ -3,21 +3,19 @@
 //! without `lam` (`lam_serve::replay`).
 
 use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
 use lam_encode::Cache;
-use lam_serve::replay::{self, Call, Pricing, SessionReport, Shape};
+use lam_serve::replay::{self, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
-use lam_trajectory::read::{self, Format, Trajectory};
+use lam_trajectory::read::{self, Trajectory};
+use lam_trajectory::wire::Agent;
 use std::path::PathBuf;
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum ShapeArg {
-    /// Claude Code transcripts as Claude Code, Codex rollouts as Codex, everything else as Claude Code.
-    Auto,
-    /// Anthropic `/v1/messages` as Claude Code sends it (system array, tools, moving `cache_control`).
-    ClaudeCode,
-    /// OpenAI `/v1/responses` as the Codex CLI sends it.
-    Codex,
+/// `--shape`: `auto` (`None`: each transcript as its own agent sends it) or an agent.
+#[derive(Clone, Copy, Debug)]
+struct Shape(Option<Agent>);
+
+fn shape(s: &str) -> Result<Shape, String> {
+    if s == "auto" { Ok(Shape(None)) } else { s.parse().map(|a| Shape(Some(a))).map_err(|e| format!("{e} or auto")) }
 }
 
 #[derive(clap::Args)]
@@ -25,9 +23,9 @@ pub struct ReplayArgs {
     /// Transcripts: Claude Code (~/.claude/projects), Codex (~/.codex/sessions), or any `lam compact` format; files or folders.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Which agent's requests to send.
-    #[arg(long, value_enum, default_value = "auto")]
-    shape: ShapeArg,
+    /// Which agent's requests to send: `auto` (Claude Code transcripts as Claude Code, Codex rollouts as Codex, everything else as Claude Code), `claude-code` (Anthropic `/v1/messages` as Claude Code sends it: system array, tools, moving `cache_control`) or `codex` (OpenAI `/v1/responses` as the Codex CLI sends it).
+    #[arg(long, value_parser = shape, default_value = "auto", value_name = "AGENT")]
+    shape: Shape,
     /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
     #[arg(long, value_parser = Pricing::parse)]
     pricing: Option<Pricing>,
@@ -79,19 +77,15 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-fn shape_of(a: &ReplayArgs, t: &Trajectory) -> Shape {
-    match (a.shape, t.format) {
-        (ShapeArg::ClaudeCode, _) => Shape::ClaudeCode,
-        (ShapeArg::Codex, _) | (ShapeArg::Auto, Format::Codex) => Shape::Codex,
-        (ShapeArg::Auto, _) => Shape::ClaudeCode,
-    }
+fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
+    a.shape.0.or_else(|| Agent::of_format(t.format)).unwrap_or(Agent::ClaudeCode)
 }
 
-fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Shape, SessionReport, Pricing) {
-    let shape = shape_of(a, t);
-    let pricing = a.pricing.unwrap_or(match shape {
-        Shape::ClaudeCode => Pricing::ANTHROPIC,
-        Shape::Codex => Pricing::OPENAI,
+fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Agent, SessionReport, Pricing) {
+    let agent = agent_of(a, t);
+    let pricing = a.pricing.unwrap_or(match agent {
+        Agent::ClaudeCode => Pricing::ANTHROPIC,
+        Agent::Codex => Pricing::OPENAI,
     });
     let calls: Vec<Call> = t
         .records
@@ -100,15 +94,8 @@ fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Shape, SessionReport, 
         .map(|(i, r)| Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default()))
         .collect();
     let task = if t.task.is_empty() { format!("(task of {})", t.session.0) } else { t.task.clone() };
-    let r = replay::replay(proxy, shape, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
-    (shape, r, pricing)
-}
-
-fn shape_name(s: Shape) -> &'static str {
-    match s {
-        Shape::ClaudeCode => "claude-code",
-        Shape::Codex => "codex",
-    }
+    let r = replay::replay(proxy, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+    (agent, r, pricing)
 }
 
 fn row(shape: &str, r: &SessionReport) -> String {
@@ -143,7 +130,7 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}~", s.chars().take(n - 1).collect::<String>()) }
 }
 
-fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) {
+fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) {
     println!(
         "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>5} {:>11} {:>11} {:>6} {:>7} {:>7} {:>7}",
         "session",
@@ -164,7 +151,7 @@ fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepo
         "ovh p50"
     );
     for (shape, r, _) in sessions {
-        println!("{}", row(shape_name(*shape), r));
+        println!("{}", row(shape.name(), r));
     }
     println!("{}", row("", total));
     let share = total.tool_share();
@@ -189,7 +176,7 @@ fn print_table(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepo
     );
 }
 
-fn print_json(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {
+fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {
     let summary = |r: &SessionReport| {
         serde_json::json!({
             "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
@@ -207,7 +194,7 @@ fn print_json(sessions: &[(Shape, SessionReport, Pricing)], total: &SessionRepor
         .iter()
         .map(|(shape, r, p)| {
             let mut v = summary(r);
-            v["shape"] = shape_name(*shape).into();
+            v["shape"] = shape.name().into();
             v["pricing"] = serde_json::json!({"read": p.read, "write": p.write});
             v
         })

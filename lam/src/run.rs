@@ -5,6 +5,7 @@
 use anyhow::{Context, Result, bail};
 use arc_store::StoreSpec;
 use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
+use lam_trajectory::wire::Agent;
 use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ pub struct RunArgs {
     upstream: Option<String>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
-    /// How stubs name the way to get an original back. Default: for Claude Code `mcp__lam__recall` (the `lam mcp` tool this run registers, as Claude Code names it), for other agents `none` (no handle).
+    /// How stubs name the way to get an original back. Default: for Claude Code and Codex `mcp__lam__recall` (the `lam mcp` tool this run registers, as both name it), for other agents `none` (no handle).
     #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
     recall: Option<lam_core::stub::Recall<'static>>,
     /// One line per request on standard error (method, path, status, session, time).
@@ -45,7 +46,6 @@ pub struct RunArgs {
     agent: Vec<OsString>,
 }
 
-/// The agents whose base URL and MCP registration `lam run` knows.
 /// `--recall-scope`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum RecallScope {
@@ -55,22 +55,10 @@ enum RecallScope {
     Store,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Agent {
-    Claude,
-    Codex,
-    Other,
-}
-
-impl Agent {
-    /// By the program's file name.
-    fn of(program: &OsStr) -> Self {
-        match Path::new(program).file_name().and_then(OsStr::to_str) {
-            Some("claude") => Agent::Claude,
-            Some("codex") => Agent::Codex,
-            _ => Agent::Other,
-        }
-    }
+/// The agent a program is, by its file name (`claude`, `codex`); `None`
+/// for any other agent (base URLs set, nothing registered).
+fn agent_of(program: &OsStr) -> Option<Agent> {
+    Path::new(program).file_name().and_then(OsStr::to_str).and_then(Agent::of_program)
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -79,7 +67,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         eprintln!("Error: lam run: agent `{}` not found (not an executable file, nor on PATH)", program.to_string_lossy());
         std::process::exit(127);
     }
-    let agent = Agent::of(program);
+    let agent = agent_of(program);
     let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
     let store = Store::resolve(a.store.as_deref())?;
     let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())).context("lam run: starting the proxy")?;
@@ -113,12 +101,12 @@ pub fn run(a: RunArgs) -> Result<()> {
 /// (`exec`) may run before its first model request must have reached the
 /// proxy; `None` for interactive runs (the user may not have typed yet),
 /// other agents, and `--first-request-timeout-s 0`.
-fn first_request(a: &RunArgs, agent: Agent, args: &[OsString]) -> Option<std::time::Duration> {
+fn first_request(a: &RunArgs, agent: Option<Agent>, args: &[OsString]) -> Option<std::time::Duration> {
     let has = |flags: &[&str]| args.iter().any(|x| flags.iter().any(|f| x == f));
     let batch = match agent {
-        Agent::Claude => has(&["-p", "--print"]),
-        Agent::Codex => has(&["exec"]),
-        Agent::Other => false,
+        Some(Agent::ClaudeCode) => has(&["-p", "--print"]),
+        Some(Agent::Codex) => has(&["exec"]),
+        None => false,
     };
     (batch && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
 }
@@ -127,19 +115,19 @@ fn first_request(a: &RunArgs, agent: Agent, args: &[OsString]) -> Option<std::ti
 /// through the proxy: when none did, say so; for Claude Code and Codex
 /// (whose base URL lam sets) that is an error, and an agent that exited 0
 /// makes `lam` exit 1.
-fn confirmed(stats: &Stats, agent: Agent, program: &OsStr, code: i32) -> i32 {
+fn confirmed(stats: &Stats, agent: Option<Agent>, program: &OsStr, code: i32) -> i32 {
     if stats.model_requests() > 0 {
         return code;
     }
     let name = program.to_string_lossy();
     let what = "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)";
-    if agent == Agent::Other {
-        eprintln!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
-        return code;
-    }
     let how = match agent {
-        Agent::Claude => "ANTHROPIC_BASE_URL",
-        _ => "-c openai_base_url=... and OPENAI_BASE_URL",
+        None => {
+            eprintln!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
+            return code;
+        }
+        Some(Agent::ClaudeCode) => "ANTHROPIC_BASE_URL",
+        Some(Agent::Codex) => "-c openai_base_url=... and OPENAI_BASE_URL",
     };
     eprintln!(
         "lam run: error: `{name}`: {what}. lam set {how}; this version of `{name}` may read its base URL another way (a config file's model provider, say). Check with `lam run --log`, or run `lam serve` and point the agent at it yourself."
@@ -170,20 +158,19 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The upstream origin and where it came from.
-fn upstream(flag: Option<&str>, agent: Agent) -> Result<(String, String)> {
+fn upstream(flag: Option<&str>, agent: Option<Agent>) -> Result<(String, String)> {
     let env = |k: &'static str, v1: bool| {
         let v = std::env::var(k).ok().filter(|v| !v.trim().is_empty())?;
         let v = v.trim().trim_end_matches('/');
         let v = if v1 { v.strip_suffix("/v1").unwrap_or(v) } else { v };
         Some((v.to_string(), format!("from ${k}")))
     };
-    let (anthropic, openai) = (env("ANTHROPIC_BASE_URL", false), env("OPENAI_BASE_URL", true));
-    let default = |u: &str| (u.to_string(), format!("default for {agent:?}").to_lowercase());
+    let of = |a: Agent| env(a.base_url_env(), a == Agent::Codex);
+    let (anthropic, openai) = (of(Agent::ClaudeCode), of(Agent::Codex));
     let (url, from) = match (flag, agent) {
         (Some(u), _) => (u.to_string(), "--upstream".to_string()),
-        (None, Agent::Claude) => anthropic.unwrap_or_else(|| default("https://api.anthropic.com")),
-        (None, Agent::Codex) => openai.unwrap_or_else(|| default("https://api.openai.com")),
-        (None, Agent::Other) => match (anthropic, openai) {
+        (None, Some(a)) => of(a).unwrap_or_else(|| (a.default_upstream().to_string(), format!("default for {}", a.name()))),
+        (None, None) => match (anthropic, openai) {
             (Some(x), None) | (None, Some(x)) => x,
             (Some(x), Some(y)) if x.0 == y.0 => x,
             _ => bail!("lam run: not claude or codex, so give the upstream: --upstream https://api.anthropic.com or https://api.openai.com"),
@@ -233,16 +220,13 @@ impl Store {
 }
 
 /// `lam serve`'s settings from the flags.
-fn config(a: &RunArgs, agent: Agent, upstream: &str, store: StoreSpec) -> ServeConfig {
+fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -> ServeConfig {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
     a.engine.apply(&mut cfg);
     // Both name the `lam` MCP server's tool `mcp__lam__recall` (Codex: the tool
     // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
-    cfg.recall = a.recall.unwrap_or(match agent {
-        Agent::Claude | Agent::Codex => lam_core::stub::Recall::Via("mcp__lam__recall"),
-        Agent::Other => lam_core::stub::Recall::None,
-    });
+    cfg.recall = a.recall.unwrap_or(agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool())));
     cfg.log = a.log;
     cfg
 }
@@ -340,70 +324,79 @@ struct Launch {
     files: Vec<PathBuf>,
 }
 
+/// `lam mcp`'s arguments for this run: the store (in a 0600 file added to
+/// `files` when its spec holds a password) and the run it answers for.
+fn mcp_args(store: &Store, run: Option<&str>, files: &mut Vec<PathBuf>) -> Result<Vec<String>> {
+    let mut mcp = vec!["mcp".to_string()];
+    if lam_core::redact::url(&store.arg) == store.arg {
+        mcp.extend(["--store".to_string(), store.arg.clone()]);
+    } else {
+        let f = private_file("store", &store.arg)?;
+        mcp.extend(["--store-file".to_string(), f.to_string_lossy().into_owned()]);
+        files.push(f);
+    }
+    if let Some(r) = run {
+        mcp.extend(["--run".to_string(), r.to_string()]);
+    }
+    Ok(mcp)
+}
+
+/// Claude Code's `--mcp-config FILE` registering `lam mcp` as server `lam`.
+fn claude_flags(exe: &str, mcp: &[String], files: &mut Vec<PathBuf>) -> Result<Vec<OsString>> {
+    let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": mcp}}});
+    let file = private_file("mcp.json", &json.to_string())?;
+    files.push(file.clone());
+    Ok(vec![OsString::from("--mcp-config"), file.into_os_string()])
+}
+
+/// Codex's `-c` settings: its base URL, and `lam mcp` as server `lam`.
+fn codex_flags(exe: &str, mcp: &[String], base: &str) -> Vec<OsString> {
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let list = serde_json::to_string(mcp).unwrap_or_default();
+    // Codex 0.171 reads its base URL from the config key `openai_base_url` and ignores
+    // OPENAI_BASE_URL (earlier versions read the variable): both are set.
+    // Its tools only read the archive: approved, so `codex exec` (approval policy never) may call them.
+    let settings = [
+        format!("openai_base_url={}", quoted(base)),
+        format!("mcp_servers.lam.command={}", quoted(exe)),
+        format!("mcp_servers.lam.args={list}"),
+        "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
+    ];
+    settings.into_iter().flat_map(|kv| [OsString::from("-c"), OsString::from(kv)]).collect()
+}
+
 impl Launch {
     /// Base URLs at the proxy; `lam mcp --store STORE [--run RUN]`
     /// registered for Claude Code and Codex (`--store-file` for a store
     /// spec holding a password).
-    fn new(agent: Agent, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, run: Option<&str>) -> Result<Self> {
+    fn new(agent: Option<Agent>, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, run: Option<&str>) -> Result<Self> {
         let exe = std::env::current_exe().context("lam run: the path of this lam")?;
         let exe = exe.to_string_lossy().into_owned();
         let mut files = Vec::new();
-        let mut mcp = vec!["mcp".to_string()];
-        if lam_core::redact::url(&store.arg) == store.arg {
-            mcp.extend(["--store".to_string(), store.arg.clone()]);
-        } else {
-            let f = private_file("store", &store.arg)?;
-            mcp.extend(["--store-file".to_string(), f.to_string_lossy().into_owned()]);
-            files.push(f);
-        }
-        if let Some(r) = run {
-            mcp.extend(["--run".to_string(), r.to_string()]);
-        }
-        let shown_mcp = mcp.join(" ");
-        let anthropic = ("ANTHROPIC_BASE_URL", format!("http://{addr}"));
-        let openai = ("OPENAI_BASE_URL", format!("http://{addr}/v1"));
-        let mut cmd = vec![program.to_os_string()];
-        let env = match agent {
-            Agent::Claude => {
-                let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": mcp}}});
-                let file = private_file("mcp.json", &json.to_string())?;
-                cmd.extend(args.iter().cloned());
-                cmd.extend([OsString::from("--mcp-config"), file.clone().into_os_string()]);
-                files.push(file);
-                vec![anthropic]
-            }
-            Agent::Codex => {
-                let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
-                let list = serde_json::to_string(&mcp).unwrap_or_default();
-                // Codex 0.171 reads its base URL from the config key `openai_base_url` and ignores
-                // OPENAI_BASE_URL (earlier versions read the variable): both are set.
-                let base = [format!("openai_base_url={}", quoted(&openai.1))];
-                // Its tools only read the archive: approved, so `codex exec` (approval policy never) may call them.
-                let mcp = [
-                    format!("mcp_servers.lam.command={}", quoted(&exe)),
-                    format!("mcp_servers.lam.args={list}"),
-                    "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
-                ];
-                for kv in base.into_iter().chain(mcp) {
-                    cmd.extend([OsString::from("-c"), OsString::from(kv)]);
-                }
-                cmd.extend(args.iter().cloned());
-                vec![openai]
-            }
-            Agent::Other => {
-                cmd.extend(args.iter().cloned());
-                vec![anthropic, openai]
-            }
-        };
-        match agent {
-            Agent::Other => eprintln!(
+        let mcp = mcp_args(store, run, &mut files)?;
+        let origin = format!("http://{addr}");
+        let Some(agent) = agent else {
+            eprintln!(
                 "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
                 program.to_string_lossy(),
                 store.shown
-            ),
-            _ => eprintln!("lam run: MCP server `lam` registered for this run: {exe} {shown_mcp}"),
-        }
-        Ok(Self { cmd, env, files })
+            );
+            let env = Agent::ALL.iter().map(|a| (a.base_url_env(), a.base_url(&origin))).collect();
+            let cmd = std::iter::once(program.to_os_string()).chain(args.iter().cloned()).collect();
+            return Ok(Self { cmd, env, files });
+        };
+        let base = agent.base_url(&origin);
+        let flags = match agent {
+            Agent::ClaudeCode => claude_flags(&exe, &mcp, &mut files)?,
+            Agent::Codex => codex_flags(&exe, &mcp, &base),
+        };
+        eprintln!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
+        // Claude Code takes its flags after the user's arguments, Codex its `-c` before them.
+        let cmd = match agent {
+            Agent::ClaudeCode => std::iter::once(program.to_os_string()).chain(args.iter().cloned()).chain(flags).collect(),
+            Agent::Codex => std::iter::once(program.to_os_string()).chain(flags).chain(args.iter().cloned()).collect(),
+        };
+        Ok(Self { cmd, env: vec![(agent.base_url_env(), base)], files })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -534,8 +527,8 @@ mod tests {
         let spec = "postgres://lam:pw-SECRET@127.0.0.1:5432/lam";
         let store = Store { spec: StoreSpec::parse(spec).unwrap(), arg: spec.to_string(), shown: lam_core::redact::url(spec) };
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        for (agent, name) in [(Agent::Claude, "claude"), (Agent::Codex, "codex")] {
-            let l = Launch::new(agent, OsStr::new(name), &[], addr, &store, Some("serve-1-2")).unwrap();
+        for (agent, name) in [(Agent::ClaudeCode, "claude"), (Agent::Codex, "codex")] {
+            let l = Launch::new(Some(agent), OsStr::new(name), &[], addr, &store, Some("serve-1-2")).unwrap();
             let argv: Vec<String> = l.cmd.iter().map(|a| a.to_string_lossy().into_owned()).collect();
             assert!(argv.iter().all(|a| !a.contains("SECRET")), "{argv:?}");
             assert!(l.env.iter().all(|(_, v)| !v.contains("SECRET")));

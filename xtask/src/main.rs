@@ -103,7 +103,7 @@ const LAYERS: [&[&str]; 5] = [
     &["lam", "xtask"],
 ];
 
-/// Layers point one way (ARCHITECTURE.md invariant 17), read from `cargo metadata`.
+/// Layers point one way (ARCHITECTURE.md invariant 18), read from `cargo metadata`.
 fn check_layers() -> Result<()> {
     let out = cargo().args(["metadata", "-q", "--format-version", "1", "--no-deps"]).output().context("cargo metadata")?;
     if !out.status.success() {

@@ -1,0 +1,287 @@
+//! The agents' wire: the three APIs agents send their conversations on,
+//! which items of each are tool calls (id, name with its namespace,
+//! arguments) and which hold tool results, and the two agents lam knows by
+//! name ([`Agent`]).
+//!
+//! One module, so one tool call is read the same way everywhere: by the
+//! transcript readers ([`crate::agents`], for `lam compact`), by the proxy
+//! (`lam serve`, `lam run`), and by `lam replay`, which writes requests for
+//! a transcript and sends them through the proxy. A call's action is
+//! [`Call::action`] (`lam_core::action`), part of every `§id`.
+//!
+//! ```
+//! use lam_trajectory::wire::{self, Api};
+//! let item = serde_json::json!({"type": "function_call", "call_id": "c1",
+//!     "namespace": "mcp__lam", "name": "recall", "arguments": "{\"id\":\"7cfd\"}"});
+//! let calls = wire::calls(Api::Responses, item.as_object().unwrap());
+//! assert_eq!(calls[0].id, "c1");
+//! assert_eq!(calls[0].action(), r#"mcp__lam__recall({"id":"7cfd"})"#);
+//! ```
+
+use crate::Format;
+use lam_core::action;
+use serde_json::{Map, Value};
+
+/// An API whose conversations lam reads and compacts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// OpenAI `POST /v1/chat/completions`: `messages`, tool results `role: "tool"`.
+    ChatCompletions,
+    /// Anthropic `POST /v1/messages`: `messages`, `tool_result` blocks in user turns.
+    Messages,
+    /// OpenAI `POST /v1/responses`: `input` items, `function_call_output`.
+    Responses,
+}
+
+impl Api {
+    /// Every API, in the order the proxy registers their routes.
+    pub const ALL: [Api; 3] = [Api::ChatCompletions, Api::Messages, Api::Responses];
+
+    /// The request path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "/v1/chat/completions",
+            Api::Messages => "/v1/messages",
+            Api::Responses => "/v1/responses",
+        }
+    }
+
+    /// Short name (stats, metrics labels).
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "chat",
+            Api::Messages => "messages",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// The member of a request body holding the conversation.
+    pub fn list_field(self) -> &'static str {
+        match self {
+            Api::ChatCompletions | Api::Messages => "messages",
+            Api::Responses => "input",
+        }
+    }
+
+    /// Members that set up a conversation outside its list.
+    pub fn preamble_fields(self) -> &'static [&'static str] {
+        match self {
+            Api::ChatCompletions => &[],
+            Api::Messages => &["system"],
+            Api::Responses => &["instructions"],
+        }
+    }
+}
+
+/// One tool call, as an item of a conversation makes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call<'a> {
+    /// The id its result names (`tool_call_id`, `tool_use_id`, `call_id`).
+    pub id: &'a str,
+    /// The tool, with its namespace (`mcp__lam__recall`; `tool` when unnamed).
+    pub name: String,
+    /// Its arguments as sent (a JSON string for OpenAI, an object for Anthropic).
+    pub arguments: Option<&'a Value>,
+}
+
+impl Call<'_> {
+    /// The call's action, `name(arguments)` ([`lam_core::action`]).
+    pub fn action(&self) -> String {
+        action::tool_call_value(&self.name, self.arguments)
+    }
+}
+
+fn str_at<'a>(v: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The tool call one Anthropic content block makes (`tool_use`, and the
+/// `server_tool_use` of server tools), if any.
+pub fn block_call(b: &Map<String, Value>) -> Option<Call<'_>> {
+    matches!(str_at(b, "type"), Some("tool_use" | "server_tool_use")).then_some(())?;
+    Some(Call { id: str_at(b, "id")?, name: str_at(b, "name").unwrap_or("tool").to_string(), arguments: b.get("input") })
+}
+
+/// Every tool call conversation item `v` makes, in order; a call without an
+/// id (which no result could name) is left out.
+pub fn calls(api: Api, v: &Map<String, Value>) -> Vec<Call<'_>> {
+    match api {
+        Api::ChatCompletions => {
+            let list = v.get("tool_calls").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object);
+            list.filter_map(|c| {
+                let f = c.get("function").and_then(Value::as_object);
+                let name = f.and_then(|f| str_at(f, "name")).unwrap_or("tool").to_string();
+                Some(Call { id: str_at(c, "id")?, name, arguments: f.and_then(|f| f.get("arguments")) })
+            })
+            .collect()
+        }
+        Api::Messages => v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object).filter_map(block_call).collect(),
+        Api::Responses => responses_calls(v),
+    }
+}
+
+/// The calls of one Responses item: `function_call` (named with its
+/// namespace), `custom_tool_call`, `local_shell_call` (under its `call_id`
+/// and its `id`: its output names the call by `id`, openai-python
+/// `LocalShellCallOutput`) and `shell_call`.
+fn responses_calls(v: &Map<String, Value>) -> Vec<Call<'_>> {
+    let id = str_at(v, "call_id");
+    let one = |name: String, arguments| id.map(|id| Call { id, name, arguments }).into_iter().collect();
+    match str_at(v, "type") {
+        Some("function_call") => one(action::namespaced(str_at(v, "namespace"), str_at(v, "name").unwrap_or("tool")), v.get("arguments")),
+        Some("custom_tool_call") => one(str_at(v, "name").unwrap_or("tool").to_string(), v.get("input")),
+        Some("local_shell_call") => {
+            let ids = [id, str_at(v, "id")].into_iter().flatten();
+            ids.map(|id| Call { id, name: "local_shell".into(), arguments: v.get("action") }).collect()
+        }
+        Some("shell_call") => one("shell".into(), v.get("action")),
+        _ => Vec::new(),
+    }
+}
+
+/// The Responses item types that carry a tool's output (`output`).
+pub const RESPONSES_OUTPUTS: [&str; 4] = ["function_call_output", "custom_tool_call_output", "local_shell_call_output", "shell_call_output"];
+
+/// The id of the call a Responses output item answers (`call_id`; a
+/// `local_shell_call_output` names it by `id`).
+pub fn output_call_id(v: &Map<String, Value>) -> Option<&str> {
+    str_at(v, "call_id").or_else(|| str_at(v, "id"))
+}
+
+/// The agents lam knows by name: what `lam run` launches and configures,
+/// what `lam replay` writes requests as, and what their transcripts are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Agent {
+    /// Claude Code: Anthropic `POST /v1/messages`; transcripts in `~/.claude/projects`.
+    ClaudeCode,
+    /// Codex CLI: OpenAI `POST /v1/responses`; rollouts in `~/.codex/sessions`.
+    Codex,
+}
+
+impl Agent {
+    /// Both agents.
+    pub const ALL: [Agent; 2] = [Agent::ClaudeCode, Agent::Codex];
+
+    /// Its name: `claude-code`, `codex`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+        }
+    }
+
+    /// The API it sends its conversation on.
+    pub fn api(self) -> Api {
+        match self {
+            Agent::ClaudeCode => Api::Messages,
+            Agent::Codex => Api::Responses,
+        }
+    }
+
+    /// The format of its transcripts.
+    pub fn format(self) -> Format {
+        match self {
+            Agent::ClaudeCode => Format::ClaudeCode,
+            Agent::Codex => Format::Codex,
+        }
+    }
+
+    /// The agent whose transcripts are in `format`, if any.
+    pub fn of_format(format: Format) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.format() == format)
+    }
+
+    /// The agent a program is, by its file name (`claude`, `codex`).
+    pub fn of_program(file_name: &str) -> Option<Self> {
+        match file_name {
+            "claude" => Some(Agent::ClaudeCode),
+            "codex" => Some(Agent::Codex),
+            _ => None,
+        }
+    }
+
+    /// The name it gives `lam mcp`'s recall tool, registered as server
+    /// `lam` (Codex's function call carries it as namespace `mcp__lam` and
+    /// name `recall`, [`lam_core::action::namespaced`]).
+    pub fn recall_tool(self) -> &'static str {
+        "mcp__lam__recall"
+    }
+
+    /// The environment variable it reads its API base URL from.
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "ANTHROPIC_BASE_URL",
+            Agent::Codex => "OPENAI_BASE_URL",
+        }
+    }
+
+    /// The base URL it is given for a proxy at `origin` (`http://127.0.0.1:PORT`):
+    /// Claude Code appends `/v1/messages` to the origin, Codex `/responses`
+    /// to a base that ends in `/v1`.
+    pub fn base_url(self, origin: &str) -> String {
+        match self {
+            Agent::ClaudeCode => origin.to_string(),
+            Agent::Codex => format!("{origin}/v1"),
+        }
+    }
+
+    /// Its provider's origin, when the environment names none.
+    pub fn default_upstream(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "https://api.anthropic.com",
+            Agent::Codex => "https://api.openai.com",
+        }
+    }
+}
+
+impl std::str::FromStr for Agent {
+    type Err = String;
+
+    /// `claude-code` (or `claude`), `codex`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "claude-code" | "claude" => Ok(Agent::ClaudeCode),
+            "codex" => Ok(Agent::Codex),
+            _ => Err(format!("`{s}`: expected claude-code or codex")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn calls_of_every_api() {
+        let chat = obj(json!({"role":"assistant","tool_calls":[{"id":"a","function":{"name":"ls","arguments":"{}"}},{"function":{"name":"x"}}]}));
+        assert_eq!(calls(Api::ChatCompletions, &chat).iter().map(Call::action).collect::<Vec<_>>(), ["ls({})"]);
+        let msg = obj(
+            json!({"role":"assistant","content":[{"type":"text","text":"t"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}},{"type":"server_tool_use","id":"s1","name":"web_search","input":{"query":"q"}}]}),
+        );
+        let got: Vec<(&str, String)> = calls(Api::Messages, &msg).iter().map(|c| (c.id, c.action())).collect();
+        assert_eq!(got, [("t1", r#"Bash({"command":"ls"})"#.to_string()), ("s1", r#"web_search({"query":"q"})"#.to_string())]);
+        let lsh = obj(json!({"type":"local_shell_call","id":"lsh_1","call_id":"call_1","action":{"command":["ls"]}}));
+        assert_eq!(calls(Api::Responses, &lsh).iter().map(|c| c.id).collect::<Vec<_>>(), ["call_1", "lsh_1"]);
+        let custom = obj(json!({"type":"custom_tool_call","call_id":"e","name":"exec","input":"text(1)"}));
+        assert_eq!(calls(Api::Responses, &custom)[0].action(), "exec(text(1))");
+        assert!(calls(Api::Responses, &obj(json!({"type":"message","role":"user"}))).is_empty());
+    }
+
+    #[test]
+    fn agents_by_name_program_and_format() {
+        for a in Agent::ALL {
+            assert_eq!(a.name().parse::<Agent>(), Ok(a));
+            assert_eq!(Agent::of_format(a.format()), Some(a));
+        }
+        assert_eq!(Agent::of_program("claude"), Some(Agent::ClaudeCode));
+        assert_eq!(Agent::of_program("aider"), None);
+        assert_eq!(Agent::of_format(Format::SweAgent), None);
+        assert!("gpt".parse::<Agent>().is_err());
+    }
+}
