@@ -39,6 +39,7 @@ pub mod stub;
 pub mod threshold;
 pub mod traits;
 mod types;
+pub mod wire;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;

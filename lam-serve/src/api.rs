@@ -3,8 +3,8 @@
 //! produced each one.
 
 use lam_core::action;
-use lam_trajectory::wire;
-pub use lam_trajectory::wire::Api;
+use lam_core::wire;
+pub use lam_core::wire::Api;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub(crate) struct Context {
 }
 
 /// What the proxy reads from an API's items beyond the wire
-/// (`lam_trajectory::wire`): the task, what each result answers, and which
+/// (`lam_core::wire`): the task, what each result answers, and which
 /// strings are observations under the proxy's [`Policy`].
 pub(crate) trait Observations {
     /// The context of a request's items.

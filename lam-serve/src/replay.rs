@@ -19,7 +19,7 @@
 use crate::Proxy;
 use crate::canon;
 use lam_core::TokenCounter;
-use lam_trajectory::wire::Agent;
+use lam_core::wire::Agent;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -315,7 +315,7 @@ fn carries_tool_result(b: &[u8]) -> bool {
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.
-fn split(api: lam_trajectory::wire::Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u8>) {
+fn split(api: lam_core::wire::Api, body: &[u8]) -> (Vec<Box<serde_json::value::RawValue>>, Vec<u8>) {
     let m = crate::json::Members::parse(body).expect("replay bodies are objects");
     let list = m.raw(api.list_field()).unwrap_or("[]");
     let items = serde_json::from_str(list).unwrap_or_default();

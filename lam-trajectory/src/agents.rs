@@ -7,7 +7,7 @@
 //! the call that produced it, named by the one rule ([`lam_core::action`]).
 
 use crate::read::{Format, ReadError, Trajectory, kind};
-use crate::wire::{self, Api};
+use lam_core::wire::{self, Api};
 use lam_core::{Record, SessionId};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};

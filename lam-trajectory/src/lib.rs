@@ -8,8 +8,6 @@
 //!   their first line: Claude Code transcripts (`~/.claude/projects`) and
 //!   Codex CLI rollouts (`~/.codex/sessions`), one record per tool result,
 //!   its action the call named by [`lam_core::action`].
-//! - [`wire`]: the agents' wire: per API, which conversation items are tool
-//!   calls and which hold results; the two agents lam knows ([`wire::Agent`]).
 //! - [`names`]: the session naming rule of a run over many inputs
 //!   ([`SessionNames`]): two inputs never share a session.
 //! - [`tokens`]: cl100k_base, the papers' accounting tokenizer, as a
@@ -35,7 +33,6 @@
 pub mod agents;
 pub mod names;
 pub mod read;
-pub mod wire;
 
 pub use names::SessionNames;
 pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};

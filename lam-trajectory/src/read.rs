@@ -60,6 +60,17 @@ pub enum Format {
     Codex,
 }
 
+impl Format {
+    /// The agent whose transcripts these are (Claude Code, Codex), if any.
+    pub fn agent(self) -> Option<lam_core::wire::Agent> {
+        match self {
+            Format::ClaudeCode => Some(lam_core::wire::Agent::ClaudeCode),
+            Format::Codex => Some(lam_core::wire::Agent::Codex),
+            _ => None,
+        }
+    }
+}
+
 /// A reader error that names the input and the record.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

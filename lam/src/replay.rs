@@ -3,11 +3,11 @@
 //! without `lam` (`lam_serve::replay`).
 
 use anyhow::{Context, Result, bail};
+use lam_core::wire::Agent;
 use lam_encode::Cache;
 use lam_serve::replay::{self, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
 use lam_trajectory::read::{self, Trajectory};
-use lam_trajectory::wire::Agent;
 use std::path::PathBuf;
 
 /// `--shape`: `auto` (`None`: each transcript as its own agent sends it) or an agent.
@@ -78,7 +78,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
 }
 
 fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
-    a.shape.0.or_else(|| Agent::of_format(t.format)).unwrap_or(Agent::ClaudeCode)
+    a.shape.0.or_else(|| t.format.agent()).unwrap_or(Agent::ClaudeCode)
 }
 
 fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Agent, SessionReport, Pricing) {

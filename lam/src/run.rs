@@ -4,8 +4,8 @@
 
 use anyhow::{Context, Result, bail};
 use arc_store::StoreSpec;
+use lam_core::wire::Agent;
 use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
-use lam_trajectory::wire::Agent;
 use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

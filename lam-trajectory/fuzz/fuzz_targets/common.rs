@@ -31,3 +31,21 @@ pub fn read_in(data: &[u8], name: &str, envelope: impl Fn(serde_json::Value) -> 
         check(lam_trajectory::read::read_bytes(&wrapped, path), path);
     }
 }
+
+/// `data` as a transcript of an agent's JSON Lines `format`: as a `.jsonl`
+/// file (detected by its first line), after the format's first line `head`
+/// (so the fuzzer spends its time inside the reader; what is read must be
+/// that format), and given to the format's `reader` directly.
+pub fn read_lines(data: &[u8], head: &[u8], format: lam_trajectory::Format, reader: fn(&[u8], &Path) -> Result<Vec<Trajectory>, ReadError>) {
+    let path = Path::new("fuzz.jsonl");
+    check(lam_trajectory::read::read_bytes(data, path), path);
+    let mut framed = head.to_vec();
+    framed.push(b'\n');
+    framed.extend_from_slice(data);
+    let r = lam_trajectory::read::read_bytes(&framed, path);
+    if let Ok(ts) = &r {
+        assert!(ts.iter().all(|t| t.format == format));
+    }
+    check(r, path);
+    check(reader(data, path), path);
+}

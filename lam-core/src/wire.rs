@@ -4,13 +4,13 @@
 //! name ([`Agent`]).
 //!
 //! One module, so one tool call is read the same way everywhere: by the
-//! transcript readers ([`crate::agents`], for `lam compact`), by the proxy
+//! transcript readers (`lam_trajectory::agents`, for `lam compact`), by the proxy
 //! (`lam serve`, `lam run`), and by `lam replay`, which writes requests for
 //! a transcript and sends them through the proxy. A call's action is
-//! [`Call::action`] (`lam_core::action`), part of every `§id`.
+//! [`Call::action`] ([`crate::action`]), part of every `§id`.
 //!
 //! ```
-//! use lam_trajectory::wire::{self, Api};
+//! use lam_core::wire::{self, Api};
 //! let item = serde_json::json!({"type": "function_call", "call_id": "c1",
 //!     "namespace": "mcp__lam", "name": "recall", "arguments": "{\"id\":\"7cfd\"}"});
 //! let calls = wire::calls(Api::Responses, item.as_object().unwrap());
@@ -18,8 +18,7 @@
 //! assert_eq!(calls[0].action(), r#"mcp__lam__recall({"id":"7cfd"})"#);
 //! ```
 
-use crate::Format;
-use lam_core::action;
+use crate::action;
 use serde_json::{Map, Value};
 
 /// An API whose conversations lam reads and compacts.
@@ -85,7 +84,7 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// The call's action, `name(arguments)` ([`lam_core::action`]).
+    /// The call's action, `name(arguments)` ([`crate::action`]).
     pub fn action(&self) -> String {
         action::tool_call_value(&self.name, self.arguments)
     }
@@ -150,8 +149,7 @@ pub fn output_call_id(v: &Map<String, Value>) -> Option<&str> {
 
 /// The agents lam knows by name: what `lam run` launches and configures,
 /// what `lam replay` writes requests as, and what their transcripts are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Agent {
     /// Claude Code: Anthropic `POST /v1/messages`; transcripts in `~/.claude/projects`.
     ClaudeCode,
@@ -179,19 +177,6 @@ impl Agent {
         }
     }
 
-    /// The format of its transcripts.
-    pub fn format(self) -> Format {
-        match self {
-            Agent::ClaudeCode => Format::ClaudeCode,
-            Agent::Codex => Format::Codex,
-        }
-    }
-
-    /// The agent whose transcripts are in `format`, if any.
-    pub fn of_format(format: Format) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.format() == format)
-    }
-
     /// The agent a program is, by its file name (`claude`, `codex`).
     pub fn of_program(file_name: &str) -> Option<Self> {
         match file_name {
@@ -203,7 +188,7 @@ impl Agent {
 
     /// The name it gives `lam mcp`'s recall tool, registered as server
     /// `lam` (Codex's function call carries it as namespace `mcp__lam` and
-    /// name `recall`, [`lam_core::action::namespaced`]).
+    /// name `recall`, [`crate::action::namespaced`]).
     pub fn recall_tool(self) -> &'static str {
         "mcp__lam__recall"
     }
@@ -274,14 +259,12 @@ mod tests {
     }
 
     #[test]
-    fn agents_by_name_program_and_format() {
+    fn agents_by_name_and_program() {
         for a in Agent::ALL {
             assert_eq!(a.name().parse::<Agent>(), Ok(a));
-            assert_eq!(Agent::of_format(a.format()), Some(a));
         }
         assert_eq!(Agent::of_program("claude"), Some(Agent::ClaudeCode));
         assert_eq!(Agent::of_program("aider"), None);
-        assert_eq!(Agent::of_format(Format::SweAgent), None);
         assert!("gpt".parse::<Agent>().is_err());
     }
 }
