@@ -12,6 +12,10 @@ pub struct Threshold {
 }
 
 impl Threshold {
+    /// The default: `t = 0.95`, `delta = 0.316` (the papers' setting). The one
+    /// default every command, the proxy and the Python package start from.
+    pub const DEFAULT: Threshold = Threshold { t: 0.95 };
+
     /// A threshold on cosine similarity, in `(-1, 1]`.
     pub fn from_cosine(t: f64) -> Result<Self, Error> {
         if t.is_finite() && t > -1.0 && t <= 1.0 { Ok(Self { t }) } else { Err(Error::Threshold(t)) }
@@ -23,7 +27,7 @@ impl Threshold {
     }
 
     /// The cosine threshold `t`.
-    pub fn cosine(&self) -> f64 {
+    pub const fn cosine(&self) -> f64 {
         self.t
     }
 
@@ -49,9 +53,39 @@ impl Threshold {
     }
 }
 
+impl Default for Threshold {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// `0.95`: the cosine threshold, validated (`--threshold 0.95`).
+impl std::str::FromStr for Threshold {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+        Self::from_cosine(t).map_err(|e| e.to_string())
+    }
+}
+
+/// The cosine threshold `t`, as [`FromStr`](std::str::FromStr) reads it.
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.t)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_default_read_and_written_alike() {
+        assert_eq!(Threshold::default().cosine(), 0.95);
+        assert_eq!(Threshold::DEFAULT.to_string().parse::<Threshold>(), Ok(Threshold::DEFAULT));
+        assert!("1.5".parse::<Threshold>().is_err() && "x".parse::<Threshold>().is_err() && "NaN".parse::<Threshold>().is_err());
+    }
 
     #[test]
     fn paper_values() {

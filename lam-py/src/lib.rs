@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 /// call in Rust: the reference the Python-side overhead is measured against
 /// (`lam-py/bench/bench_admit.py`). Returns nanoseconds per admission.
 #[pyfunction]
-#[pyo3(signature = (records, threshold=0.95, encoder="hashing", count_tokens=false))]
+#[pyo3(signature = (records, threshold=lam_core::Threshold::DEFAULT.cosine(), encoder="hashing", count_tokens=false))]
 fn _bench_rust_admit(py: Python<'_>, records: Vec<PyRef<'_, record::Record>>, threshold: f64, encoder: &str, count_tokens: bool) -> PyResult<Vec<u64>> {
     use lam_core::Encoder;
     let recs: Vec<lam_core::Record> = records

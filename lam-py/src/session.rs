@@ -80,7 +80,7 @@ impl Session {
     /// back: `"_recall"` (default, the ARC view's action), `"recall"` or
     /// another tool name, `"lam recall"`, or `"none"` (no handle).
     #[new]
-    #[pyo3(signature = (threshold=0.95, encoder="bert", model=None, store=None, session=None, *, order="l1-l0", index="default", cache=None, count_tokens=true, batch=32, recall="_recall"))]
+    #[pyo3(signature = (threshold=lam_core::Threshold::DEFAULT.cosine(), encoder="bert", model=None, store=None, session=None, *, order="l1-l0", index="default", cache=None, count_tokens=true, batch=32, recall="_recall"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

@@ -88,7 +88,7 @@ impl ArcView {
     /// residuals (threshold, encoder, model, cache as for `Session`) in the
     /// verbatim turns; `"arc"` shows observations as they are.
     #[new]
-    #[pyo3(signature = (budget, completion=0, store=None, policy="arc", *, task="", session="python", threshold=0.95, encoder="bert", model=None, cache=None, recent_turns=None, rho=None))]
+    #[pyo3(signature = (budget, completion=0, store=None, policy="arc", *, task="", session="python", threshold=lam_core::Threshold::DEFAULT.cosine(), encoder="bert", model=None, cache=None, recent_turns=None, rho=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

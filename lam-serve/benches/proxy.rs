@@ -101,7 +101,7 @@ async fn main() {
     assert!(!convs.is_empty(), "no trajectory with {turns} records");
     let (up, _) = support::start_upstream().await;
     let mut cfg = ServeConfig::for_tests(&format!("http://{up}"));
-    cfg.encoders = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    cfg.engine.encoders = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
     let run = support::start_proxy(cfg);
     let direct = format!("http://{up}");
     let proxied = format!("http://{}", run.addr);

@@ -1,8 +1,56 @@
 //! How the proxy runs: its settings and the token clients present.
 
 use arc_store::StoreSpec;
+use lam_core::Threshold;
 use lam_encode::{Cache, EncoderSpec};
 use std::time::Duration;
+
+/// The engine's settings: everything that decides which bytes the proxy
+/// forwards for a conversation. One value, built once from one set of
+/// options (`lam serve`, `lam run` and `lam replay` flatten the same
+/// `EngineOpts`), with one default per setting.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Merge threshold t (validated; default [`Threshold::DEFAULT`], 0.95).
+    pub threshold: Threshold,
+    /// The encoder (default BERT, all-MiniLM-L6-v2).
+    pub encoder: EncoderSpec,
+    /// Its embedding cache (default `$LAM_HOME/cache/MODEL.lamemb`).
+    pub cache: Cache,
+    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
+    pub encoders: usize,
+    /// User turns after the task are observations too.
+    pub user_turns: bool,
+    /// Tools whose results are forwarded verbatim (still archived).
+    pub keep_tools: Vec<String>,
+    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
+    /// Default `Recall::None`: through the proxy the agent usually has no
+    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
+    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`,
+    /// `lam_core::wire::Agent::recall_tool`).
+    pub recall: lam_core::stub::Recall<'static>,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            threshold: Threshold::DEFAULT,
+            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
+            cache: Cache::Default,
+            encoders: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            user_turns: false,
+            keep_tools: Vec::new(),
+            recall: lam_core::stub::Recall::None,
+        }
+    }
+}
+
+impl EngineSettings {
+    /// The defaults with the model-free hashing encoder, no cache file and two encoders.
+    pub fn for_tests() -> Self {
+        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::default() }
+    }
+}
 
 /// How the proxy runs.
 #[derive(Debug, Clone)]
@@ -12,23 +60,8 @@ pub struct ServeConfig {
     pub upstream: String,
     /// Where originals are archived.
     pub store: StoreSpec,
-    /// The encoder.
-    pub encoder: EncoderSpec,
-    /// Its embedding cache.
-    pub cache: Cache,
-    /// Encoders loaded (sessions admitting at once).
-    pub encoders: usize,
-    /// Merge threshold t (cosine).
-    pub threshold: f64,
-    /// User turns after the task are observations too.
-    pub user_turns: bool,
-    /// Tools whose results are forwarded verbatim (still archived).
-    pub keep_tools: Vec<String>,
-    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
-    /// Default `Recall::None`: through the proxy the agent usually has no
-    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
-    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`).
-    pub recall: lam_core::stub::Recall<'static>,
+    /// What decides the bytes forwarded: threshold, encoder, recall handle, ...
+    pub engine: EngineSettings,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
@@ -92,20 +125,13 @@ pub fn default_max_memory() -> usize {
 }
 
 impl ServeConfig {
-    /// Defaults for `upstream`: threshold 0.95, BERT encoder with the default
-    /// cache, 32 MiB bodies, an in-memory store (set `store`).
+    /// Defaults for `upstream`: the default engine ([`EngineSettings`]),
+    /// 32 MiB bodies, an in-memory store (set `store`).
     pub fn new(upstream: &str) -> Self {
-        let encoders = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         Self {
             upstream: upstream.trim_end_matches('/').to_string(),
             store: StoreSpec::Memory,
-            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
-            cache: Cache::Default,
-            encoders,
-            threshold: 0.95,
-            user_turns: false,
-            keep_tools: Vec::new(),
-            recall: lam_core::stub::Recall::None,
+            engine: EngineSettings::default(),
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
@@ -125,6 +151,6 @@ impl ServeConfig {
 
     /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.
     pub fn for_tests(upstream: &str) -> Self {
-        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::new(upstream) }
+        Self { engine: EngineSettings::for_tests(), ..Self::new(upstream) }
     }
 }

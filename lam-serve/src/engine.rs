@@ -136,6 +136,35 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
+    /// Load the encoders (each behind the cache) and set the operator up
+    /// for `store`, the one writer.
+    pub(crate) fn open(s: &crate::EngineSettings, store: AnyStore) -> Result<Self, Error> {
+        if s.encoders == 0 {
+            return Err(Error::Setting("--encoders must be at least 1".into()));
+        }
+        let mut encoders = Vec::with_capacity(s.encoders);
+        let mut cache = None;
+        for _ in 0..s.encoders {
+            let (e, path) = s.encoder.load_cached(&s.cache)?;
+            cache = path;
+            encoders.push(e);
+        }
+        let dim = Encoder::info(&encoders[0]).dim;
+        // Load the cl100k tables now, not in the first request (~70 ms).
+        lam_tokens::count(b"warm");
+        let recall_tool = match s.recall {
+            lam_core::stub::Recall::Via(tool) => Some(tool.to_string()),
+            _ => None,
+        };
+        Ok(Self {
+            store: SharedStore(Mutex::new(store)),
+            pool: Pool::new(encoders, cache),
+            operator: lam_operator::Config::new(s.threshold).with_counter(&lam_tokens::Cl100k).with_recall(s.recall),
+            dim,
+            policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
+        })
+    }
+
     /// A fresh operator session with the engine's settings.
     pub(crate) fn operator_session(&self) -> Result<lam_operator::Session, Error> {
         Ok(lam_operator::Session::new(self.operator, self.dim)?)

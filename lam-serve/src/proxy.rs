@@ -2,14 +2,13 @@
 //! through the stages in order (parse, registry, conversation, admission,
 //! rewrite, stats). The HTTP side (`http`) calls [`Proxy::try_rewrite`].
 
-use crate::api::{self, Api};
-use crate::engine::{Engine, Pool, SharedStore, lock};
+use crate::api::Api;
+use crate::engine::{Engine, lock};
 use crate::registry::{self, Registry};
 use crate::request::Parsed;
 use crate::stats::{Counters, Held, Stats};
 use crate::{Error, ServeConfig, json};
 use arc_store::Access;
-use lam_core::Threshold;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -48,35 +47,8 @@ struct Inner {
 impl Proxy {
     /// Open the store (the one writer) and load the encoders.
     pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
-        if cfg.encoders == 0 {
-            return Err(Error::Setting("--encoders must be at least 1".into()));
-        }
-        let threshold = Threshold::from_cosine(cfg.threshold).map_err(|e| Error::Setting(format!("--threshold {}: {e}", cfg.threshold)))?;
         let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
-        let mut encoders = Vec::with_capacity(cfg.encoders);
-        let mut cache = None;
-        for _ in 0..cfg.encoders {
-            let (e, path) = cfg.encoder.load_cached(&cfg.cache)?;
-            cache = path;
-            encoders.push(e);
-        }
-        let dim = lam_core::Encoder::info(&encoders[0]).dim;
-        // Load the cl100k tables now, not in the first request (~70 ms).
-        lam_tokens::count(b"warm");
-        let engine = Engine {
-            store: SharedStore(Mutex::new(store)),
-            pool: Pool::new(encoders, cache),
-            operator: lam_operator::Config::new(threshold).with_counter(&lam_tokens::Cl100k).with_recall(cfg.recall),
-            dim,
-            policy: api::Policy {
-                user_turns: cfg.user_turns,
-                keep_tools: cfg.keep_tools.iter().cloned().collect(),
-                recall_tool: match cfg.recall {
-                    lam_core::stub::Recall::Via(tool) => Some(tool.to_string()),
-                    _ => None,
-                },
-            },
-        };
+        let engine = Engine::open(&cfg.engine, store)?;
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let run = format!("serve-{secs}-{}", std::process::id());
         let counters = RouteCounters::default();

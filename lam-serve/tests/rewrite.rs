@@ -81,7 +81,7 @@ fn proxy(store: &std::path::Path) -> Proxy {
     let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
     cfg.store = StoreSpec::Dir(store.to_path_buf());
     // A recall handle, so that every stub names its observation's id.
-    cfg.recall = lam_core::stub::Recall::ARC;
+    cfg.engine.recall = lam_core::stub::Recall::ARC;
     Proxy::open(cfg).unwrap()
 }
 
@@ -252,7 +252,7 @@ fn user_turn_observations_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
     cfg.store = StoreSpec::Dir(dir.path().to_path_buf());
-    cfg.user_turns = true;
+    cfg.engine.user_turns = true;
     let p = Proxy::open(cfg).unwrap();
     // mini-swe-agent's own shape: observations as user turns after the task.
     let mut m = vec![json!({"role": "system", "content": "sys"}), json!({"role": "user", "content": t.task})];
@@ -314,7 +314,7 @@ fn the_recall_handle_is_none_by_default_and_the_configured_tool_otherwise() {
     let forwarded = |recall: &str| {
         let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
         if !recall.is_empty() {
-            cfg.recall = lam_core::stub::Recall::parse(recall).unwrap();
+            cfg.engine.recall = lam_core::stub::Recall::parse(recall).unwrap();
         }
         let out = Proxy::open(cfg).unwrap().rewrite(Api::ChatCompletions, None, &body).body;
         let sent: Value = serde_json::from_slice(&out).unwrap();

@@ -106,7 +106,7 @@ fn claude_code_marks_move_but_the_session_and_its_bytes_stay() {
 #[test]
 fn kept_tools_are_forwarded_verbatim_and_still_archived() {
     let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
-    cfg.keep_tools = vec!["Bash".into()];
+    cfg.engine.keep_tools = vec!["Bash".into()];
     let p = Proxy::open(cfg).unwrap();
     let log: String = (0..60).map(|i| format!("tests/test_mod.py::test_{i} PASSED\n")).collect();
     let req = claude_code_request(3, &log);

@@ -26,7 +26,7 @@ pub struct CompactArgs {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
-    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
+    #[arg(long, default_value_t = lam_core::Threshold::DEFAULT.cosine(), value_parser = crate::opts::threshold)]
     threshold: f64,
     /// Layer order.
     #[arg(long, value_enum, default_value = "l1-l0")]

@@ -43,12 +43,17 @@ impl EncoderOpts {
     /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
     /// and the file to save the cache to.
     pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
-        let c = match (no_cache, cache) {
-            (true, _) => Cache::Off,
-            (false, Some(p)) => Cache::File(p.clone()),
-            (false, None) => Cache::Default,
-        };
-        Ok(self.spec().load_cached(&c)?)
+        Ok(self.spec().load_cached(&cache_choice(cache, no_cache))?)
+    }
+}
+
+/// The embedding cache `--cache FILE` and `--no-cache` choose (default
+/// `$LAM_HOME/cache/MODEL.lamemb`).
+pub fn cache_choice(cache: &Option<PathBuf>, no_cache: bool) -> Cache {
+    match (no_cache, cache) {
+        (true, _) => Cache::Off,
+        (false, Some(p)) => Cache::File(p.clone()),
+        (false, None) => Cache::Default,
     }
 }
 
@@ -94,7 +99,7 @@ pub struct PolicyOpts {
     #[arg(long, default_value_t = 10)]
     pub mask: usize,
     /// Merge threshold of the `lam` policy.
-    #[arg(long, default_value_t = 0.95, value_parser = threshold)]
+    #[arg(long, default_value_t = lam_core::Threshold::DEFAULT.cosine(), value_parser = threshold)]
     pub threshold: f64,
 }
 

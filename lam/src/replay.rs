@@ -4,7 +4,6 @@
 
 use anyhow::{Context, Result, bail};
 use lam_core::wire::Agent;
-use lam_encode::Cache;
 use lam_serve::replay::{self, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
 use lam_trajectory::read::{self, Trajectory};
@@ -29,17 +28,8 @@ pub struct ReplayArgs {
     /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
     #[arg(long, value_parser = Pricing::parse)]
     pricing: Option<Pricing>,
-    /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
-    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
-    threshold: f64,
     #[command(flatten)]
-    enc: crate::opts::EncoderOpts,
-    /// Tools whose results are forwarded verbatim (as `lam serve --keep-tools`).
-    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
-    keep_tools: Vec<String>,
-    /// How stubs name the way to get an original back (as `lam serve --recall`; default `none`).
-    #[arg(long, value_parser = crate::opts::recall, default_value = "none", value_name = "HANDLE")]
-    recall: lam_core::stub::Recall<'static>,
+    engine: crate::serve::EngineOpts,
     /// Print one JSON object (sessions and total) instead of the table.
     #[arg(long)]
     json: bool,
@@ -47,12 +37,7 @@ pub struct ReplayArgs {
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
-    cfg.encoder = a.enc.spec();
-    cfg.cache = Cache::Off;
-    cfg.encoders = 1;
-    cfg.threshold = a.threshold;
-    cfg.keep_tools = a.keep_tools.clone();
-    cfg.recall = a.recall;
+    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1));
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut sessions = Vec::new();
     for input in read::expand_inputs(&a.paths)? {
@@ -64,6 +49,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             sessions.push(one(&proxy, &a, t));
         }
     }
+    proxy.close().context("lam replay: saving the embedding cache")?;
     if sessions.is_empty() {
         bail!("no tool results found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }

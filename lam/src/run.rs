@@ -23,9 +23,6 @@ pub struct RunArgs {
     upstream: Option<String>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
-    /// How stubs name the way to get an original back. Default: for Claude Code and Codex `mcp__lam__recall` (the `lam mcp` tool this run registers, as both name it), for other agents `none` (no handle).
-    #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
-    recall: Option<lam_core::stub::Recall<'static>>,
     /// One line per request on standard error (method, path, status, session, time).
     #[arg(long)]
     log: bool,
@@ -223,10 +220,10 @@ impl Store {
 fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -> ServeConfig {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
-    a.engine.apply(&mut cfg);
     // Both name the `lam` MCP server's tool `mcp__lam__recall` (Codex: the tool
     // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
-    cfg.recall = a.recall.unwrap_or(agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool())));
+    let recall = agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool()));
+    cfg.engine = a.engine.settings(recall, None);
     cfg.log = a.log;
     cfg
 }

@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use lam_encode::Cache;
-use lam_serve::ServeConfig;
+use lam_core::Threshold;
+use lam_serve::{EngineSettings, ServeConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,12 +17,13 @@ pub enum ObservationRole {
     User,
 }
 
-/// The proxy's engine: what `lam serve` and `lam run` both set the same way.
+/// The proxy's engine: one set of options that `lam serve`, `lam run` and
+/// `lam replay` flatten, turned into one [`EngineSettings`] value.
 #[derive(clap::Args)]
 pub struct EngineOpts {
     /// Merge threshold t (cosine); delta = sqrt(2 - 2t).
-    #[arg(long, default_value_t = 0.95, value_parser = crate::opts::threshold)]
-    threshold: f64,
+    #[arg(long, default_value_t = Threshold::DEFAULT)]
+    threshold: Threshold,
     #[command(flatten)]
     enc: crate::opts::EncoderOpts,
     /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
@@ -31,7 +32,7 @@ pub struct EngineOpts {
     /// Do not read or write the embedding cache.
     #[arg(long)]
     no_cache: bool,
-    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
+    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4; `lam replay`, which admits one request at a time: 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
     encoders: Option<u32>,
     /// Which turns are observations.
@@ -40,23 +41,24 @@ pub struct EngineOpts {
     /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write` when the agent must act on their exact output.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
+    /// How stubs name the way to get an original back: `none` (no handle), or the agent's name for `lam mcp`'s recall tool (`mcp__lam__recall`). Default: `none`, except `lam run -- claude` and `lam run -- codex`, which register `lam mcp`: `mcp__lam__recall`.
+    #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
+    recall: Option<lam_core::stub::Recall<'static>>,
 }
 
 impl EngineOpts {
-    /// Set the engine's part of the proxy's settings.
-    pub fn apply(&self, cfg: &mut ServeConfig) {
-        cfg.encoder = self.enc.spec();
-        cfg.cache = match (self.no_cache, &self.cache) {
-            (true, _) => Cache::Off,
-            (false, Some(p)) => Cache::File(p.clone()),
-            (false, None) => Cache::Default,
-        };
-        if let Some(n) = self.encoders {
-            cfg.encoders = n as usize;
+    /// The engine's settings; `recall` when `--recall` is not given, `encoders` when `--encoders` is not.
+    pub fn settings(&self, recall: lam_core::stub::Recall<'static>, encoders: Option<usize>) -> EngineSettings {
+        let d = EngineSettings::default();
+        EngineSettings {
+            threshold: self.threshold,
+            encoder: self.enc.spec(),
+            cache: crate::opts::cache_choice(&self.cache, self.no_cache),
+            encoders: self.encoders.map(|n| n as usize).or(encoders).unwrap_or(d.encoders),
+            user_turns: self.observation_role == ObservationRole::User,
+            keep_tools: self.keep_tools.clone(),
+            recall: self.recall.unwrap_or(recall),
         }
-        cfg.threshold = self.threshold;
-        cfg.user_turns = self.observation_role == ObservationRole::User;
-        cfg.keep_tools = self.keep_tools.clone();
     }
 }
 
@@ -73,9 +75,6 @@ pub struct ServeArgs {
     store: String,
     #[command(flatten)]
     engine: EngineOpts,
-    /// How stubs name the way to get an original back: `none` (default: no handle, the agent has no recall tool through the proxy), or the agent's name for `lam mcp`'s recall tool (Claude Code: `mcp__lam__recall`).
-    #[arg(long, value_parser = crate::opts::recall, default_value = "none", value_name = "HANDLE")]
-    recall: lam_core::stub::Recall<'static>,
     /// Largest request body accepted on the compacted routes, in MiB.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_body_mib: u32,
@@ -155,8 +154,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
-    a.engine.apply(&mut cfg);
-    cfg.recall = a.recall;
+    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, None);
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
