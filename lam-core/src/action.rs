@@ -160,6 +160,22 @@ pub fn referent(action: &str) -> String {
     shorten(&main)
 }
 
+/// An action written by [`tool_call`] split back into its name and its
+/// arguments exactly as written (the text between the first `(` and the
+/// last `)`); `None` when it is not `name(...)` with a tool's name.
+///
+/// ```
+/// use lam_core::action::split;
+/// assert_eq!(split(r#"exec_command({"cmd": "ls"})"#), Some(("exec_command", r#"{"cmd": "ls"}"#)));
+/// assert_eq!(split("exec(const r = await tools.x({});)"), Some(("exec", "const r = await tools.x({});")));
+/// assert_eq!(split("ls -la"), None);
+/// ```
+pub fn split(action: &str) -> Option<(&str, &str)> {
+    let (name, rest) = action.split_once('(')?;
+    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-:".contains(&b));
+    Some((name, rest.strip_suffix(')')?)).filter(|_| valid)
+}
+
 /// The one parser of an action written by [`tool_call`]: `name(json)` as
 /// (name, the JSON value), `(name, None)` for `name()`; `None` when the
 /// action is not such a call (a shell command, arguments that are not one

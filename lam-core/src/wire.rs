@@ -141,10 +141,103 @@ fn responses_calls(v: &Map<String, Value>) -> Vec<Call<'_>> {
 /// The Responses item types that carry a tool's output (`output`).
 pub const RESPONSES_OUTPUTS: [&str; 4] = ["function_call_output", "custom_tool_call_output", "local_shell_call_output", "shell_call_output"];
 
+/// The types of the text parts of a Responses output item's `output`.
+pub const OUTPUT_TEXT_TYPES: [&str; 3] = ["input_text", "output_text", "text"];
+
 /// The id of the call a Responses output item answers (`call_id`; a
 /// `local_shell_call_output` names it by `id`).
 pub fn output_call_id(v: &Map<String, Value>) -> Option<&str> {
     str_at(v, "call_id").or_else(|| str_at(v, "id"))
+}
+
+/// One tool-result text of a conversation item: the call it answers (by
+/// id; `None` for the deprecated chat `role: "function"` result, which names
+/// no call) and where the text sits in the item (a JSON pointer to a string).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output<'a> {
+    /// The id of the call it answers.
+    pub call_id: Option<&'a str>,
+    /// JSON pointer to the text, from the item.
+    pub pointer: String,
+}
+
+/// Every non-empty tool-result text of conversation item `v`, in order: one
+/// observation each (the proxy admits each; the transcript readers make a
+/// record of each). Chat: a `role: "tool"` (or `"function"`) message's
+/// content string or `text` parts; Anthropic: each `tool_result` block's
+/// string, `text` blocks and the `text` blocks of its `search_result`s;
+/// Responses: an output item's string or text parts, and the `stdout` /
+/// `stderr` of each chunk of a `shell_call_output`.
+pub fn outputs(api: Api, v: &Map<String, Value>) -> Vec<Output<'_>> {
+    let content = v.get("content").unwrap_or(&Value::Null);
+    let with = |call_id, ptrs: Vec<String>| ptrs.into_iter().map(move |pointer| Output { call_id, pointer });
+    match api {
+        Api::ChatCompletions => match str_at(v, "role") {
+            Some("tool") => with(str_at(v, "tool_call_id"), texts(content, "/content", &["text"])).collect(),
+            Some("function") => with(None, texts(content, "/content", &["text"])).collect(),
+            _ => Vec::new(),
+        },
+        Api::Messages => {
+            let blocks = content.as_array().into_iter().flatten().enumerate().filter_map(|(k, b)| Some((k, b.as_object()?)));
+            let results = blocks.filter(|(_, b)| str_at(b, "type") == Some("tool_result"));
+            results
+                .flat_map(|(k, b)| with(str_at(b, "tool_use_id"), result_texts(b.get("content").unwrap_or(&Value::Null), &format!("/content/{k}/content"))))
+                .collect()
+        }
+        Api::Responses => match str_at(v, "type") {
+            Some("shell_call_output") => with(str_at(v, "call_id"), shell_texts(v.get("output").unwrap_or(&Value::Null))).collect(),
+            Some(t) if RESPONSES_OUTPUTS.contains(&t) => {
+                with(output_call_id(v), texts(v.get("output").unwrap_or(&Value::Null), "/output", &OUTPUT_TEXT_TYPES)).collect()
+            }
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// Whether an Anthropic message holds `tool_result` blocks (then its other
+/// text is no observation of its own).
+pub fn has_tool_results(v: &Map<String, Value>) -> bool {
+    v.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
+}
+
+/// Pointers to the non-empty texts of a content value at `base`: the
+/// string itself, or the `text` of every part whose `type` is one of `types`.
+pub fn texts(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
+    match content {
+        Value::String(s) if !s.is_empty() => vec![base.to_string()],
+        Value::Array(parts) => {
+            let typed = |p: &Value| p.get("type").and_then(Value::as_str).is_some_and(|t| types.contains(&t));
+            let filled = |p: &Value| p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+            parts.iter().enumerate().filter(|(_, p)| typed(p) && filled(p)).map(|(k, _)| format!("{base}/{k}/text")).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Pointers to the texts of an Anthropic `tool_result`'s content at `base`
+/// (`""`: from the content itself): its string, its `text` blocks, and the
+/// `text` blocks inside its `search_result` blocks, in order.
+pub fn result_texts(content: &Value, base: &str) -> Vec<String> {
+    let Value::Array(parts) = content else {
+        return texts(content, base, &["text"]);
+    };
+    let mut out = Vec::new();
+    for (j, p) in parts.iter().enumerate() {
+        match p.get("type").and_then(Value::as_str) {
+            Some("text") if p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) => out.push(format!("{base}/{j}/text")),
+            Some("search_result") => out.extend(texts(p.get("content").unwrap_or(&Value::Null), &format!("{base}/{j}/content"), &["text"])),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Pointers to the non-empty `stdout` and `stderr` of each chunk of a
+/// Responses `shell_call_output`'s `output`.
+fn shell_texts(output: &Value) -> Vec<String> {
+    let chunks = output.as_array().into_iter().flatten().enumerate();
+    let filled = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+    chunks.flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| filled(c, f)).map(move |f| format!("/output/{k}/{f}"))).collect()
 }
 
 /// The agents lam knows by name: what `lam run` launches and configures,

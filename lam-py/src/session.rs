@@ -21,14 +21,25 @@ pub struct Inner {
     enc: Enc,
     cache_file: Option<PathBuf>,
     store: Option<AnyStore>,
+    /// The store session: as given until the first observation claims it.
+    sid: SessionId,
+    claimed: bool,
 }
 
 impl Inner {
-    fn admit(&mut self, sid: &SessionId, rec: &Record) -> Result<lam_operator::Admission, lam_operator::Error> {
-        match self.store.as_mut() {
-            Some(st) => self.op.admit_archived(st, sid, &mut self.enc, rec),
-            None => self.op.admit(&mut self.enc, rec),
+    fn admit(&mut self, rec: &Record) -> Result<lam_operator::Admission, lam_operator::Error> {
+        let Some(st) = self.store.as_mut() else {
+            return self.op.admit(&mut self.enc, rec);
+        };
+        if !self.claimed {
+            // The one claim rule (`lam compact`, `lam serve`): the same
+            // session archived again keeps its name; another run's is never
+            // appended to (`NAME@2`, ...).
+            let tokens = u32::try_from(lam_trajectory::tokens::count(&rec.observation)).unwrap_or(u32::MAX);
+            self.sid = arc_store::claim_session(st.as_mut(), &self.sid, rec, tokens).map_err(|e| lam_operator::Error::Core(e.into()))?;
+            self.claimed = true;
         }
+        self.op.admit_archived(st, &self.sid, &mut self.enc, rec)
     }
 
     /// Flush the archive and save the embedding cache.
@@ -47,7 +58,6 @@ impl Inner {
 #[pyclass(frozen, module = "lam._lam", name = "Session")]
 pub struct Session {
     inner: Mutex<Inner>,
-    sid: SessionId,
     encoder: String,
     model_id: String,
     store_spec: Option<String>,
@@ -55,7 +65,7 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("session", &self.sid.0).field("encoder", &self.encoder).field("store", &self.store_spec).finish_non_exhaustive()
+        f.debug_struct("Session").field("encoder", &self.encoder).field("store", &self.store_spec).finish_non_exhaustive()
     }
 }
 
@@ -108,8 +118,8 @@ impl Session {
         let op = lam_operator::Session::new(cfg, info.dim).map_err(errors::operator)?;
         let st = store.map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite))).transpose()?;
         let sid = SessionId(session.unwrap_or_else(|| if st.is_some() { default_session_name() } else { "python".into() }));
-        let inner = Inner { op, enc, cache_file, store: st };
-        Ok(Self { inner: Mutex::new(inner), sid, encoder: encoder.to_string(), model_id: info.model_id, store_spec: store.map(str::to_string) })
+        let inner = Inner { op, enc, cache_file, store: st, sid, claimed: false };
+        Ok(Self { inner: Mutex::new(inner), encoder: encoder.to_string(), model_id: info.model_id, store_spec: store.map(str::to_string) })
     }
 
     /// Admit one tool observation (`str` or `bytes`) produced by `action`:
@@ -123,7 +133,7 @@ impl Session {
             let mut g = self.lock()?;
             let rec = Record { index: g.op.records(), action, observation, returncode };
             let how = g.op.config().recall;
-            g.admit(&self.sid, &rec).map_err(errors::operator).map(|a| (a, how))
+            g.admit(&rec).map_err(errors::operator).map(|a| (a, how))
         })?;
         Ok(Admission::new(a.0, bytes_in, a.1))
     }
@@ -164,10 +174,12 @@ impl Session {
         Ok(self.lock()?.op.ids().iter().map(|i| format!("§{i}")).collect())
     }
 
-    /// The session's name in the store.
+    /// The session's name in the store: the name given, until the first
+    /// observation claims it (`NAME@2`, ... when the store holds another
+    /// run's session `NAME`; the rule of `lam compact` and `lam serve`).
     #[getter]
-    fn session(&self) -> String {
-        self.sid.0.clone()
+    fn session(&self) -> PyResult<String> {
+        Ok(self.lock()?.sid.0.clone())
     }
 
     /// Counters of the session so far.
@@ -176,7 +188,7 @@ impl Session {
         let l1 = g.op.l1_stats();
         let t = g.op.totals();
         let d = PyDict::new(py);
-        d.set_item("session", &self.sid.0)?;
+        d.set_item("session", &g.sid.0)?;
         d.set_item("encoder", &self.encoder)?;
         d.set_item("model", &self.model_id)?;
         d.set_item("store", self.store_spec.as_deref())?;
@@ -207,11 +219,10 @@ impl Session {
     /// Needs a store.
     #[pyo3(signature = (id, part=None, *, part_tokens=2048))]
     fn recall<'py>(&self, py: Python<'py>, id: &str, part: Option<&Bound<'py, PyAny>>, part_tokens: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let sid = &self.sid;
         let body = py.allow_threads(|| {
             let g = self.lock()?;
             let st = g.store.as_ref().ok_or_else(|| errors::arg("store", "this session has no store: pass store=DIR (or \"mem:\") to Session"))?;
-            arc_store::find(st.as_ref(), Some(sid), id).map(|f| f.bytes).map_err(errors::store)
+            arc_store::find(st.as_ref(), Some(&g.sid), id).map(|f| f.bytes).map_err(errors::store)
         })?;
         crate::store::select(py, &body, part, part_tokens)
     }
@@ -246,7 +257,7 @@ impl Session {
         let g = self.lock()?;
         Ok(format!(
             "Session(session='{}', encoder='{}', threshold={}, records={}, digest='{}')",
-            self.sid.0,
+            g.sid.0,
             self.encoder,
             g.op.config().threshold.cosine(),
             g.op.records(),

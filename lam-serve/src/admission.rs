@@ -28,6 +28,9 @@ pub(crate) struct Delta {
     pub totals: SessionTotals,
     pub errors: u64,
     pub last_error: Option<String>,
+    /// The store session the conversation's first observation claimed,
+    /// when it is not the one proposed.
+    pub store_session: Option<String>,
 }
 
 impl Delta {
@@ -40,11 +43,36 @@ impl Delta {
 /// One conversation's admission state: its operator and its store session.
 #[derive(Debug)]
 pub(crate) struct Admitter {
+    /// The store session: proposed until the first observation claims it.
     pub store_session: SessionId,
+    claimed: bool,
     pub op: lam_operator::Session,
 }
 
 impl Admitter {
+    /// A conversation that will archive in `proposed` (or the session
+    /// [`arc_store::claim_session`] gives it: `proposed@2`, ... when another
+    /// conversation's archive holds that name).
+    pub(crate) fn new(proposed: SessionId, op: lam_operator::Session) -> Self {
+        Self { store_session: proposed, claimed: false, op }
+    }
+
+    /// Claim the store session with the conversation's first observation
+    /// (the one rule of `lam compact` and the Python package: the same
+    /// conversation archived again keeps its session and ids; another one
+    /// never appends to it). Returns the session when the claim named it anew.
+    fn claim(&mut self, engine: &Engine, rec: &Record) -> Result<Option<String>, arc_store::StoreError> {
+        if self.claimed {
+            return Ok(None);
+        }
+        let tokens = u32::try_from(lam_tokens::count(&rec.observation)).unwrap_or(u32::MAX);
+        let got = arc_store::claim_session(&mut &engine.store, &self.store_session, rec, tokens)?;
+        self.claimed = true;
+        let renamed = got != self.store_session;
+        self.store_session = got;
+        Ok(renamed.then(|| self.store_session.0.clone()))
+    }
+
     /// Archive and admit every observation (`slots`) of `item` (`value` is
     /// its value, `tree` its faithful reading); the edits that put each
     /// residual in place of its original.
@@ -57,6 +85,15 @@ impl Admitter {
             #[cfg(test)]
             fault::check(text);
             let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
+            match self.claim(engine, &rec) {
+                Ok(Some(name)) => d.store_session = Some(name),
+                Ok(None) => {}
+                Err(e) => {
+                    d.errors += 1;
+                    d.last_error = Some(format!("record {}: claiming store session {}: {e}", rec.index, self.store_session.0));
+                    continue;
+                }
+            }
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
                     d.add(&a, s.keep);

@@ -82,47 +82,24 @@ impl Observations for Api {
     /// too (agents that send tool output as user messages); results of the
     /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
     fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
-        let user_turns = policy.user_turns;
+        let Some(obj) = v.as_object() else {
+            return Vec::new();
+        };
         let recall = |id: &str| policy.recall_tool.as_deref().is_some_and(|r| is_recall(r, cx.names.get(id), cx.actions.get(id)));
         let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
         let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
-        let with_keep =
-            |ptrs: Vec<String>, action: String, keep: bool| ptrs.into_iter().map(|pointer| Slot { pointer, action: action.clone(), keep }).collect::<Vec<_>>();
-        let with = |ptrs, action| with_keep(ptrs, action, false);
-        let user_obs = || user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| i > t);
-        let content = v.get("content").unwrap_or(&Value::Null);
-        match self {
-            Api::ChatCompletions if role(v) == Some("tool") => {
-                with_keep(text_slots(content, "/content", &["text"]), action(str_at(v, "tool_call_id")), kept(str_at(v, "tool_call_id")))
-            }
-            // The deprecated function-calling form: the result names the function, not a call.
-            Api::ChatCompletions if role(v) == Some("function") => with(text_slots(content, "/content", &["text"]), said()),
-            Api::Messages => {
-                let mut out = Vec::new();
-                for (k, b) in content.as_array().into_iter().flatten().enumerate().filter(|(_, b)| str_at(b, "type") == Some("tool_result")) {
-                    let inner = b.get("content").unwrap_or(&Value::Null);
-                    let id = str_at(b, "tool_use_id");
-                    out.extend(with_keep(result_slots(inner, &format!("/content/{k}/content")), action(id), kept(id)));
-                }
-                let has_results = content.as_array().is_some_and(|a| a.iter().any(|b| str_at(b, "type") == Some("tool_result")));
-                if !has_results && user_obs() {
-                    out = with(text_slots(content, "/content", &["text"]), said());
-                }
-                out
-            }
-            Api::Responses if matches!(str_at(v, "type"), Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")) => {
-                let output = v.get("output").unwrap_or(&Value::Null);
-                let id = v.as_object().and_then(wire::output_call_id);
-                with_keep(text_slots(output, "/output", &["input_text", "output_text", "text"]), action(id), kept(id))
-            }
-            Api::Responses if str_at(v, "type") == Some("shell_call_output") => {
-                let id = str_at(v, "call_id");
-                with_keep(shell_output_slots(v.get("output").unwrap_or(&Value::Null)), action(id), kept(id))
-            }
-            _ if user_obs() => with(text_slots(content, "/content", &["text", "input_text"]), said()),
-            _ => Vec::new(),
+        let outputs = wire::outputs(self, obj);
+        if !outputs.is_empty() || (self == Api::Messages && wire::has_tool_results(obj)) {
+            return outputs.into_iter().map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id) }).collect();
         }
+        let user_obs = policy.user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| i > t);
+        if !user_obs {
+            return Vec::new();
+        }
+        let types: &[&str] = if self == Api::Messages { &["text"] } else { &["text", "input_text"] };
+        let content = v.get("content").unwrap_or(&Value::Null);
+        wire::texts(content, "/content", types).into_iter().map(|pointer| Slot { pointer, action: said(), keep: false }).collect()
     }
 }
 
@@ -156,50 +133,6 @@ fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 
 fn role(v: &Value) -> Option<&str> {
     str_at(v, "role")
-}
-
-/// Pointers to the texts of an Anthropic `tool_result`'s content at `base`:
-/// its string, its `text` blocks, and the `text` blocks inside its
-/// `search_result` blocks, in order.
-fn result_slots(content: &Value, base: &str) -> Vec<String> {
-    let Value::Array(parts) = content else {
-        return text_slots(content, base, &["text"]);
-    };
-    let mut out = Vec::new();
-    for (j, p) in parts.iter().enumerate() {
-        match str_at(p, "type") {
-            Some("text") if str_at(p, "text").is_some_and(|t| !t.is_empty()) => out.push(format!("{base}/{j}/text")),
-            Some("search_result") => out.extend(text_slots(p.get("content").unwrap_or(&Value::Null), &format!("{base}/{j}/content"), &["text"])),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Pointers to the non-empty `stdout` and `stderr` of each chunk of a
-/// Responses `shell_call_output`'s `output`.
-fn shell_output_slots(output: &Value) -> Vec<String> {
-    let chunks = output.as_array().into_iter().flatten().enumerate();
-    chunks
-        .flat_map(|(k, c)| {
-            ["stdout", "stderr"].into_iter().filter(move |f| str_at(c, f).is_some_and(|t| !t.is_empty())).map(move |f| format!("/output/{k}/{f}"))
-        })
-        .collect()
-}
-
-/// Pointers to the non-empty texts of a content value: the string itself, or
-/// the `text` of every part whose `type` is one of `types`.
-fn text_slots(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
-    match content {
-        Value::String(s) if !s.is_empty() => vec![base.to_string()],
-        Value::Array(parts) => parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| str_at(p, "type").is_some_and(|t| types.contains(&t)) && str_at(p, "text").is_some_and(|t| !t.is_empty()))
-            .map(|(k, _)| format!("{base}/{k}/text"))
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub(crate) struct Conversation {
 
 impl Conversation {
     pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self { admitter: Admitter { store_session, op }, forwarded: HashMap::new(), frozen_bytes: 0 }
+        Self { admitter: Admitter::new(store_session, op), forwarded: HashMap::new(), frozen_bytes: 0 }
     }
 
     /// An estimate of the memory this conversation holds: its frozen

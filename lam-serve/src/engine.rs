@@ -47,6 +47,9 @@ impl ObsStore for &SharedStore {
     fn flush(&mut self) -> Result<(), lam_core::Error> {
         lock(&self.0).flush()
     }
+    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, lam_core::Error> {
+        lock(&self.0).claim(session, record, tokens)
+    }
 }
 
 /// Encoders lent one at a time.

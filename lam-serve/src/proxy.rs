@@ -231,4 +231,30 @@ mod tests {
         assert!(r3.session.is_some());
         assert_eq!(proxy.stats().sessions_created, 2);
     }
+
+    /// A named conversation keeps its store session across proxies (a
+    /// restart, an evicted session) and ids; another conversation given the
+    /// same name never appends to it (`arc_store::claim_session`).
+    #[test]
+    fn a_named_session_is_claimed_by_its_first_observation() {
+        let dir = tempfile::tempdir().unwrap();
+        let open =
+            || Proxy::open(ServeConfig { store: arc_store::StoreSpec::Dir(dir.path().join("arc")), ..ServeConfig::for_tests("http://127.0.0.1:9") }).unwrap();
+        let a = chat(&["line one\nline two\n"]);
+        let first = open();
+        assert_eq!(first.try_rewrite(Api::ChatCompletions, Some("X"), &a).unwrap().session.as_deref(), Some("X"));
+        first.close().unwrap();
+        drop(first);
+        let again = open();
+        let more = chat(&["line one\nline two\n", "line three\n"]);
+        assert_eq!(again.try_rewrite(Api::ChatCompletions, Some("X"), &more).unwrap().session.as_deref(), Some("X"), "the same conversation, resumed");
+        let other = chat(&["another output\n"]);
+        assert_eq!(again.try_rewrite(Api::ChatCompletions, Some("Y"), &other).unwrap().session.as_deref(), Some("Y"));
+        again.close().unwrap();
+        drop(again);
+        let third = open();
+        assert_eq!(third.try_rewrite(Api::ChatCompletions, Some("X"), &other).unwrap().session.as_deref(), Some("X@2"), "another conversation named X");
+        let ids = lam_core::ObsStore::ids(&&third.inner.engine.store, &lam_core::SessionId::new("X")).unwrap();
+        assert_eq!(ids.len(), 2, "the resumed conversation appended only its new observation");
+    }
 }

@@ -146,27 +146,19 @@ impl Registry {
 }
 
 /// The session `keys` continue (named `name`, else by prefix), claimed, or a
-/// new one: its store session is `RUN-N`, or the client's name when the
-/// store does not hold it yet (else `NAME@RUN-N`).
+/// new one. A new session proposes to archive in the store session `NAME`
+/// (the client's name) or `RUN-N`; its first observation claims it
+/// ([`arc_store::claim_session`]: `NAME@2`, ... when another conversation's
+/// archive holds the name).
 pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, name: Option<&str>, keys: &[u128], max: usize) -> Result<Arc<Handle>, Error> {
     let mut reg = lock(reg);
     if let Some(h) = reg.claim(name, keys) {
         return Ok(h);
     }
-    let label = store_session(engine, run, name, reg.made() + 1)?;
+    let label = name.map_or_else(|| format!("{run}-{}", reg.made() + 1), str::to_string);
     let op = engine.operator_session()?;
     let stats = SessionStats { session: label.clone(), name: name.map(str::to_string), ..SessionStats::default() };
     let h = Arc::new(Handle { conv: Mutex::new(Conversation::new(SessionId::new(label), op)), stats: Mutex::new(stats) });
     reg.insert(name, keys, h.clone(), max);
     Ok(h)
-}
-
-/// The store session of the `n`-th proxy session of run `run`: the client's
-/// name when the store does not hold it yet, else the name with this run's id.
-fn store_session(engine: &Engine, run: &str, name: Option<&str>, n: u64) -> Result<String, Error> {
-    let Some(name) = name else {
-        return Ok(format!("{run}-{n}"));
-    };
-    let held = lam_core::ObsStore::ids(&&engine.store, &SessionId::new(name))?;
-    Ok(if held.is_empty() { name.to_string() } else { format!("{name}@{run}-{n}") })
 }

@@ -73,8 +73,9 @@ impl Pricing {
 pub struct Call {
     /// Tool name.
     pub name: String,
-    /// Its arguments (a JSON object).
-    pub input: Value,
+    /// Its arguments exactly as its action has them: a JSON object's text,
+    /// or the raw input of a custom tool (Codex's code-mode `exec` script).
+    pub arguments: String,
     /// The result text.
     pub output: String,
     /// The model's text before the call.
@@ -85,9 +86,42 @@ impl Call {
     /// A call from a record's action (`name(arguments)`, the one action
     /// rule, `lam_core::action`); any other action is a `bash` command.
     pub fn from_action(action: &str, output: String, thought: String) -> Self {
-        let parsed = lam_core::action::parse(action).and_then(|(name, input)| Some((name.to_string(), input.filter(Value::is_object)?)));
-        let (name, input) = parsed.unwrap_or_else(|| ("bash".into(), json!({ "command": action })));
-        Self { name, input, output, thought }
+        let (name, arguments) = match lam_core::action::split(action) {
+            Some((name, args)) => (name.to_string(), args.to_string()),
+            None => ("bash".to_string(), json!({ "command": action }).to_string()),
+        };
+        Self { name, arguments, output, thought }
+    }
+
+    /// The arguments as a JSON object, when they are one.
+    pub fn input(&self) -> Option<Value> {
+        serde_json::from_str(&self.arguments).ok().filter(Value::is_object)
+    }
+
+    /// The call as Claude Code sends it: a `tool_use` block, whose input is
+    /// an object (a call whose arguments are not one becomes a `bash` command
+    /// of its action).
+    fn claude_tool_use(&self, id: &str) -> Value {
+        match self.input() {
+            Some(input) => json!({"type": "tool_use", "id": id, "name": self.name, "input": input}),
+            None => json!({"type": "tool_use", "id": id, "name": "bash", "input": {"command": lam_core::action::tool_call(&self.name, &self.arguments)}}),
+        }
+    }
+
+    /// The call and its output as Codex sends them: a `function_call` with
+    /// the arguments as written, or a `custom_tool_call` when they are no
+    /// JSON object (code mode's `exec`).
+    fn codex_items(&self, id: &str) -> [Value; 2] {
+        match self.input() {
+            Some(_) => [
+                json!({"type": "function_call", "name": self.name, "arguments": self.arguments, "call_id": id}),
+                json!({"type": "function_call_output", "call_id": id, "output": self.output}),
+            ],
+            None => [
+                json!({"type": "custom_tool_call", "name": self.name, "input": self.arguments, "call_id": id}),
+                json!({"type": "custom_tool_call_output", "call_id": id, "output": self.output}),
+            ],
+        }
     }
 }
 
@@ -230,7 +264,7 @@ fn claude_code(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
         if !c.thought.is_empty() {
             blocks.push(json!({"type": "text", "text": c.thought}));
         }
-        blocks.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.input}));
+        blocks.push(c.claude_tool_use(&id));
         msgs.push(json!({"role": "assistant", "content": blocks}));
         msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
     }
@@ -257,8 +291,7 @@ fn codex(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
         if !c.thought.is_empty() {
             input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": c.thought}]}));
         }
-        input.push(json!({"type": "function_call", "name": c.name, "arguments": c.input.to_string(), "call_id": id}));
-        input.push(json!({"type": "function_call_output", "call_id": id, "output": c.output}));
+        input.extend(c.codex_items(&id));
     }
     json!({
         "model": "gpt-5-codex", "instructions": "You are Codex. (replayed by lam replay)",
@@ -311,7 +344,9 @@ fn carries_tool_result(b: &[u8]) -> bool {
         return false;
     };
     let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
-    is(&v, "function_call_output") || v.get("content").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(|x| is(x, "tool_result")))
+    is(&v, "function_call_output")
+        || is(&v, "custom_tool_call_output")
+        || v.get("content").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(|x| is(x, "tool_result")))
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.
@@ -400,7 +435,10 @@ pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
             .filter(|b| is(b, "tool_result"))
             .map(|b| text(&b["content"]))
             .collect(),
-        Agent::Codex => v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output")).map(|x| text(&x["output"])).collect(),
+        Agent::Codex => {
+            let outputs = v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output") || is(x, "custom_tool_call_output"));
+            outputs.map(|x| text(&x["output"])).collect()
+        }
     }
 }
 
@@ -417,10 +455,32 @@ mod tests {
     #[test]
     fn actions_round_trip_to_calls() {
         let c = Call::from_action(r#"Bash({"command":"ls","description":"list"})"#, String::new(), String::new());
-        assert_eq!(c.name, "Bash");
-        assert_eq!(lam_core::action::tool_call_value(&c.name, Some(&c.input)), r#"Bash({"command":"ls","description":"list"})"#);
+        assert_eq!((c.name.as_str(), c.arguments.as_str()), ("Bash", r#"{"command":"ls","description":"list"}"#));
         let c = Call::from_action("ls -la", String::new(), String::new());
-        assert_eq!((c.name.as_str(), &c.input), ("bash", &json!({"command": "ls -la"})));
+        assert_eq!((c.name.as_str(), c.input()), ("bash", Some(json!({"command": "ls -la"}))));
+    }
+
+    /// A request synthesised for a transcript reads back (`lam_core::wire`,
+    /// what the proxy reads) as the transcript's own actions, so every call
+    /// keeps its `§id` through `lam replay`: Codex arguments as written
+    /// (spaces, key order), an MCP call with its namespace, a code-mode `exec`.
+    #[test]
+    fn a_synthesised_request_reads_back_as_the_same_actions() {
+        let claude = [r#"Bash({"command":"ls","description":"list"})"#, r#"mcp__lam__recall({"id":"7cfd"})"#, r#"Read({"file_path":"/a.py"})"#];
+        let codex = [
+            r#"exec_command({"cmd": "ls", "workdir": "/repo"})"#,
+            r#"mcp__lam__recall({"id":"7cfd"})"#,
+            "exec(const r = await tools.exec_command({\"cmd\": \"pytest\"});\ntext(r.output);)",
+            "apply_patch(*** Begin Patch\n*** End Patch)",
+        ];
+        for (agent, actions) in [(Agent::ClaudeCode, &claude[..]), (Agent::Codex, &codex[..])] {
+            let calls: Vec<Call> = actions.iter().map(|a| Call::from_action(a, "out\n".into(), String::new())).collect();
+            let body: Value = serde_json::from_slice(&requests(agent, "task", &calls).pop().unwrap()).unwrap();
+            let items = body[agent.api().list_field()].as_array().unwrap();
+            let read: Vec<String> = items.iter().filter_map(Value::as_object).flat_map(|o| lam_core::wire::calls(agent.api(), o)).map(|c| c.action()).collect();
+            assert_eq!(read, actions, "{agent:?}");
+            assert_eq!(forwarded_results(agent, &serde_json::to_vec(&body).unwrap()).len(), actions.len());
+        }
     }
 
     #[test]

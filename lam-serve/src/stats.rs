@@ -178,6 +178,9 @@ impl SessionStats {
             ..SessionStats::default()
         };
         self.absorb(&one);
+        if let Some(s) = &d.store_session {
+            self.session.clone_from(s);
+        }
         if d.last_error.is_some() {
             self.last_error.clone_from(&d.last_error);
         }

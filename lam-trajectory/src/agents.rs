@@ -106,9 +106,14 @@ impl Session {
         self.calls.insert(id.to_string(), (action, thought));
     }
 
-    /// A result: one record, with the action of its call (empty when the call was not seen).
+    /// A result: one record, with the action of its call (empty when the
+    /// call was not seen). A result in several texts is a record each: all
+    /// name the call; the first takes the text said before it.
     fn result(&mut self, id: &str, observation: String, returncode: Option<i32>) {
-        let (action, thought) = self.calls.remove(id).unwrap_or_default();
+        let (action, thought) = match self.calls.get_mut(id) {
+            Some((action, thought)) => (action.clone(), std::mem::take(thought)),
+            None => Default::default(),
+        };
         self.thoughts.push(thought);
         self.records.push(Record { index: self.records.len() as u32, action, observation: observation.into_bytes(), returncode });
     }
@@ -248,8 +253,9 @@ fn claude_user(s: &mut Session, content: &Value, meta: bool) -> Result<(), Strin
             Some("text") => text.push_str(str_field(b, "text", "text block")?),
             Some("tool_result") => {
                 let id = str_field(b, "tool_use_id", "tool_result block")?;
-                let obs = result_text(b.get("content"))?;
-                s.result(id, obs, None);
+                for obs in result_texts(b)? {
+                    s.result(id, obs, None);
+                }
             }
             _ => {}
         }
@@ -276,23 +282,25 @@ fn slash_command(text: &str) -> Option<String> {
     })
 }
 
-/// A `tool_result`'s text: its string content, or its `text` blocks joined by
-/// newlines (images and other blocks carry no text).
-fn result_text(c: Option<&Value>) -> Result<String, String> {
-    match c {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(t)) => Ok(t.clone()),
-        Some(c @ Value::Array(_)) => {
-            let mut parts = Vec::new();
-            for b in blocks(c)? {
-                if b.get("type").and_then(Value::as_str) == Some("text") {
-                    parts.push(str_field(b, "text", "tool_result text block")?);
-                }
-            }
-            Ok(parts.join("\n"))
+/// A `tool_result`'s texts, one observation each as the proxy admits them
+/// (`lam_core::wire::result_texts`): its string content, its `text` blocks,
+/// the texts of its `search_result` blocks; one empty text when it has none.
+fn result_texts(b: &Map<String, Value>) -> Result<Vec<String>, String> {
+    let content = b.get("content").unwrap_or(&Value::Null);
+    match content {
+        Value::Null | Value::String(_) => {}
+        Value::Array(_) => {
+            blocks(content)?;
         }
-        Some(other) => Err(format!("tool_result content is {}, not text or blocks", kind(other))),
+        other => return Err(format!("tool_result content is {}, not text or blocks", kind(other))),
     }
+    Ok(texts_at(content, &wire::result_texts(content, "")))
+}
+
+/// The texts at `pointers` in `v`; one empty text when there is none.
+fn texts_at(v: &Value, pointers: &[String]) -> Vec<String> {
+    let texts: Vec<String> = pointers.iter().filter_map(|p| v.pointer(p)?.as_str().map(str::to_string)).collect();
+    if texts.is_empty() { vec![String::new()] } else { texts }
 }
 
 /// Read a Codex CLI rollout: each `function_call_output` and
@@ -355,10 +363,19 @@ fn codex_item(s: &mut Session, p: &Map<String, Value>) -> Result<(), String> {
                 s.call(call.id, call.action());
             }
         }
-        "function_call_output" | "custom_tool_call_output" => {
-            let (obs, rc) = codex_output(p.get("output"))?;
-            s.result(id(), obs, rc);
-        }
+        "function_call_output" | "custom_tool_call_output" => match p.get("output") {
+            // Text parts: one observation each, as the proxy admits them.
+            Some(parts @ Value::Array(_)) => {
+                blocks(parts)?;
+                for obs in texts_at(parts, &wire::texts(parts, "", &wire::OUTPUT_TEXT_TYPES)) {
+                    s.result(id(), obs, None);
+                }
+            }
+            other => {
+                let (obs, rc) = codex_output(other)?;
+                s.result(id(), obs, rc);
+            }
+        },
         _ => {}
     }
     Ok(())

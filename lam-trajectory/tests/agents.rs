@@ -33,8 +33,8 @@ fn claude_code_session_reads_every_tool_result() {
     let t = &t[0];
     assert_eq!(t.format, Format::ClaudeCode);
     assert_eq!(t.session.0, SID);
-    assert_eq!(t.records.len(), 9);
-    assert_eq!(t.thoughts.len(), 9);
+    assert_eq!(t.records.len(), 10);
+    assert_eq!(t.thoughts.len(), 10);
     assert_eq!(t.task, "The test for add() fails in calc.py. Find out why and fix it.");
     let r = &t.records;
     assert_eq!(r[0].action, r#"Bash({"command":"python -m pytest -q tests/test_calc.py","description":"Run the calc tests"})"#);
@@ -44,14 +44,17 @@ fn claude_code_session_reads_every_tool_result() {
     assert_eq!(r[1].action, r#"Read({"file_path":"/home/user/demo/calc.py"})"#);
     assert_eq!(r[2].action, r#"Glob({"pattern":"tests/**/*.py"})"#);
     assert_eq!(t.thoughts[2], "");
-    // Block content: text blocks joined by newlines.
-    assert_eq!(r[2].observation, b"/home/user/demo/tests/test_calc.py\n/home/user/demo/tests/__init__.py");
+    // Block content: a record per text block, as the proxy admits them
+    // (`lam_core::wire::outputs`), each naming the call.
+    assert_eq!(r[2].observation, b"/home/user/demo/tests/test_calc.py");
+    assert_eq!((r[3].action.as_str(), &r[3].observation[..]), (r[2].action.as_str(), &b"/home/user/demo/tests/__init__.py"[..]));
+    assert_eq!(t.thoughts[3], "");
     // The same command twice, the same file read twice: same action, as the rule names it.
-    assert_eq!(r[6].action, r[0].action);
-    assert_eq!(r[5].action, r[1].action);
+    assert_eq!(r[7].action, r[0].action);
+    assert_eq!(r[6].action, r[1].action);
     // An image-only result has no text.
-    assert_eq!(r[7].action, r#"Read({"file_path":"/home/user/demo/ci.png"})"#);
-    assert_eq!(r[7].observation, b"");
+    assert_eq!(r[8].action, r#"Read({"file_path":"/home/user/demo/ci.png"})"#);
+    assert_eq!(r[8].observation, b"");
     assert!(r.iter().all(|x| x.returncode.is_none()));
 }
 
@@ -59,7 +62,7 @@ fn claude_code_session_reads_every_tool_result() {
 fn claude_code_actions_follow_the_one_rule() {
     let t = &read::read_path(&claude_main()).unwrap()[0];
     let input = serde_json::json!({"file_path": "/home/user/demo/calc.py", "old_string": "return a - b", "new_string": "return a + b"});
-    assert_eq!(t.records[4].action, lam_core::action::tool_call_value("Edit", Some(&input)));
+    assert_eq!(t.records[5].action, lam_core::action::tool_call_value("Edit", Some(&input)));
 }
 
 #[test]
@@ -82,7 +85,7 @@ fn a_claude_code_project_folder_reads_transcripts_and_skips_metadata() {
         }
     }
     // Sorted by path: the session's folder (its subagents) comes before its file.
-    assert_eq!(sessions, vec![(format!("{SID}.agent-a3f9c2d1"), 2), (SID.to_string(), 9)]);
+    assert_eq!(sessions, vec![(format!("{SID}.agent-a3f9c2d1"), 2), (SID.to_string(), 10)]);
 }
 
 #[test]

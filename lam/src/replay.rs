@@ -30,6 +30,9 @@ pub struct ReplayArgs {
     pricing: Option<Pricing>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
+    /// Where the replayed tool results are archived (a directory, `postgres://...` where built in); default `mem:` (in memory, gone when it exits).
+    #[arg(long, default_value = "mem:")]
+    store: String,
     /// Print one JSON object (sessions and total) instead of the table.
     #[arg(long)]
     json: bool,
@@ -38,6 +41,7 @@ pub struct ReplayArgs {
 pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1));
+    cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut sessions = Vec::new();
     for input in read::expand_inputs(&a.paths)? {
