@@ -21,7 +21,7 @@ use crate::canon;
 use lam_core::TokenCounter;
 use lam_core::wire::Agent;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -68,62 +68,11 @@ impl Pricing {
     }
 }
 
-/// One tool call of a recorded session and its result.
-#[derive(Debug, Clone)]
-pub struct Call {
-    /// Tool name.
-    pub name: String,
-    /// Its arguments exactly as its action has them: a JSON object's text,
-    /// or the raw input of a custom tool (Codex's code-mode `exec` script).
-    pub arguments: String,
-    /// The result text.
-    pub output: String,
-    /// The model's text before the call.
-    pub thought: String,
-}
+mod requests;
+#[cfg(test)]
+mod tests;
 
-impl Call {
-    /// A call from a record's action (`name(arguments)`, the one action
-    /// rule, `lam_core::action`); any other action is a `bash` command.
-    pub fn from_action(action: &str, output: String, thought: String) -> Self {
-        let (name, arguments) = match lam_core::action::split(action) {
-            Some((name, args)) => (name.to_string(), args.to_string()),
-            None => ("bash".to_string(), json!({ "command": action }).to_string()),
-        };
-        Self { name, arguments, output, thought }
-    }
-
-    /// The arguments as a JSON object, when they are one.
-    pub fn input(&self) -> Option<Value> {
-        serde_json::from_str(&self.arguments).ok().filter(Value::is_object)
-    }
-
-    /// The call as Claude Code sends it: a `tool_use` block, whose input is
-    /// an object (a call whose arguments are not one becomes a `bash` command
-    /// of its action).
-    fn claude_tool_use(&self, id: &str) -> Value {
-        match self.input() {
-            Some(input) => json!({"type": "tool_use", "id": id, "name": self.name, "input": input}),
-            None => json!({"type": "tool_use", "id": id, "name": "bash", "input": {"command": lam_core::action::tool_call(&self.name, &self.arguments)}}),
-        }
-    }
-
-    /// The call and its output as Codex sends them: a `function_call` with
-    /// the arguments as written, or a `custom_tool_call` when they are no
-    /// JSON object (code mode's `exec`).
-    fn codex_items(&self, id: &str) -> [Value; 2] {
-        match self.input() {
-            Some(_) => [
-                json!({"type": "function_call", "name": self.name, "arguments": self.arguments, "call_id": id}),
-                json!({"type": "function_call_output", "call_id": id, "output": self.output}),
-            ],
-            None => [
-                json!({"type": "custom_tool_call", "name": self.name, "input": self.arguments, "call_id": id}),
-                json!({"type": "custom_tool_call_output", "call_id": id, "output": self.output}),
-            ],
-        }
-    }
-}
+pub use requests::{Call, forwarded_results, requests};
 
 /// One replayed session.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -217,87 +166,6 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
-/// The request bodies an agent sends for `calls`: the task alone, then one
-/// more tool result each time.
-pub fn requests(agent: Agent, task: &str, calls: &[Call]) -> Vec<Vec<u8>> {
-    (0..=calls.len()).map(|k| request(agent, task, &calls[..k], calls)).collect()
-}
-
-fn tools(all: &[Call], agent: Agent) -> Vec<Value> {
-    let mut names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let schema = json!({"type": "object"});
-    match agent {
-        Agent::ClaudeCode => names.iter().map(|n| json!({"name": n, "description": n, "input_schema": schema})).collect(),
-        Agent::Codex => names.iter().map(|n| json!({"type": "function", "name": n, "description": n, "parameters": schema, "strict": false})).collect(),
-    }
-}
-
-fn request(agent: Agent, task: &str, calls: &[Call], all: &[Call]) -> Vec<u8> {
-    let body = match agent {
-        Agent::ClaudeCode => claude_code(task, calls, tools(all, agent)),
-        Agent::Codex => codex(task, calls, tools(all, agent)),
-    };
-    serde_json::to_vec(&body).expect("a JSON value serialises")
-}
-
-/// Claude Code 2.1.328's request as observed on the wire (`docs/agents.md`,
-/// "Real agents on the wire"): three `system` blocks (the last two marked), a
-/// first user turn of a system reminder and the task, a `role: "system"`
-/// environment message that is one marked text block while it is the last
-/// message and a plain string after, and `cache_control` on the last block
-/// of the last message only (tools unmarked).
-fn claude_code(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
-    let eph = json!({"type": "ephemeral"});
-    let reminder = "<system-reminder>\nAs you answer the user's questions, you can use the following context. (replayed by lam replay)\n</system-reminder>";
-    let env = "# Environment\nYou have been invoked in the following environment: (replayed by lam replay)";
-    let mut msgs = vec![
-        json!({"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": task}]}),
-        if calls.is_empty() { json!({"role": "system", "content": [{"type": "text", "text": env}]}) } else { json!({"role": "system", "content": env}) },
-    ];
-    for (k, c) in calls.iter().enumerate() {
-        let id = format!("toolu_{k:04}");
-        let mut blocks = Vec::new();
-        if !c.thought.is_empty() {
-            blocks.push(json!({"type": "text", "text": c.thought}));
-        }
-        blocks.push(c.claude_tool_use(&id));
-        msgs.push(json!({"role": "assistant", "content": blocks}));
-        msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
-    }
-    if let Some(last) = msgs.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|b| b.last_mut()) {
-        last["cache_control"] = eph.clone();
-    }
-    json!({
-        "model": "claude-opus-4-6", "messages": msgs,
-        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"},
-                   {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
-                   {"type": "text", "text": "(replayed by lam replay)", "cache_control": eph}],
-        "tools": tools,
-        "metadata": {"user_id": "{\"device_id\":\"replay\",\"account_uuid\":\"\",\"session_id\":\"replay\"}"},
-        "max_tokens": 32000, "thinking": {"type": "adaptive"},
-        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "stream": true,
-    })
-}
-
-fn codex(task: &str, calls: &[Call], tools: Vec<Value>) -> Value {
-    let mut input = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]})];
-    for (k, c) in calls.iter().enumerate() {
-        let id = format!("call_{k:04}");
-        if !c.thought.is_empty() {
-            input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": c.thought}]}));
-        }
-        input.extend(c.codex_items(&id));
-    }
-    json!({
-        "model": "gpt-5-codex", "instructions": "You are Codex. (replayed by lam replay)",
-        "input": input, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": false,
-        "stream": true, "store": false,
-    })
 }
 
 /// Prompt cost of one path (direct or through lam) across a session's requests.
@@ -415,112 +283,8 @@ fn hidden_lines(r: &mut SessionReport, agent: Agent, calls: &[Call], forwarded: 
     }
 }
 
-/// The tool results of a body [`requests`] made for `agent` (as the proxy
-/// forwarded it), in order, as text.
-pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
-    let Ok(v) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
-    let text = |c: &Value| match c {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
-        _ => String::new(),
-    };
-    let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
-    match agent {
-        Agent::ClaudeCode => v["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["content"].as_array())
-            .flatten()
-            .filter(|b| is(b, "tool_result"))
-            .map(|b| text(&b["content"]))
-            .collect(),
-        Agent::Codex => {
-            let outputs = v["input"].as_array().into_iter().flatten().filter(|x| is(x, "function_call_output") || is(x, "custom_tool_call_output"));
-            outputs.map(|x| text(&x["output"])).collect()
-        }
-    }
-}
-
 /// Observations, tokens in, tokens out, and admit seconds over every session (evicted included).
 fn totals(s: &crate::Stats) -> ([u64; 3], f64) {
     let t = s.total();
     ([t.observations, t.tokens_in, t.tokens_out], t.admit_seconds)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn actions_round_trip_to_calls() {
-        let c = Call::from_action(r#"Bash({"command":"ls","description":"list"})"#, String::new(), String::new());
-        assert_eq!((c.name.as_str(), c.arguments.as_str()), ("Bash", r#"{"command":"ls","description":"list"}"#));
-        let c = Call::from_action("ls -la", String::new(), String::new());
-        assert_eq!((c.name.as_str(), c.input()), ("bash", Some(json!({"command": "ls -la"}))));
-    }
-
-    /// A request synthesised for a transcript reads back (`lam_core::wire`,
-    /// what the proxy reads) as the transcript's own actions, so every call
-    /// keeps its `§id` through `lam replay`: Codex arguments as written
-    /// (spaces, key order), an MCP call with its namespace, a code-mode `exec`.
-    #[test]
-    fn a_synthesised_request_reads_back_as_the_same_actions() {
-        let claude = [r#"Bash({"command":"ls","description":"list"})"#, r#"mcp__lam__recall({"id":"7cfd"})"#, r#"Read({"file_path":"/a.py"})"#];
-        let codex = [
-            r#"exec_command({"cmd": "ls", "workdir": "/repo"})"#,
-            r#"mcp__lam__recall({"id":"7cfd"})"#,
-            "exec(const r = await tools.exec_command({\"cmd\": \"pytest\"});\ntext(r.output);)",
-            "apply_patch(*** Begin Patch\n*** End Patch)",
-        ];
-        for (agent, actions) in [(Agent::ClaudeCode, &claude[..]), (Agent::Codex, &codex[..])] {
-            let calls: Vec<Call> = actions.iter().map(|a| Call::from_action(a, "out\n".into(), String::new())).collect();
-            let body: Value = serde_json::from_slice(&requests(agent, "task", &calls).pop().unwrap()).unwrap();
-            let items = body[agent.api().list_field()].as_array().unwrap();
-            let read: Vec<String> = items.iter().filter_map(Value::as_object).flat_map(|o| lam_core::wire::calls(agent.api(), o)).map(|c| c.action()).collect();
-            assert_eq!(read, actions, "{agent:?}");
-            assert_eq!(forwarded_results(agent, &serde_json::to_vec(&body).unwrap()).len(), actions.len());
-        }
-    }
-
-    #[test]
-    fn pricing_presets_and_custom() {
-        assert_eq!(Pricing::parse("anthropic"), Ok(Pricing::ANTHROPIC));
-        assert_eq!(Pricing::parse("read=0.25,write=1"), Ok(Pricing { read: 0.25, write: 1.0 }));
-        assert!(Pricing::parse("read=x").is_err());
-        assert!(Pricing::parse("read=0.1").is_err());
-        assert!(Pricing::parse("read=-1,write=1").is_err());
-    }
-
-    #[test]
-    fn billing_reads_the_shared_prefix() {
-        let counter = lam_core::SimpleCounter;
-        let mut b = Bill::default();
-        let (x, y, z): (&[u8], &[u8], &[u8]) = (b"\"a a\"", b"\"b b\"", b"\"c c\"");
-        b.add(&[x], 0, Pricing::OPENAI, &counter);
-        b.add(&[x, y], 0, Pricing::OPENAI, &counter);
-        b.add(&[z, y], 0, Pricing::OPENAI, &counter);
-        let t = |s: &[u8]| counter.count(s) as f64;
-        let want = t(x) + (t(x) * 0.1 + t(y)) + (t(z) + t(y));
-        assert!((b.billed - want).abs() < 1e-9, "{} vs {want}", b.billed);
-        assert_eq!(b.changed, 1, "item 0 changed in the third request");
-    }
-
-    #[test]
-    fn a_withheld_line_is_counted_in_both_shapes() {
-        let counter = lam_core::SimpleCounter;
-        let out = |o: &str| Call::from_action("cat a.py", o.to_string(), String::new());
-        let calls = [out("x = 1\ny = 2\n"), out("x = 1\ny = 3\n")];
-        for agent in [Agent::ClaudeCode, Agent::Codex] {
-            let body = requests(agent, "task", &calls).pop().unwrap();
-            assert_eq!(forwarded_results(agent, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
-            let mut r = SessionReport::default();
-            hidden_lines(&mut r, agent, &calls, &body, &counter);
-            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 0));
-            let stubbed = String::from_utf8(body).unwrap().replace("x = 1\\ny = 3\\n", "[lam: similar to lines 1-2 of `cat a.py`]");
-            let mut r = SessionReport::default();
-            hidden_lines(&mut r, agent, &calls, stubbed.as_bytes(), &counter);
-            assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{agent:?}");
-        }
-    }
 }
