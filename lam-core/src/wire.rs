@@ -240,6 +240,42 @@ fn shell_texts(output: &Value) -> Vec<String> {
     chunks.flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| filled(c, f)).map(move |f| format!("/output/{k}/{f}"))).collect()
 }
 
+/// Whether `call` forks the agent: a subagent that starts from the whole
+/// conversation so far rather than a fresh one (Claude Code's `Agent` or
+/// `Task` with `subagent_type: "fork"`, Codex's `spawn_agent` with
+/// `fork_turns` other than `"none"`). The fork's requests carry the
+/// parent's history, so the proxy gives it a conversation of its own that
+/// starts from the parent's.
+pub fn is_fork(call: &Call<'_>) -> bool {
+    let args = match call.arguments {
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
+        Some(v) => v.clone(),
+        None => Value::Null,
+    };
+    let field = |k: &str| args.get(k).and_then(Value::as_str);
+    match call.name.as_str() {
+        "Agent" | "Task" => field("subagent_type") == Some("fork"),
+        "spawn_agent" => field("fork_turns").is_some_and(|t| t != "none"),
+        _ => false,
+    }
+}
+
+/// The ids of the calls whose results conversation item `v` carries (empty
+/// results included).
+pub fn result_ids(api: Api, v: &Map<String, Value>) -> Vec<&str> {
+    match api {
+        Api::ChatCompletions => str_at(v, "tool_call_id").filter(|_| str_at(v, "role") == Some("tool")).into_iter().collect(),
+        Api::Messages => {
+            let blocks = v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object);
+            blocks.filter(|b| str_at(b, "type") == Some("tool_result")).filter_map(|b| str_at(b, "tool_use_id")).collect()
+        }
+        Api::Responses => match str_at(v, "type") {
+            Some(t) if RESPONSES_OUTPUTS.contains(&t) => output_call_id(v).into_iter().collect(),
+            _ => Vec::new(),
+        },
+    }
+}
+
 /// The agents lam knows by name: what `lam run` launches and configures,
 /// what `lam replay` writes requests as, and what their transcripts are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -349,6 +385,22 @@ mod tests {
         let custom = obj(json!({"type":"custom_tool_call","call_id":"e","name":"exec","input":"text(1)"}));
         assert_eq!(calls(Api::Responses, &custom)[0].action(), "exec(text(1))");
         assert!(calls(Api::Responses, &obj(json!({"type":"message","role":"user"}))).is_empty());
+    }
+
+    #[test]
+    fn forks_are_told_apart_from_fresh_subagents() {
+        let claude =
+            |t: &str| obj(json!({"role":"assistant","content":[{"type":"tool_use","id":"f","name":"Agent","input":{"prompt":"p","subagent_type":t}}]}));
+        assert!(calls(Api::Messages, &claude("fork")).iter().all(is_fork));
+        assert!(!calls(Api::Messages, &claude("general-purpose")).iter().any(is_fork));
+        let codex = |turns: &str| {
+            obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","arguments":format!("{{\"message\":\"m\",\"fork_turns\":\"{turns}\"}}")}))
+        };
+        assert!(calls(Api::Responses, &codex("all")).iter().all(is_fork));
+        assert!(!calls(Api::Responses, &codex("none")).iter().any(is_fork));
+        let result = obj(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"f","content":""},{"type":"text","text":"x"}]}));
+        assert_eq!(result_ids(Api::Messages, &result), ["f"]);
+        assert_eq!(result_ids(Api::Responses, &obj(json!({"type":"function_call_output","call_id":"s","output":""}))), ["s"]);
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub struct L0Stats {
 }
 
 /// One session's L0 state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LineDedup {
     table: Table,
     /// How stubs name each record's call (`lam_core::action::referent`).
@@ -172,7 +172,7 @@ pub const MAX_STARTS: usize = 8;
 
 /// Every line the model can see in the session's residuals: for each
 /// distinct non-blank line its visible copies, and each residual line's tag.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Table {
     /// Each distinct non-blank line's newest visible copy (index into
     /// `copies`), by [`exact`] key.

@@ -22,6 +22,9 @@ use xxhash_rust::xxh3::xxh3_128;
 /// runs the same function, whether its embeddings were computed now
 /// ([`Session::admit`]), given ([`Session::admit_embedded`]) or computed in
 /// one batched pass over a finished trajectory ([`crate::compact_batch`]).
+/// A clone goes on from the same state: the proxy forks a conversation
+/// this way when an agent forks a subagent.
+#[derive(Clone)]
 pub struct Session<I = L1Index> {
     cfg: Config,
     dim: usize,

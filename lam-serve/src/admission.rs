@@ -41,7 +41,7 @@ impl Delta {
 }
 
 /// One conversation's admission state: its operator and its store session.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Admitter {
     /// The store session: proposed until the first observation claims it.
     pub store_session: SessionId,

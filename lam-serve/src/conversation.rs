@@ -14,8 +14,9 @@ use lam_core::SessionId;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// One conversation's admission state and the bytes it forwarded for every item.
-#[derive(Debug)]
+/// One conversation's admission state and the bytes it forwarded for every
+/// item. A copy goes on from the same state (a forked subagent's).
+#[derive(Debug, Clone)]
 pub(crate) struct Conversation {
     admitter: Admitter,
     forwarded: HashMap<u128, Frozen>,

@@ -89,7 +89,7 @@ impl Proxy {
             return Ok(Rewritten { body: body.to_vec(), session: None });
         };
         let inner = &self.inner;
-        let found = registry::find_or_start(&inner.sessions, &inner.engine, &inner.run, session, &req.keys, inner.cfg.max_sessions);
+        let found = registry::find_or_start(&inner.sessions, &inner.engine, &inner.run, session, &req, inner.cfg.max_sessions);
         let handle = match found {
             Ok(h) => h,
             Err(e) => {

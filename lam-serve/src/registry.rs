@@ -10,8 +10,10 @@
 use crate::Error;
 use crate::conversation::Conversation;
 use crate::engine::{Engine, lock};
+use crate::request::Parsed;
 use crate::stats::SessionStats;
 use lam_core::SessionId;
+use lam_core::wire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -28,8 +30,22 @@ struct Entry {
     handle: Arc<Handle>,
     keys: Vec<u128>,
     used: u64,
-    /// What its conversation held when last accounted ([`Conversation::bytes`]).
+    /// What its conversation held when last accounted ([`Conversation::bytes`]),
+    /// its stash included.
     bytes: usize,
+    /// The conversation as it was before a fork call, for the branch that
+    /// has not come yet ([`Registry::stash`]).
+    stash: Option<Stash>,
+    /// The fork calls already branched from this session (by call id).
+    forked: Vec<String>,
+}
+
+/// A conversation kept at a fork: the keys it had then and its state.
+#[derive(Debug)]
+struct Stash {
+    keys: Vec<u128>,
+    conv: Conversation,
+    session: String,
 }
 
 /// Every session of the proxy. Held only to match and claim, never while
@@ -69,7 +85,7 @@ impl Registry {
         }
         self.clock += 1;
         self.made += 1;
-        let e = Entry { handle, keys: keys.to_vec(), used: self.clock, bytes: 0 };
+        let e = Entry { handle, keys: keys.to_vec(), used: self.clock, bytes: 0, stash: None, forked: Vec::new() };
         match name {
             Some(n) => {
                 self.named.insert(n.to_string(), e);
@@ -101,6 +117,7 @@ impl Registry {
         let Some(e) = found else {
             return;
         };
+        let bytes = bytes + e.stash.as_ref().map_or(0, |s| s.conv.bytes());
         self.held = self.held - e.bytes + bytes;
         e.bytes = bytes;
         while self.held > budget && !(self.open.is_empty() && self.named.is_empty()) {
@@ -120,6 +137,43 @@ impl Registry {
         };
         self.held -= e.bytes;
         self.retired.absorb(&lock(&e.handle.stats));
+    }
+
+    /// The unnamed session whose keys `keys` extend the furthest: its
+    /// handle and how many of `keys` it holds.
+    fn longest(&self, keys: &[u128]) -> Option<(Arc<Handle>, usize)> {
+        let e = self.open.iter().filter(|e| keys.starts_with(&e.keys)).max_by_key(|e| (e.keys.len(), e.used))?;
+        Some((e.handle.clone(), e.keys.len()))
+    }
+
+    /// Note that `h` branched at fork call `call`; false when it had already.
+    fn branch(&mut self, h: &Arc<Handle>, call: &str) -> bool {
+        let Some(e) = self.open.iter_mut().find(|e| Arc::ptr_eq(&e.handle, h)) else {
+            return false;
+        };
+        if e.forked.iter().any(|c| c == call) {
+            return false;
+        }
+        e.forked.push(call.to_string());
+        true
+    }
+
+    /// Keep `conv`, `h`'s conversation as it was at `keys` (before a fork
+    /// call), for the other branch of the fork.
+    fn stash(&mut self, h: &Arc<Handle>, keys: Vec<u128>, conv: Conversation, session: String) {
+        if let Some(e) = self.open.iter_mut().find(|e| Arc::ptr_eq(&e.handle, h)) {
+            e.stash = Some(Stash { keys, conv, session });
+        }
+    }
+
+    /// The stashed conversation that `keys` extend the furthest, taken.
+    fn unstash(&mut self, keys: &[u128]) -> Option<Stash> {
+        let e = self
+            .open
+            .iter_mut()
+            .filter(|e| e.stash.as_ref().is_some_and(|s| keys.starts_with(&s.keys)))
+            .max_by_key(|e| e.stash.as_ref().map(|s| s.keys.len()))?;
+        e.stash.take()
     }
 
     /// Bytes all held sessions hold, as last accounted.
@@ -145,20 +199,67 @@ impl Registry {
     }
 }
 
-/// The session `keys` continue (named `name`, else by prefix), claimed, or a
+/// The session `req` continues (named `name`, else by prefix), claimed, or a
 /// new one. A new session proposes to archive in the store session `NAME`
 /// (the client's name) or `RUN-N`; its first observation claims it
 /// ([`arc_store::claim_session`]: `NAME@2`, ... when another conversation's
-/// archive holds the name).
-pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, name: Option<&str>, keys: &[u128], max: usize) -> Result<Arc<Handle>, Error> {
+/// archive holds the name). A fork ([`fork`]) gets a session of its own
+/// that starts from its parent's conversation.
+pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, name: Option<&str>, req: &Parsed, max: usize) -> Result<Arc<Handle>, Error> {
     let mut reg = lock(reg);
-    if let Some(h) = reg.claim(name, keys) {
+    if name.is_none()
+        && let Some(h) = fork(&mut reg, req, max)
+    {
         return Ok(h);
     }
+    if let Some(h) = reg.claim(name, &req.keys) {
+        return Ok(h);
+    }
+    if name.is_none()
+        && let Some(s) = reg.unstash(&req.keys)
+    {
+        return Ok(start(&mut reg, None, &req.keys, s.conv, s.session, max));
+    }
     let label = name.map_or_else(|| format!("{run}-{}", reg.made() + 1), str::to_string);
-    let op = engine.operator_session()?;
-    let stats = SessionStats { session: label.clone(), name: name.map(str::to_string), ..SessionStats::default() };
-    let h = Arc::new(Handle { conv: Mutex::new(Conversation::new(SessionId::new(label), op)), stats: Mutex::new(stats) });
+    let conv = Conversation::new(SessionId::new(label.clone()), engine.operator_session()?);
+    Ok(start(&mut reg, name, &req.keys, conv, label, max))
+}
+
+/// A new session of `conv`, archiving in the store session `session`.
+fn start(reg: &mut Registry, name: Option<&str>, keys: &[u128], conv: Conversation, session: String, max: usize) -> Arc<Handle> {
+    let stats = SessionStats { session, name: name.map(str::to_string), ..SessionStats::default() };
+    let h = Arc::new(Handle { conv: Mutex::new(conv), stats: Mutex::new(stats) });
     reg.insert(name, keys, h.clone(), max);
-    Ok(h)
+    h
+}
+
+/// Forks. An agent that forks a subagent (`lam_core::wire::is_fork`) makes
+/// two conversations that both extend the parent's: the fork's (the
+/// parent's history, then its own items) and the parent's (the fork call
+/// answered). Whichever request comes first through the fork call: the
+/// parent's continuation (it carries the call's result) claims the session
+/// as usual, and the conversation as it was before the call is stashed for
+/// the fork; the fork's gets a new session starting from a copy of the
+/// parent's conversation, which keeps its own. Both stay prefix-stable and
+/// archive in the parent's store session (a stub in the fork may cite what
+/// the parent saw). Returns the fork's new session.
+fn fork(reg: &mut Registry, req: &Parsed, max: usize) -> Option<Arc<Handle>> {
+    let (h, held) = reg.longest(&req.keys)?;
+    let new = &req.items[held.saturating_sub(1)..];
+    let call = new.iter().find_map(|it| {
+        let v = it.value();
+        let obj = v.as_object()?;
+        wire::calls(req.api, obj).into_iter().find(wire::is_fork).map(|c| c.id.to_string())
+    })?;
+    if !reg.branch(&h, &call) {
+        return None;
+    }
+    let answered = new.iter().any(|it| it.value().as_object().is_some_and(|o| wire::result_ids(req.api, o).contains(&call.as_str())));
+    let conv = lock(&h.conv).clone();
+    let session = lock(&h.stats).session.clone();
+    if answered {
+        reg.stash(&h, req.keys[..held].to_vec(), conv, session);
+        return None;
+    }
+    Some(start(reg, None, &req.keys, conv, session, max))
 }

@@ -1,0 +1,93 @@
+//! A forked subagent (Claude Code's `Agent` with `subagent_type: "fork"`,
+//! Codex's `spawn_agent` with `fork_turns`) sends its parent's whole history
+//! followed by its own items. It gets a session of its own that starts from
+//! the parent's conversation, the parent keeps its session, and both stay
+//! prefix-stable, whichever comes first.
+//!
+//! The shapes are the agents' recorded wire shapes (`docs/agents.md`): the
+//! pinned Claude Code and Codex binaries were not made to fork under the
+//! scripted upstream of `lam/tests/agents`.
+
+use lam_serve::{Api, Proxy, ServeConfig};
+use serde_json::{Value, json};
+
+fn log(tag: &str) -> String {
+    (0..30).map(|i| format!("{tag} line {i} of the test log\n")).collect()
+}
+
+fn bash(id: &str, cmd: &str, out: &str) -> [Value; 2] {
+    [
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": cmd}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": out}]}),
+    ]
+}
+
+fn fork_call() -> Value {
+    json!({"role": "assistant", "content": [{"type": "tool_use", "id": "fork_1", "name": "Agent", "input": {"description": "try it", "prompt": "Try the other fix.", "subagent_type": "fork"}}]})
+}
+
+fn body(items: &[Value]) -> Vec<u8> {
+    serde_json::to_vec(&json!({"model": "m", "max_tokens": 8, "system": "You are Claude Code.", "messages": items})).unwrap()
+}
+
+fn sent(b: &[u8]) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(b).unwrap();
+    v["messages"].as_array().unwrap().clone()
+}
+
+/// A request's store session and the messages forwarded for it.
+type Sent = (Option<String>, Vec<Value>);
+
+/// The parent's history, then the fork's first request and the parent's
+/// continuation in `order`; the proxy sessions each request lands in and
+/// what it forwarded.
+fn run(fork_first: bool) -> (Proxy, Vec<Sent>) {
+    let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+    let mut parent = vec![json!({"role": "user", "content": "Fix the failing test."})];
+    parent.extend(bash("t1", "pytest -q", &log("A")));
+    let mut fork = parent.clone();
+    fork.extend([fork_call(), json!({"role": "user", "content": "You are a fork of the conversation above. Try the other fix."})]);
+    let mut fork2 = fork.clone();
+    fork2.extend(bash("t2", "pytest -q", &log("A")));
+    let mut cont = parent.clone();
+    cont.extend([fork_call(), json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "fork_1", "content": "The other fix works."}]})]);
+    let mut cont2 = cont.clone();
+    cont2.extend(bash("t3", "pytest -q", &log("A")));
+    let order: Vec<&Vec<Value>> = if fork_first { vec![&parent, &fork, &fork2, &cont, &cont2] } else { vec![&parent, &cont, &fork, &cont2, &fork2] };
+    let out = order
+        .into_iter()
+        .map(|items| {
+            let r = proxy.rewrite(Api::Messages, None, &body(items));
+            (r.session, sent(&r.body))
+        })
+        .collect();
+    (proxy, out)
+}
+
+#[test]
+fn a_fork_gets_its_own_session_and_the_parent_keeps_its_own() {
+    for fork_first in [true, false] {
+        let (proxy, out) = run(fork_first);
+        let st = proxy.stats();
+        assert_eq!(st.sessions_created, 2, "fork_first {fork_first}: one session for the parent, one for the fork");
+        let by_session = |s: &Option<String>| out.iter().filter(|(x, _)| x == s).count();
+        assert_eq!(by_session(&out[0].0), 5, "both archive in the parent's store session");
+        let requests: Vec<u64> = st.sessions.iter().map(|s| s.requests).collect();
+        assert_eq!(requests, [3, 2], "fork_first {fork_first}: the parent keeps its session (3 requests), the fork has 2");
+        // Every request forwards the parent's history exactly as the first did.
+        let first = &out[0].1;
+        for (_, items) in &out[1..] {
+            assert_eq!(&items[..first.len()], &first[..], "fork_first {fork_first}: prefix-stable");
+        }
+        // Each branch's own later requests forward its earlier items as before.
+        let (fork1, fork2) = if fork_first { (&out[1].1, &out[2].1) } else { (&out[2].1, &out[4].1) };
+        assert_eq!(&fork2[..fork1.len()], &fork1[..]);
+        let (cont1, cont2) = if fork_first { (&out[3].1, &out[4].1) } else { (&out[1].1, &out[3].1) };
+        assert_eq!(&cont2[..cont1.len()], &cont1[..]);
+        // Both branches saw log A in the parent's history: its rerun is a stub in each.
+        for last in [fork2, cont2] {
+            let text = last.last().unwrap()["content"][0]["content"].as_str().unwrap();
+            assert!(text.starts_with("[lam: same output as `pytest -q` above"), "fork_first {fork_first}: {text}");
+        }
+    }
+}
