@@ -36,64 +36,71 @@ pub(crate) struct Slot {
     pub keep: bool,
 }
 
-/// What the items of one request say about each other: the action of every
-/// tool call id, the task (first user turn), and the action of the assistant
-/// message before each item (the action of a user-turn observation, and of a
-/// result whose call is not in the request), all by `lam_core::action`.
-#[derive(Debug, Default)]
+/// What a conversation's items so far say about the next one: the action of
+/// every tool call id, the task (first user turn), and the action of the
+/// last assistant message (the action of a user-turn observation, and of a
+/// result whose call is not in the conversation), all by `lam_core::action`.
+/// Built item by item ([`Context::note`]) and kept with the conversation,
+/// so a request's earlier items are not read again.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Context {
     actions: HashMap<String, String>,
     names: HashMap<String, String>,
     task: Option<usize>,
-    said: Vec<Arc<str>>,
+    said: Arc<str>,
+    /// Items noted so far (the index of the next one).
+    noted: usize,
 }
 
-/// What the proxy reads from an API's items beyond the wire
-/// (`lam_core::wire`): the task, what each result answers, and which
-/// strings are observations under the proxy's [`Policy`].
+impl Context {
+    /// Note the next item of the conversation, `v`.
+    pub(crate) fn note(&mut self, api: Api, v: &Value) {
+        if self.task.is_none() && role(v) == Some("user") && is_message(api, v) {
+            self.task = Some(self.noted);
+        }
+        for c in v.as_object().map(|o| wire::calls(api, o)).unwrap_or_default() {
+            self.actions.insert(c.id.to_string(), c.action());
+            self.names.insert(c.id.to_string(), c.name);
+        }
+        if role(v) == Some("assistant") {
+            self.said = Arc::from(action::of_message(v));
+        }
+        self.noted += 1;
+    }
+
+    /// Bytes it holds (the calls' actions and names).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let map = |m: &HashMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>();
+        map(&self.actions) + map(&self.names) + self.said.len()
+    }
+}
+
+/// Which strings of an API's items are observations under the proxy's
+/// [`Policy`], on the wire's calls and results (`lam_core::wire`).
 pub(crate) trait Observations {
-    /// The context of a request's items.
-    fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context;
-    /// The observations in item `i` of a request.
-    fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot>;
+    /// The observations in the conversation's next item `v`, given what the
+    /// items before it say (`cx`, having noted exactly those).
+    fn slots(self, v: &Value, cx: &Context, policy: &Policy) -> Vec<Slot>;
 }
 
 impl Observations for Api {
-    /// The context of a request's items.
-    fn context<V: std::borrow::Borrow<Value>>(self, items: impl IntoIterator<Item = V>) -> Context {
-        let mut cx = Context::default();
-        let mut last: Arc<str> = Arc::from("");
-        for (i, v) in items.into_iter().enumerate() {
-            let v = v.borrow();
-            cx.said.push(last.clone());
-            if cx.task.is_none() && role(v) == Some("user") && is_message(self, v) {
-                cx.task = Some(i);
-            }
-            note_calls(self, v, &mut cx);
-            if role(v) == Some("assistant") {
-                last = Arc::from(action::of_message(v));
-            }
-        }
-        cx
-    }
-
     /// The observations in item `i` of a request (empty texts left out).
     /// With `policy.user_turns`, user turns after the task are observations
     /// too (agents that send tool output as user messages); results of the
     /// tools in `policy.keep_tools` are marked `keep` (admitted, forwarded whole).
-    fn slots(self, v: &Value, i: usize, cx: &Context, policy: &Policy) -> Vec<Slot> {
+    fn slots(self, v: &Value, cx: &Context, policy: &Policy) -> Vec<Slot> {
         let Some(obj) = v.as_object() else {
             return Vec::new();
         };
         let recall = |id: &str| policy.recall_tool.as_deref().is_some_and(|r| is_recall(r, cx.names.get(id), cx.actions.get(id)));
         let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
-        let said = || cx.said.get(i).map(ToString::to_string).unwrap_or_default();
+        let said = || cx.said.to_string();
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
         let outputs = wire::outputs(self, obj);
         if !outputs.is_empty() || (self == Api::Messages && wire::has_tool_results(obj)) {
             return outputs.into_iter().map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id) }).collect();
         }
-        let user_obs = policy.user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| i > t);
+        let user_obs = policy.user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
         if !user_obs {
             return Vec::new();
         }
@@ -105,14 +112,6 @@ impl Observations for Api {
 
 fn is_message(api: Api, v: &Value) -> bool {
     api != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
-}
-
-/// Record the name and action of every tool call item `v` makes.
-fn note_calls(api: Api, v: &Value, cx: &mut Context) {
-    for c in v.as_object().map(|o| wire::calls(api, o)).unwrap_or_default() {
-        cx.actions.insert(c.id.to_string(), c.action());
-        cx.names.insert(c.id.to_string(), c.name);
-    }
 }
 
 /// Whether a call (its `name` and action) is a call of the recall tool `r`:
@@ -140,16 +139,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Every observation of a conversation, read item by item as the proxy does.
+    fn read(api: Api, items: &[Value], p: &Policy) -> Vec<(usize, Slot)> {
+        let mut cx = Context::default();
+        let mut out = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            out.extend(api.slots(v, &cx, p).into_iter().map(|s| (i, s)));
+            cx.note(api, v);
+        }
+        out
+    }
+
     fn slots(api: Api, items: &[Value], user: bool) -> Vec<(usize, Slot)> {
-        let cx = api.context(items.iter());
-        items
-            .iter()
-            .enumerate()
-            .flat_map(|(i, v)| {
-                let p = Policy { user_turns: user, ..Policy::default() };
-                api.slots(v, i, &cx, &p).into_iter().map(move |s| (i, s))
-            })
-            .collect()
+        read(api, items, &Policy { user_turns: user, ..Policy::default() })
     }
 
     /// The tool-result shapes of the SDKs' own types (openai-python 2.54
@@ -238,8 +240,8 @@ mod tests {
             json!({"type":"function_call","call_id":"c","name":"exec_command","arguments":"{\"cmd\":\"cat a\"}"}),
             json!({"type":"function_call_output","call_id":"c","output":"orig"}),
         ];
-        let cx = Api::Responses.context(items.iter());
-        let keep: Vec<bool> = items.iter().enumerate().flat_map(|(i, v)| Api::Responses.slots(v, i, &cx, &p)).map(|s| s.keep).collect();
+        let got = read(Api::Responses, &items, &p);
+        let keep: Vec<bool> = got.iter().map(|(_, s)| s.keep).collect();
         assert_eq!(keep, [true, true, false]);
         // Only the tool itself: a call that mentions its name is an ordinary call.
         let mentions = [
@@ -251,19 +253,16 @@ mod tests {
             json!({"type":"custom_tool_call","call_id":"e","name":"exec","input":"// mcp__lam__recall is not called here\nconst r = await tools.exec_command({cmd: 'ls'});"}),
             json!({"type":"custom_tool_call_output","call_id":"e","output":"orig"}),
         ];
-        let cx2 = Api::Responses.context(mentions.iter());
-        let keep: Vec<bool> = mentions.iter().enumerate().flat_map(|(i, v)| Api::Responses.slots(v, i, &cx2, &p)).map(|s| s.keep).collect();
+        let keep: Vec<bool> = read(Api::Responses, &mentions, &p).iter().map(|(_, s)| s.keep).collect();
         assert_eq!(keep, [false, false, false]);
-        let s = Api::Responses.slots(&items[2], 2, &cx, &p);
-        assert_eq!(s[0].action, "mcp__lam__recall({\"id\":\"7cfd\"})", "the namespace is part of the name");
+        assert_eq!(got[0].1.action, "mcp__lam__recall({\"id\":\"7cfd\"})", "the namespace is part of the name");
         let claude = [
             json!({"role":"user","content":"task"}),
             json!({"role":"assistant","content":[{"type":"tool_use","id":"t","name":"mcp__lam__recall","input":{"id":"7cfd"}}]}),
             json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"orig"}]}]}),
         ];
-        let cx = Api::Messages.context(claude.iter());
-        assert!(Api::Messages.slots(&claude[2], 2, &cx, &p)[0].keep);
-        assert!(!Api::Messages.slots(&claude[2], 2, &cx, &Policy::default())[0].keep);
+        assert!(read(Api::Messages, &claude, &p)[0].1.keep);
+        assert!(!read(Api::Messages, &claude, &Policy::default())[0].1.keep);
     }
 
     #[test]

@@ -5,12 +5,13 @@
 //! request go on to admission.
 
 use crate::admission::{Admitter, Delta};
-use crate::api::Observations as _;
+use crate::api::{Api, Context, Observations as _};
 use crate::canon;
-use crate::engine::Engine;
+use crate::engine::{Engine, Loan};
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen};
 use lam_core::SessionId;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,11 +23,15 @@ pub(crate) struct Conversation {
     forwarded: HashMap<u128, Frozen>,
     /// Bytes the frozen items hold ([`Frozen::heap_bytes`]).
     frozen_bytes: usize,
+    /// What the items read so far say about the next one, and their keys:
+    /// a request that extends them is read from its first new item on.
+    cx: Context,
+    cx_keys: Vec<u128>,
 }
 
 impl Conversation {
     pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self { admitter: Admitter::new(store_session, op), forwarded: HashMap::new(), frozen_bytes: 0 }
+        Self { admitter: Admitter::new(store_session, op), forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new() }
     }
 
     /// An estimate of the memory this conversation holds: its frozen
@@ -34,43 +39,71 @@ impl Conversation {
     /// bookkeeping, ids, line hashes).
     pub(crate) fn bytes(&self) -> usize {
         let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
-        self.frozen_bytes + map + self.admitter.op.heap_bytes() + 512
+        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
     /// session as it was then (carrying the client's annotations of now),
     /// every new observation archived and replaced by its residual, everything
-    /// else as received.
+    /// else as received. Each item is read (parsed to a value) at most once,
+    /// the first time a request of the conversation holds it.
     pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
-        let cx = req.api.context(req.items.iter().map(Item::value));
-        let mut loan = None;
-        let mut delta = Delta::default();
+        let keys = &req.keys[1..];
+        if !keys.starts_with(&self.cx_keys) {
+            // Not an extension (a named session whose client rewrote its history): read it all.
+            (self.cx, self.cx_keys) = (Context::default(), Vec::new());
+        }
+        let read = self.cx_keys.len();
+        let mut pass = Pass { engine, loan: None, delta: Delta::default() };
         let mut out: Vec<Arc<[u8]>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
-            let key = req.keys[i + 1];
-            if let Some(f) = self.forwarded.get(&key) {
-                delta.reused += 1;
-                out.push(f.with(&item.annotations));
+            let frozen = self.forwarded.get(&keys[i]).map(|f| f.with(&item.annotations));
+            if frozen.is_some() && i < read {
+                pass.delta.reused += 1;
+                out.extend(frozen);
                 continue;
             }
-            delta.new_items += 1;
-            let raw = item.raw.get().as_bytes();
-            let value = item.faithful.then(|| item.value());
-            let slots = value.as_ref().map(|v| req.api.slots(v, i, &cx, &engine.policy)).unwrap_or_default();
-            let tree = if slots.is_empty() { None } else { canon::parse(raw).ok() };
-            let bytes: Arc<[u8]> = match (value, tree) {
-                (Some(v), Some(tree)) => {
-                    let loan = loan.get_or_insert_with(|| engine.pool.take());
-                    let edits = self.admitter.admit(&v, &tree, &slots, engine, loan, &mut delta);
-                    rewrite::spliced(raw, edits).into()
+            let value = if item.faithful { item.value() } else { Value::Null };
+            out.push(match frozen {
+                Some(bytes) => {
+                    pass.delta.reused += 1;
+                    bytes
                 }
-                _ => raw.into(),
-            };
-            let frozen = Frozen::new(bytes.clone(), item.annotations.clone());
-            self.frozen_bytes += frozen.heap_bytes();
-            self.forwarded.insert(key, frozen);
-            out.push(bytes);
+                None => self.forward_new(req.api, keys[i], item, &value, &mut pass),
+            });
+            self.cx.note(req.api, &value);
+            self.cx_keys.push(keys[i]);
         }
-        (rewrite::body(req, &out), delta)
+        (rewrite::body(req, &out), pass.delta)
     }
+
+    /// The bytes of an item seen for the first time, frozen: its
+    /// observations admitted and replaced by their residuals.
+    fn forward_new(&mut self, api: Api, key: u128, item: &Item, value: &Value, pass: &mut Pass<'_>) -> Arc<[u8]> {
+        pass.delta.new_items += 1;
+        let engine = pass.engine;
+        let raw = item.raw.get().as_bytes();
+        let slots = if item.faithful { api.slots(value, &self.cx, &engine.policy) } else { Vec::new() };
+        let tree = if slots.is_empty() { None } else { canon::parse(raw).ok() };
+        let bytes: Arc<[u8]> = match tree {
+            Some(tree) => {
+                let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
+                let edits = self.admitter.admit(value, &tree, &slots, engine, loan, &mut pass.delta);
+                rewrite::spliced(raw, edits).into()
+            }
+            None => raw.into(),
+        };
+        let frozen = Frozen::new(bytes.clone(), item.annotations.clone());
+        self.frozen_bytes += frozen.heap_bytes();
+        self.forwarded.insert(key, frozen);
+        bytes
+    }
+}
+
+/// One request's pass over a conversation: the engine, the encoder it
+/// borrowed (at its first new observation) and what it changed.
+struct Pass<'e> {
+    engine: &'e Engine,
+    loan: Option<Loan<'e>>,
+    delta: Delta,
 }
