@@ -142,7 +142,7 @@ macro_rules! session_counters {
 
 session_counters! {
     /// Requests that continued this session.
-    requests: u64 => "lam_serve_session_requests_total", "Requests that continued a session.";
+    requests: u64 => "lam_serve_session_requests_total", "Requests rewritten in a session (its first included).";
     /// Items of this session's requests seen for the first time (the only
     /// ones the proxy examines; observations among them are admitted).
     new_items: u64 => "lam_serve_new_items_total", "Conversation items seen for the first time in their session (the only ones examined).";

@@ -3,8 +3,9 @@
 //! `<session>/subagents/agent-*.jsonl`) and Codex CLI rollouts
 //! (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Both are JSON Lines; which
 //! one a `.jsonl` file holds, or lam's own JSONL, is told by its first
-//! non-blank line ([`detect`]). Every tool result is one record whose action is
-//! the call that produced it, named by the one rule ([`lam_core::action`]).
+//! non-blank line ([`detect`]). Every tool-result text is one record (as the
+//! proxy admits them, `lam_core::wire::outputs`) whose action is the call
+//! that produced it, named by the one rule ([`lam_core::action`]).
 
 use crate::read::{Format, ReadError, Trajectory, kind};
 use lam_core::wire::{self, Api};
@@ -136,8 +137,8 @@ impl Session {
     }
 }
 
-/// Read a Claude Code transcript: each `tool_result` block of a `user` line is
-/// one record; its action is the `tool_use` with that id,
+/// Read a Claude Code transcript: each text of a `tool_result` block of a
+/// `user` line is one record (a block with no text, one empty record); its action is the `tool_use` with that id,
 /// `name(compact JSON input)`. Lines of other types are skipped. The session
 /// is the first `sessionId` (a subagent file, whose lines are `isSidechain`,
 /// is `<sessionId>.<file stem>`), else the file stem. A file with no `user`
@@ -304,7 +305,8 @@ fn texts_at(v: &Value, pointers: &[String]) -> Vec<String> {
 }
 
 /// Read a Codex CLI rollout: each `function_call_output` and
-/// `custom_tool_call_output` item is one record; its action is the
+/// `custom_tool_call_output` item is one record per text part of its
+/// output (a string output: one); its action is the
 /// `function_call` (`name(arguments)`), `custom_tool_call` (`name(input)`) or
 /// `local_shell_call` (`local_shell(compact JSON action)`) with that
 /// `call_id`. Items come in `response_item` envelopes, or bare in older
