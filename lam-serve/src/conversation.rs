@@ -6,7 +6,7 @@
 
 use crate::admission::{Admitter, Delta};
 use crate::api::{Api, Context, Observations as _};
-use crate::canon;
+use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen};
@@ -45,8 +45,9 @@ impl Conversation {
     /// The body to forward for `req`: every item forwarded before in this
     /// session as it was then (carrying the client's annotations of now),
     /// every new observation archived and replaced by its residual, everything
-    /// else as received. Each item is read (parsed to a value) at most once,
-    /// the first time a request of the conversation holds it.
+    /// else as received. Each item is read once per request, into its tree
+    /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
+    /// if new); only items new to the conversation become values.
     pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
@@ -63,37 +64,45 @@ impl Conversation {
                 out.extend(frozen);
                 continue;
             }
-            let value = if item.faithful { item.value() } else { Value::Null };
-            out.push(match frozen {
-                Some(bytes) => {
-                    pass.delta.reused += 1;
-                    bytes
-                }
-                None => self.forward_new(req.api, keys[i], item, &value, &mut pass),
+            let raw = item.raw.get().as_bytes();
+            item.with_tree(|tree| {
+                let value = tree.map_or(Value::Null, |t| canon::value(raw, t));
+                out.push(match frozen {
+                    Some(bytes) => {
+                        pass.delta.reused += 1;
+                        bytes
+                    }
+                    None => self.forward_new(req.api, keys[i], item, (tree, &value), &mut pass),
+                });
+                self.cx.note(req.api, &value);
             });
-            self.cx.note(req.api, &value);
             self.cx_keys.push(keys[i]);
         }
         (rewrite::body(req, &out), pass.delta)
     }
 
-    /// The bytes of an item seen for the first time, frozen: its
-    /// observations admitted and replaced by their residuals.
-    fn forward_new(&mut self, api: Api, key: u128, item: &Item, value: &Value, pass: &mut Pass<'_>) -> Arc<[u8]> {
+    /// The bytes of an item seen for the first time (`read`: its tree and
+    /// value), frozen: its observations admitted and replaced by their residuals.
+    fn forward_new(&mut self, api: Api, key: u128, item: &Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Arc<[u8]> {
         pass.delta.new_items += 1;
-        let engine = pass.engine;
-        let raw = item.raw.get().as_bytes();
-        let slots = if item.faithful { api.slots(value, &self.cx, &engine.policy) } else { Vec::new() };
-        let tree = if slots.is_empty() { None } else { canon::parse(raw).ok() };
-        let bytes: Arc<[u8]> = match tree {
+        let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
+        let edits = match tree {
             Some(tree) => {
-                let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
-                let edits = self.admitter.admit(value, &tree, &slots, engine, loan, &mut pass.delta);
-                rewrite::spliced(raw, edits).into()
+                let slots = api.slots(value, &self.cx, &engine.policy);
+                if slots.is_empty() {
+                    Vec::new()
+                } else {
+                    let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
+                    self.admitter.admit(value, tree, &slots, engine, loan, &mut pass.delta)
+                }
             }
-            None => raw.into(),
+            None => Vec::new(),
         };
-        let frozen = Frozen::new(bytes.clone(), item.annotations.clone());
+        let frozen = match edits.is_empty() {
+            true => Frozen::new(raw.into(), item.annotations.clone(), tree),
+            false => Frozen::new(rewrite::spliced(raw, edits).into(), item.annotations.clone(), None),
+        };
+        let bytes = frozen.bytes();
         self.frozen_bytes += frozen.heap_bytes();
         self.forwarded.insert(key, frozen);
         bytes

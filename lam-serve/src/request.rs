@@ -1,9 +1,9 @@
 //! One request to a compacted route, parsed once: its members as received,
-//! its conversation items (raw bytes, parsed value, identity and annotations)
+//! its conversation items (raw bytes, their one tree, identity and annotations)
 //! and the keys that session matching compares.
 
 use crate::api::Api;
-use crate::canon::{self, Annotation};
+use crate::canon::{self, Annotation, Node};
 use crate::json::{Members, occurrence_key};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -17,6 +17,11 @@ pub(crate) struct Item {
     /// Whether the item can be read faithfully (if not, it is forwarded
     /// exactly as sent and never admitted).
     pub faithful: bool,
+    /// Its reading ([`canon::parse`]), kept for the request when it weighs
+    /// no more than the item's bytes (a tool result: a few nodes over long
+    /// strings); a tree that would outweigh them (a short message) is
+    /// dropped and, if the conversation has not seen the item, read again.
+    tree: Option<Node>,
     /// Its identity key ([`canon::identity_key`]).
     pub identity: u128,
     /// Its annotations as sent now (`cache_control`), by path.
@@ -24,11 +29,20 @@ pub(crate) struct Item {
 }
 
 impl Item {
-    /// The item as a JSON value, parsed anew: only the items a request
-    /// admits, and one at a time, are ever values (a value or a tree per
-    /// item of a request would cost ~20x a small item's bytes).
+    /// `f` of the item's tree (`None` when it cannot be read faithfully).
+    pub(crate) fn with_tree<R>(&self, f: impl FnOnce(Option<&Node>) -> R) -> R {
+        match &self.tree {
+            Some(t) => f(Some(t)),
+            None if self.faithful => f(canon::parse(self.raw.get().as_bytes()).ok().as_ref()),
+            None => f(None),
+        }
+    }
+
+    /// The item as a JSON value, built from its tree (`Null` when it cannot
+    /// be read faithfully): only the items a request reads for the first
+    /// time become values.
     pub(crate) fn value(&self) -> Value {
-        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
+        self.with_tree(|t| t.map_or(Value::Null, |t| canon::value(self.raw.get().as_bytes(), t)))
     }
 }
 
@@ -53,13 +67,14 @@ impl Parsed {
         let raws: Vec<Box<RawValue>> = serde_json::from_str(members.0[at].1.get()).ok()?;
         let mut items = Vec::with_capacity(raws.len());
         for raw in raws {
-            // Read as a value only to check it can be; what is kept is the raw
-            // bytes, the identity and the annotations.
-            serde_json::from_str::<serde::de::IgnoredAny>(raw.get()).ok()?;
+            // `raws` are valid JSON (serde_json checked them while slicing);
+            // each is read once, into its tree (`Item::tree` says which trees are kept).
             let tree = canon::parse(raw.get().as_bytes()).ok();
             let annotations = tree.as_ref().map(|t| canon::annotations(raw.get().as_bytes(), t)).unwrap_or_default();
             let identity = canon::identity_key(raw.get().as_bytes(), tree.as_ref());
-            items.push(Item { raw, faithful: tree.is_some(), identity, annotations });
+            let faithful = tree.is_some();
+            let tree = tree.filter(|t| canon::weight(t) <= raw.get().len());
+            items.push(Item { raw, faithful, tree, identity, annotations });
         }
         let keys = keys(api, &members, &items);
         Some(Self { api, members, at, items, keys })

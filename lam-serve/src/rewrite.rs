@@ -5,7 +5,7 @@
 //! the conversation list replaced.
 
 use crate::admission::Edit;
-use crate::canon::{self, Annotation};
+use crate::canon::{self, Annotation, Node};
 use crate::request::Parsed;
 use std::ops::Range;
 use std::sync::Arc;
@@ -33,13 +33,25 @@ pub(crate) struct Frozen {
 }
 
 impl Frozen {
-    /// Freeze the bytes forwarded for an item that carried `annotations`.
-    pub(crate) fn new(bytes: Arc<[u8]>, annotations: Vec<Annotation>) -> Self {
-        let bare = match canon::parse(&bytes) {
-            Ok(tree) if !annotations.is_empty() => deletions(&bytes, &canon::reannotate(&bytes, &tree, &[])).unwrap_or_default(),
-            _ => Vec::new(),
+    /// Freeze the bytes forwarded for an item that carried `annotations`;
+    /// `tree`, when given, is their reading (the item's own, when it goes
+    /// unchanged), else they are read here if they carry annotations.
+    pub(crate) fn new(bytes: Arc<[u8]>, annotations: Vec<Annotation>, tree: Option<&Node>) -> Self {
+        let bare = if annotations.is_empty() {
+            Vec::new()
+        } else {
+            let read = match tree {
+                Some(t) => Some(canon::reannotate(&bytes, t, &[])),
+                None => canon::parse(&bytes).ok().map(|t| canon::reannotate(&bytes, &t, &[])),
+            };
+            read.and_then(|bare| deletions(&bytes, &bare)).unwrap_or_default()
         };
         Self { bytes, annotations: annotations.into(), bare: bare.into() }
+    }
+
+    /// The bytes as forwarded first.
+    pub(crate) fn bytes(&self) -> Arc<[u8]> {
+        self.bytes.clone()
     }
 
     /// The bytes to forward when the client now annotates the item with `now`.
@@ -88,14 +100,14 @@ mod tests {
     fn an_unmarked_item_is_the_marked_one_without_its_marks_and_never_read_again() {
         let marked = br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"out","cache_control":{"type":"ephemeral"}}]}"#;
         let tree = canon::parse(marked).unwrap();
-        let f = Frozen::new(marked[..].into(), canon::annotations(marked, &tree));
+        let f = Frozen::new(marked[..].into(), canon::annotations(marked, &tree), None);
         assert_eq!(&f.with(&canon::annotations(marked, &tree))[..], marked);
         let bare = f.with(&[]);
         assert_eq!(&bare[..], &canon::reannotate(marked, &tree, &[])[..], "the same bytes a reading would give");
         assert_eq!(&bare[..], br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"out"}]}"#);
         let spaced = br#"{"role" : "user", "content":[{"type":"text","text":"x"}], "cache_control": {"type":"ephemeral"} }"#;
         let tree = canon::parse(spaced).unwrap();
-        let f = Frozen::new(spaced[..].into(), canon::annotations(spaced, &tree));
+        let f = Frozen::new(spaced[..].into(), canon::annotations(spaced, &tree), Some(&tree));
         assert_eq!(&f.with(&[])[..], &canon::reannotate(spaced, &tree, &[])[..]);
         assert_eq!(deletions(b"abcdxe", b"ade"), Some(vec![1..3, 4..5]));
         assert_eq!(deletions(b"abc", b"abd"), None);

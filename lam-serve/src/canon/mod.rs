@@ -208,6 +208,28 @@ fn unescape(lit: &[u8]) -> Result<String, Unfaithful> {
     serde_json::from_slice(lit).map_err(|_| Unfaithful)
 }
 
+/// Bytes a tree holds on the heap (its nodes, members and keys).
+pub(crate) fn weight(node: &Node) -> usize {
+    match &node.kind {
+        Kind::Object(ms) => ms.iter().map(|m| std::mem::size_of::<Member>() + m.key.len() + weight(&m.value)).sum(),
+        Kind::Array(items) => items.iter().map(|n| std::mem::size_of::<Node>() + weight(n)).sum(),
+        Kind::Str | Kind::Lit => 0,
+    }
+}
+
+/// The value `node` (read from `b`) holds, as a `serde_json::Value`: built
+/// from the tree, never by reading the bytes again (only string and number
+/// literals are decoded).
+pub(crate) fn value(b: &[u8], node: &Node) -> serde_json::Value {
+    use serde_json::Value;
+    match &node.kind {
+        Kind::Object(ms) => Value::Object(ms.iter().map(|m| (m.key.clone(), value(b, &m.value))).collect()),
+        Kind::Array(items) => Value::Array(items.iter().map(|n| value(b, n)).collect()),
+        Kind::Str => unescape(&b[node.span.clone()]).map_or(Value::Null, Value::String),
+        Kind::Lit => serde_json::from_slice(&b[node.span.clone()]).unwrap_or(Value::Null),
+    }
+}
+
 /// The node a JSON pointer (`/content/0/text`) names.
 pub(crate) fn find<'n>(node: &'n Node, pointer: &str) -> Option<&'n Node> {
     let mut n = node;
