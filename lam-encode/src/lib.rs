@@ -69,7 +69,7 @@ mod precomputed;
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, OrtForward, ort_dylib_path};
 #[cfg(feature = "bert")]
 pub use bert::{BertEncoder, BertFamily, CpuForward, Forward, Front, Pooling};
-pub use builder::{BACKEND_NAMES, Backend, Cache, EncoderSpec, default_cache_path, has_model};
+pub use builder::{BACKEND_NAMES, Backend, Cache, Cached, EncoderSpec, default_cache_path, has_model};
 pub use cache::{CacheReport, CachedEncoder};
 #[cfg(feature = "cuda")]
 pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, CudaForward, DEFAULT_BATCH_TOKENS, cuda_libraries, nvrtc_compile_bert_ptx};

@@ -57,6 +57,8 @@ mod config;
 mod error;
 mod segments;
 mod session;
+#[cfg(feature = "settings")]
+mod settings;
 mod totals;
 
 pub use admission::{Admission, ChunkOutcome, Tokens};
@@ -70,6 +72,8 @@ pub use error::Error;
 pub use lam_hash::L0Stats;
 pub use lam_lsh::{BandParams, L1Index, L1Stats};
 pub use session::Session;
+#[cfg(feature = "settings")]
+pub use settings::EngineSettings;
 pub use totals::{SessionTotals, removal};
 
 /// Remove the given stubs' lines, as written with the recall handle `how`,

@@ -3,8 +3,10 @@
 
 use crate::errors;
 use arc_store::{Access, AnyStore, StoreSpec};
+use lam_core::stub::Recall;
 use lam_core::{Encoder, Threshold};
 use lam_encode::{Backend, Cache, CachedEncoder, EncoderSpec};
+use lam_operator::EngineSettings;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -34,16 +36,24 @@ pub fn threshold(t: f64) -> PyResult<Threshold> {
     Threshold::from_cosine(t).map_err(|e| errors::arg("threshold", e))
 }
 
-/// The encoder `name` (`"bert"`, `"hashing"`, `"ort"`, `"cuda"`, `"cuda-bf16"`,
-/// `"cuda-f16"`; the last four need the package built with that feature) with `model` (a
-/// sentence-transformers directory, default the installed model) behind its
-/// embedding cache ([`cache`]). Returns the encoder and the file its cache is saved to.
-pub fn encoder(name: &str, model: Option<PathBuf>, cache: Cache, batch: usize) -> PyResult<(Enc, Option<PathBuf>)> {
+/// The engine settings (`lam_operator::EngineSettings`, the proxy's and the
+/// CLI's one value) the arguments name: merge threshold `t`, encoder `name`
+/// (`"bert"`, `"hashing"`, `"ort"`, `"cuda"`, `"cuda-bf16"`, `"cuda-f16"`; the
+/// last four need the package built with that feature) with `model` (a
+/// sentence-transformers directory, default the installed model) and
+/// `batch`, its embedding `cache` ([`cache`]) and the `recall` handle; every
+/// other setting at its one default.
+pub fn settings(t: f64, name: &str, model: Option<PathBuf>, cache: Cache, batch: usize, recall: Recall<'static>) -> PyResult<EngineSettings> {
     let backend: Backend = name.parse().map_err(|_| errors::arg("encoder", format!("expected one of {}, got {name:?}", lam_encode::BACKEND_NAMES)))?;
     if batch == 0 {
         return Err(errors::arg("batch", "must be at least 1"));
     }
-    EncoderSpec { backend, model, batch }.load_cached(&cache).map_err(errors::encoder)
+    Ok(EngineSettings { threshold: threshold(t)?, encoder: EncoderSpec { backend, model, batch }, cache, recall, ..EngineSettings::default() })
+}
+
+/// The encoder `s` names, behind its embedding cache, and the file that cache is saved to.
+pub fn encoder(s: &EngineSettings) -> PyResult<(Enc, Option<PathBuf>)> {
+    s.load_encoder().map_err(errors::encoder)
 }
 
 /// A `cache` argument: `None`/`True` for `$LAM_HOME/cache/MODEL.lamemb`,

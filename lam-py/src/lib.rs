@@ -26,8 +26,9 @@ fn _bench_rust_admit(py: Python<'_>, records: Vec<PyRef<'_, record::Record>>, th
         .enumerate()
         .map(|(i, r)| lam_core::Record { index: i as u32, action: r.action.clone(), observation: r.observation.clone(), returncode: r.returncode })
         .collect();
-    let (mut enc, _) = args::encoder(encoder, None, lam_encode::Cache::Off, 32)?;
-    let cfg = lam_operator::Config::new(args::threshold(threshold)?).with_counter(&lam_trajectory::Cl100k).with_token_counts(count_tokens);
+    let settings = args::settings(threshold, encoder, None, lam_encode::Cache::Off, 32, lam_core::stub::Recall::default())?;
+    let (mut enc, _) = args::encoder(&settings)?;
+    let cfg = settings.operator(&lam_trajectory::Cl100k).with_token_counts(count_tokens);
     let mut s = lam_operator::Session::new(cfg, enc.info().dim).map_err(errors::operator)?;
     py.allow_threads(|| {
         recs.iter()

@@ -7,7 +7,7 @@ use crate::args::{self, Enc};
 use crate::errors;
 use arc_store::{Access, AnyStore};
 use lam_core::{Encoder, Record, SessionId};
-use lam_operator::{Config, IndexChoice, Order};
+use lam_operator::{IndexChoice, Order};
 use lam_trajectory::Cl100k;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -107,13 +107,14 @@ impl Session {
         recall: &str,
     ) -> PyResult<Self> {
         let how = lam_core::stub::Recall::parse(recall).map_err(|e| errors::arg("recall", e))?;
-        let mut cfg = Config::new(args::threshold(threshold)?).with_counter(&Cl100k).with_token_counts(count_tokens).with_recall(how);
+        let settings = args::settings(threshold, encoder, model, args::cache(cache.as_ref())?, batch, how)?;
+        let mut cfg = settings.operator(&Cl100k).with_token_counts(count_tokens);
         cfg.order = order.parse::<Order>().map_err(|e| errors::arg("order", e))?;
         cfg.index = index.parse::<IndexChoice>().map_err(|e| errors::arg("index", e))?;
         if session.as_deref() == Some("") {
             return Err(errors::arg("session", "must not be empty"));
         }
-        let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, batch)?;
+        let (enc, cache_file) = args::encoder(&settings)?;
         let info = enc.info();
         let op = lam_operator::Session::new(cfg, info.dim).map_err(errors::operator)?;
         let st = store.map(|s| py.allow_threads(|| args::store(s, Access::ReadWrite))).transpose()?;

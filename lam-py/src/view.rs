@@ -7,7 +7,7 @@ use crate::errors;
 use arc_store::{Access, AnyStore};
 use arc_view::{ArcConfig, ArcView as Arc_};
 use lam_core::{Encoder, ObsStore, Record, Rendered, SessionId, ViewPolicy};
-use lam_operator::{Config, LamArcView};
+use lam_operator::LamArcView;
 use lam_trajectory::Cl100k;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -121,8 +121,9 @@ impl ArcView {
         let st = py.allow_threads(|| args::store(store.unwrap_or("mem:"), Access::ReadWrite))?;
         let view = Arc_::new(cfg, SessionId(session.into()), task, st, Cl100k).map_err(|e| errors::arg("budget", e))?;
         let view = if policy == "lam" {
-            let (enc, cache_file) = args::encoder(encoder, model, args::cache(cache.as_ref())?, 32)?;
-            let op = lam_operator::Session::new(Config::new(args::threshold(threshold)?).with_counter(&Cl100k), enc.info().dim).map_err(errors::operator)?;
+            let settings = args::settings(threshold, encoder, model, args::cache(cache.as_ref())?, 32, lam_core::stub::Recall::default())?;
+            let (enc, cache_file) = args::encoder(&settings)?;
+            let op = lam_operator::Session::new(settings.operator(&Cl100k), enc.info().dim).map_err(errors::operator)?;
             View::Lam(Box::new(LamArcView::from_parts(view, op, enc)), cache_file)
         } else {
             View::Arc(Box::new(view))

@@ -1,56 +1,8 @@
 //! How the proxy runs: its settings and the token clients present.
 
 use arc_store::StoreSpec;
-use lam_core::Threshold;
-use lam_encode::{Cache, EncoderSpec};
+pub use lam_operator::EngineSettings;
 use std::time::Duration;
-
-/// The engine's settings: everything that decides which bytes the proxy
-/// forwards for a conversation. One value, built once from one set of
-/// options (`lam serve`, `lam run` and `lam replay` flatten the same
-/// `EngineOpts`), with one default per setting.
-#[derive(Debug, Clone)]
-pub struct EngineSettings {
-    /// Merge threshold t (validated; default [`Threshold::DEFAULT`], 0.95).
-    pub threshold: Threshold,
-    /// The encoder (default BERT, all-MiniLM-L6-v2).
-    pub encoder: EncoderSpec,
-    /// Its embedding cache (default `$LAM_HOME/cache/MODEL.lamemb`).
-    pub cache: Cache,
-    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
-    pub encoders: usize,
-    /// User turns after the task are observations too.
-    pub user_turns: bool,
-    /// Tools whose results are forwarded verbatim (still archived).
-    pub keep_tools: Vec<String>,
-    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
-    /// Default `Recall::None`: through the proxy the agent usually has no
-    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
-    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`,
-    /// `lam_core::wire::Agent::recall_tool`).
-    pub recall: lam_core::stub::Recall<'static>,
-}
-
-impl Default for EngineSettings {
-    fn default() -> Self {
-        Self {
-            threshold: Threshold::DEFAULT,
-            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
-            cache: Cache::Default,
-            encoders: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-            user_turns: false,
-            keep_tools: Vec::new(),
-            recall: lam_core::stub::Recall::None,
-        }
-    }
-}
-
-impl EngineSettings {
-    /// The defaults with the model-free hashing encoder, no cache file and two encoders.
-    pub fn for_tests() -> Self {
-        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::default() }
-    }
-}
 
 /// How the proxy runs.
 #[derive(Debug, Clone)]

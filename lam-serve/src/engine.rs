@@ -148,7 +148,7 @@ impl Engine {
         let mut encoders = Vec::with_capacity(s.encoders);
         let mut cache = None;
         for _ in 0..s.encoders {
-            let (e, path) = s.encoder.load_cached(&s.cache)?;
+            let (e, path) = s.load_encoder()?;
             cache = path;
             encoders.push(e);
         }
@@ -162,7 +162,7 @@ impl Engine {
         Ok(Self {
             store: SharedStore(Mutex::new(store)),
             pool: Pool::new(encoders, cache),
-            operator: lam_operator::Config::new(s.threshold).with_counter(&lam_tokens::Cl100k).with_recall(s.recall),
+            operator: s.operator(&lam_tokens::Cl100k),
             dim,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
         })

@@ -60,8 +60,9 @@ impl Proxy {
         &self.inner.cfg
     }
 
-    /// This proxy's run: the store sessions it makes are named `RUN-N`,
-    /// or `NAME@RUN-N` for a client's name the store already holds.
+    /// This proxy's run: the store sessions it names itself are `RUN-N`
+    /// (`RUN-N@K` where the store already holds that name,
+    /// `arc_store::claim_session`); a client's `x-lam-session` name is its own.
     pub fn run_id(&self) -> &str {
         &self.inner.run
     }

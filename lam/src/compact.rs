@@ -146,14 +146,7 @@ struct Totals {
 
 pub fn run(a: CompactArgs) -> Result<()> {
     let t = Threshold::from_cosine(a.threshold)?;
-    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual);
-    cfg.order = match a.order {
-        OrderArg::L1L0 => Order::L1L0,
-        OrderArg::L0L1 => Order::L0L1,
-    };
-    cfg.index = a.index;
-    // --dump-embeddings writes every chunk's vector: the admissions carry them.
-    cfg.diagnostics = a.dump_embeddings.is_some();
+    let cfg = config(&a, t);
     let mut enc = Enc::new(&a)?;
     let dump = match &a.dump_embeddings {
         Some(p) => Some(EmbeddingsWriter::new(
@@ -174,11 +167,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut so = stdout.lock();
     if !a.json {
-        writeln!(
-            so,
-            "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}",
-            "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us"
-        )?;
+        print_header(&mut so)?;
     }
     let names = SessionNames::new(files.iter().map(|i| i.path.as_path()));
     let mut r = Runner { a: &a, cfg, enc: &mut enc, dump, archive, codec, names, tot: Totals { all_equal: true, ..Totals::default() } };
@@ -207,6 +196,29 @@ pub fn run(a: CompactArgs) -> Result<()> {
     if !tot.all_equal {
         bail!("online and batch residuals differ");
     }
+    Ok(())
+}
+
+/// The operator settings `a` asks for at threshold `t`.
+fn config(a: &CompactArgs, t: Threshold) -> Config {
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual);
+    cfg.order = match a.order {
+        OrderArg::L1L0 => Order::L1L0,
+        OrderArg::L0L1 => Order::L0L1,
+    };
+    cfg.index = a.index;
+    // --dump-embeddings writes every chunk's vector: the admissions carry them.
+    cfg.diagnostics = a.dump_embeddings.is_some();
+    cfg
+}
+
+/// The table's header line ([`print_row`] writes its rows).
+fn print_header(so: &mut impl Write) -> Result<()> {
+    writeln!(
+        so,
+        "{:<44} {:>5} {:>6} {:>9} {:>7} {:>7} {:>6} {:>6} {:>7} {:>16} {:>4} {:>8}",
+        "session", "recs", "chunks", "tok_in", "gross%", "net%", "L1%", "L0%", "d_hat", "digest", "o=b", "p50us"
+    )?;
     Ok(())
 }
 

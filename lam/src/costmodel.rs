@@ -9,7 +9,7 @@ use lam_costmodel::classes::{Class3Inputs, Compressor, class1_summarize, class2_
 use lam_costmodel::paper::{paper_checks, render_checks};
 use lam_costmodel::{
     Arrival, BatchRule, Call, CompactionRates, DEVICE_NAMES, Deployment, Device, DeviceProfile, Efficiency, KvLength, Limit, MODEL_NAMES, Model, PolicyCalls,
-    Roofline, Schedule, ScheduleConfig, Serving, phi_table, run_schedule,
+    ReplayRow, Roofline, Schedule, ScheduleConfig, ScheduleCost, Serving, phi_table, run_schedule,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -308,12 +308,18 @@ fn schedules(c: CostCmd) -> Result<()> {
         Limit::HardBudget { tokens, .. } => format!("hard budget {tokens:.0} tokens, eviction{}", if evict_reprefill { " + re-prefill" } else { "" }),
     };
     println!("schedules: {model} on {device}, batch {batch}, {turns} turns x Delta {delta}, r = {removal}, G_a {decoded}; {regime}; defer wall {wall:.0}");
+    print_schedules(&rows);
+    Ok(())
+}
+
+/// One line per schedule, its total also as a ratio to the first's (admit).
+fn print_schedules(rows: &[ScheduleCost]) {
     println!(
         "{:<16} {:>6} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8} {:>9} {:>7}",
         "schedule", "turns", "exhausted", "prefill s", "decode s", "compact s", "reprefill s", "total s", "% comp", "mean C", "vs admit"
     );
     let admit = rows[0].total_s;
-    for r in &rows {
+    for r in rows {
         println!(
             "{:<16} {:>6} {:>9} {:>11.1} {:>11.1} {:>11.2} {:>11.1} {:>12.1} {:>8.1} {:>9.0} {:>6.1}x",
             r.schedule.name(),
@@ -329,7 +335,19 @@ fn schedules(c: CostCmd) -> Result<()> {
             r.total_s / admit
         );
     }
-    Ok(())
+}
+
+/// One prompt length under the roofline (`lam costmodel roofline`).
+#[derive(Serialize)]
+struct RooflineRow {
+    prompt_tokens: u64,
+    decoded_tokens: u64,
+    batch: f64,
+    bytes_per_token: f64,
+    decode_bytes: f64,
+    decode_s: f64,
+    prefill_s: f64,
+    total_s: f64,
 }
 
 fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>, kv_growth: bool, json: bool) -> Result<()> {
@@ -340,22 +358,11 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
     if kv_growth {
         r.kv_length = KvLength::PromptPlusGenerated;
     }
-    #[derive(Serialize)]
-    struct Row {
-        prompt_tokens: u64,
-        decoded_tokens: u64,
-        batch: f64,
-        bytes_per_token: f64,
-        decode_bytes: f64,
-        decode_s: f64,
-        prefill_s: f64,
-        total_s: f64,
-    }
     let mut rows = Vec::new();
     for p in prompt {
         let p = parse_tokens(p)? as u64;
         let t = r.trajectory(&[Call::new(p, decoded)])?;
-        rows.push(Row {
+        rows.push(RooflineRow {
             prompt_tokens: p,
             decoded_tokens: decoded,
             batch: t.batch,
@@ -369,6 +376,12 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
     if json {
         return print_json(&rows);
     }
+    print_roofline(&r, &rows);
+    Ok(())
+}
+
+/// The deployment, then one line per prompt length.
+fn print_roofline(r: &Roofline, rows: &[RooflineRow]) {
     let d = r.deployment();
     println!(
         "roofline: {} on {} ({:.1} GB, {:.2} TB/s, {:.0} TFLOP/s); M_w = {:.2} GB, kv_b = {:.0} B/token",
@@ -381,7 +394,7 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
         d.model.kv_bytes_per_token()
     );
     println!("{:>8} {:>8} {:>6} {:>12} {:>11} {:>11} {:>11} {:>11}", "prompt", "decoded", "B", "MB/token", "decode GB", "decode s", "prefill s", "total s");
-    for x in &rows {
+    for x in rows {
         println!(
             "{:>8} {:>8} {:>6} {:>12.1} {:>11.2} {:>11.4} {:>11.4} {:>11.4}",
             x.prompt_tokens,
@@ -394,7 +407,6 @@ fn roofline(target: &Target, prompt: &[String], decoded: u64, batch: Option<f64>
             x.total_s
         );
     }
-    Ok(())
 }
 
 fn classes(device: &str, model: &str, tokens: &[String], rho: f64, profile: Option<&Path>, json: bool) -> Result<()> {
@@ -485,11 +497,17 @@ fn replay(c: CostCmd) -> Result<()> {
         if prefix_cache { "shared prompt prefixes reused" } else { "every prompt prefilled in full" },
         rows[0].policy
     );
+    print_replay(&rows);
+    Ok(())
+}
+
+/// One line per policy.
+fn print_replay(rows: &[ReplayRow]) {
     println!(
         "{:<9} {:>6} {:>12} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}",
         "policy", "calls", "prompt tok", "decoded", "mean B", "HBM TB", "decode s", "prefill s", "total s", "speedup", "sav %"
     );
-    for x in &rows {
+    for x in rows {
         println!(
             "{:<9} {:>6} {:>12} {:>9} {:>7.0} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7.2}x {:>7.1}",
             x.policy,
@@ -505,7 +523,6 @@ fn replay(c: CostCmd) -> Result<()> {
             x.savings_pct
         );
     }
-    Ok(())
 }
 
 fn calibrate(out: Option<PathBuf>, model: Option<PathBuf>, seconds: f64) -> Result<()> {

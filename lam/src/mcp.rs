@@ -18,7 +18,7 @@ pub struct McpArgs {
     /// Scope every tool to this session.
     #[arg(long)]
     session: Option<String>,
-    /// Scope every tool to the sessions of one proxy run: `RUN-N` and `NAME@RUN-N` (`lam run` passes
+    /// Scope every tool to the sessions of one proxy run: `RUN-N` and `RUN-N@K` (`lam run` passes
     /// its own run unless `--recall-scope store`).
     #[arg(long, value_name = "RUN", conflicts_with = "session")]
     run: Option<String>,

@@ -1,0 +1,64 @@
+//! The engine's settings, one value for every surface that admits a
+//! conversation (feature `settings`, which brings `lam-encode`).
+
+use crate::Config;
+use lam_core::{Threshold, TokenCounter};
+use lam_encode::{Cache, Cached, EncoderSpec};
+
+/// The engine's settings: everything that decides which bytes the proxy
+/// forwards for a conversation. One value, built once from one set of
+/// options (`lam serve`, `lam run` and `lam replay` flatten the same
+/// `EngineOpts`), with one default per setting; the Python package builds
+/// its sessions from it too.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Merge threshold t (validated; default [`Threshold::DEFAULT`], 0.95).
+    pub threshold: Threshold,
+    /// The encoder (default BERT, all-MiniLM-L6-v2).
+    pub encoder: EncoderSpec,
+    /// Its embedding cache (default `$LAM_HOME/cache/MODEL.lamemb`).
+    pub cache: Cache,
+    /// Encoders loaded: sessions that can admit at once (default: CPU cores, at most 4).
+    pub encoders: usize,
+    /// User turns after the task are observations too.
+    pub user_turns: bool,
+    /// Tools whose results are forwarded verbatim (still archived).
+    pub keep_tools: Vec<String>,
+    /// How stubs name the way to recall an original (`lam_core::stub::Recall`).
+    /// Default `Recall::None`: through the proxy the agent usually has no
+    /// recall tool, so stubs carry no handle; with `lam mcp` configured in
+    /// the agent, name its tool as the agent sees it (`mcp__lam__recall`,
+    /// `lam_core::wire::Agent::recall_tool`).
+    pub recall: lam_core::stub::Recall<'static>,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            threshold: Threshold::DEFAULT,
+            encoder: EncoderSpec::new(lam_encode::Backend::Bert),
+            cache: Cache::Default,
+            encoders: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            user_turns: false,
+            keep_tools: Vec::new(),
+            recall: lam_core::stub::Recall::None,
+        }
+    }
+}
+
+impl EngineSettings {
+    /// The defaults with the model-free hashing encoder, no cache file and two encoders.
+    pub fn for_tests() -> Self {
+        Self { encoder: EncoderSpec::new(lam_encode::Backend::Hashing), cache: Cache::Off, encoders: 2, ..Self::default() }
+    }
+
+    /// The operator settings these give, counting tokens with `counter`.
+    pub fn operator(&self, counter: &'static dyn TokenCounter) -> Config {
+        Config::new(self.threshold).with_counter(counter).with_recall(self.recall)
+    }
+
+    /// One encoder behind its embedding cache, and the file the cache is saved to.
+    pub fn load_encoder(&self) -> Result<Cached, lam_encode::Error> {
+        self.encoder.load_cached(&self.cache)
+    }
+}
