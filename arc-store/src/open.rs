@@ -32,18 +32,15 @@ impl StoreSpec {
         if spec == "mem:" {
             return Ok(StoreSpec::Memory);
         }
-        if let Some((scheme, _)) = spec.split_once("://") {
-            let plain = !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
-            if plain {
-                return match scheme.to_ascii_lowercase().as_str() {
-                    "postgres" | "postgresql" => Ok(StoreSpec::Postgres(spec.to_string())),
-                    "file" => Ok(StoreSpec::Dir(PathBuf::from(&spec["file://".len()..]))),
-                    other => Err(StoreError::Spec {
-                        spec: redact(spec),
-                        reason: format!("unknown store scheme `{other}://` (expected a directory, mem:, or postgres://)"),
-                    }),
-                };
-            }
+        if let Some(scheme) = lam_core::redact::url_scheme(spec) {
+            return match scheme.to_ascii_lowercase().as_str() {
+                "postgres" | "postgresql" => Ok(StoreSpec::Postgres(spec.to_string())),
+                "file" => Ok(StoreSpec::Dir(PathBuf::from(&spec["file://".len()..]))),
+                other => Err(StoreError::Spec {
+                    spec: redact(spec),
+                    reason: format!("unknown store scheme `{other}://` (expected a directory, mem:, or postgres://)"),
+                }),
+            };
         }
         // `user:password@host/db` without its scheme: a mistyped URL, not a
         // directory (unless one by that name exists); refused without echoing the password.

@@ -7,6 +7,24 @@
 //! assert_eq!(redact::url("u:pw@h/db"), "u:***@h/db");
 //! ```
 
+/// The scheme of `s` when it is written as a URL (`scheme://...`, the
+/// scheme an ASCII letter then letters, digits, `+`, `-` or `.`): the one
+/// rule by which an argument that takes a file or directory refuses to take
+/// a URL for one (`postgres://h/db` never becomes a directory `postgres:`).
+///
+/// ```
+/// use lam_core::redact::url_scheme;
+/// assert_eq!(url_scheme("postgres://u@h/db"), Some("postgres"));
+/// assert_eq!(url_scheme("cache/x.lamemb"), None);
+/// assert_eq!(url_scheme("./a://b"), None);
+/// ```
+pub fn url_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut b = scheme.bytes();
+    let first = b.next()?;
+    (first.is_ascii_alphabetic() && b.all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c))).then_some(scheme)
+}
+
 /// Query parameters whose values are secrets (compared case-insensitively).
 pub const SECRET_PARAMS: &[&str] = &["password", "pass", "pwd", "token", "secret", "key", "api_key", "access_token", "sslpassword"];
 

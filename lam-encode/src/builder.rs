@@ -61,6 +61,25 @@ pub enum Cache {
     Off,
 }
 
+impl Cache {
+    /// The cache a `--cache` argument names: a file. A URL is never taken
+    /// for a file path ([`lam_core::redact::url_scheme`]): a shared cache on
+    /// a database is not built, so `postgres://...` is refused, not turned
+    /// into a directory named `postgres:`.
+    pub fn file(arg: &str) -> Result<Self, Error> {
+        match lam_core::redact::url_scheme(arg) {
+            Some(scheme) => Err(Error::CacheSpec {
+                spec: lam_core::redact::url(arg),
+                reason: format!(
+                    "a `{scheme}://` URL is not a file; the embedding cache is a local file (one per process; a cache shared on a database is not built yet), so name a file or leave --cache out"
+                ),
+            }),
+            None if arg.is_empty() => Err(Error::CacheSpec { spec: "\"\"".into(), reason: "empty; name a file".into() }),
+            None => Ok(Cache::File(PathBuf::from(arg))),
+        }
+    }
+}
+
 /// An encoder to build: backend, model directory (default
 /// [`crate::default_model_dir`]) and texts per forward pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +196,16 @@ pub fn has_model(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_url_is_never_a_file() {
+        assert_eq!(Cache::file("embeddings.lamemb").unwrap(), Cache::File("embeddings.lamemb".into()));
+        for url in ["postgres://lam:secret@db/lam", "postgresql://h/db", "redis://h"] {
+            let e = Cache::file(url).unwrap_err().to_string();
+            assert!(e.contains("not a file") && !e.contains("secret"), "{e}");
+        }
+        assert!(Cache::file("").is_err());
+    }
 
     #[test]
     fn backends_parse_back_and_say_which_feature_they_need() {

@@ -119,6 +119,14 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A cache argument (`--cache`, Python `cache=`) that names no file (a URL).
+    #[error("{spec}: {reason}")]
+    CacheSpec {
+        /// The argument, its password masked.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A model directory is incomplete or corrupt.
     #[error("{path}: {message}")]
     Model {

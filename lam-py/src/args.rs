@@ -57,13 +57,16 @@ pub fn encoder(s: &EngineSettings) -> PyResult<(Enc, Option<PathBuf>)> {
 }
 
 /// A `cache` argument: `None`/`True` for `$LAM_HOME/cache/MODEL.lamemb`,
-/// `False` for none, or a file.
+/// `False` for none, or a file (a URL string is refused, never a file).
 pub fn cache(cache: Option<&Bound<'_, PyAny>>) -> PyResult<Cache> {
     let Some(cache) = cache.filter(|c| !c.is_none()) else {
         return Ok(Cache::Default);
     };
     if let Ok(b) = cache.extract::<bool>() {
         return Ok(if b { Cache::Default } else { Cache::Off });
+    }
+    if let Ok(s) = cache.extract::<String>() {
+        return Cache::file(&s).map_err(|e| errors::arg("cache", e));
     }
     match cache.extract::<PathBuf>() {
         Ok(p) => Ok(Cache::File(p)),

@@ -59,7 +59,7 @@ pub struct CompactArgs {
     index: IndexChoice,
     /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
     #[arg(long)]
-    cache: Option<PathBuf>,
+    cache: Option<String>,
     /// Do not read or write the embedding cache.
     #[arg(long)]
     no_cache: bool,

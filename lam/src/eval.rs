@@ -51,7 +51,7 @@ pub struct EvalArgs {
     enc: EncoderOpts,
     /// Embedding cache (lam-embeddings/1), default $LAM_HOME/cache/MODEL.lamemb.
     #[arg(long)]
-    cache: Option<PathBuf>,
+    cache: Option<String>,
     /// Do not read or write the embedding cache.
     #[arg(long)]
     no_cache: bool,

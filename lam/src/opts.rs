@@ -42,19 +42,19 @@ impl EncoderOpts {
 
     /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
     /// and the file to save the cache to.
-    pub fn load_cached(&self, cache: &Option<PathBuf>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
-        Ok(self.spec().load_cached(&cache_choice(cache, no_cache))?)
+    pub fn load_cached(&self, cache: &Option<String>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
+        Ok(self.spec().load_cached(&cache_choice(cache, no_cache)?)?)
     }
 }
 
 /// The embedding cache `--cache FILE` and `--no-cache` choose (default
-/// `$LAM_HOME/cache/MODEL.lamemb`).
-pub fn cache_choice(cache: &Option<PathBuf>, no_cache: bool) -> Cache {
-    match (no_cache, cache) {
+/// `$LAM_HOME/cache/MODEL.lamemb`); a URL is refused ([`Cache::file`]).
+pub fn cache_choice(cache: &Option<String>, no_cache: bool) -> Result<Cache> {
+    Ok(match (no_cache, cache) {
         (true, _) => Cache::Off,
-        (false, Some(p)) => Cache::File(p.clone()),
+        (false, Some(p)) => Cache::file(p).context("--cache")?,
         (false, None) => Cache::Default,
-    }
+    })
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]

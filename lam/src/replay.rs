@@ -40,7 +40,7 @@ pub struct ReplayArgs {
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
-    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1));
+    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1))?;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut sessions = Vec::new();

@@ -67,7 +67,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let agent = agent_of(program);
     let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
     let store = Store::resolve(a.store.as_deref())?;
-    let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())).context("lam run: starting the proxy")?;
+    let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())?).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
     remove_stale_files();
     let server = Server::start(proxy.clone(), pid.clone())?;
@@ -217,15 +217,15 @@ impl Store {
 }
 
 /// `lam serve`'s settings from the flags.
-fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -> ServeConfig {
+fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -> Result<ServeConfig> {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
     // Both name the `lam` MCP server's tool `mcp__lam__recall` (Codex: the tool
     // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
     let recall = agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool()));
-    cfg.engine = a.engine.settings(recall, None);
+    cfg.engine = a.engine.settings(recall, None)?;
     cfg.log = a.log;
-    cfg
+    Ok(cfg)
 }
 
 /// The proxy served on its own runtime (worker threads in the background).

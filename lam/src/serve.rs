@@ -28,7 +28,7 @@ pub struct EngineOpts {
     enc: crate::opts::EncoderOpts,
     /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
     #[arg(long)]
-    cache: Option<PathBuf>,
+    cache: Option<String>,
     /// Do not read or write the embedding cache.
     #[arg(long)]
     no_cache: bool,
@@ -48,17 +48,17 @@ pub struct EngineOpts {
 
 impl EngineOpts {
     /// The engine's settings; `recall` when `--recall` is not given, `encoders` when `--encoders` is not.
-    pub fn settings(&self, recall: lam_core::stub::Recall<'static>, encoders: Option<usize>) -> EngineSettings {
+    pub fn settings(&self, recall: lam_core::stub::Recall<'static>, encoders: Option<usize>) -> anyhow::Result<EngineSettings> {
         let d = EngineSettings::default();
-        EngineSettings {
+        Ok(EngineSettings {
             threshold: self.threshold,
             encoder: self.enc.spec(),
-            cache: crate::opts::cache_choice(&self.cache, self.no_cache),
+            cache: crate::opts::cache_choice(&self.cache, self.no_cache)?,
             encoders: self.encoders.map(|n| n as usize).or(encoders).unwrap_or(d.encoders),
             user_turns: self.observation_role == ObservationRole::User,
             keep_tools: self.keep_tools.clone(),
             recall: self.recall.unwrap_or(recall),
-        }
+        })
     }
 }
 
@@ -154,7 +154,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
-    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, None);
+    cfg.engine = a.engine.settings(lam_core::stub::Recall::None, None)?;
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
