@@ -82,6 +82,22 @@ bad = run("recall", "--store", url, "§0000000f", ok=False)
 assert bad.returncode == 1 and b"nearest" in bad.stderr, bad.stderr
 print(f"lam CLI on PostgreSQL: {len(sessions)} sessions, {recalled} observations recalled byte-exact ({non_utf8} not UTF-8), --list checked")
 
+# The shared embedding cache (--cache postgres://...): a lam replay (the proxy's
+# engine) writes every chunk it encodes to lam_embeddings; a second process reads them
+# back and forwards the same bytes (the same removal and bill).
+transcript = os.path.join(corpus, "agent-transcripts", "cctrace")
+def totals(out):
+    return [l for l in out.stdout.decode().splitlines() if l.startswith("In total") or l.startswith("(removal")]
+psql = os.environ.get("LAM_TEST_PSQL")
+count = lambda: int(subprocess.run([psql, url, "-tAc", "SELECT count(*) FROM lam_embeddings"], capture_output=True, check=True).stdout)
+first = totals(run("replay", "--encoder", "hashing", "--cache", url, transcript))
+rows = count() if psql else None
+second = totals(run("replay", "--encoder", "hashing", "--cache", url, transcript))
+assert first and first == second, (first, second)
+if psql:
+    assert rows > 0 and count() == rows, (rows, count())
+print(f"lam replay with --cache postgres://: {rows} chunk embeddings shared, a second process forwarded the same bytes")
+
 # The Python package on the same server (LAM_PYTHON: an interpreter with `lam` installed,
 # as scripts/test-python.sh leaves in target/py-venv): lam.Store recalls what the CLI
 # archived; lam.Session(store=postgres://...) archives, and the CLI recalls it.

@@ -69,9 +69,9 @@ pub use claim::claim_session;
 pub use error::{Result, StoreError};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
-pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_reported, redact};
+pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_embeddings, open_reported, redact};
 #[cfg(feature = "postgres")]
-pub use pg::{PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
+pub use pg::{PgEmbeddings, PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
 pub use recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 pub use repair::{CheckReport, Renamed, SalvageReport, check, salvage};

@@ -118,6 +118,25 @@ fn open_postgres(url: &str, _access: Access) -> Result<AnyStore, StoreError> {
     Err(StoreError::Spec { spec: redact(url), reason: "this build has no PostgreSQL backend (arc-store feature `postgres`)".into() })
 }
 
+/// The shared embedding cache a URL names (`postgres://...`: a
+/// [`crate::PgEmbeddings`] in that database, feature `postgres`).
+pub fn open_embeddings(url: &str) -> Result<Box<dyn lam_core::EmbeddingStore>, StoreError> {
+    match StoreSpec::parse(url)? {
+        StoreSpec::Postgres(u) => open_pg_embeddings(&u),
+        _ => Err(StoreError::Spec { spec: redact(url), reason: "a shared embedding cache is a postgres:// URL".into() }),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_pg_embeddings(url: &str) -> Result<Box<dyn lam_core::EmbeddingStore>, StoreError> {
+    Ok(Box::new(crate::PgEmbeddings::connect(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_pg_embeddings(url: &str) -> Result<Box<dyn lam_core::EmbeddingStore>, StoreError> {
+    Err(StoreError::Spec { spec: redact(url), reason: "this build has no PostgreSQL backend (arc-store feature `postgres`)".into() })
+}
+
 /// `user:password@` in a URL becomes `user:***@`, and password-like query
 /// parameters `name=***`, so specs can be printed and logged: the one rule,
 /// [`lam_core::redact::url`], re-exported here.

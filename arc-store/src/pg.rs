@@ -39,10 +39,12 @@
 
 mod config;
 mod conn;
+mod embeddings;
 mod schema;
 mod tls;
 mod writer;
 
+pub use embeddings::PgEmbeddings;
 pub use schema::SCHEMA_VERSION;
 
 use crate::open::redact;

@@ -60,6 +60,7 @@ pub use id::{IdBook, MIN_SHOWN, ObsId, is_shown_form};
 pub use stub::Stub;
 pub use threshold::Threshold;
 pub use traits::{
-    ByteCodec, CandidateIndex, Encoder, EncoderInfo, ObsMeta, ObsStore, PREVIEW_BYTES, Rendered, Shape, TokenCounter, Turn, ViewPolicy, previews,
+    ByteCodec, CandidateIndex, EmbeddingStore, Encoder, EncoderInfo, ObsMeta, ObsStore, PREVIEW_BYTES, Rendered, Shape, TokenCounter, Turn, ViewPolicy,
+    previews,
 };
 pub use types::{Chunk, Decision, Record, SessionId, file_stem};

@@ -171,6 +171,29 @@ pub fn samples() -> Vec<(String, Vec<u8>, Option<i32>)> {
     ]
 }
 
+/// The `EmbeddingStore` conformance suite: what was put comes back bit for
+/// bit, in the order asked; absent keys, another model's and another
+/// dimension's are `None`; the first writer wins; an empty ask is empty;
+/// `put` checks its lengths. `s` must be empty.
+pub fn embedding_store<S: crate::EmbeddingStore + ?Sized>(s: &mut S) {
+    let (m, d) = ("model@0123abcd", 3);
+    let v: Vec<f32> = vec![0.5, -0.25, 1e-7, 0.0, -0.0, f32::MIN_POSITIVE];
+    s.put(m, d, &[1, u128::MAX], &v).unwrap();
+    let got = s.get(m, d, &[u128::MAX, 2, 1]).unwrap();
+    assert_eq!(got.len(), 3);
+    let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(got[0].as_deref().unwrap()), bits(&v[3..]), "the second row, bit for bit (-0.0 included)");
+    assert!(got[1].is_none(), "a key never put");
+    assert_eq!(bits(got[2].as_deref().unwrap()), bits(&v[..3]));
+    assert_eq!(s.get("other@0", d, &[1]).unwrap(), vec![None], "another model's key");
+    assert_eq!(s.get(m, 4, &[1]).unwrap(), vec![None], "another dimension");
+    s.put(m, d, &[1], &[9.0, 9.0, 9.0]).unwrap();
+    assert_eq!(bits(s.get(m, d, &[1]).unwrap()[0].as_deref().unwrap()), bits(&v[..3]), "the first writer wins");
+    assert!(s.get(m, d, &[]).unwrap().is_empty());
+    assert!(s.put(m, d, &[5], &[1.0]).is_err(), "a row of the wrong length is refused");
+    assert_eq!(s.get(m, d, &[5]).unwrap(), vec![None], "and nothing of it kept");
+}
+
 /// The `ObsStore` conformance suite: ids, exact bytes (invalid UTF-8 and
 /// empty observations included), metadata and previews, same content same
 /// record, sessions as namespaces, unknown ids. `s` must be empty.

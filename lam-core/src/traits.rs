@@ -298,6 +298,32 @@ pub trait TokenCounter: Send + Sync {
     fn spans(&self, text: &[u8], out: &mut Vec<Range<usize>>);
 }
 
+/// Embeddings shared beyond one process (replicas of a proxy, runs on other
+/// hosts), by model and chunk content: the store behind an encoder's memo,
+/// so a chunk another process encoded costs a lookup, not a forward pass.
+///
+/// Keys are content hashes of a chunk's exact bytes (`xxh3_128`, as the
+/// encoder's memo keys them) within one `model` (the encoder's
+/// `EncoderInfo::model_id`, whose digest names the weights). The first
+/// writer of a key wins: a later `put` of a key that holds a sound entry
+/// leaves it. An entry that does not verify (damaged where it is kept) is
+/// never returned: `get` answers `None` for it, and the next `put` of the
+/// key replaces it. Conformance: `testsuite::embedding_store`.
+pub trait EmbeddingStore: Send {
+    /// The vectors of `keys` (each `dim` values) under `model`, in the order
+    /// asked; `None` where absent, of another dimension, or not verified.
+    fn get(&mut self, model: &str, dim: usize, keys: &[u128]) -> Result<Vec<Option<Vec<f32>>>, Error>;
+    /// Keep `vectors` (`keys.len() * dim` values, row `i` for `keys[i]`)
+    /// under `model`.
+    fn put(&mut self, model: &str, dim: usize, keys: &[u128], vectors: &[f32]) -> Result<(), Error>;
+}
+
+impl std::fmt::Debug for dyn EmbeddingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EmbeddingStore")
+    }
+}
+
 impl std::fmt::Debug for dyn TokenCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TokenCounter")

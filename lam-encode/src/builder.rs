@@ -57,21 +57,26 @@ pub enum Cache {
     Default,
     /// This file.
     File(PathBuf),
+    /// Memory, behind the embedding cache shared at this URL
+    /// (`postgres://...`; the caller attaches it with
+    /// [`CachedEncoder::share`]: `arc_store::open_embeddings` opens it).
+    Shared(String),
     /// Memory only.
     Off,
 }
 
 impl Cache {
-    /// The cache a `--cache` argument names: a file. A URL is never taken
-    /// for a file path ([`lam_core::redact::url_scheme`]): a shared cache on
-    /// a database is not built, so `postgres://...` is refused, not turned
-    /// into a directory named `postgres:`.
-    pub fn file(arg: &str) -> Result<Self, Error> {
+    /// The cache a `--cache` argument names: a file, or the shared cache
+    /// of a PostgreSQL database (`postgres://...`, `postgresql://...`). A
+    /// URL is never taken for a file path ([`lam_core::redact::url_scheme`]):
+    /// any other scheme is refused, not turned into a directory.
+    pub fn parse(arg: &str) -> Result<Self, Error> {
         match lam_core::redact::url_scheme(arg) {
+            Some(s) if s.eq_ignore_ascii_case("postgres") || s.eq_ignore_ascii_case("postgresql") => Ok(Cache::Shared(arg.to_string())),
             Some(scheme) => Err(Error::CacheSpec {
                 spec: lam_core::redact::url(arg),
                 reason: format!(
-                    "a `{scheme}://` URL is not a file; the embedding cache is a local file (one per process; a cache shared on a database is not built yet), so name a file or leave --cache out"
+                    "a `{scheme}://` URL is not a file, and the only shared embedding cache is postgres://; name a file, a postgres:// URL, or leave --cache out"
                 ),
             }),
             None if arg.is_empty() => Err(Error::CacheSpec { spec: "\"\"".into(), reason: "empty; name a file".into() }),
@@ -175,6 +180,7 @@ impl EncoderSpec {
             Cache::Default if self.backend == Backend::Hashing => None,
             Cache::Default => Some(default_cache_path(&inner.info().model_id)),
             Cache::File(p) => Some(p.clone()),
+            Cache::Shared(_) => None,
         };
         Ok(match path {
             Some(p) => (CachedEncoder::with_file(inner, &p), Some(p)),
@@ -199,12 +205,14 @@ mod tests {
 
     #[test]
     fn a_cache_url_is_never_a_file() {
-        assert_eq!(Cache::file("embeddings.lamemb").unwrap(), Cache::File("embeddings.lamemb".into()));
-        for url in ["postgres://lam:secret@db/lam", "postgresql://h/db", "redis://h"] {
-            let e = Cache::file(url).unwrap_err().to_string();
+        assert_eq!(Cache::parse("embeddings.lamemb").unwrap(), Cache::File("embeddings.lamemb".into()));
+        assert_eq!(Cache::parse("postgres://lam:pw@db/lam").unwrap(), Cache::Shared("postgres://lam:pw@db/lam".into()));
+        assert!(matches!(Cache::parse("PostgreSQL://h/db").unwrap(), Cache::Shared(_)));
+        for url in ["redis://lam:secret@h", "https://h/x.lamemb"] {
+            let e = Cache::parse(url).unwrap_err().to_string();
             assert!(e.contains("not a file") && !e.contains("secret"), "{e}");
         }
-        assert!(Cache::file("").is_err());
+        assert!(Cache::parse("").is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 use crate::precomputed::{Entry, Header, chunk_line, parse_header, parse_line, trim_newline};
-use lam_core::{Encoder, EncoderInfo, Error};
+use lam_core::{EmbeddingStore, Encoder, EncoderInfo, Error};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, Write as _};
@@ -210,6 +210,18 @@ pub struct CachedEncoder<E> {
     /// A file this cache must not append to (another model's), and why.
     refuse: Option<(PathBuf, String)>,
     timing: Timing,
+    /// Embeddings shared with other processes ([`CachedEncoder::share`]).
+    shared: Option<Shared>,
+}
+
+/// The shared store behind the memo and what it answered.
+#[derive(Debug)]
+struct Shared {
+    store: Box<dyn EmbeddingStore>,
+    model: String,
+    /// Chunks the store answered, and chunks it was asked for.
+    found: u64,
+    asked: u64,
 }
 
 /// Chunkings memoised by content (opt-in: [`CachedEncoder::memo_chunks`]),
@@ -236,7 +248,60 @@ impl<E: Encoder> CachedEncoder<E> {
             report: CacheReport::default(),
             refuse: None,
             timing: Timing::default(),
+            shared: None,
         }
+    }
+
+    /// Look chunks the memo lacks up in `store` before encoding them, and
+    /// keep every chunk encoded here there (the first writer wins), so
+    /// processes sharing `store` encode each chunk once between them. A
+    /// failing store costs only its work: the error is printed once and the
+    /// encoder goes on without it.
+    pub fn share(&mut self, store: Box<dyn EmbeddingStore>) {
+        self.shared = Some(Shared { store, model: self.inner.info().model_id, found: 0, asked: 0 });
+    }
+
+    /// Chunks the shared store answered, and chunks it was asked for.
+    pub fn shared_stats(&self) -> Option<(u64, u64)> {
+        self.shared.as_ref().map(|s| (s.found, s.asked))
+    }
+
+    /// Fill the memo from the shared store for `keys`; the keys it lacks.
+    fn fill_from_shared(&mut self, keys: Vec<u128>) -> Vec<u128> {
+        let Some(sh) = self.shared.as_mut() else { return keys };
+        sh.asked += keys.len() as u64;
+        match sh.store.get(&sh.model, self.dim, &keys) {
+            Ok(rows) => {
+                let mut lacking = Vec::new();
+                for (k, row) in keys.into_iter().zip(rows) {
+                    match row {
+                        Some(v) => {
+                            sh.found += 1;
+                            self.memo.insert(k, v.into());
+                        }
+                        None => lacking.push(k),
+                    }
+                }
+                lacking
+            }
+            Err(e) => {
+                self.stop_sharing(&e);
+                keys
+            }
+        }
+    }
+
+    /// Keep freshly encoded rows in the shared store.
+    fn keep_shared(&mut self, keys: &[u128], rows: &[f32]) {
+        let Some(sh) = self.shared.as_mut() else { return };
+        if let Err(e) = sh.store.put(&sh.model, self.dim, keys, rows) {
+            self.stop_sharing(&e);
+        }
+    }
+
+    fn stop_sharing(&mut self, e: &lam_core::Error) {
+        eprintln!("note: stopped using the shared embedding cache: {e}");
+        self.shared = None;
     }
 
     /// Wrap `inner` and preload the cache `r` (a `lam-embeddings/1` stream
@@ -433,6 +498,10 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
                 todo.push(i);
             }
         }
+        if !todo.is_empty() && self.shared.is_some() {
+            let lacking: std::collections::HashSet<u128> = self.fill_from_shared(todo.iter().map(|&i| keys[i]).collect()).into_iter().collect();
+            todo.retain(|&i| lacking.contains(&keys[i]));
+        }
         self.hits += (texts.len() - todo.len()) as u64;
         self.misses += todo.len() as u64;
         if !todo.is_empty() {
@@ -446,6 +515,8 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
                 self.memo.insert(keys[i], row.into());
                 self.fresh.push(keys[i]);
             }
+            let fresh: Vec<u128> = todo.iter().map(|&i| keys[i]).collect();
+            self.keep_shared(&fresh, &v);
         }
         for (k, row) in keys.iter().zip(out.chunks_exact_mut(d)) {
             row.copy_from_slice(&self.memo[k]);
@@ -483,6 +554,55 @@ mod tests {
         assert_eq!(c.stats(), (4, 2));
         assert_eq!(a, b);
         lam_core::testsuite::encoder(&mut c);
+    }
+
+    /// Two processes' encoders behind one shared store.
+    #[derive(Clone, Default)]
+    struct Both(std::sync::Arc<std::sync::Mutex<crate::MemEmbeddings>>);
+
+    impl EmbeddingStore for Both {
+        fn get(&mut self, model: &str, dim: usize, keys: &[u128]) -> Result<Vec<Option<Vec<f32>>>, Error> {
+            self.0.lock().unwrap().get(model, dim, keys)
+        }
+        fn put(&mut self, model: &str, dim: usize, keys: &[u128], vectors: &[f32]) -> Result<(), Error> {
+            self.0.lock().unwrap().put(model, dim, keys, vectors)
+        }
+    }
+
+    struct Broken;
+
+    impl EmbeddingStore for Broken {
+        fn get(&mut self, _: &str, _: usize, _: &[u128]) -> Result<Vec<Option<Vec<f32>>>, Error> {
+            Err(Error::Backend { what: "test", cause: "connection refused".into() })
+        }
+        fn put(&mut self, _: &str, _: usize, _: &[u128], _: &[f32]) -> Result<(), Error> {
+            Err(Error::Backend { what: "test", cause: "connection refused".into() })
+        }
+    }
+
+    #[test]
+    fn a_shared_store_spares_the_second_process_every_forward_pass() {
+        let store = Both::default();
+        let texts: Vec<&[u8]> = vec![b"a b c", b"d e f", b"a b c"];
+        let (mut a, mut b) = (vec![0.0; 3 * 384], vec![0.0; 3 * 384]);
+        let mut first = CachedEncoder::new(HashingEncoder::default());
+        first.share(Box::new(store.clone()));
+        first.encode_batch(&texts, &mut a).unwrap();
+        assert_eq!(first.stats(), (1, 2), "the first encodes both chunks");
+        assert_eq!(store.0.lock().unwrap().len(), 2);
+        let mut second = CachedEncoder::new(HashingEncoder::default());
+        second.share(Box::new(store.clone()));
+        second.encode_batch(&texts, &mut b).unwrap();
+        assert_eq!(second.stats(), (3, 0), "the second encodes none");
+        assert_eq!(second.shared_stats(), Some((2, 2)));
+        assert_eq!(a, b, "the same bits");
+        lam_core::testsuite::encoder(&mut second);
+        // A store that fails costs only its work.
+        let mut third = CachedEncoder::new(HashingEncoder::default());
+        third.share(Box::new(Broken));
+        third.encode_batch(&texts, &mut b).unwrap();
+        assert_eq!((third.stats(), third.shared_stats()), ((1, 2), None));
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -64,6 +64,7 @@ mod hashing;
 mod ort;
 mod precision;
 mod precomputed;
+mod shared;
 
 #[cfg(feature = "ort")]
 pub use self::ort::{ONNX_MODEL_PATH, ORT_INSTALL_HINT, OrtEncoder, OrtForward, ort_dylib_path};
@@ -76,6 +77,7 @@ pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, CudaForward, DEFAULT_
 pub use hashing::HashingEncoder;
 pub use precision::Precision;
 pub use precomputed::{EmbeddingsWriter, FORMAT, PrecomputedEncoder};
+pub use shared::MemEmbeddings;
 
 /// Where `lam` looks for the encoder: `$LAM_MODEL`, else
 /// `$LAM_HOME/models/all-MiniLM-L6-v2` (`$LAM_HOME` defaults to `~/.cache/lam`).

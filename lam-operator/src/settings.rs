@@ -59,6 +59,20 @@ impl EngineSettings {
 
     /// One encoder behind its embedding cache, and the file the cache is saved to.
     pub fn load_encoder(&self) -> Result<Cached, lam_encode::Error> {
-        self.encoder.load_cached(&self.cache)
+        load_cached(&self.encoder, &self.cache)
     }
+}
+
+/// The encoder `spec` names behind the embedding cache `cache`, and the
+/// file that cache is saved to: [`EncoderSpec::load_cached`], with a shared
+/// cache ([`Cache::Shared`], `postgres://...`) opened and attached
+/// (`arc_store::open_embeddings`; one connection per encoder).
+pub fn load_cached(spec: &EncoderSpec, cache: &Cache) -> Result<Cached, lam_encode::Error> {
+    let (mut enc, path) = spec.load_cached(cache)?;
+    if let Cache::Shared(url) = cache {
+        let store = arc_store::open_embeddings(url)
+            .map_err(|e| lam_encode::Error::CacheSpec { spec: lam_core::redact::url(url), reason: format!("opening the shared embedding cache: {e}") })?;
+        enc.share(store);
+    }
+    Ok((enc, path))
 }

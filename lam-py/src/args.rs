@@ -57,7 +57,8 @@ pub fn encoder(s: &EngineSettings) -> PyResult<(Enc, Option<PathBuf>)> {
 }
 
 /// A `cache` argument: `None`/`True` for `$LAM_HOME/cache/MODEL.lamemb`,
-/// `False` for none, or a file (a URL string is refused, never a file).
+/// `False` for none, a file, or a shared `postgres://` cache (no other URL
+/// is taken for a file).
 pub fn cache(cache: Option<&Bound<'_, PyAny>>) -> PyResult<Cache> {
     let Some(cache) = cache.filter(|c| !c.is_none()) else {
         return Ok(Cache::Default);
@@ -66,7 +67,7 @@ pub fn cache(cache: Option<&Bound<'_, PyAny>>) -> PyResult<Cache> {
         return Ok(if b { Cache::Default } else { Cache::Off });
     }
     if let Ok(s) = cache.extract::<String>() {
-        return Cache::file(&s).map_err(|e| errors::arg("cache", e));
+        return Cache::parse(&s).map_err(|e| errors::arg("cache", e));
     }
     match cache.extract::<PathBuf>() {
         Ok(p) => Ok(Cache::File(p)),

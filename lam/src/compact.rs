@@ -57,7 +57,7 @@ pub struct CompactArgs {
     /// Candidate index: `default` (full-recall bands for t, else exhaustive), `exhaustive`, or `banded:R,REL`.
     #[arg(long, default_value = "default", value_parser = index)]
     index: IndexChoice,
-    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
+    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb; or postgres://... to share it through that database.
     #[arg(long)]
     cache: Option<String>,
     /// Do not read or write the embedding cache.

@@ -49,7 +49,7 @@ pub struct EvalArgs {
     masking: Vec<usize>,
     #[command(flatten)]
     enc: EncoderOpts,
-    /// Embedding cache (lam-embeddings/1), default $LAM_HOME/cache/MODEL.lamemb.
+    /// Embedding cache (lam-embeddings/1), default $LAM_HOME/cache/MODEL.lamemb; or postgres://... to share it through that database.
     #[arg(long)]
     cache: Option<String>,
     /// Do not read or write the embedding cache.

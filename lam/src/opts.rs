@@ -43,16 +43,17 @@ impl EncoderOpts {
     /// The encoder behind its embedding cache (`--cache FILE`, `--no-cache`),
     /// and the file to save the cache to.
     pub fn load_cached(&self, cache: &Option<String>, no_cache: bool) -> Result<(Cached, Option<PathBuf>)> {
-        Ok(self.spec().load_cached(&cache_choice(cache, no_cache)?)?)
+        Ok(lam_operator::load_cached(&self.spec(), &cache_choice(cache, no_cache)?)?)
     }
 }
 
 /// The embedding cache `--cache FILE` and `--no-cache` choose (default
-/// `$LAM_HOME/cache/MODEL.lamemb`); a URL is refused ([`Cache::file`]).
+/// `$LAM_HOME/cache/MODEL.lamemb`): a file or a shared `postgres://` cache
+/// ([`Cache::parse`]; no other URL is taken for a file).
 pub fn cache_choice(cache: &Option<String>, no_cache: bool) -> Result<Cache> {
     Ok(match (no_cache, cache) {
         (true, _) => Cache::Off,
-        (false, Some(p)) => Cache::file(p).context("--cache")?,
+        (false, Some(p)) => Cache::parse(p).context("--cache")?,
         (false, None) => Cache::Default,
     })
 }

@@ -26,7 +26,7 @@ pub struct EngineOpts {
     threshold: Threshold,
     #[command(flatten)]
     enc: crate::opts::EncoderOpts,
-    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb.
+    /// Embedding cache (lam-embeddings/1 chunk lines), default $LAM_HOME/cache/MODEL.lamemb; or postgres://... to share it through that database.
     #[arg(long)]
     cache: Option<String>,
     /// Do not read or write the embedding cache.

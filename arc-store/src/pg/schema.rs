@@ -21,15 +21,19 @@
 //! this one). Every lookup is `session_key = sha256($1) AND session = $1`.
 //!
 //! Version 3: visible ids of 4 to 40 hex (the `shown` check relaxed).
+//!
+//! Version 4: `lam_embeddings`, the embedding cache replicas share
+//! (`PgEmbeddings`): one row per (model, chunk key), the vector's bytes and
+//! a checksum.
 
 use crate::StoreError;
 use tokio_postgres::{Client, GenericClient};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `MIGRATIONS[v]` takes a database from version `v` to `v + 1` (0: no lam tables).
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 pub(crate) const V1: &str = r"
 CREATE TABLE lam_meta (
@@ -73,6 +77,20 @@ CREATE INDEX lam_obs_session_seq ON lam_obs (session_key, seq);
 const V3: &str = r"
 ALTER TABLE lam_obs DROP CONSTRAINT lam_obs_shown_check;
 ALTER TABLE lam_obs ADD CONSTRAINT lam_obs_shown_check CHECK (shown ~ '^[0-9a-f]{4,40}$');
+";
+
+/// Version 4: the shared embedding cache.
+const V4: &str = r"
+CREATE TABLE lam_embeddings (
+    model      text        NOT NULL,
+    key        bytea       NOT NULL CHECK (octet_length(key) = 16),
+    dim        integer     NOT NULL CHECK (dim > 0),
+    vec        bytea       NOT NULL,
+    sum        bigint      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (model, key)
+);
+COMMENT ON TABLE lam_embeddings IS 'lam embedding cache: one row per (model, chunk content key); written only through arc-store PgEmbeddings; rows are checked on read';
 ";
 
 /// First key of every advisory lock lam takes ("LAM" + 0): the second key is

@@ -4,6 +4,7 @@
 //! facade behaves inside and outside async code.
 
 use super::*;
+use lam_core::EmbeddingStore as _;
 use lam_core::testsuite::{rec, sid};
 
 fn admin_url() -> Option<String> {
@@ -190,4 +191,60 @@ fn concurrent_claims_across_hosts_never_merge() {
         }
         assert_eq!(again, got, "claiming again is idempotent");
     });
+}
+
+/// The shared embedding cache: the conformance suite; two replicas (two
+/// connections) see each other's rows; a row damaged in the database is
+/// never returned and the next put replaces it; the same rows put by eight
+/// replicas at once are stored once.
+#[test]
+fn shared_embeddings_conform_verify_and_store_once() {
+    let Some(admin) = admin_url() else { return };
+    let url = runtime(false).block_on(scratch(&admin, "emb"));
+    let mut a = PgEmbeddings::connect(&url).unwrap();
+    lam_core::testsuite::embedding_store(&mut a);
+    let mut b = PgEmbeddings::connect(&url).unwrap();
+    let (m, d) = ("all-MiniLM-L6-v2@34cb29e3", 4);
+    let rows: Vec<f32> = (0..8).map(|i| i as f32 / 7.0).collect();
+    a.put(m, d, &[10, 11], &rows).unwrap();
+    assert_eq!(b.get(m, d, &[11, 10]).unwrap(), vec![Some(rows[4..].to_vec()), Some(rows[..4].to_vec())], "another replica's rows");
+    // Damage key 10's vector in the database: it is no longer returned.
+    let admin_rt = runtime(false);
+    admin_rt.block_on(async {
+        let target = config::resolve(&url).unwrap();
+        let (client, conn) = target.config.connect(tls::connector(target.ssl, None).unwrap()).await.unwrap();
+        tokio::spawn(conn);
+        let key = 10u128.to_le_bytes().to_vec();
+        let n = client.execute("UPDATE lam_embeddings SET vec = set_byte(vec, 0, get_byte(vec, 0) # 1) WHERE key = $1", &[&key]).await.unwrap();
+        assert_eq!(n, 1);
+    });
+    assert_eq!(b.get(m, d, &[10, 11]).unwrap(), vec![None, Some(rows[4..].to_vec())], "a damaged row is never trusted");
+    assert_eq!(b.rejected, 1);
+    b.put(m, d, &[10], &rows[..4]).unwrap();
+    assert_eq!(a.get(m, d, &[10]).unwrap(), vec![Some(rows[..4].to_vec())], "the next put replaced it");
+    // Eight replicas put the same rows at once: one row per key.
+    let keys: Vec<u128> = (100..164).collect();
+    let vecs: Vec<f32> = (0..keys.len() * d).map(|i| (i % 13) as f32).collect();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            let (url, keys, vecs) = (&url, &keys, &vecs);
+            s.spawn(move || PgEmbeddings::connect(url).unwrap().put(m, d, keys, vecs).unwrap());
+        }
+    });
+    let count = admin_rt.block_on(async {
+        let target = config::resolve(&url).unwrap();
+        let (client, conn) = target.config.connect(tls::connector(target.ssl, None).unwrap()).await.unwrap();
+        tokio::spawn(conn);
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM lam_embeddings WHERE key >= $1 AND key < $2 AND model = $3",
+                &[&100u128.to_le_bytes().to_vec(), &164u128.to_le_bytes().to_vec(), &m],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    });
+    assert_eq!(count, 64, "one row per key");
+    let got = a.get(m, d, &keys).unwrap();
+    assert!(got.iter().all(Option::is_some) && got.len() == 64);
 }
