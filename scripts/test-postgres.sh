@@ -10,6 +10,7 @@
 #   bash scripts/test-postgres.sh            # tests
 #   bash scripts/test-postgres.sh --bench    # tests, then the FileStore/PgStore benchmark
 #   bash scripts/test-postgres.sh --bench-only
+#   bash scripts/test-postgres.sh --with CMD ARGS...   # CMD on the throwaway server ($LAM_TEST_PG_URL), nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -118,6 +119,11 @@ export LAM_TEST_PSQL="$psql_bin"
 export LAM_REQUIRE_PG=1
 echo "throwaway PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $data)"
 
+if [[ "$mode" == "--with" ]]; then
+    shift
+    "$@"
+    exit $?
+fi
 if [[ "$mode" != "--bench-only" ]]; then
     cargo test -p arc-store --features postgres --lib --test pg --test pg_restart
 fi
