@@ -117,14 +117,16 @@ def test_parts_are_checked(tmp_path):
         (dict(store="redis://h/0"), ValueError, "store"),
         (dict(session=""), ValueError, "session"),
         (dict(cache=3), TypeError, "cache"),
+        (dict(cache="redis://h/0"), ValueError, "cache: redis://h/0: a `redis://` URL is not a file"),
         (dict(batch=0), ValueError, "batch"),
         (dict(model="/nonexistent/model", encoder="bert"), OSError, "model"),
     ],
 )
 def test_bad_arguments_raise_naming_them(kwargs, exc, name):
     kwargs.setdefault("encoder", "hashing")
+    kwargs.setdefault("cache", False)
     with pytest.raises(exc, match=name):
-        lam.Session(cache=False, **kwargs)
+        lam.Session(**kwargs)
 
 
 def test_bad_admit_arguments():
