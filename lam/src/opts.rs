@@ -51,9 +51,11 @@ impl EncoderOpts {
 /// `$LAM_HOME/cache/MODEL.lamemb`): a file or a shared `postgres://` cache
 /// ([`Cache::parse`]; no other URL is taken for a file).
 pub fn cache_choice(cache: &Option<String>, no_cache: bool) -> Result<Cache> {
-    Ok(match (no_cache, cache) {
+    // Parsed even when unused, so a bad value is always an error.
+    let named = cache.as_deref().map(Cache::parse).transpose().context("--cache")?;
+    Ok(match (no_cache, named) {
         (true, _) => Cache::Off,
-        (false, Some(p)) => Cache::parse(p).context("--cache")?,
+        (false, Some(c)) => c,
         (false, None) => Cache::Default,
     })
 }

@@ -184,18 +184,22 @@ proptest! {
     }
 }
 
-/// A URL is never taken for a file path: `--cache postgres://...` is a clear
-/// error naming `--cache` (its password masked), and no directory named
-/// `postgres:` appears where the command ran.
+/// A URL is never taken for a file path: `--cache redis://...` is a clear
+/// error naming `--cache`, `--cache postgres://...` on a server that is not
+/// there a clear error naming the shared embedding cache (passwords masked),
+/// and neither leaves a directory where the command ran.
 #[test]
 fn a_cache_url_is_refused_not_made_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     let ex = lam_core::testsuite::example();
+    let cases = [("redis://lam:secret@db.invalid/lam", "--cache"), ("postgres://lam:secret@db.invalid/lam", "opening the shared embedding cache")];
     for cmd in ["compact", "replay"] {
-        let args: Vec<String> = [cmd, "--encoder", "bert", "--cache", "postgres://lam:secret@db/lam", ex.to_str().unwrap()].map(String::from).to_vec();
-        let o = Command::new(env!("CARGO_BIN_EXE_lam")).args(&args).current_dir(dir.path()).stdin(Stdio::null()).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains("--cache") && err.contains("not a file") && !err.contains("secret"), "lam {cmd}: {err}");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "lam {cmd} created something");
+        for (url, says) in cases {
+            let args: Vec<String> = [cmd, "--encoder", "bert", "--cache", url, ex.to_str().unwrap()].map(String::from).to_vec();
+            let o = Command::new(env!("CARGO_BIN_EXE_lam")).args(&args).current_dir(dir.path()).stdin(Stdio::null()).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && err.contains(says) && !err.contains("secret"), "lam {cmd} --cache {url}: {err}");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "lam {cmd} --cache {url} created something");
+        }
     }
 }
