@@ -4,9 +4,12 @@
 //! the parent's conversation, the parent keeps its session, and both stay
 //! prefix-stable, whichever comes first.
 //!
-//! The shapes are the agents' recorded wire shapes (`docs/agents.md`): the
-//! pinned Claude Code and Codex binaries were not made to fork under the
-//! scripted upstream of `lam/tests/agents`.
+//! Two shapes of the fork's first request: one where it carries a task
+//! message after the fork call, and the one the pinned Claude Code sends
+//! (recorded by running it against a scripted upstream, `docs/agents.md`,
+//! "How the agents fork a subagent"), where the child answers the fork call
+//! with a tool result of its own, so the parent and the child both answer it,
+//! with different outputs. Not yet run through `lam run` with the binaries.
 
 use lam_serve::{Api, Proxy, ServeConfig};
 use serde_json::{Value, json};
@@ -41,12 +44,20 @@ type Sent = (Option<String>, Vec<Value>);
 /// The parent's history, then the fork's first request and the parent's
 /// continuation in `order`; the proxy sessions each request lands in and
 /// what it forwarded.
-fn run(fork_first: bool) -> (Proxy, Vec<Sent>) {
+fn run(fork_first: bool, answered: bool) -> (Proxy, Vec<Sent>) {
     let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
     let mut parent = vec![json!({"role": "user", "content": "Fix the failing test."})];
     parent.extend(bash("t1", "pytest -q", &log("A")));
     let mut fork = parent.clone();
-    fork.extend([fork_call(), json!({"role": "user", "content": "You are a fork of the conversation above. Try the other fix."})]);
+    fork.push(fork_call());
+    fork.push(match answered {
+        // Claude Code 2.1.332: the child answers the call itself.
+        true => json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "fork_1", "content": "Fork started \u{2014} that fork is you."},
+            {"type": "text", "text": "<fork-boilerplate> You are a worker fork. The transcript above is the parent's history. Your directive: Try the other fix."}
+        ]}),
+        false => json!({"role": "user", "content": "You are a fork of the conversation above. Try the other fix."}),
+    });
     let mut fork2 = fork.clone();
     fork2.extend(bash("t2", "pytest -q", &log("A")));
     let mut cont = parent.clone();
@@ -66,14 +77,18 @@ fn run(fork_first: bool) -> (Proxy, Vec<Sent>) {
 
 #[test]
 fn a_fork_gets_its_own_session_and_the_parent_keeps_its_own() {
-    for fork_first in [true, false] {
-        let (proxy, out) = run(fork_first);
+    for (fork_first, answered) in [(true, false), (false, false), (true, true), (false, true)] {
+        let (proxy, out) = run(fork_first, answered);
         let st = proxy.stats();
         assert_eq!(st.sessions_created, 2, "fork_first {fork_first}: one session for the parent, one for the fork");
         let by_session = |s: &Option<String>| out.iter().filter(|(x, _)| x == s).count();
         assert_eq!(by_session(&out[0].0), 5, "both archive in the parent's store session");
-        let requests: Vec<u64> = st.sessions.iter().map(|s| s.requests).collect();
-        assert_eq!(requests, [3, 2], "fork_first {fork_first}: the parent keeps its session (3 requests), the fork has 2");
+        let mut requests: Vec<u64> = st.sessions.iter().map(|s| s.requests).collect();
+        if answered {
+            // Both answer the call: whichever comes first keeps the session.
+            requests.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        assert_eq!(requests, [3, 2], "fork_first {fork_first}, answered {answered}: the parent keeps its session (3 requests), the fork has 2");
         // Every request forwards the parent's history exactly as the first did.
         let first = &out[0].1;
         for (_, items) in &out[1..] {
