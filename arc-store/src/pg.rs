@@ -153,6 +153,17 @@ pub(crate) struct Spec {
 type Drivers = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
 
 impl Spec {
+    /// The target `url` names and its TLS connector.
+    fn new(url: &str, drivers: Drivers) -> Result<Self, StoreError> {
+        let target = config::resolve(url)?;
+        let tls = tls::connector(target.ssl, target.root_cert.as_deref()).map_err(|reason| StoreError::Postgres {
+            target: target.shown.clone(),
+            op: "TLS set-up",
+            reason,
+        })?;
+        Ok(Spec { target, tls, drivers })
+    }
+
     /// Remember a connection's driver task.
     fn driving(&self, task: tokio::task::JoinHandle<()>) {
         let mut d = self.drivers.lock().unwrap_or_else(|p| p.into_inner());
@@ -364,13 +375,7 @@ fn wait<T: Send + 'static>(handle: &Handle, target: &str, fut: impl Future<Outpu
 
 impl Shared {
     async fn start(url: &str, opts: PgOptions, drivers: Drivers) -> Result<Shared, StoreError> {
-        let target = config::resolve(url)?;
-        let tls = tls::connector(target.ssl, target.root_cert.as_deref()).map_err(|reason| StoreError::Postgres {
-            target: target.shown.clone(),
-            op: "TLS set-up",
-            reason,
-        })?;
-        let spec = Arc::new(Spec { target, tls, drivers });
+        let spec = Arc::new(Spec::new(url, drivers)?);
         let stats = Arc::new(Counters::default());
         // The first writer connects first: it creates or migrates the schema the reader checks.
         let writer_conn = match opts.access {

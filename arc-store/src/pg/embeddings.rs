@@ -11,7 +11,7 @@
 //! error (the encoder then goes on without the shared cache).
 
 use super::conn::Conn;
-use super::{PrivateRuntime, Spec, config, tls, wait};
+use super::{PrivateRuntime, Spec, wait};
 use crate::StoreError;
 use lam_core::{EmbeddingStore, Error};
 use std::collections::HashSet;
@@ -60,13 +60,7 @@ impl PgEmbeddings {
         let rt = Arc::new(PrivateRuntime { rt: Some(rt), drivers: drivers.clone() });
         let url = url.to_string();
         let (spec, conn) = wait(&handle, &shown, async move {
-            let target = config::resolve(&url)?;
-            let tls = tls::connector(target.ssl, target.root_cert.as_deref()).map_err(|reason| StoreError::Postgres {
-                target: target.shown.clone(),
-                op: "TLS set-up",
-                reason,
-            })?;
-            let spec = Arc::new(Spec { target, tls, drivers });
+            let spec = Arc::new(Spec::new(&url, drivers)?);
             let conn = Conn::open(&spec, true).await?;
             Ok((spec, Arc::new(conn)))
         })?;
