@@ -9,7 +9,10 @@
 //! (recorded by running it against a scripted upstream, `docs/agents.md`,
 //! "How the agents fork a subagent"), where the child answers the fork call
 //! with a tool result of its own, so the parent and the child both answer it,
-//! with different outputs. Not yet run through `lam run` with the binaries.
+//! with different outputs; and Codex's (`codex_forks_in_their_real_shape`):
+//! `spawn_agent` in the `collaboration` namespace, the child answering it
+//! "aborted" and getting its task as an `agent_message`. Both agents also
+//! fork through `lam run` in `scripts/test-agents.sh`.
 
 use lam_serve::{Api, Proxy, ServeConfig};
 use serde_json::{Value, json};
@@ -102,6 +105,61 @@ fn a_fork_gets_its_own_session_and_the_parent_keeps_its_own() {
         // Both branches saw log A in the parent's history: its rerun is a stub in each.
         for last in [fork2, cont2] {
             let text = last.last().unwrap()["content"][0]["content"].as_str().unwrap();
+            assert!(text.starts_with("[lam: same output as `pytest -q` above"), "fork_first {fork_first}: {text}");
+        }
+    }
+}
+
+fn exec(id: &str, cmd: &str, out: &str) -> [Value; 2] {
+    let args = serde_json::to_string(&json!({"cmd": cmd})).unwrap();
+    [
+        json!({"type": "function_call", "call_id": id, "name": "exec_command", "arguments": args}),
+        json!({"type": "function_call_output", "call_id": id, "output": out}),
+    ]
+}
+
+fn responses(items: &[Value]) -> Vec<u8> {
+    serde_json::to_vec(&json!({"model": "m", "instructions": "You are Codex.", "input": items, "stream": true})).unwrap()
+}
+
+/// Codex 0.171.0 with `--enable multi_agent_v2`, as recorded against a
+/// scripted upstream (`docs/agents.md`): the namespaced `spawn_agent` call,
+/// answered "aborted" in the child and with the task's name in the parent.
+#[test]
+fn codex_forks_in_their_real_shape() {
+    for fork_first in [true, false] {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let mut parent = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the failing test."}]})];
+        parent.extend(exec("c1", "pytest -q", &log("A")));
+        let args = r#"{"task_name": "forktest", "message": "Try the other fix.", "fork_turns": "all"}"#;
+        let call = json!({"type": "function_call", "call_id": "s1", "name": "spawn_agent", "namespace": "collaboration", "arguments": args});
+        let mut fork = parent.clone();
+        fork.extend([
+            call.clone(),
+            json!({"type": "function_call_output", "call_id": "s1", "output": "aborted"}),
+            json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are now a newly spawned child agent."}]}),
+            json!({"type": "agent_message", "author": "/root", "recipient": "/root/forktest", "content": [{"type": "input_text", "text": "Message Type: NEW_TASK\nTry the other fix."}]}),
+        ]);
+        fork.extend(exec("c2", "pytest -q", &log("A")));
+        let mut cont = parent.clone();
+        cont.extend([call, json!({"type": "function_call_output", "call_id": "s1", "output": "{\"task_name\":\"/root/forktest\"}"})]);
+        cont.extend(exec("c3", "pytest -q", &log("A")));
+        let order = if fork_first { [&parent, &fork, &cont] } else { [&parent, &cont, &fork] };
+        let out: Vec<(Option<String>, Vec<Value>)> = order
+            .iter()
+            .map(|items| {
+                let r = proxy.rewrite(Api::Responses, None, &responses(items));
+                let v: Value = serde_json::from_slice(&r.body).unwrap();
+                (r.session, v["input"].as_array().unwrap().clone())
+            })
+            .collect();
+        let st = proxy.stats();
+        assert_eq!(st.sessions_created, 2, "fork_first {fork_first}: one session for the parent, one for the fork");
+        assert!(out.iter().all(|(s, _)| s == &out[0].0), "both archive in the parent's store session");
+        assert_eq!(st.sessions.iter().map(|s| s.observations).sum::<u64>(), 1 + 2 + 2, "the fork does not admit the parent's history again");
+        for (_, items) in &out[1..] {
+            assert_eq!(&items[..out[0].1.len()], &out[0].1[..], "fork_first {fork_first}: prefix-stable");
+            let text = items.last().unwrap()["output"].as_str().unwrap();
             assert!(text.starts_with("[lam: same output as `pytest -q` above"), "fork_first {fork_first}: {text}");
         }
     }

@@ -24,7 +24,13 @@ function tools):
   every changed line and every row reached the upstream, and the re-reads
   were still cut;
 - the MCP recall tool is listed to the model and its scripted call returned
-  exactly the bytes `lam recall` reads from the archive.
+  exactly the bytes `lam recall` reads from the archive;
+- in the `-fork` runs (Claude Code's `Agent` with `subagent_type: "fork"`;
+  Codex's `spawn_agent` with `fork_turns: "all"` under `--enable
+  multi_agent_v2`), the fork and the parent each get a proxy session, the
+  fork admits only what follows the history it shares with its parent, and
+  every shared history item, up to and with the fork call, is forwarded the
+  same in the fork's first request as in the parent's continuation.
 
 Prints one table row per agent (requests, proxy sessions, admitted/sent,
 tool-result tokens in -> forwarded, earlier bytes changed, proxy-added ms
@@ -68,6 +74,9 @@ def agents(bin_dir):
         "claude-code-changes": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.CHANGES]},
         "codex-changes": {"api": "responses", "cmd": [codex, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", TASK],
                           "scripts": [su.CHANGES]},
+        "claude-code-fork": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.WITH_FORK, su.FORK_SCRIPT]},
+        "codex-fork": {"api": "responses", "cmd": [codex, "exec", "--enable", "multi_agent_v2", "--skip-git-repo-check", TASK],
+                       "scripts": [su.WITH_FORK_WAIT, su.FORK_SCRIPT]},
     }
 
 
@@ -193,13 +202,86 @@ def raw_conversation(run, body):
     return [unmarked(x) for x in raw_items(body, "messages" if run["api"] == "messages" else "input")]
 
 
+def is_fork(run, e):
+    return su.fork_child(run["api"], json.loads(e["body"]))
+
+
 def conversations(run, reqs):
-    """The requests of each conversation (a subagent's is its own), in order:
-    grouped by their first item."""
+    """The requests of each conversation (a subagent's is its own, and so is
+    a fork's), in order: grouped by their first item and by branch."""
     out = {}
     for e in reqs:
-        out.setdefault(raw_conversation(run, e["body"])[0], []).append(e)
+        out.setdefault((raw_conversation(run, e["body"])[0], is_fork(run, e)), []).append(e)
     return list(out.values())
+
+
+def common_prefix(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def fork_at(run, items):
+    """The index of the item holding the fork call, or None."""
+    return next((i for i, raw in enumerate(items) if su.FORK_TASK in raw and ('"tool_use"' in raw or '"function_call"' in raw)), None)
+
+
+def own_items(run, convs):
+    """Each conversation's last request's items that its proxy session
+    admits: all of them, but a fork that starts with its parent's first item
+    gets a session that starts from the parent's (lam-serve's registry::fork),
+    and admits only what follows the history it shares with the parent."""
+    out = []
+    for c in convs:
+        items = conversation(run, c[-1]["body"])
+        if is_fork(run, c[0]):
+            child = raw_conversation(run, c[0]["body"])
+            parent = next(raw_conversation(run, p[-1]["body"]) for p in convs if not is_fork(run, p[0]))
+            shared = common_prefix(child, parent) if child[0] == parent[0] else 0
+            items = items[shared:]
+        out.append(items)
+    return out
+
+
+def shorthand(item):
+    """A message whose content is one text block, that block as a string:
+    Claude Code writes the block as a list where it marks it with
+    `cache_control` and as a string elsewhere (lam's identity reads both as
+    one)."""
+    c = item.get("content")
+    if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and set(c[0]) == {"type", "text"} and c[0]["type"] == "text":
+        item = dict(item, content=c[0]["text"])
+    return item
+
+
+def same_item(a, b):
+    """Whether two raw items (annotations removed) are the same bytes, or,
+    where the client wrote them differently, the same apart from the item's
+    own `id` (Codex gives anew the ids of some items it copies into a fork)
+    and the one-text-block shorthand."""
+    if a == b:
+        return True
+    x, y = json.loads(a), json.loads(b)
+    if isinstance(x.get("id"), str) and isinstance(y.get("id"), str):
+        y["id"] = x["id"]
+    return shorthand(x) == shorthand(y)
+
+
+def branch_changed(run, convs):
+    """(shared items, of those forwarded differently to the parent's
+    continuation and the fork's first request, stub lines among them): the
+    history both branches share, up to and with the fork call, must be the
+    same bytes in both."""
+    forks = [c for c in convs if is_fork(run, c[0])]
+    if not forks:
+        return 0, 0, 0
+    child = raw_conversation(run, forks[0][0]["body"])
+    parent = next(raw_conversation(run, p[-1]["body"]) for p in convs if not is_fork(run, p[0]))
+    at = fork_at(run, child)
+    assert at is not None and fork_at(run, parent) == at, "the fork call is not at the same place in both branches"
+    changed = sum(1 for i in range(at + 1) if not same_item(parent[i], child[i]))
+    return at + 1, changed, sum(child[i].count("[lam: ") for i in range(at + 1))
 
 
 def earlier_changed(run, reqs):
@@ -228,7 +310,9 @@ def measure(lam, run):
     convs = conversations(run, reqs)
     lasts = [conversation(run, c[-1]["body"]) for c in convs]
     results = [r for last in lasts for r in tool_results(run, last)]
-    sent = sum(len(t) for _, t in results)
+    sent = sum(len(t) for items in own_items(run, convs) for _, t in tool_results(run, items))
+    steps = script_results(run, convs)
+    shared, shared_changed, shared_stubs = branch_changed(run, convs)
     call, rid = next((x for x in (recall_call(run, last) for last in lasts) if x[0]), (None, None))
     recalled = recall(lam, run, rid) if rid else None
     got = next((t for c, t in results if c == call), [])
@@ -241,7 +325,7 @@ def measure(lam, run):
     fell = [k for k in REREADS if k < len(results) and any(STUB_LINE.search(x) for x in results[k][1])] if run["scripts"] == [su.CHANGES] else []
     return {
         "agent": run["name"], "exit": run["rc"], "requests": len(reqs), "conversations": len(convs), "proxy_requests": n_req, "proxy_sessions": sessions,
-        "tool_results": len(results), "sent_texts": sent, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
+        "tool_results": steps, "sent_texts": sent, "fork_shared_items": shared, "fork_shared_changed": shared_changed, "fork_shared_stubs": shared_stubs, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
         "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(len(STUB_LINE.findall(x)) for _, t in results for x in t),
         "recall_listed": recall_listed(run, reqs[0]["body"]), "recall_id": rid,
         "recall_exact": recalled is not None and len(recalled) > 0 and recalled in got,
@@ -249,6 +333,17 @@ def measure(lam, run):
         "done": "DONE." in run["stdout"], "added_ms_p50": statistics.median(ms), "added_ms_p99": max(ms) if len(ms) < 100 else sorted(ms)[int(len(ms) * 0.99)],
         "upstream_paths": sorted({e["method"] + " " + e["path"].split("?")[0] for e in run["seen"]}),
     }
+
+
+def script_results(run, convs):
+    """Tool results answering script steps: a fork's count from its answer
+    to the fork call (the history before it is its parent's)."""
+    n = 0
+    for c in convs:
+        items = raw_conversation(run, c[-1]["body"])
+        at = fork_at(run, items) if is_fork(run, c[0]) else None
+        n += len(tool_results(run, [json.loads(x) for x in items[at + 1 if at is not None else 0:]]))
+    return n
 
 
 STUB_LINE = re.compile(r"^\[lam: .*\]$", re.M)
@@ -322,7 +417,11 @@ def check(m, run):
     assert m["requests"] == steps + len(scripts), what + f"{m['requests']} model requests upstream, the script needs {steps + len(scripts)}"
     assert m["proxy_requests"] == m["requests"], what + f"the proxy saw {m['proxy_requests']} model requests, the upstream {m['requests']}"
     assert m["proxy_sessions"] == len(scripts), what + f"{m['proxy_sessions']} proxy sessions for {len(scripts)} conversations\n{tail}"
-    assert m["tool_results"] == steps, what + f"{m['tool_results']} tool results in the conversations' last requests, the script has {steps}"
+    forks = sum(1 for s in scripts if s is su.FORK_SCRIPT)
+    assert m["tool_results"] == steps + forks, what + f"{m['tool_results']} tool results in the conversations' last requests, the script has {steps} (+{forks} fork answers)"
+    assert m["fork_shared_changed"] == 0 and (m["fork_shared_items"] > 0) == (forks > 0), \
+        what + f"{m['fork_shared_changed']} of {m['fork_shared_items']} history items both branches share were forwarded differently"
+    assert m["fork_shared_stubs"] > 0 or not forks, what + "no stub in the history both branches share"
     assert m["admitted"] == m["sent_texts"], what + f"admitted {m['admitted']}, tool-result texts sent {m['sent_texts']}"
     assert m["earlier_changed"] == 0, what + f"{m['earlier_changed']} earlier items changed"
     assert m["stubs"] >= 2 and m["tokens_out"] < m["tokens_in"], what + f"{m['stubs']} stubs, tokens {m['tokens_in']} -> {m['tokens_out']}"
@@ -372,7 +471,8 @@ def main():
             rows.append(m)
             check(m, run)
             print(f"ok: {name}: {m['requests']} requests, {m['conversations']} conversations = {m['proxy_sessions']} proxy sessions, admitted {m['admitted']} = sent {m['sent_texts']}, "
-                  f"tokens {m['tokens_in']} -> {m['tokens_out']}, 0 earlier bytes changed, recall §{m['recall_id']} exact", flush=True)
+                  f"tokens {m['tokens_in']} -> {m['tokens_out']}, 0 earlier bytes changed, recall §{m['recall_id']} exact"
+                  + (f", fork: {m['fork_shared_items']} shared history items ({m['fork_shared_stubs']} stubs) forwarded the same to both branches" if m["fork_shared_items"] else ""), flush=True)
         except AssertionError as e:
             failures.append(f"FAIL {e}")
             print(f"FAIL {e}", flush=True)

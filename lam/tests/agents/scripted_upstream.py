@@ -13,10 +13,17 @@ The script is a list of steps, each a tool the agent offers, named by role:
 - `("recall", None)`: the `lam` MCP server's `recall` tool as the agent lists
   it (Claude Code `mcp__lam__recall`; Codex the function `recall` in the
   namespace `mcp__lam`, or `tools.mcp__lam__recall` in code mode), called
-  with the first `§id` of a stub the agent has sent.
+  with the first `§id` of a stub the agent has sent;
+- `("agent", task)`: Claude Code's `Agent` with a fresh subagent;
+- `("fork", task)`: a fork that starts from the whole conversation (Claude
+  Code's `Agent` with `subagent_type: "fork"`; Codex's `spawn_agent` in the
+  `collaboration` namespace with `fork_turns: "all"`, offered with
+  `--enable multi_agent_v2`), then for Codex `("wait", None)`: `wait_agent`.
 
 The step answered is the number of tool results in the request's
-conversation; after the last one the model says `DONE.`. A request that
+conversation; after the last one the model says `DONE.`. A subagent's or a
+fork's requests are answered from their own script (`SUBAGENT_SCRIPT`,
+`FORK_SCRIPT`); a fork counts its steps from its answer to the fork call. A request that
 offers no tools (a title or a quota probe) gets a plain `DONE.`. Answers
 stream as SSE (Anthropic Messages with `tool_use` blocks; OpenAI Responses
 with `function_call` / `custom_tool_call` items). WebSocket upgrades are
@@ -80,6 +87,48 @@ SUBAGENT_SCRIPT = [
     ("shell", "cat app.py"),
 ]
 
+# With a fork: the main conversation forks a child that starts from its
+# whole history and answers the fork call itself (Claude Code: "Fork
+# started ..."; Codex: "aborted" and the task as an `agent_message`), while
+# the parent answers it with the child's report; then the parent goes on.
+FORK_TASK = "FORK-TASK: run cat app.py and cat app_v2.py, then report."
+WITH_FORK = [
+    ("shell", "cat app.py"),
+    ("read", "app.py"),
+    ("shell", "cat app.py"),
+    ("fork", FORK_TASK),
+    ("shell", "cat app_v2.py"),
+    ("recall", None),
+]
+# Codex's parent waits for its child with a call of its own.
+WITH_FORK_WAIT = WITH_FORK[:4] + [("wait", None)] + WITH_FORK[4:]
+FORK_SCRIPT = [
+    ("shell", "cat app.py"),
+    ("shell", "cat app_v2.py"),
+]
+
+
+def fork_child(api, body):
+    """Whether a request is a fork's: Claude Code's child answers the fork
+    call with "Fork started"; Codex's child gets its task as an
+    `agent_message` to an agent other than `/root`."""
+    if api == "messages":
+        return any(isinstance(b, dict) and b.get("type") == "tool_result" and "Fork started" in json.dumps(b.get("content"))
+                   for m in body.get("messages", []) if isinstance(m, dict) and isinstance(m.get("content"), list) for b in m["content"])
+    return any(isinstance(it, dict) and it.get("type") == "agent_message" and it.get("recipient") != "/root" and FORK_TASK in json.dumps(it.get("content"))
+               for it in body.get("input", []))
+
+
+def script_step(api, body, script, results):
+    """The step of `script` (the main conversation's) that answers a request
+    with `results` tool results, or None when the conversation is done."""
+    if api == "messages" and is_subagent(body):
+        script = SUBAGENT_SCRIPT
+    elif fork_child(api, body):
+        results -= 1 + next(k for k, (role, _) in enumerate(script) if role == "fork")
+        script = FORK_SCRIPT
+    return script[results] if 0 <= results < len(script) else None
+
 
 # ------------------------------------------------------------------ Anthropic
 
@@ -100,14 +149,14 @@ def is_subagent(body):
 
 def anthropic_step(body, body_text, workdir, script):
     """(name, input) of the tool_use to answer with, or None for the final text."""
-    if is_subagent(body):
-        script = SUBAGENT_SCRIPT
     k = anthropic_results(body)
-    if k >= len(script):
+    step = script_step("messages", body, script, k)
+    if step is None:
         return None
-    role, arg = script[k]
-    if role == "agent":
-        return "Agent", {"description": "read app.py twice", "prompt": arg, "subagent_type": "general-purpose", "run_in_background": False}
+    role, arg = step
+    if role in ("agent", "fork"):
+        kind = "general-purpose" if role == "agent" else "fork"
+        return "Agent", {"description": "scripted " + role, "prompt": arg, "subagent_type": kind, "run_in_background": False}
     if role == "shell":
         return "Bash", {"command": arg, "description": "scripted step %d" % k}
     if role == "read":
@@ -195,10 +244,17 @@ def shell_call(names, command, workdir):
 def responses_step(body, body_text, workdir, script=SCRIPT):
     tools = tool_list(body)
     names = {n for _, n in tools}
-    k = responses_results(body)
-    if k >= len(script):
+    step = script_step("responses", body, script, responses_results(body))
+    if step is None:
         return None
-    role, arg = script[k]
+    role, arg = step
+    if role in ("fork", "wait"):
+        ns = next((ns for ns, n in tools if n == "spawn_agent" and ns), None)
+        if ns is None:
+            raise ValueError("the request offers no spawn_agent in a namespace (Codex without --enable multi_agent_v2?)")
+        if role == "wait":
+            return ("wait_agent", ns), {"timeout_ms": 120000}
+        return ("spawn_agent", ns), {"task_name": "forktest", "message": arg, "fork_turns": "all"}
     if role == "read":
         role, arg = "shell", "cat " + arg
     if role == "shell":
