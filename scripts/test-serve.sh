@@ -6,13 +6,8 @@
 # the venv (target/serve-venv) is made once; target/debug/lam is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/serve-venv.sh
 venv=target/serve-venv
-if ! "$venv/bin/python" -c 'import openai, anthropic, httpx, mcp.client.stdio' 2>/dev/null; then
-  echo "creating $venv (openai, anthropic, mcp from PyPI)" >&2
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openai>=1.66,<3" "anthropic>=0.49,<1" "mcp>=1.9,<2"
-fi
 cargo build -q -p lam
 LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
 encoder=hashing

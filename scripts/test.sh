@@ -32,6 +32,8 @@ bash scripts/test-python.sh
 bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
 bash scripts/test-serve.sh
+# Three lam serve replicas on one PostgreSQL behind HAProxy (round robin): bytes equal one replica's, recall from the shared store, SIGKILL mid-stream (installs haproxy)
+bash scripts/test-deploy.sh
 # The real Claude Code and Codex (pinned, from npm) through `lam run` against a scripted loopback upstream (SKIPPED when npm is unreachable)
 bash scripts/test-agents.sh
 # lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency

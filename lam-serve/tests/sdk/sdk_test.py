@@ -130,12 +130,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         gated = self.headers.get("x-stub-gate") == "1"
-        for k, ev in enumerate(sse_events(self.path)):
-            if k == 1 and gated and not self.server.gate.wait(10):
-                self.server.gate_timeouts += 1
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        try:
+            for k, ev in enumerate(sse_events(self.path)):
+                if k == 1 and gated and not self.server.gate.wait(10):
+                    self.server.gate_timeouts += 1
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the proxy went away mid-stream (deploy_test.py kills one)
 
 
 # ---------------------------------------------------------------- the proxy
@@ -147,12 +150,17 @@ def free_port():
 
 
 class Serve:
-    def __init__(self, lam, upstream, store, encoder, extra=()):
-        self.port = free_port()
+    """`lam serve` on a loopback port (`port`, else a free one), its log
+    in `log` (else next to a folder `store`), no embedding cache unless
+    `cache` names one."""
+
+    def __init__(self, lam, upstream, store, encoder, extra=(), port=None, log=None, cache=None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(Path(store).with_suffix(".log"), "w")
+        self.log = open(log or Path(store).with_suffix(".log"), "a")
+        caching = ["--cache", cache] if cache else ["--no-cache"]
         cmd = [lam, "serve", "--listen", f"127.0.0.1:{self.port}", "--upstream", upstream, "--store", str(store),
-               "--encoder", encoder, "--no-cache", "--recall", "recall", *extra]
+               "--encoder", encoder, *caching, "--recall", "recall", *extra]
         self.p = subprocess.Popen(cmd, stderr=self.log)
         for _ in range(600):
             try:

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A deployment as a team would run it (docs/deploy.md): three `lam serve`
+# replicas on one PostgreSQL store and embedding cache behind HAProxy (round
+# robin, no affinity), driven by the official SDK clients
+# (lam-serve/tests/sdk/deploy_test.py): the bytes forwarded equal one
+# replica's, every cited §id recalls exactly from the shared store, and a
+# replica killed with SIGKILL mid-stream loses nothing and the retry gets the
+# same bytes. Installs haproxy (and PostgreSQL, scripts/test-postgres.sh)
+# from the distribution's packages when allowed (CI=true or
+# LAM_TEST_SYSTEM=1); otherwise SKIPPED.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v haproxy >/dev/null; then
+  if [[ "${CI:-}" != true && "${LAM_TEST_SYSTEM:-}" != 1 ]]; then
+    echo "SKIPPED: the deployment test (haproxy is not installed). Run it with" >&2
+    echo "         LAM_TEST_SYSTEM=1 bash scripts/test-deploy.sh   (installs haproxy with apt-get, as CI does)" >&2
+    exit 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "need root to run apt-get install haproxy (or install it yourself)" >&2
+    exit 1
+  fi
+  echo "haproxy not found; installing it from the distribution's packages" >&2
+  # Do not let the package start its own service.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null || {
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null
+  }
+  rm -f /usr/sbin/policy-rc.d
+fi
+bash scripts/serve-venv.sh
+cargo build -q -p lam
+LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
+encoder=hashing
+[ -f "$LAM_HOME/models/all-MiniLM-L6-v2/model.safetensors" ] && encoder=bert
+corpus="${LAM_CORPUS:-../shared/corpus}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/lam-deploy-test.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_test.py target/debug/lam "$corpus" "$work" --encoder "$encoder"
