@@ -37,4 +37,8 @@ encoder=hashing
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-deploy-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_test.py target/debug/lam "$corpus" "$work" --encoder "$encoder"
+transcripts="$corpus/agent-transcripts"
+# One Claude Code session with subagents, one without, one Codex rollout: their first 40 requests each.
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_test.py target/debug/lam "$corpus" "$work" --encoder "$encoder" \
+  --transcripts "$transcripts/spotter/4d5611e5-241a-462a-8d15-5122611a9569" "$transcripts/cctrace" \
+  "$transcripts/openprintkit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl" --per-session 40

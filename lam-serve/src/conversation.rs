@@ -1,15 +1,15 @@
-//! Stage three: one conversation's items, frozen. A session remembers the
-//! exact bytes it forwarded for every item (by the item's key), so an item
-//! is looked at once, when first seen, and forwarded byte for byte the same
-//! in every later request (prefix stability). Only the new items of a
-//! request go on to admission.
+//! Stage three: one conversation's items, frozen. A session remembers every
+//! item it forwarded (by the item's key), so an item is looked at once, when
+//! first seen: one the proxy changed nothing in goes as the client sends it,
+//! one with residuals goes with the exact bytes first forwarded (prefix
+//! stability). Only the new items of a request go on to admission.
 
 use crate::admission::{Admitter, Delta};
 use crate::api::{Api, Context, Observations as _};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use crate::request::{Item, Parsed};
-use crate::rewrite::{self, Frozen};
+use crate::rewrite::{self, Frozen, Piece};
 use lam_core::SessionId;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -43,7 +43,8 @@ impl Conversation {
     }
 
     /// The body to forward for `req`: every item forwarded before in this
-    /// session as it was then (carrying the client's annotations of now),
+    /// session with the residuals it had then (carrying the client's
+    /// annotations of now), or as sent when it had none,
     /// every new observation archived and replaced by its residual, everything
     /// else as received. Each item is read once per request, into its tree
     /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
@@ -56,21 +57,21 @@ impl Conversation {
         }
         let read = self.cx_keys.len();
         let mut pass = Pass { engine, loan: None, delta: Delta::default() };
-        let mut out: Vec<Arc<[u8]>> = Vec::with_capacity(req.items.len());
+        let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
-            let frozen = self.forwarded.get(&keys[i]).map(|f| f.with(&item.annotations));
+            let raw = item.raw.get().as_bytes();
+            let frozen = self.forwarded.get(&keys[i]).map(|f| f.forward(raw, &item.annotations));
             if frozen.is_some() && i < read {
                 pass.delta.reused += 1;
                 out.extend(frozen);
                 continue;
             }
-            let raw = item.raw.get().as_bytes();
             item.with_tree(|tree| {
                 let value = tree.map_or(Value::Null, |t| canon::value(raw, t));
                 out.push(match frozen {
-                    Some(bytes) => {
+                    Some(piece) => {
                         pass.delta.reused += 1;
-                        bytes
+                        piece
                     }
                     None => self.forward_new(req.api, keys[i], item, (tree, &value), &mut pass),
                 });
@@ -83,7 +84,7 @@ impl Conversation {
 
     /// The bytes of an item seen for the first time (`read`: its tree and
     /// value), frozen: its observations admitted and replaced by their residuals.
-    fn forward_new(&mut self, api: Api, key: u128, item: &Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Arc<[u8]> {
+    fn forward_new<'a>(&mut self, api: Api, key: u128, item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
         pass.delta.new_items += 1;
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
         let edits = match tree {
@@ -98,14 +99,16 @@ impl Conversation {
             }
             None => Vec::new(),
         };
-        let frozen = match edits.is_empty() {
-            true => Frozen::new(raw.into(), item.annotations.clone(), tree),
-            false => Frozen::new(rewrite::spliced(raw, edits).into(), item.annotations.clone(), None),
+        let (frozen, piece) = match edits.is_empty() {
+            true => (Frozen::as_sent(), Piece::Sent(raw)),
+            false => {
+                let bytes: Arc<[u8]> = rewrite::spliced(raw, edits).into();
+                (Frozen::edited(bytes.clone(), item.annotations.clone(), None), Piece::Frozen(bytes))
+            }
         };
-        let bytes = frozen.bytes();
         self.frozen_bytes += frozen.heap_bytes();
         self.forwarded.insert(key, frozen);
-        bytes
+        piece
     }
 }
 

@@ -1,5 +1,6 @@
 //! Stage five: the bytes forwarded. A new item goes with each residual
 //! spliced in, every other byte as received; an item forwarded before goes
+//! as the client sends it now when the proxy changed nothing in it, else
 //! with the bytes it was first forwarded with, carrying the annotations the
 //! client puts on it now; the body goes with every member as received and
 //! the conversation list replaced.
@@ -15,28 +16,62 @@ pub(crate) fn spliced(raw: &[u8], edits: Vec<Edit>) -> Vec<u8> {
     canon::splice(raw, edits)
 }
 
-/// The body to forward: `req`'s members as received, its conversation `items`.
-pub(crate) fn body(req: &Parsed, items: &[Arc<[u8]>]) -> Vec<u8> {
-    req.body_with(items.iter().map(|b| &b[..]))
+/// One item of the forwarded body: the client's bytes of this request, or
+/// the bytes the session froze for it.
+pub(crate) enum Piece<'a> {
+    Sent(&'a [u8]),
+    Frozen(Arc<[u8]>),
 }
 
-/// What a session forwarded for one item: the bytes (residuals in place),
-/// the annotations they carried and, when they carried any, which bytes to
-/// drop for the item without them. Claude Code marks the last message and
-/// unmarks it in the next request; that common move is a splice, never a
-/// parse. Any other move is read again ([`canon::reannotate`]).
+impl AsRef<[u8]> for Piece<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Piece::Sent(b) => b,
+            Piece::Frozen(b) => b,
+        }
+    }
+}
+
+/// The body to forward: `req`'s members as received, its conversation `items`.
+pub(crate) fn body(req: &Parsed, items: &[Piece<'_>]) -> Vec<u8> {
+    req.body_with(items.iter().map(AsRef::as_ref))
+}
+
+/// What a session forwarded for one item. An item the proxy changed nothing
+/// in is forwarded as the client sends it each time, so nothing is kept for
+/// it: what goes upstream is then a function of the request alone, the same
+/// from a replica that never saw the earlier requests (Claude Code writes a
+/// message's one text block as a list where it marks it and as a string
+/// where it does not; both go as sent). An item with residuals keeps the
+/// bytes (residuals in place), the annotations they carried and, when they
+/// carried any, which bytes to drop for the item without them. Claude Code
+/// marks the last message and unmarks it in the next request; that common
+/// move is a splice, never a parse. Any other move is read again
+/// ([`canon::reannotate`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Frozen {
+    /// None: forwarded as sent.
+    edited: Option<Edited>,
+}
+
+#[derive(Debug, Clone)]
+struct Edited {
     bytes: Arc<[u8]>,
     annotations: Arc<[Annotation]>,
     bare: Box<[Range<usize>]>,
 }
 
 impl Frozen {
-    /// Freeze the bytes forwarded for an item that carried `annotations`;
-    /// `tree`, when given, is their reading (the item's own, when it goes
-    /// unchanged), else they are read here if they carry annotations.
-    pub(crate) fn new(bytes: Arc<[u8]>, annotations: Vec<Annotation>, tree: Option<&Node>) -> Self {
+    /// An item forwarded as the client sends it.
+    pub(crate) fn as_sent() -> Self {
+        Self { edited: None }
+    }
+
+    /// Freeze the bytes forwarded for an item whose observations were
+    /// replaced by residuals, which carried `annotations`; `tree`, when
+    /// given, is their reading, else they are read here if they carry
+    /// annotations.
+    pub(crate) fn edited(bytes: Arc<[u8]>, annotations: Vec<Annotation>, tree: Option<&Node>) -> Self {
         let bare = if annotations.is_empty() {
             Vec::new()
         } else {
@@ -46,16 +81,27 @@ impl Frozen {
             };
             read.and_then(|bare| deletions(&bytes, &bare)).unwrap_or_default()
         };
-        Self { bytes, annotations: annotations.into(), bare: bare.into() }
+        Self { edited: Some(Edited { bytes, annotations: annotations.into(), bare: bare.into() }) }
     }
 
-    /// The bytes as forwarded first.
-    pub(crate) fn bytes(&self) -> Arc<[u8]> {
-        self.bytes.clone()
+    /// The bytes to forward for the item the client now sends as `raw`,
+    /// annotated with `now`.
+    pub(crate) fn forward<'a>(&self, raw: &'a [u8], now: &[Annotation]) -> Piece<'a> {
+        match &self.edited {
+            None => Piece::Sent(raw),
+            Some(e) => Piece::Frozen(e.with(now)),
+        }
     }
 
+    /// Bytes it holds, its map entry aside.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.edited.as_ref().map_or(0, |e| e.bytes.len() + std::mem::size_of_val(&e.annotations[..]) + std::mem::size_of_val(&e.bare[..]) + 96)
+    }
+}
+
+impl Edited {
     /// The bytes to forward when the client now annotates the item with `now`.
-    pub(crate) fn with(&self, now: &[Annotation]) -> Arc<[u8]> {
+    fn with(&self, now: &[Annotation]) -> Arc<[u8]> {
         if *now == *self.annotations {
             return self.bytes.clone();
         }
@@ -66,11 +112,6 @@ impl Frozen {
             Ok(tree) => canon::reannotate(&self.bytes, &tree, now).into(),
             Err(_) => self.bytes.clone(),
         }
-    }
-
-    /// Bytes it holds, its map entry aside.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.bytes.len() + std::mem::size_of_val(&self.annotations[..]) + std::mem::size_of_val(&self.bare[..]) + 96
     }
 }
 
@@ -100,15 +141,17 @@ mod tests {
     fn an_unmarked_item_is_the_marked_one_without_its_marks_and_never_read_again() {
         let marked = br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"out","cache_control":{"type":"ephemeral"}}]}"#;
         let tree = canon::parse(marked).unwrap();
-        let f = Frozen::new(marked[..].into(), canon::annotations(marked, &tree), None);
-        assert_eq!(&f.with(&canon::annotations(marked, &tree))[..], marked);
-        let bare = f.with(&[]);
+        let f = Frozen::edited(marked[..].into(), canon::annotations(marked, &tree), None);
+        let with = |now: &[Annotation]| f.forward(b"", now).as_ref().to_vec();
+        assert_eq!(with(&canon::annotations(marked, &tree)), marked);
+        let bare = with(&[]);
         assert_eq!(&bare[..], &canon::reannotate(marked, &tree, &[])[..], "the same bytes a reading would give");
         assert_eq!(&bare[..], br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"out"}]}"#);
         let spaced = br#"{"role" : "user", "content":[{"type":"text","text":"x"}], "cache_control": {"type":"ephemeral"} }"#;
         let tree = canon::parse(spaced).unwrap();
-        let f = Frozen::new(spaced[..].into(), canon::annotations(spaced, &tree), Some(&tree));
-        assert_eq!(&f.with(&[])[..], &canon::reannotate(spaced, &tree, &[])[..]);
+        let f = Frozen::edited(spaced[..].into(), canon::annotations(spaced, &tree), Some(&tree));
+        assert_eq!(f.forward(b"", &[]).as_ref(), &canon::reannotate(spaced, &tree, &[])[..]);
+        assert_eq!(Frozen::as_sent().forward(b"sent", &[]).as_ref(), b"sent");
         assert_eq!(deletions(b"abcdxe", b"ade"), Some(vec![1..3, 4..5]));
         assert_eq!(deletions(b"abc", b"abd"), None);
     }

@@ -146,8 +146,9 @@ session_counters! {
     /// Items of this session's requests seen for the first time (the only
     /// ones the proxy examines; observations among them are admitted).
     new_items: u64 => "lam_serve_new_items_total", "Conversation items seen for the first time in their session (the only ones examined).";
-    /// Items sent again by the client and forwarded as they were first time.
-    reused_items: u64 => "lam_serve_reused_items_total", "Conversation items sent again and forwarded as first forwarded.";
+    /// Items sent again by the client, not examined again: forwarded as
+    /// sent, or with the residuals they were first forwarded with.
+    reused_items: u64 => "lam_serve_reused_items_total", "Conversation items sent again, not examined again (forwarded as sent, or with their first residuals).";
     /// Observations admitted (each once).
     observations: u64 => "lam_serve_observations_total", "Observations archived and admitted.";
     /// cl100k_base tokens of the admitted originals.

@@ -103,6 +103,47 @@ fn claude_code_marks_move_but_the_session_and_its_bytes_stay() {
     assert!(s.tokens_out < s.tokens_in, "reruns of the same log were compacted");
 }
 
+/// Claude Code writes a message whose content is one text block as a list
+/// when it marks it (`cache_control` lives on a block) and as a string when
+/// it does not: here a note after every tool result, marked while it is last.
+fn flipping_request(turns: usize, log: &str) -> Vec<u8> {
+    let note = |k: usize, marked: bool| match marked {
+        true => json!({"role": "user", "content": [{"type": "text", "text": format!("note {k}"), "cache_control": {"type": "ephemeral"}}]}),
+        false => json!({"role": "user", "content": format!("note {k}")}),
+    };
+    let mut msgs = vec![json!({"role": "user", "content": "fix the failing test"})];
+    for k in 0..turns {
+        let id = format!("toolu_{k:02}");
+        msgs.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "pytest -q"}}]}));
+        msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": format!("{log}run {k}\n")}]}));
+        msgs.push(note(k, k + 1 == turns));
+    }
+    serde_json::to_vec(&json!({"model": "m", "max_tokens": 8, "system": "You are Claude Code.", "messages": msgs})).unwrap()
+}
+
+#[test]
+fn what_is_forwarded_depends_on_the_request_alone() {
+    // A replica that never saw the earlier requests forwards the same bytes.
+    let seen_all = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+    let log: String = (0..40).map(|i| format!("tests/test_mod.py::test_{i} PASSED\n")).collect();
+    let mut stubbed = 0;
+    for turns in 1..=6 {
+        let req = flipping_request(turns, &log);
+        let fresh = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let a = seen_all.rewrite(Api::Messages, None, &req).body;
+        let b = fresh.rewrite(Api::Messages, None, &req).body;
+        assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b), "request {turns}: other bytes than a proxy that saw only it");
+        let items = raw_items(&a, "messages");
+        // Each note goes as the client wrote it this time, string or list.
+        assert_eq!(
+            items,
+            raw_items(&req, "messages").iter().zip(&items).map(|(s, f)| if s.contains("note") { s.clone() } else { f.clone() }).collect::<Vec<_>>()
+        );
+        stubbed = items.iter().filter(|i| i.contains("[lam: ")).count();
+    }
+    assert!(stubbed >= 4, "the reruns were stubbed ({stubbed}), so items with residuals were compared too");
+}
+
 #[test]
 fn kept_tools_are_forwarded_verbatim_and_still_archived() {
     let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");

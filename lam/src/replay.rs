@@ -7,6 +7,7 @@ use lam_core::wire::Agent;
 use lam_serve::replay::{self, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
 use lam_trajectory::read::{self, Trajectory};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 /// `--shape`: `auto` (`None`: each transcript as its own agent sends it) or an agent.
@@ -36,6 +37,9 @@ pub struct ReplayArgs {
     /// Print one JSON object (sessions and total) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write every request it sends to FILE, one JSON object per line (`session`, `agent`, `path`, `body`: the request as the agent would send it), to send them to a deployed proxy (docs/deploy.md).
+    #[arg(long, value_name = "FILE")]
+    requests_out: Option<PathBuf>,
 }
 
 pub fn run(a: ReplayArgs) -> Result<()> {
@@ -43,6 +47,10 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1))?;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
+    let mut out = match &a.requests_out {
+        Some(p) => Some(BufWriter::new(std::fs::File::create(p).with_context(|| format!("--requests-out {}", p.display()))?)),
+        None => None,
+    };
     let mut sessions = Vec::new();
     for input in read::expand_inputs(&a.paths)? {
         let Some(trajs) = read::read_input(&input)? else {
@@ -50,8 +58,11 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             continue;
         };
         for t in trajs.iter().filter(|t| !t.records.is_empty()) {
-            sessions.push(one(&proxy, &a, t));
+            sessions.push(one(&proxy, &a, t, out.as_mut())?);
         }
+    }
+    if let (Some(w), Some(p)) = (out.as_mut(), &a.requests_out) {
+        w.flush().with_context(|| format!("--requests-out {}", p.display()))?;
     }
     proxy.close().context("lam replay: saving the embedding cache")?;
     if sessions.is_empty() {
@@ -71,7 +82,7 @@ fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
     a.shape.0.or_else(|| t.format.agent()).unwrap_or(Agent::ClaudeCode)
 }
 
-fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Agent, SessionReport, Pricing) {
+fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory, out: Option<&mut BufWriter<std::fs::File>>) -> Result<(Agent, SessionReport, Pricing)> {
     let agent = agent_of(a, t);
     let pricing = a.pricing.unwrap_or(match agent {
         Agent::ClaudeCode => Pricing::ANTHROPIC,
@@ -84,8 +95,22 @@ fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory) -> (Agent, SessionReport, 
         .map(|(i, r)| Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default()))
         .collect();
     let task = if t.task.is_empty() { format!("(task of {})", t.session.0) } else { t.task.clone() };
+    if let Some(w) = out {
+        write_requests(w, agent, &t.session.0, &task, &calls).context("--requests-out")?;
+    }
     let r = replay::replay(proxy, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
-    (agent, r, pricing)
+    Ok((agent, r, pricing))
+}
+
+/// One session's requests, as `replay::replay` sends them, one JSON line each.
+fn write_requests(w: &mut impl Write, agent: Agent, session: &str, task: &str, calls: &[Call]) -> Result<()> {
+    for body in replay::requests(agent, task, calls) {
+        let body = serde_json::value::RawValue::from_string(String::from_utf8(body)?)?;
+        let line = serde_json::json!({"session": session, "agent": agent.name(), "path": agent.api().path(), "body": body});
+        serde_json::to_writer(&mut *w, &line)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 fn row(shape: &str, r: &SessionReport) -> String {

@@ -2,11 +2,13 @@
 distribution's packages, round robin, no affinity), all on one PostgreSQL
 store and one shared embedding cache (`--cache postgres://...`).
 
-With the official SDK clients, real trajectories go through every API
-(chat completions, messages, responses; streaming every other turn), first
-through one replica alone (on a folder store, no cache: the reference),
-then through the load balancer, which hands each request to the next
-replica. Checked:
+Two replays, each first through one replica alone (on a folder store, no
+cache: the reference), then through the load balancer, which hands each
+request to the next replica: real Claude Code and Codex transcripts (the
+first requests of each session as the agent sends them, written by `lam
+replay --requests-out`), and, with the official SDK clients, real
+trajectories through every API (chat completions, messages, responses;
+streaming every other turn). Checked:
 
 - every replica served requests (the balancer rotated them);
 - the bytes each replica forwarded are the reference's, request for
@@ -14,13 +16,14 @@ replica. Checked:
   consecutive turns landed on different replicas;
 - every `§id` cited in what was forwarded recalls its original exactly
   from the shared store (`lam recall --store postgres://...`, which any
-  host can run), whichever replica archived it;
+  host can run), whichever replica archived it: the transcripts' the same
+  bytes as from the reference's store, the trajectories' their originals;
 - a replica killed with SIGKILL in the middle of a stream: every `§id` the
   request it was streaming had cited upstream recalls exactly (nothing it
   acknowledged is lost), it restarts on the same port, and the client's
   retry, through the balancer, forwards the same bytes.
 
-usage: deploy_test.py LAM CORPUS WORK [--encoder bert|hashing]
+usage: deploy_test.py LAM CORPUS WORK [--encoder bert|hashing] [--transcripts PATH...] [--per-session N]
 Needs LAM_TEST_PG_URL (scripts/test-postgres.sh --with) and `haproxy`.
 """
 
@@ -36,7 +39,7 @@ from pathlib import Path
 
 import httpx
 import sdk_test as sdk
-from raw_json import raw_items
+from raw_json import identity, raw_items
 
 REPLICAS = 3
 
@@ -140,6 +143,125 @@ def check_kill(args, reps, lb, stub, pg, t, work):
           f"the retry through the balancer forwarded the same {len(retried)} bytes")
 
 
+# ---------------------------------------------------------------- transcripts
+
+HEADERS = {"claude-code": {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01", "content-type": "application/json"},
+           "codex": {"authorization": "Bearer sk-test", "content-type": "application/json"}}
+
+
+def agent_requests(args, work):
+    """The first `--per-session` requests of each transcript session, as
+    (session, agent, path, body bytes), in order."""
+    out = work / "requests.jsonl"
+    subprocess.run([args.lam, "replay", *args.transcripts, "--encoder", "hashing", "--no-cache", "--requests-out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    reqs, per = [], {}
+    with open(out, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            per[r["session"]] = per.get(r["session"], 0) + 1
+            if per[r["session"]] <= args.per_session:
+                reqs.append((r["session"], r["agent"], r["path"], raw_body(line)))
+    out.unlink()
+    return reqs
+
+
+def raw_body(line):
+    """The member `body` of a `--requests-out` line, its bytes as written."""
+    start = line.index('"body":') + len('"body":')
+    _, end = json.JSONDecoder().raw_decode(line, start)
+    return line[start:end].encode()
+
+
+def send(url, reqs, stub):
+    """Each request, in order; what the upstream got for each."""
+    got = []
+    with httpx.Client(timeout=120) as c:
+        for _, agent, path, body in reqs:
+            n = len(stub.seen)
+            r = c.post(url + path, content=body, headers=HEADERS[agent])
+            assert r.status_code == 200, f"{path}: {r.status_code} {r.text[:300]}"
+            got.append(stub.seen[n][2])
+    return got
+
+
+def field(path):
+    return "messages" if path.endswith("/messages") else "input"
+
+
+def first_difference(reqs, got, want, i):
+    """Where request `i` forwarded through the replicas differs from the reference."""
+    session, _, path, _ = reqs[i]
+    a, b = raw_items(got[i], field(path)), raw_items(want[i], field(path))
+    k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    show = lambda items: items[k][:1500] if k < len(items) else "(none)"
+    return f"request {i} ({session}), item {k} of {len(a)} / {len(b)}:\n  replicas: {show(a)}\n  one replica: {show(b)}"
+
+
+def check_prefixes(reqs, got):
+    """Per session, every request forwards the earlier items as before,
+    apart from what the client itself rewrites (`raw_json.identity`)."""
+    prev = {}
+    for (session, _, path, _), body in zip(reqs, got):
+        items = [identity(x) for x in raw_items(body, field(path))]
+        p = prev.get(session, [])
+        assert items[:len(p)] == p, f"{session}: an earlier item changed on the wire"
+        prev[session] = items
+
+
+def recall_in(lam, store, session, sid):
+    r = subprocess.run([lam, "recall", "--store", str(store), "--session", session, "§" + sid], capture_output=True)
+    return r.stdout.decode() if r.returncode == 0 else None
+
+
+def check_transcript_recall(args, pg, ref, reqs, got):
+    """Every observation a cited §id names in a store session of the
+    reference, the shared store holds the same bytes of under that id in a
+    store session of the replicas. `ref` and `pg`: (store, its sessions).
+    Returns (ids, ids that `lam recall` without a session finds ambiguous
+    in the reference's store, in the shared store)."""
+    cited = {c for (_, _, path, _), body in zip(reqs, got) for it in raw_items(body, field(path)) for c in sdk.CITED.findall(it)}
+    assert cited, "no §id cited"
+    in_ref = in_pg = 0
+    for sid in sorted(cited):
+        want = {recall_in(args.lam, ref[0], s, sid) for s in ref[1]} - {None}
+        found = {recall_in(args.lam, pg[0], s, sid) for s in pg[1]} - {None}
+        assert want and want <= found, f"§{sid}: {len(want - found)} of the {len(want)} observations it names are not in the shared store"
+        in_ref += len(want) > 1
+        in_pg += subprocess.run([args.lam, "recall", "--store", pg[0], "§" + sid], capture_output=True).returncode != 0
+    return len(cited), in_ref, in_pg
+
+
+def replay_transcripts(args, up, pg, stub, work):
+    reqs = agent_requests(args, work)
+    sessions = sorted({r[0] for r in reqs})
+    print(f"reference: {len(reqs)} requests of {len(sessions)} Claude Code and Codex transcript sessions through one lam serve")
+    ref_store = work / "ref-transcripts"
+    ref = sdk.Serve(args.lam, up, ref_store, args.encoder)
+    want = send(ref.url, reqs, stub)
+    ref_sessions = sorted({s["session"] for s in ref.stats()["sessions"]})
+    ref.stop()
+    print(f"the same through HAProxy over {REPLICAS} replicas on one PostgreSQL store and embedding cache")
+    reps = replicas(args, up, pg, work)
+    lb = Balancer([r.port for r in reps], work)
+    try:
+        got = send(lb.url, reqs, stub)
+        check_rotation(reps, len(reqs))
+        sessions = sorted({s["session"] for r in reps for s in r.stats()["sessions"]})
+    finally:
+        lb.stop()
+        for r in reps:
+            r.stop()
+    differ = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not differ, f"{len(differ)} of {len(want)} requests forwarded other bytes than one replica alone; first: " + first_difference(reqs, got, want, differ[0])
+    check_prefixes(reqs, got)
+    n, in_ref, in_pg = check_transcript_recall(args, (pg, sessions), (ref_store, ref_sessions), reqs, got)
+    print(f"  {len(got)} requests: every forwarded body byte-identical to one replica's; 0 earlier items changed across replicas; "
+          f"{n} cited §ids: every observation each names in the reference's store is in the shared store under it "
+          f"({len(ref_sessions)} store sessions there, {len(sessions)} here for {len(set(r[0] for r in reqs))} conversations); "
+          f"without a session, {in_ref} of them name more than one observation in the reference's store, {in_pg} in the shared store")
+
+
 def sdk_upstream(stub):
     return f"http://127.0.0.1:{stub.server_address[1]}"
 
@@ -152,6 +274,8 @@ def main():
     ap.add_argument("--encoder", default="hashing")
     ap.add_argument("--trajectories", type=int, default=3)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--transcripts", nargs="*", default=[])
+    ap.add_argument("--per-session", type=int, default=40)
     args = ap.parse_args()
     pg = os.environ["LAM_TEST_PG_URL"]
     work = Path(args.work)
@@ -160,6 +284,9 @@ def main():
     stub = sdk.Stub()
     threading.Thread(target=stub.serve_forever, daemon=True).start()
     up = sdk_upstream(stub)
+    if args.transcripts:
+        replay_transcripts(args, up, pg, stub, work)
+        stub.seen.clear()
 
     print(f"reference: {len(trajectories)} trajectories x 3 APIs through one lam serve (folder store, no cache), --encoder {args.encoder}")
     ref = sdk.Serve(args.lam, up, work / "ref-store", args.encoder)

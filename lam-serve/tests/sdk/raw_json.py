@@ -38,3 +38,28 @@ def raw_items(body, field):
         i = skip_ws(s, i)
         if s[i] == ",":
             i += 1
+
+
+def identity(raw):
+    """An item as the proxy's identity reads it (lam-serve canon::identity):
+    `cache_control` annotations left out and a `content` that is one text
+    block read as its string; what a client may rewrite from one request to
+    the next without changing the item (Claude Code marks the last messages,
+    writing a marked one-block message as a list and an unmarked one as a
+    string). Below a tool call's `input` every member counts."""
+    def walk(v, args=False):
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if k == "cache_control" and not args:
+                    continue
+                x = walk(x, args or k == "input")
+                if k == "content" and not args and isinstance(x, list) and len(x) == 1 and isinstance(x[0], dict) \
+                        and set(x[0]) == {"type", "text"} and x[0]["type"] == "text":
+                    x = x[0]["text"]
+                out[k] = x
+            return out
+        if isinstance(v, list):
+            return [walk(x, args) for x in v]
+        return v
+    return json.dumps(walk(json.loads(raw)), sort_keys=True, ensure_ascii=False)

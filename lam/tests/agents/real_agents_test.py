@@ -12,8 +12,9 @@ function tools):
 - every model request reached the upstream through the proxy (the agent is
   never told the upstream's address) and made one proxy session;
 - observations admitted = non-empty tool-result texts sent;
-- no earlier item changed from one request to the next (bytes, apart from
-  moved `cache_control` annotations);
+- no earlier item changed from one request to the next (apart from what
+  the client itself rewrites: moved `cache_control` marks and a one-block
+  message written as a list or a string);
 - stubs replaced repeated output (L0/L1 fired), tool-result tokens fell;
 - no line the model had not seen was withheld: every tool result with a
   stub is recalled (`lam recall`) and each of its new lines (text, line
@@ -28,9 +29,11 @@ function tools):
 - in the `-fork` runs (Claude Code's `Agent` with `subagent_type: "fork"`;
   Codex's `spawn_agent` with `fork_turns: "all"` under `--enable
   multi_agent_v2`), the fork and the parent each get a proxy session, the
-  fork admits only what follows the history it shares with its parent, and
-  every shared history item, up to and with the fork call, is forwarded the
-  same in the fork's first request as in the parent's continuation.
+  fork admits only what follows the history it shares with its parent
+  (Codex; Claude Code's fork has a system prompt of its own, so the proxy
+  admits its whole history again), and every shared history item, up to
+  and with the fork call, is forwarded the same in the fork's first request
+  as in the parent's continuation.
 
 Prints one table row per agent (requests, proxy sessions, admitted/sent,
 tool-result tokens in -> forwarded, earlier bytes changed, proxy-added ms
@@ -53,13 +56,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[2] / "lam-serve" / "tests" / "sdk")]
 import scripted_upstream as su  # noqa: E402
-from raw_json import raw_items  # noqa: E402
+from raw_json import identity, raw_items  # noqa: E402
 
 TASK = "Look at app.py and run check.py"
 LOG = re.compile(r"lam serve: (\w+) (\S+) -> (\d+) session (\S+) in ([0-9.]+) ms")
 TOTAL = re.compile(r"lam run: total: (\d+) sessions?, (\d+) requests, (\d+) observations, tool-result tokens (\d+) -> (\d+)")
 SESSION = re.compile(r"lam run: session (\S+): ")
-MARK = re.compile(r'(,"cache_control":\{[^{}]*\})|("cache_control":\{[^{}]*\},?)')
 
 
 def agents(bin_dir):
@@ -87,13 +89,6 @@ CHANGED = [(2, ["SCALE = 4"]), (4, ["# a line inserted above line 10"]),
            (7, ["tests/test_sampled.py::test_case_3 PASSED", "tests/test_sampled.py::test_case_17 PASSED", "========== 25 passed in 0.01s =========="]), (8, ROWS)]
 # Steps that read what the model has seen before: their tool-result tokens must fall.
 REREADS = [2, 4, 7]
-
-
-# ----------------------------------------------------------- raw JSON items
-
-def unmarked(raw):
-    """An item's bytes without its `cache_control` annotations."""
-    return MARK.sub("", raw)
 
 
 # ------------------------------------------------------------------- a run
@@ -198,8 +193,9 @@ def recall_listed(run, first_body):
 
 
 def raw_conversation(run, body):
-    """A request's conversation items, raw, without annotations."""
-    return [unmarked(x) for x in raw_items(body, "messages" if run["api"] == "messages" else "input")]
+    """A request's conversation items as the proxy's identity reads them
+    (`raw_json.identity`: marks and the one-block shorthand aside)."""
+    return [identity(x) for x in raw_items(body, "messages" if run["api"] == "messages" else "input")]
 
 
 def is_fork(run, e):
@@ -227,45 +223,42 @@ def fork_at(run, items):
     return next((i for i, raw in enumerate(items) if su.FORK_TASK in raw and ('"tool_use"' in raw or '"function_call"' in raw)), None)
 
 
+def preamble(run, body):
+    """What sets a conversation up outside its list (`system`,
+    `instructions`), as the proxy's identity reads it."""
+    v = json.loads(body).get("system" if run["api"] == "messages" else "instructions")
+    return identity(json.dumps(v))
+
+
 def own_items(run, convs):
     """Each conversation's last request's items that its proxy session
-    admits: all of them, but a fork that starts with its parent's first item
-    gets a session that starts from the parent's (lam-serve's registry::fork),
-    and admits only what follows the history it shares with the parent."""
+    admits: all of them, but a fork with its parent's preamble and first item
+    gets a session that starts from the parent's (lam-serve's registry::fork)
+    and admits only what follows the history it shares with the parent.
+    Claude Code's fork has a system prompt of its own (its billing header
+    says `cc_is_subagent=true;`), so to the proxy it is a new conversation."""
     out = []
+    parent = next(p for p in convs if not is_fork(run, p[0]))
     for c in convs:
         items = conversation(run, c[-1]["body"])
-        if is_fork(run, c[0]):
-            child = raw_conversation(run, c[0]["body"])
-            parent = next(raw_conversation(run, p[-1]["body"]) for p in convs if not is_fork(run, p[0]))
-            shared = common_prefix(child, parent) if child[0] == parent[0] else 0
-            items = items[shared:]
+        if is_fork(run, c[0]) and preamble(run, c[0]["body"]) == preamble(run, parent[-1]["body"]):
+            child, history = raw_conversation(run, c[0]["body"]), raw_conversation(run, parent[-1]["body"])
+            items = items[common_prefix(child, history) if child[0] == history[0] else 0:]
         out.append(items)
     return out
-
-
-def shorthand(item):
-    """A message whose content is one text block, that block as a string:
-    Claude Code writes the block as a list where it marks it with
-    `cache_control` and as a string elsewhere (lam's identity reads both as
-    one)."""
-    c = item.get("content")
-    if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and set(c[0]) == {"type", "text"} and c[0]["type"] == "text":
-        item = dict(item, content=c[0]["text"])
-    return item
 
 
 def same_item(a, b):
     """Whether two raw items (annotations removed) are the same bytes, or,
     where the client wrote them differently, the same apart from the item's
     own `id` (Codex gives anew the ids of some items it copies into a fork)
-    and the one-text-block shorthand."""
+    and the one-text-block shorthand (`raw_json.identity`)."""
     if a == b:
         return True
     x, y = json.loads(a), json.loads(b)
     if isinstance(x.get("id"), str) and isinstance(y.get("id"), str):
         y["id"] = x["id"]
-    return shorthand(x) == shorthand(y)
+    return identity(json.dumps(x)) == identity(json.dumps(y))
 
 
 def branch_changed(run, convs):
@@ -285,6 +278,9 @@ def branch_changed(run, convs):
 
 
 def earlier_changed(run, reqs):
+    """Earlier items forwarded differently in a later request, apart from
+    what the client itself rewrites: its `cache_control` marks and the
+    one-text-block shorthand (`raw_json.identity`)."""
     changed, prev = 0, None
     for e in reqs:
         items = raw_conversation(run, e["body"])
