@@ -7,8 +7,14 @@
 //! verify is never returned (`get` answers `None` and counts it) and the
 //! next `put` of its key replaces it; otherwise the first writer wins
 //! (`ON CONFLICT DO NOTHING`), so replicas encoding the same chunk at once
-//! store it once. One connection on a private runtime; a failed call is an
-//! error (the encoder then goes on without the shared cache).
+//! store it once. One connection on a private runtime.
+//!
+//! The cache only saves work, so losing the server is not an error: while
+//! the connection is lost, `get` answers "not cached" and `put` keeps
+//! nothing, and the next call at least [`RETRY_AFTER`] after the last try
+//! connects again (a restarted or failed-over server is used again without
+//! restarting the replica). Any other failure is an error (the encoder then
+//! goes on without the shared cache).
 
 use super::conn::Conn;
 use super::{PrivateRuntime, Spec, wait};
@@ -16,7 +22,11 @@ use crate::StoreError;
 use lam_core::{EmbeddingStore, Error};
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
+
+/// Least time between two tries to reach a lost server.
+pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 const GET: &str = "SELECT key, vec, sum FROM lam_embeddings WHERE model = $1 AND dim = $2 AND key = ANY($3::bytea[])";
 /// Insert the rows; a key already held keeps its row unless it is in `$6`
@@ -29,7 +39,10 @@ WHERE lam_embeddings.key = ANY($6::bytea[])";
 
 /// The shared embedding cache in PostgreSQL.
 pub struct PgEmbeddings {
-    conn: Arc<Conn>,
+    /// `None` while the server cannot be reached.
+    conn: Option<Arc<Conn>>,
+    /// When a lost server may next be tried.
+    retry_at: Instant,
     spec: Arc<Spec>,
     handle: Handle,
     _rt: Arc<PrivateRuntime>,
@@ -37,11 +50,20 @@ pub struct PgEmbeddings {
     damaged: HashSet<(String, u128)>,
     /// Rows that did not verify, so far.
     pub rejected: u64,
+    /// Connections made again after one was lost, so far.
+    pub reconnects: u64,
+    /// Calls answered without the server (it could not be reached), so far.
+    pub unreachable: u64,
 }
 
 impl std::fmt::Debug for PgEmbeddings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgEmbeddings").field("target", &self.spec.target.shown).field("rejected", &self.rejected).finish_non_exhaustive()
+        f.debug_struct("PgEmbeddings")
+            .field("target", &self.spec.target.shown)
+            .field("connected", &self.conn.is_some())
+            .field("rejected", &self.rejected)
+            .field("reconnects", &self.reconnects)
+            .finish_non_exhaustive()
     }
 }
 
@@ -64,17 +86,62 @@ impl PgEmbeddings {
             let conn = Conn::open(&spec, true).await?;
             Ok((spec, Arc::new(conn)))
         })?;
-        Ok(Self { conn, spec, handle, _rt: rt, damaged: HashSet::new(), rejected: 0 })
+        let now = Instant::now();
+        Ok(Self { conn: Some(conn), retry_at: now, spec, handle, _rt: rt, damaged: HashSet::new(), rejected: 0, reconnects: 0, unreachable: 0 })
     }
 
-    fn get_rows(&self, model: &str, dim: usize, keys: &[u128]) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let (conn, spec) = (self.conn.clone(), self.spec.clone());
-        let (model, dim, keys) = (model.to_string(), dim_i32(dim)?, keys.iter().map(|k| k.to_le_bytes().to_vec()).collect::<Vec<_>>());
-        wait(
-            &self.handle,
-            &self.spec.target.shown,
-            async move { conn.client.query(GET, &[&model, &dim, &keys]).await.map_err(|e| spec.err("embeddings get", &e)) },
-        )
+    /// The connection, made again when it was lost and [`RETRY_AFTER`] has
+    /// passed since the last try; `None` while the server cannot be reached.
+    fn connection(&mut self) -> Option<Arc<Conn>> {
+        if let Some(c) = &self.conn
+            && !c.client.is_closed()
+        {
+            return Some(c.clone());
+        }
+        if Instant::now() < self.retry_at {
+            return None;
+        }
+        self.retry_at = Instant::now() + RETRY_AFTER;
+        let spec = self.spec.clone();
+        match wait(&self.handle, &self.spec.target.shown, async move { Conn::open(&spec, true).await }) {
+            Ok(c) => {
+                self.reconnects += 1;
+                eprintln!("note: shared embedding cache {}: connected again", self.spec.target.shown);
+                self.conn = Some(Arc::new(c));
+            }
+            Err(e) => {
+                if self.conn.take().is_some() {
+                    eprintln!("note: shared embedding cache: {e}; encoding without it, trying again every {RETRY_AFTER:?}");
+                }
+            }
+        }
+        self.conn.clone()
+    }
+
+    /// Run `query` on the connection: `Ok(None)` when the server cannot be
+    /// reached (or the connection was lost during the call).
+    fn call<T: Send + 'static, F>(&mut self, op: &'static str, query: impl FnOnce(Arc<Conn>) -> F) -> Result<Option<T>, StoreError>
+    where
+        F: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
+    {
+        let Some(conn) = self.connection() else {
+            self.unreachable += 1;
+            return Ok(None);
+        };
+        let (spec, fut, c) = (self.spec.clone(), query(conn.clone()), conn.clone());
+        let got = wait(&self.handle, &self.spec.target.shown, async move {
+            match fut.await {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if c.lost(&e) => Ok(None),
+                Err(e) => Err(spec.err(op, &e)),
+            }
+        })?;
+        if got.is_none() {
+            eprintln!("note: shared embedding cache {}: connection lost during {op}; encoding without it until it is back", self.spec.target.shown);
+            self.conn = None;
+            self.unreachable += 1;
+        }
+        Ok(got)
     }
 }
 
@@ -108,7 +175,11 @@ impl EmbeddingStore for PgEmbeddings {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self.get_rows(model, dim, keys)?;
+        let (m, d, ks) = (model.to_string(), dim_i32(dim)?, keys.iter().map(|k| k.to_le_bytes().to_vec()).collect::<Vec<_>>());
+        let got = self.call("embeddings get", move |c| async move { c.client.query(GET, &[&m, &d, &ks]).await })?;
+        let Some(rows) = got else {
+            return Ok(vec![None; keys.len()]);
+        };
         let mut found = std::collections::HashMap::with_capacity(rows.len());
         for row in &rows {
             let (k, v) =
@@ -131,7 +202,7 @@ impl EmbeddingStore for PgEmbeddings {
             return Err(Error::Dimension { expected: keys.len() * dim, got: vectors.len() });
         }
         let mut seen = HashSet::new();
-        let (mut ks, mut vs, mut sums, mut replace) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut ks, mut vs, mut sums, mut replace, mut replace_keys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (k, v) in keys.iter().zip(vectors.chunks_exact(dim)) {
             if !seen.insert(*k) {
                 continue;
@@ -141,14 +212,17 @@ impl EmbeddingStore for PgEmbeddings {
             sums.push(checksum(model, dim, &key, &bytes));
             if self.damaged.remove(&(model.to_string(), *k)) {
                 replace.push(key.clone());
+                replace_keys.push((model.to_string(), *k));
             }
             ks.push(key);
             vs.push(bytes);
         }
-        let (conn, spec, m, d) = (self.conn.clone(), self.spec.clone(), model.to_string(), dim_i32(dim)?);
-        wait(&self.handle, &self.spec.target.shown, async move {
-            conn.client.execute(PUT, &[&m, &d, &ks, &vs, &sums, &replace]).await.map_err(|e| spec.err("embeddings put", &e))
-        })?;
+        let (m, d) = (model.to_string(), dim_i32(dim)?);
+        let kept = self.call("embeddings put", move |c| async move { c.client.execute(PUT, &[&m, &d, &ks, &vs, &sums, &replace]).await })?;
+        if kept.is_none() {
+            // Not kept: a damaged row stays marked for the next put.
+            self.damaged.extend(replace_keys);
+        }
         Ok(())
     }
 }

@@ -248,3 +248,36 @@ fn shared_embeddings_conform_verify_and_store_once() {
     let got = a.get(m, d, &keys).unwrap();
     assert!(got.iter().all(Option::is_some) && got.len() == 64);
 }
+
+/// The shared embedding cache survives a lost connection: while it is lost
+/// the calls answer "not cached" (never an error, the encoder keeps the
+/// cache), and a later call connects again and finds the rows.
+#[test]
+fn shared_embeddings_connect_again_after_the_connection_is_lost() {
+    let Some(admin) = admin_url() else { return };
+    let url = runtime(false).block_on(scratch(&admin, "embre"));
+    let app = format!("lam_emb_reconnect_{}", std::process::id());
+    let mut a = PgEmbeddings::connect(&format!("{url}&application_name={app}")).unwrap();
+    let (m, d) = ("all-MiniLM-L6-v2@34cb29e3", 2);
+    a.put(m, d, &[1, 2], &[0.5, 0.25, 1.0, 2.0]).unwrap();
+    let killed = runtime(false).block_on(async {
+        let target = config::resolve(&url).unwrap();
+        let (client, conn) = target.config.connect(tls::connector(target.ssl, None).unwrap()).await.unwrap();
+        tokio::spawn(conn);
+        let sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1";
+        client.query_one(sql, &[&app]).await.unwrap().get::<_, i64>(0)
+    });
+    assert_eq!(killed, 1, "the cache's one connection was ended by the server");
+    let deadline = std::time::Instant::now() + embeddings::RETRY_AFTER * 5;
+    let got = loop {
+        let got = a.get(m, d, &[2, 1]).expect("a lost connection is never an error");
+        if got.iter().all(Option::is_some) || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(got, vec![Some(vec![1.0, 2.0]), Some(vec![0.5, 0.25])], "the rows, after connecting again");
+    assert_eq!(a.reconnects, 1);
+    a.put(m, d, &[3], &[3.0, 3.0]).unwrap();
+    assert_eq!(a.get(m, d, &[3]).unwrap(), vec![Some(vec![3.0, 3.0])]);
+}
