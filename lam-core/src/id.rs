@@ -66,6 +66,27 @@ impl IdBook {
         &self.shown[&id]
     }
 
+    /// Take `shown` as `id`'s visible id, as the archive that gave it shows
+    /// it (an archive session that other conversations share holds ids this
+    /// book never saw, so its visible id may be longer than this book's rule
+    /// would give, or, for an observation another conversation archived
+    /// first, shorter). True when `id` had no visible id yet and `shown` is
+    /// one of its forms, or already had this one; false (nothing changed)
+    /// otherwise.
+    pub fn adopt(&mut self, id: ObsId, shown: &str) -> bool {
+        if let Some(s) = self.shown.get(&id) {
+            return s == shown;
+        }
+        let full = id.hex();
+        if !is_shown_form(shown) || !full.starts_with(shown) {
+            return false;
+        }
+        let order = self.by_hex.len() as u32;
+        self.shown.insert(id, shown.to_string());
+        self.by_hex.insert(full, (order, id));
+        true
+    }
+
     /// The earliest id that begins with `visible` (a visible id, or any
     /// longer prefix of one), if any.
     pub fn resolve(&self, visible: &str) -> Option<ObsId> {
@@ -133,5 +154,17 @@ mod tests {
         assert_eq!(book.resolve("abc"), None, "shorter than 4");
         assert_eq!(book.resolve("ABCD"), None);
         assert_eq!(book.resolve("ffff"), None);
+    }
+
+    #[test]
+    fn an_archive_s_visible_id_is_adopted() {
+        let mut book = IdBook::new();
+        let (a, b) = (ObsId::of(b"cat a", b"1\n"), ObsId::of(b"cat b", b"2\n"));
+        let long = &a.hex()[..7];
+        assert!(book.adopt(a, long), "a longer form, as a shared archive gives it");
+        assert_eq!(book.visible(a), long);
+        assert!(book.adopt(a, long) && !book.adopt(a, &a.hex()[..4]), "fixed once given");
+        assert!(!book.adopt(b, "abc") && !book.adopt(b, &a.hex()[..4]) && !book.adopt(b, "ABCD"), "not a form of b's id");
+        assert_eq!(book.visible(b), &b.hex()[..4], "a refused form changes nothing");
     }
 }

@@ -27,8 +27,9 @@ pub struct Config {
     /// Scope every tool to this session (`--session`).
     pub session: Option<SessionId>,
     /// Scope every tool to the sessions one proxy run made (`--run RUN`):
-    /// the sessions named `RUN-N` and, where the store already held that
-    /// name, `RUN-N@K` (`arc_store::claim_session`; `lam run`'s default). A
+    /// the session `RUN` (`lam run`'s default; every replica of a `lam serve
+    /// --run RUN`) and, from proxies before one session per run, `RUN-N`
+    /// and `RUN-N@K` (`arc_store::claim_session`). A
     /// session a client named itself (`x-lam-session`) is outside every run;
     /// `NAME@RUN-N`, how proxies before the one claim rule named a client's
     /// name the store already held, is inside.
@@ -219,14 +220,16 @@ impl Archive {
         }
     }
 
-    /// Whether session `s` is one the server's run made, `RUN-N`, `RUN-N@K`
-    /// or (older proxies) `NAME@RUN-N`; always, without a run scope.
+    /// Whether session `s` is one the server's run made: `RUN` (where a
+    /// proxy archives every conversation a client does not name) or, from
+    /// proxies before it, `RUN-N`, `RUN-N@K` or `NAME@RUN-N`; always,
+    /// without a run scope.
     fn in_run(&self, s: &str) -> bool {
         let Some(run) = self.cfg.run.as_deref() else { return true };
         let number = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
         let numbered = |x: &str| x.strip_prefix(run).and_then(|n| n.strip_prefix('-')).is_some_and(number);
         match s.split_once('@') {
-            None => numbered(s),
+            None => s == run || numbered(s),
             Some((n, k)) => (numbered(n) && number(k)) || s.rsplit_once('@').is_some_and(|(_, r)| numbered(r)),
         }
     }

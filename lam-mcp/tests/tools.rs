@@ -263,6 +263,7 @@ fn a_run_scoped_server_serves_only_that_runs_sessions() {
     let mine = put("serve-100-42-1", b"mine\n");
     let named = put("task@serve-100-42-2", b"named\n");
     let claimed = put("serve-100-42-3@2", b"claimed again\n");
+    let run = put("serve-100-42", b"the run's own session\n");
     let client = put("task", b"SECRET=a client's own name\n");
     let other = put("serve-100-421-1", b"SECRET=other run\n");
     let plain = put("other", b"SECRET=no run\n");
@@ -273,6 +274,7 @@ fn a_run_scoped_server_serves_only_that_runs_sessions() {
     assert_eq!(archive.recall(&mine, None, None).unwrap().bytes, b"mine\n");
     assert_eq!(archive.recall(&named, None, None).unwrap().bytes, b"named\n");
     assert_eq!(archive.recall(&claimed, None, None).unwrap().bytes, b"claimed again\n");
+    assert_eq!(archive.recall(&run, None, None).unwrap().bytes, b"the run's own session\n");
     for id in [&other, &plain, &client] {
         let e = archive.recall(id, None, None).unwrap_err().to_string();
         assert!(!e.contains("serve-100-421-1") && !e.contains("`other`"), "{e}");
@@ -280,6 +282,6 @@ fn a_run_scoped_server_serves_only_that_runs_sessions() {
     let e = archive.recall(&other, Some("serve-100-421-1"), None).unwrap_err().to_string();
     assert!(e.contains("only the sessions of run `serve-100-42`"), "{e}");
     let list = archive.catalog(None, None).unwrap();
-    assert!(list.starts_with("[3 sessions in the archive") && !list.contains("421") && !list.contains("\nother"), "{list}");
+    assert!(list.starts_with("[4 sessions in the archive") && !list.contains("421") && !list.contains("\nother"), "{list}");
     assert!(archive.catalog(Some("other"), None).is_err());
 }

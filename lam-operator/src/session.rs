@@ -266,9 +266,11 @@ impl<I: CandidateIndex> Session<I> {
 
     /// The one archive -> admit -> compare path (what [`Session::admit_archived`]
     /// and the LAM-over-ARC view use): append `rec` to `store` recording
-    /// `tokens`, admit it, and check that the archive shows it by the same
-    /// id. A mismatch poisons the session. Returns the admission and what the
-    /// archive recorded.
+    /// `tokens`, and admit it under the visible id the archive gives it
+    /// ([`IdBook::adopt`]; a session other conversations share may give a
+    /// longer one than this conversation's ids alone would). An archive id
+    /// that cannot be this observation's, or differs from the one it had,
+    /// poisons the session. Returns the admission and what the archive recorded.
     pub fn archive_then_admit<E: Encoder + ?Sized, S: ObsStore + ?Sized>(
         &mut self,
         store: &mut S,
@@ -279,6 +281,15 @@ impl<I: CandidateIndex> Session<I> {
     ) -> Result<(Admission, ObsMeta), Error> {
         self.check_next(rec)?;
         let meta = store.append(session, rec, u32::try_from(tokens).unwrap_or(u32::MAX))?;
+        // The archive's visible id is the one stubs cite: in a session other
+        // conversations share (a proxy run's), it may differ from what this
+        // conversation's ids alone would give.
+        let id = ObsId::of(rec.action.as_bytes(), &rec.observation);
+        if !self.book.adopt(id, &meta.shown) {
+            self.poisoned = Some(rec.index);
+            let operator = self.book.visible(id).to_string();
+            return Err(Error::ArchiveMismatch { record: rec.index, session: session.clone(), archive: meta.shown, operator });
+        }
         let a = self.admit(enc, rec)?;
         if a.id != meta.shown {
             self.poisoned = Some(rec.index);

@@ -57,6 +57,25 @@ impl EngineSettings {
         Config::new(self.threshold).with_counter(counter).with_recall(self.recall)
     }
 
+    /// What of these settings decides the bytes forwarded, one `key: value`
+    /// line each (`model`: the loaded encoder's model id, which names its
+    /// weights' digest). Processes that archive one conversation in one store
+    /// session (replicas of a proxy under one `lam serve --run`) must agree on
+    /// it, or they would forward other bytes for the same request. The cache
+    /// and the number of encoders are not in it: they change only speed.
+    pub fn identity(&self, model: &str) -> String {
+        let mut kept = self.keep_tools.clone();
+        kept.sort();
+        kept.dedup();
+        format!(
+            "lam settings/1\nthreshold: {}\nencoder: {model}\nrecall: {}\nuser-turns: {}\nkeep-tools: {}\n",
+            self.threshold,
+            self.recall,
+            self.user_turns,
+            kept.join(",")
+        )
+    }
+
     /// One encoder behind its embedding cache, and the file the cache is saved to.
     pub fn load_encoder(&self) -> Result<Cached, lam_encode::Error> {
         load_cached(&self.encoder, &self.cache)

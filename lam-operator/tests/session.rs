@@ -139,17 +139,65 @@ fn an_admission_carries_stubs_vectors_and_tokens() {
     assert!(s.delta_hat() <= cfg().threshold.delta());
 }
 
+/// A session other conversations share (a proxy run's) may already hold an
+/// id that begins like this observation's: the archive then gives it a
+/// longer visible id, and the operator cites that one.
 #[test]
-fn the_archive_and_the_operator_must_agree_on_ids() {
+fn the_operator_cites_the_archive_s_id() {
+    // Two long outputs whose ids share their first 4 hex (a birthday search).
+    let out = |i: u64| [log(200, "x"), format!("variant {i}\n").into_bytes()].concat();
+    let mut seen = std::collections::HashMap::new();
+    let (a, b) = (0u64..)
+        .find_map(|i| {
+            let key = lam_core::ObsId::of(b"cat", &out(i)).hex()[..4].to_string();
+            seen.insert(key, i).map(|j| (out(j), out(i)))
+        })
+        .unwrap();
     let mut enc = HashingEncoder::default();
     let mut store = arc_store::MemStore::new();
     let sid = SessionId::new("s");
-    // The store's session already holds an observation whose id collides in its first 8 hex.
-    let (a, b) = lam_core::testsuite::colliding_pair();
+    // Another conversation archived `a` in the session first.
     store.append(&sid, &rec(0, "cat", &a), 1).unwrap();
     let mut s = Session::new(cfg(), 384).unwrap();
-    let e = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "cat", &b)).unwrap_err();
+    let first = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "cat", &b)).unwrap();
+    assert!(first.id.len() > 4, "{}", first.id);
+    assert_eq!(store.get(&sid, &first.id).unwrap().unwrap(), b);
+    let again = s.admit_archived(&mut store, &sid, &mut enc, &rec(1, "cat", &b)).unwrap();
+    assert!(!again.stubs.is_empty() && again.stubs.iter().all(|st| st.id() == first.id), "{:?}", again.stubs);
+}
+
+/// An archive whose visible id cannot be the observation's (a store that
+/// answers wrongly) poisons the session.
+#[test]
+fn an_archive_id_of_another_observation_poisons_the_session() {
+    struct Wrong(arc_store::MemStore);
+    impl ObsStore for Wrong {
+        fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<lam_core::ObsMeta, lam_core::Error> {
+            let mut m = ObsStore::append(&mut self.0, session, record, tokens)?;
+            m.shown = if m.shown.starts_with('0') { "1111".into() } else { "0000".into() };
+            Ok(m)
+        }
+        fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
+            ObsStore::get(&self.0, session, shown)
+        }
+        fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<lam_core::ObsMeta>, lam_core::Error> {
+            ObsStore::meta(&self.0, session, shown)
+        }
+        fn ids(&self, session: &SessionId) -> Result<Vec<String>, lam_core::Error> {
+            ObsStore::ids(&self.0, session)
+        }
+        fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
+            ObsStore::sessions(&self.0)
+        }
+    }
+    let mut enc = HashingEncoder::default();
+    let mut store = Wrong(arc_store::MemStore::new());
+    let mut s = Session::new(cfg(), 384).unwrap();
+    let sid = SessionId::new("s");
+    let e = s.admit_archived(&mut store, &sid, &mut enc, &rec(0, "cat", b"out\n")).unwrap_err();
     assert!(matches!(e, Error::ArchiveMismatch { record: 0, .. }), "{e}");
+    let e = s.admit_archived(&mut store, &sid, &mut enc, &rec(1, "cat", b"more\n")).unwrap_err();
+    assert!(matches!(e, Error::Poisoned { record: 0 }), "{e}");
 }
 
 /// Counts how often it counts the observation `WATCHED` (the session must

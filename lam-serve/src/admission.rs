@@ -29,7 +29,7 @@ pub(crate) struct Delta {
     pub errors: u64,
     pub last_error: Option<String>,
     /// The store session the conversation's first observation claimed,
-    /// when it is not the one proposed.
+    /// in the request that claimed it.
     pub store_session: Option<String>,
 }
 
@@ -50,27 +50,34 @@ pub(crate) struct Admitter {
 }
 
 impl Admitter {
-    /// A conversation that will archive in `proposed` (or the session
-    /// [`arc_store::claim_session`] gives it: `proposed@2`, ... when another
-    /// conversation's archive holds that name).
-    pub(crate) fn new(proposed: SessionId, op: lam_operator::Session) -> Self {
-        Self { store_session: proposed, claimed: false, op }
+    /// A conversation the client named: it archives in `name` (or the
+    /// session [`arc_store::claim_session`] gives it: `name@2`, ... when
+    /// another conversation's archive holds that name).
+    pub(crate) fn named(name: SessionId, op: lam_operator::Session) -> Self {
+        Self { store_session: name, claimed: false, op }
+    }
+
+    /// A conversation of run `run` the client did not name: it archives in
+    /// the run's store session, `run`, with every other such conversation
+    /// of the run (forks, subagents, other agents served by any replica of
+    /// the run): its `§id`s are unique in the run, so a recall tool that
+    /// serves the run (`lam mcp --run RUN`) finds each by its id alone.
+    pub(crate) fn of_run(run: &str, op: lam_operator::Session) -> Self {
+        Self { store_session: SessionId::new(run), claimed: true, op }
     }
 
     /// Claim the store session with the conversation's first observation
     /// (the one rule of `lam compact` and the Python package: the same
     /// conversation archived again keeps its session and ids; another one
-    /// never appends to it). Returns the session when the claim named it anew.
+    /// never appends to it). Returns the session the first time it is claimed.
     fn claim(&mut self, engine: &Engine, rec: &Record) -> Result<Option<String>, arc_store::StoreError> {
         if self.claimed {
             return Ok(None);
         }
         let tokens = u32::try_from(lam_tokens::count(&rec.observation)).unwrap_or(u32::MAX);
-        let got = arc_store::claim_session(&mut &engine.store, &self.store_session, rec, tokens)?;
+        self.store_session = arc_store::claim_session(&mut &engine.store, &self.store_session, rec, tokens)?;
         self.claimed = true;
-        let renamed = got != self.store_session;
-        self.store_session = got;
-        Ok(renamed.then(|| self.store_session.0.clone()))
+        Ok(Some(self.store_session.0.clone()))
     }
 
     /// Archive and admit every observation (`slots`) of `item` (`value` is

@@ -36,6 +36,18 @@ pub struct ServeConfig {
     /// When set, every request must carry it (`x-lam-token`; the proxy's own
     /// routes also take `Authorization: Bearer`); required to listen beyond loopback.
     pub token: Option<Token>,
+    /// The run's name (`--run`): the store session of a conversation the
+    /// client does not name is `RUN-<conversation key>`. Replicas given the
+    /// same name on one store archive each conversation in the same store
+    /// session, and must run with the same settings ([`crate::Proxy::open`]
+    /// refuses to start otherwise). Default: `serve-<unix seconds>-<pid>`,
+    /// this process's own.
+    pub run: Option<String>,
+}
+
+/// Whether `name` can name a run: 1 to 64 letters, digits, `-`, `_`, `.`.
+pub fn valid_run(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 /// The shared secret clients present to the proxy; never printed.
@@ -92,6 +104,7 @@ impl ServeConfig {
             drain_timeout: Duration::from_secs(30),
             max_memory: default_max_memory(),
             token: None,
+            run: None,
         }
     }
 

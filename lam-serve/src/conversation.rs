@@ -30,8 +30,14 @@ pub(crate) struct Conversation {
 }
 
 impl Conversation {
-    pub(crate) fn new(store_session: SessionId, op: lam_operator::Session) -> Self {
-        Self { admitter: Admitter::new(store_session, op), forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new() }
+    /// A conversation archived in the store session the client named, or
+    /// (`None`) in the run's ([`Admitter::of_run`]).
+    pub(crate) fn new(name: Option<&str>, run: &str, op: lam_operator::Session) -> Self {
+        let admitter = match name {
+            Some(n) => Admitter::named(SessionId::new(n), op),
+            None => Admitter::of_run(run, op),
+        };
+        Self { admitter, forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new() }
     }
 
     /// An estimate of the memory this conversation holds: its frozen

@@ -128,6 +128,8 @@ pub(crate) struct Engine {
     /// The operator settings, with the token counter (`Config::with_counter`).
     pub operator: lam_operator::Config,
     pub dim: usize,
+    /// The encoders' model id (it names the weights' digest).
+    pub model_id: String,
     /// What is compacted (user turns, kept tools).
     pub policy: crate::api::Policy,
 }
@@ -152,7 +154,8 @@ impl Engine {
             cache = path;
             encoders.push(e);
         }
-        let dim = Encoder::info(&encoders[0]).dim;
+        let info = Encoder::info(&encoders[0]);
+        let (dim, model_id) = (info.dim, info.model_id.to_string());
         // Load the cl100k tables now, not in the first request (~70 ms).
         lam_tokens::count(b"warm");
         let recall_tool = match s.recall {
@@ -164,6 +167,7 @@ impl Engine {
             pool: Pool::new(encoders, cache),
             operator: s.operator(&lam_tokens::Cl100k),
             dim,
+            model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
         })
     }

@@ -63,7 +63,7 @@ mod rewrite;
 mod stats;
 
 pub use api::{Api, Policy};
-pub use config::{EngineSettings, ServeConfig, Token, default_max_memory};
+pub use config::{EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
 pub use error::Error;
 pub use http::{run, serve};
 pub use proxy::{Proxy, Rewritten};

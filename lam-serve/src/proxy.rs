@@ -9,6 +9,7 @@ use crate::request::Parsed;
 use crate::stats::{Counters, Held, Stats};
 use crate::{Error, ServeConfig, json};
 use arc_store::Access;
+use lam_core::{ObsStore as _, Record, SessionId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +21,15 @@ pub struct Rewritten {
     /// The store session of the conversation; `None` when the body holds no
     /// conversation the proxy understands (it is then forwarded as it came).
     pub session: Option<String>,
+    /// The proxy's number for the conversation ([`SessionStats::conversation`](crate::SessionStats)), with `session`.
+    pub conversation: Option<u64>,
+}
+
+impl Rewritten {
+    /// `body` forwarded as it came, in no session.
+    fn as_it_came(body: &[u8]) -> Self {
+        Self { body: body.to_vec(), session: None, conversation: None }
+    }
 }
 
 /// The proxy's state: engine, sessions, counters. Cheap to clone (shared).
@@ -44,13 +54,59 @@ struct Inner {
     run: String,
 }
 
+/// The store session that records the settings of run `name` (`--run`).
+pub(crate) fn settings_session(name: &str) -> SessionId {
+    SessionId::new(format!("{name}.settings"))
+}
+
+/// Record this proxy's settings as run `name`'s, or check them against the
+/// ones recorded by the replica that started the run first (one atomic
+/// claim of the store session [`settings_session`]): a replica with other
+/// settings would forward other bytes for the run's conversations, so it
+/// does not start.
+fn claim_run(engine: &Engine, cfg: &ServeConfig, name: &str) -> Result<(), Error> {
+    if !crate::config::valid_run(name) {
+        return Err(Error::Setting(format!("--run `{name}`: expected 1 to 64 letters, digits, `-`, `_` or `.`")));
+    }
+    let ours = cfg.engine.identity(&engine.model_id);
+    let session = settings_session(name);
+    let rec = Record { index: 0, action: "lam serve --run".into(), observation: ours.clone().into_bytes(), returncode: None };
+    let store_err = |e: lam_core::Error| Error::Store { spec: cfg.store.display(), source: Box::new(e.into()) };
+    if (&engine.store).claim(&session, &rec, 0).map_err(store_err)?.is_some() {
+        return Ok(());
+    }
+    let first = (&engine.store).ids(&session).map_err(store_err)?.into_iter().next();
+    let theirs = match first {
+        Some(id) => (&engine.store).get(&session, &id).map_err(store_err)?.map(|b| String::from_utf8_lossy(&b).into_owned()),
+        None => None,
+    };
+    let indent = |t: &str| t.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n");
+    Err(Error::Setting(format!(
+        "--run `{name}`: the store {} holds this run with other settings than this process's; a replica with other settings \
+         would forward other bytes for the run's conversations, so it does not start. Start it with the run's settings, or \
+         give it another --run name (its conversations then start new store sessions).\n  the run's (store session `{}`):\n{}\n  this process's:\n{}",
+        cfg.store.display(),
+        session.0,
+        indent(theirs.as_deref().unwrap_or("(unreadable)")),
+        indent(&ours)
+    )))
+}
+
 impl Proxy {
     /// Open the store (the one writer) and load the encoders.
     pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
         let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
         let engine = Engine::open(&cfg.engine, store)?;
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let run = format!("serve-{secs}-{}", std::process::id());
+        let run = match &cfg.run {
+            Some(name) => {
+                claim_run(&engine, &cfg, name)?;
+                name.clone()
+            }
+            None => {
+                let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                format!("serve-{secs}-{}", std::process::id())
+            }
+        };
         let counters = RouteCounters::default();
         Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters, run }) })
     }
@@ -60,9 +116,10 @@ impl Proxy {
         &self.inner.cfg
     }
 
-    /// This proxy's run: the store sessions it names itself are `RUN-N`
-    /// (`RUN-N@K` where the store already holds that name,
-    /// `arc_store::claim_session`); a client's `x-lam-session` name is its own.
+    /// This proxy's run: the store sessions it names itself are
+    /// `RUN-<conversation key>` (`RUN-<key>@K` where the store already holds
+    /// that name for another conversation, `arc_store::claim_session`); a
+    /// client's `x-lam-session` name is its own.
     pub fn run_id(&self) -> &str {
         &self.inner.run
     }
@@ -73,7 +130,7 @@ impl Proxy {
     /// A body holding a conversation or preamble member twice is forwarded as
     /// it came ([`Proxy::try_rewrite`] refuses it).
     pub fn rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Rewritten {
-        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten { body: body.to_vec(), session: None })
+        self.try_rewrite(api, session, body).unwrap_or_else(|_| Rewritten::as_it_came(body))
     }
 
     /// [`Proxy::rewrite`], refusing ([`Error::DuplicateKey`]) a body that
@@ -87,7 +144,7 @@ impl Proxy {
                 return Err(Error::DuplicateKey(k));
             }
             c.counts.unparsed.fetch_add(1, Ordering::Relaxed);
-            return Ok(Rewritten { body: body.to_vec(), session: None });
+            return Ok(Rewritten::as_it_came(body));
         };
         let inner = &self.inner;
         let found = registry::find_or_start(&inner.sessions, &inner.engine, &inner.run, session, &req, inner.cfg.max_sessions);
@@ -98,7 +155,7 @@ impl Proxy {
                 if self.inner.cfg.log {
                     eprintln!("lam serve: no session ({e}); forwarding the request as it came");
                 }
-                return Ok(Rewritten { body: body.to_vec(), session: None });
+                return Ok(Rewritten::as_it_came(body));
             }
         };
         let rewritten = {
@@ -115,12 +172,12 @@ impl Proxy {
             c.counts.failed_open.fetch_add(1, Ordering::Relaxed);
             lock(&self.inner.sessions).retire(&handle);
             eprintln!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
-            return Ok(Rewritten { body: body.to_vec(), session: None });
+            return Ok(Rewritten::as_it_came(body));
         };
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
-        Ok(Rewritten { body: out, session: Some(st.session.clone()) })
+        Ok(Rewritten { body: out, session: Some(st.session.clone()), conversation: Some(st.conversation) })
     }
 
     /// Every session's counters and the proxy's.
@@ -257,5 +314,44 @@ mod tests {
         assert_eq!(third.try_rewrite(Api::ChatCompletions, Some("X"), &other).unwrap().session.as_deref(), Some("X@2"), "another conversation named X");
         let ids = lam_core::ObsStore::ids(&&third.inner.engine.store, &lam_core::SessionId::new("X")).unwrap();
         assert_eq!(ids.len(), 2, "the resumed conversation appended only its new observation");
+    }
+
+    /// Replicas of one run (`--run`, one store) archive every unnamed
+    /// conversation in the run's store session and forward the same bytes:
+    /// a replica that never saw a conversation's first requests rebuilds it
+    /// there, writing nothing twice, and the `§id`s of two conversations
+    /// never collide. A replica with other settings does not start.
+    #[test]
+    fn replicas_of_a_run_share_its_store_session_and_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = |t: f64| {
+            let mut c = ServeConfig { store: arc_store::StoreSpec::Dir(dir.path().join("arc")), ..ServeConfig::for_tests("http://127.0.0.1:9") };
+            c.run = Some("team".into());
+            c.engine.threshold = lam_core::Threshold::from_cosine(t).unwrap();
+            c
+        };
+        let turns = ["line one\nline two\n", "line one\nline two\nline three\n", "line one\nline two\n"];
+        let a = Proxy::open(cfg(0.95)).unwrap();
+        assert_eq!(a.run_id(), "team");
+        a.try_rewrite(Api::ChatCompletions, None, &chat(&turns[..2])).unwrap();
+        let r3 = a.try_rewrite(Api::ChatCompletions, None, &chat(&turns)).unwrap();
+        assert_eq!(r3.session.as_deref(), Some("team"));
+        a.close().unwrap();
+        drop(a);
+        let b = Proxy::open(cfg(0.95)).unwrap();
+        let rebuilt = b.try_rewrite(Api::ChatCompletions, None, &chat(&turns)).unwrap();
+        assert_eq!((rebuilt.session.as_deref(), &rebuilt.body), (Some("team"), &r3.body), "the same store session, the same bytes");
+        let other = b.try_rewrite(Api::ChatCompletions, None, &chat(&["another first output\n"])).unwrap();
+        assert_eq!(other.session.as_deref(), Some("team"));
+        b.close().unwrap();
+        drop(b);
+        let st = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), Access::ReadOnly).unwrap();
+        let ids = st.ids(&SessionId::new("team")).unwrap();
+        assert_eq!(ids.len(), 3, "three distinct observations of two conversations, each archived once");
+        assert_eq!(st.sessions().unwrap(), [SessionId::new("team"), settings_session("team")]);
+        let err = Proxy::open(cfg(0.9)).unwrap_err().to_string();
+        assert!(err.contains("other settings") && err.contains("threshold: 0.9") && err.contains("threshold: 0.95"), "{err}");
+        let bad = Proxy::open(ServeConfig { run: Some("a@b".into()), ..cfg(0.95) }).unwrap_err().to_string();
+        assert!(bad.contains("--run `a@b`"), "{bad}");
     }
 }

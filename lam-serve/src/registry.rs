@@ -12,7 +12,6 @@ use crate::conversation::Conversation;
 use crate::engine::{Engine, lock};
 use crate::request::Parsed;
 use crate::stats::SessionStats;
-use lam_core::SessionId;
 use lam_core::wire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -200,10 +199,10 @@ impl Registry {
 }
 
 /// The session `req` continues (named `name`, else by prefix), claimed, or a
-/// new one. A new session proposes to archive in the store session `NAME`
-/// (the client's name) or `RUN-N`; its first observation claims it
-/// ([`arc_store::claim_session`]: `NAME@2`, ... when another conversation's
-/// archive holds the name). A fork ([`fork`]) gets a session of its own
+/// new one. A new session archives in the store session `NAME` the client
+/// named, which its first observation claims ([`arc_store::claim_session`]:
+/// `NAME@2`, ... when another conversation's archive holds the name), or in
+/// the run's, `RUN` ([`crate::admission::Admitter::of_run`]). A fork ([`fork`]) gets a session of its own
 /// that starts from its parent's conversation.
 pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, name: Option<&str>, req: &Parsed, max: usize) -> Result<Arc<Handle>, Error> {
     let mut reg = lock(reg);
@@ -220,14 +219,14 @@ pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, n
     {
         return Ok(start(&mut reg, None, &req.keys, s.conv, s.session, max));
     }
-    let label = name.map_or_else(|| format!("{run}-{}", reg.made() + 1), str::to_string);
-    let conv = Conversation::new(SessionId::new(label.clone()), engine.operator_session()?);
+    let label = name.unwrap_or(run).to_string();
+    let conv = Conversation::new(name, run, engine.operator_session()?);
     Ok(start(&mut reg, name, &req.keys, conv, label, max))
 }
 
 /// A new session of `conv`, archiving in the store session `session`.
 fn start(reg: &mut Registry, name: Option<&str>, keys: &[u128], conv: Conversation, session: String, max: usize) -> Arc<Handle> {
-    let stats = SessionStats { session, name: name.map(str::to_string), ..SessionStats::default() };
+    let stats = SessionStats { conversation: reg.made() + 1, session, name: name.map(str::to_string), ..SessionStats::default() };
     let h = Arc::new(Handle { conv: Mutex::new(conv), stats: Mutex::new(stats) });
     reg.insert(name, keys, h.clone(), max);
     h

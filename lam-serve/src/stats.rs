@@ -114,6 +114,9 @@ macro_rules! session_counters {
         /// One session's counters, as `GET /lam/stats` reports them.
         #[derive(Debug, Clone, Default, Serialize)]
         pub struct SessionStats {
+            /// This proxy's number for the conversation: 1, 2, ... in the
+            /// order its sessions started (0 for sums of several).
+            pub conversation: u64,
             /// The store session its originals are archived in (`lam recall --session`).
             pub session: String,
             /// The `x-lam-session` name, when the client gave one.
@@ -194,6 +197,7 @@ impl Stats {
         let mut t = self.evicted.clone();
         self.sessions.iter().for_each(|s| t.absorb(s));
         t.session.clear();
+        t.conversation = 0;
         t
     }
 

@@ -108,8 +108,8 @@ fn replayed_trajectories_are_compacted_prefix_stable_and_recallable() {
         let runs = replay(&p, api, &ts);
         let mut sessions = Vec::new();
         for (t, run) in ts.iter().zip(&runs) {
-            let s = run[0].session.clone().expect("a conversation");
-            assert!(run.iter().all(|r| r.session.as_ref() == Some(&s)), "{api:?}: one trajectory, one session");
+            let s = run[0].conversation.expect("a conversation");
+            assert!(run.iter().all(|r| r.conversation == Some(s)), "{api:?}: one trajectory, one session");
             sessions.push(s);
             let mut prev: Vec<String> = Vec::new();
             for r in run {
@@ -202,16 +202,19 @@ fn diverging_runs_of_one_task_split_and_names_win() {
     let mut other = t.clone();
     other.records[0].observation = b"a different first observation\n".to_vec();
     let b1 = p.rewrite(api, None, &body(api, &other, 1));
-    assert_ne!(a1.session, b1.session, "diverged conversations never share a session");
+    assert_ne!(a1.conversation, b1.conversation, "diverged conversations never share a session");
+    assert_eq!(a1.session, b1.session, "both archive in the run's store session");
     let a2 = p.rewrite(api, None, &body(api, t, 2));
     let b2 = p.rewrite(api, None, &body(api, &other, 2));
-    assert_eq!(a2.session, a1.session);
-    assert_eq!(b2.session, b1.session);
+    assert_eq!(a2.conversation, a1.conversation);
+    assert_eq!(b2.conversation, b1.conversation);
     // A retry of the same request stays in the session and forwards the same bytes.
     assert_eq!(p.rewrite(api, None, &body(api, t, 2)).body, a2.body);
-    // A shorter request (a truncated history) is not a continuation.
+    // A shorter request (a truncated history) is not a continuation: a new
+    // session, archiving in the run's store session (so its ids are the same).
     let trunc = p.rewrite(api, None, &body(api, t, 1));
-    assert!(trunc.session.is_some() && trunc.session != a1.session && trunc.session != b1.session);
+    assert!(trunc.conversation.is_some() && trunc.conversation != a1.conversation && trunc.conversation != b1.conversation);
+    assert_eq!(trunc.body, a1.body);
     // A named session continues by name whatever the content.
     let n1 = p.rewrite(api, Some("run-7"), &body(api, t, 3));
     let n2 = p.rewrite(api, Some("run-7"), &body(api, &other, 3));
@@ -219,7 +222,7 @@ fn diverging_runs_of_one_task_split_and_names_win() {
     assert_eq!(n2.session.as_deref(), Some("run-7"));
     // Another API never continues a chat session.
     let m = p.rewrite(Api::Messages, None, &body(Api::Messages, t, 2));
-    assert!(m.session != a2.session && m.session != b2.session);
+    assert!(m.conversation != a2.conversation && m.conversation != b2.conversation);
     // Not a conversation: forwarded as it came.
     let raw = br#"{"model":"m","input":"hello"}"#;
     let r = p.rewrite(Api::Responses, None, raw);
@@ -282,16 +285,18 @@ fn least_recently_used_sessions_are_evicted_beyond_the_limit() {
         u.task = format!("{} #{i}", u.task);
         u
     };
-    let s0 = p.rewrite(api, None, &body(api, &tagged(0), 2)).session;
-    let s1 = p.rewrite(api, None, &body(api, &tagged(1), 2)).session;
-    assert_eq!(p.rewrite(api, None, &body(api, &tagged(0), 3)).session, s0, "0 used last");
+    let s0 = p.rewrite(api, None, &body(api, &tagged(0), 2)).conversation;
+    let s1 = p.rewrite(api, None, &body(api, &tagged(1), 2));
+    assert_eq!(p.rewrite(api, None, &body(api, &tagged(0), 3)).conversation, s0, "0 used last");
     p.rewrite(api, None, &body(api, &tagged(2), 1));
     let st = p.stats();
     assert_eq!((st.sessions.len(), st.evicted_sessions), (2, 1));
-    assert_eq!(st.evicted.session, "");
+    assert_eq!((st.evicted.session.as_str(), st.evicted.conversation), ("", 0));
     assert_eq!(st.evicted.requests, 1, "session 1 (least recently used) went");
-    assert!(st.sessions.iter().all(|s| Some(&s.session) != s1.as_ref()));
-    assert_ne!(p.rewrite(api, None, &body(api, &tagged(1), 3)).session, s1, "an evicted conversation starts anew");
+    assert!(st.sessions.iter().all(|s| Some(s.conversation) != s1.conversation));
+    // An evicted conversation starts anew, archiving in the same store session.
+    let again = p.rewrite(api, None, &body(api, &tagged(1), 3));
+    assert_eq!((again.conversation, again.session), (Some(4), s1.session), "an evicted conversation starts anew");
     assert!(p.metrics().contains("lam_serve_evicted_sessions_total 2\n"));
 }
 

@@ -501,7 +501,7 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
     };
     eprintln!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
     for s in &stats.sessions {
-        eprintln!("lam run: session {}: {}", s.session, line(s));
+        eprintln!("lam run: session {} (conversation {}): {}", s.session, s.conversation, line(s));
     }
     let total = stats.total();
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;

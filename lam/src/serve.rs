@@ -99,6 +99,9 @@ pub struct ServeArgs {
     /// One line per request on standard error (method, path, status, session, time; never headers or bodies).
     #[arg(long)]
     log: bool,
+    /// Name of the run (1-64 letters, digits, `-_.`): give replicas on one store the same name, and each conversation is archived in one store session, RUN-<conversation key>, whichever replica serves it. Replicas of a run must have the same settings (checked at start). Default: serve-<unix seconds>-<pid>, this process's own.
+    #[arg(long, value_name = "NAME")]
+    run: Option<String>,
 }
 
 /// `512MiB`, `2GiB`, `1G`, `64k`, `1000000`: bytes (K/M/G/T in powers of 1024).
@@ -158,6 +161,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
+    cfg.run = a.run;
     let store = cfg.store.display();
     let shown = cfg.upstream_shown();
     let (mib, drain) = (cfg.max_memory >> 20, a.drain_timeout_s);

@@ -164,7 +164,7 @@ fn check_run(out: &Output, store: &str) {
     let list = String::from_utf8_lossy(&list.stdout);
     assert!(list.contains("\t2 observations"), "{list}");
     let session = list.split('\t').next().unwrap();
-    assert!(err.contains(&format!("session {session}: 3 requests, 2 observations")), "{err}");
+    assert!(err.contains(&format!("session {session} (conversation 1): 3 requests, 2 observations")), "{err}");
 }
 
 #[test]

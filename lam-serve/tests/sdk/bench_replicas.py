@@ -11,6 +11,7 @@ Needs LAM_TEST_PG_URL (scripts/test-postgres.sh --with) and `haproxy`.
 """
 
 import argparse
+import itertools
 import os
 import statistics
 import threading
@@ -50,8 +51,14 @@ def p99(xs):
     return sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.99))]
 
 
+RUNS = itertools.count(1)
+
+
 def setup(args, up, pg, work, n, cache):
-    reps = [sdk.Serve(args.lam, up, pg, args.encoder, log=work / f"bench{i}.log", cache=pg if cache else None) for i in range(n)]
+    # The replicas are one run (`--run`), as docs/deploy.md sets them up; each
+    # set-up a new one, so that no pass finds another's archive.
+    run = f"bench-{next(RUNS)}-{os.getpid()}"
+    reps = [sdk.Serve(args.lam, up, pg, args.encoder, extra=["--run", run], log=work / f"bench{i}.log", cache=pg if cache else None) for i in range(n)]
     lb = dt.Balancer([r.port for r in reps], work) if n > 1 else None
     return reps, lb
 

@@ -14,10 +14,16 @@ streaming every other turn). Checked:
 - the bytes each replica forwarded are the reference's, request for
   request, and no earlier item changed from one turn to the next although
   consecutive turns landed on different replicas;
+- the replicas are one run (`--run`): every conversation is archived in
+  the run's store session, whichever replicas served it, with the
+  observations, ids and order one replica alone gives; a fourth replica of
+  the run with another threshold refuses to start;
 - every `§id` cited in what was forwarded recalls its original exactly
   from the shared store (`lam recall --store postgres://...`, which any
-  host can run), whichever replica archived it: the transcripts' the same
-  bytes as from the reference's store, the trajectories' their originals;
+  host can run), whichever replica archived it: the transcripts' by the id
+  alone in the run's session (which every answer named, `x-lam-session`),
+  the same bytes as from the reference's store, the trajectories' their
+  originals;
 - a replica killed with SIGKILL in the middle of a stream: every `§id` the
   request it was streaming had cited upstream recalls exactly (nothing it
   acknowledged is lost), it restarts on the same port, and the client's
@@ -88,12 +94,35 @@ def bodies(stub):
     return [body for _, _, body in stub.seen]
 
 
-def replicas(args, upstream, pg, work, ports=None):
-    return [sdk.Serve(args.lam, upstream, pg, args.encoder, port=ports[i] if ports else None, log=work / f"replica{i}.log", cache=pg)
-            for i in range(REPLICAS)]
+def replicas(args, upstream, pg, work, run):
+    """Three replicas of one run (`--run`) on the shared store and cache."""
+    return [replica(args, upstream, pg, work, run, i) for i in range(REPLICAS)]
+
+
+def replica(args, upstream, pg, work, run, i, port=None):
+    return sdk.Serve(args.lam, upstream, pg, args.encoder, extra=["--run", run], port=port, log=work / f"replica{i}.log", cache=pg)
+
+
+def check_settings_refused(args, upstream, pg, run):
+    """A replica of `run` with another threshold does not start."""
+    cmd = [args.lam, "serve", "--listen", f"127.0.0.1:{sdk.free_port()}", "--upstream", upstream, "--store", pg, "--encoder", args.encoder,
+           "--no-cache", "--recall", "recall", "--run", run, "--threshold", "0.9"]
+    r = subprocess.run(cmd, capture_output=True, timeout=300)
+    err = r.stderr.decode()
+    assert r.returncode != 0 and "other settings" in err and "threshold: 0.9" in err, f"a replica with other settings started: rc {r.returncode}\n{err}"
+    said = next(l.strip() for l in err.splitlines() if "other settings" in l)
+    print(f"  a fourth replica of run {run} with --threshold 0.9 refused to start: {said[:200]}...")
+
+
+def check_admitted(servers):
+    """No observation was forwarded verbatim because its admission failed
+    (a failed admission is safe, so the bytes could agree without it)."""
+    failed = [s["last_error"] for r in servers for s in r.stats()["sessions"] if s["admission_errors"]]
+    assert not failed, f"{len(failed)} sessions forwarded observations verbatim after a failed admission; first: {failed[0]}"
 
 
 def check_rotation(reps, n):
+    check_admitted(reps)
     served = [sum(s["requests"] for s in r.stats()["sessions"]) for r in reps]
     assert all(k > 0 for k in served), f"requests per replica {served}: the balancer did not rotate"
     assert sum(served) == n, f"requests per replica {served}, {n} sent"
@@ -131,8 +160,8 @@ def check_kill(args, reps, lb, stub, pg, t, work):
     cited = {c for it in raw_items(killed, "messages") for o in sdk.observations("messages", it) for c in sdk.CITED.findall(o)}
     assert cited, "the killed request cited no §id"
     for sid in cited:
-        assert sdk.recall(args.lam, pg, sid) in [s["obs"] for s in t["steps"]], f"§{sid}, cited before the kill, is lost"
-    reps[0] = sdk.Serve(args.lam, sdk_upstream(stub), pg, args.encoder, port=victim.port, log=work / "replica0.log", cache=pg)
+        assert sdk.recall(args.lam, pg, sid, "deploy-sdk") in [s["obs"] for s in t["steps"]], f"§{sid}, cited before the kill, is lost"
+    reps[0] = replica(args, sdk_upstream(stub), pg, work, "deploy-sdk", 0, port=victim.port)
     m = len(stub.seen)
     with httpx.Client(timeout=30) as c:
         r = c.post(lb.url + "/v1/messages", json=request_body(t, k, tag), headers={"x-api-key": "sk-ant-test"})
@@ -174,15 +203,17 @@ def raw_body(line):
 
 
 def send(url, reqs, stub):
-    """Each request, in order; what the upstream got for each."""
-    got = []
+    """Each request, in order: what the upstream got for each, and the
+    store session each answer named (`x-lam-session`)."""
+    got, named = [], []
     with httpx.Client(timeout=120) as c:
         for _, agent, path, body in reqs:
             n = len(stub.seen)
             r = c.post(url + path, content=body, headers=HEADERS[agent])
             assert r.status_code == 200, f"{path}: {r.status_code} {r.text[:300]}"
             got.append(stub.seen[n][2])
-    return got
+            named.append(r.headers.get("x-lam-session"))
+    return got, named
 
 
 def field(path):
@@ -214,22 +245,38 @@ def recall_in(lam, store, session, sid):
     return r.stdout.decode() if r.returncode == 0 else None
 
 
-def check_transcript_recall(args, pg, ref, reqs, got):
-    """Every observation a cited §id names in a store session of the
-    reference, the shared store holds the same bytes of under that id in a
-    store session of the replicas. `ref` and `pg`: (store, its sessions).
-    Returns (ids, ids that `lam recall` without a session finds ambiguous
-    in the reference's store, in the shared store)."""
-    cited = {c for (_, _, path, _), body in zip(reqs, got) for it in raw_items(body, field(path)) for c in sdk.CITED.findall(it)}
-    assert cited, "no §id cited"
-    in_ref = in_pg = 0
-    for sid in sorted(cited):
-        want = {recall_in(args.lam, ref[0], s, sid) for s in ref[1]} - {None}
-        found = {recall_in(args.lam, pg[0], s, sid) for s in pg[1]} - {None}
-        assert want and want <= found, f"§{sid}: {len(want - found)} of the {len(want)} observations it names are not in the shared store"
-        in_ref += len(want) > 1
-        in_pg += subprocess.run([args.lam, "recall", "--store", pg[0], "§" + sid], capture_output=True).returncode != 0
-    return len(cited), in_ref, in_pg
+def listing(lam, store, session=None):
+    """`lam recall --list`: the store's sessions, or one session's ids in order."""
+    cmd = [lam, "recall", "--store", str(store), "--list", *(["--session", session] if session else [])]
+    return subprocess.run(cmd, capture_output=True, check=True).stdout.decode().splitlines()
+
+
+def check_store_session(args, pg, ref_store, run):
+    """Every conversation of the run archived in one store session, `RUN`,
+    whichever replicas served it, with the observations, ids and order one
+    replica alone gives (its run: `ref`): each observation once. Returns
+    how many."""
+    ours, theirs = listing(args.lam, pg, run), listing(args.lam, ref_store, "ref")
+    assert ours == theirs, f"store session {run}: {len(ours)} observations, {len(theirs)} for one replica, or other ids"
+    names = [l.split("\t")[0] for l in listing(args.lam, pg)]
+    assert run in names and not [n for n in names if n.startswith((run + "-", run + "@"))], f"store sessions {names}"
+    return len(ours)
+
+
+def check_transcript_recall(args, pg, ref_store, run, reqs, got, named):
+    """Every answer named the run's store session (`x-lam-session`), and
+    every §id cited in a forwarded request recalls there, by the id alone,
+    the reference's bytes. Returns (ids, ids that `lam recall` without a
+    session finds in more than one observation of the whole shared store,
+    other runs' included)."""
+    assert set(named) == {run}, f"answers named store sessions {sorted(set(map(str, named)))}"
+    ids = {c for (_, _, path, _), body in zip(reqs, got) for it in raw_items(body, field(path)) for c in sdk.CITED.findall(it)}
+    assert ids, "no §id cited"
+    for sid in sorted(ids):
+        want = recall_in(args.lam, ref_store, "ref", sid)
+        assert want is not None and recall_in(args.lam, pg, run, sid) == want, f"§{sid} in {run}: not the reference's bytes"
+    ambiguous = sum(subprocess.run([args.lam, "recall", "--store", pg, "§" + s], capture_output=True).returncode != 0 for s in ids)
+    return len(ids), ambiguous
 
 
 def replay_transcripts(args, up, pg, stub, work):
@@ -237,17 +284,18 @@ def replay_transcripts(args, up, pg, stub, work):
     sessions = sorted({r[0] for r in reqs})
     print(f"reference: {len(reqs)} requests of {len(sessions)} Claude Code and Codex transcript sessions through one lam serve")
     ref_store = work / "ref-transcripts"
-    ref = sdk.Serve(args.lam, up, ref_store, args.encoder)
-    want = send(ref.url, reqs, stub)
-    ref_sessions = sorted({s["session"] for s in ref.stats()["sessions"]})
+    ref = sdk.Serve(args.lam, up, ref_store, args.encoder, extra=["--run", "ref"])
+    want, _ = send(ref.url, reqs, stub)
+    check_admitted([ref])
     ref.stop()
-    print(f"the same through HAProxy over {REPLICAS} replicas on one PostgreSQL store and embedding cache")
-    reps = replicas(args, up, pg, work)
+    run = "deploy-transcripts"
+    print(f"the same through HAProxy over {REPLICAS} replicas of run {run} on one PostgreSQL store and embedding cache")
+    reps = replicas(args, up, pg, work, run)
     lb = Balancer([r.port for r in reps], work)
     try:
-        got = send(lb.url, reqs, stub)
+        got, named = send(lb.url, reqs, stub)
         check_rotation(reps, len(reqs))
-        sessions = sorted({s["session"] for r in reps for s in r.stats()["sessions"]})
+        check_settings_refused(args, up, pg, run)
     finally:
         lb.stop()
         for r in reps:
@@ -255,11 +303,13 @@ def replay_transcripts(args, up, pg, stub, work):
     differ = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert not differ, f"{len(differ)} of {len(want)} requests forwarded other bytes than one replica alone; first: " + first_difference(reqs, got, want, differ[0])
     check_prefixes(reqs, got)
-    n, in_ref, in_pg = check_transcript_recall(args, (pg, sessions), (ref_store, ref_sessions), reqs, got)
-    print(f"  {len(got)} requests: every forwarded body byte-identical to one replica's; 0 earlier items changed across replicas; "
-          f"{n} cited §ids: every observation each names in the reference's store is in the shared store under it "
-          f"({len(ref_sessions)} store sessions there, {len(sessions)} here for {len(set(r[0] for r in reqs))} conversations); "
-          f"without a session, {in_ref} of them name more than one observation in the reference's store, {in_pg} in the shared store")
+    obs = check_store_session(args, pg, ref_store, run)
+    n, ambiguous = check_transcript_recall(args, pg, ref_store, run, reqs, got, named)
+    print(f"  {len(got)} requests: every forwarded body byte-identical to one replica's; 0 earlier items changed across replicas")
+    print(f"  {len(sessions)} conversations in one store session, {run}: {obs} observations, each archived once, "
+          f"under the ids and in the order one replica gives, whichever replica archived it")
+    print(f"  {n} cited §ids: each recalls by its id alone in the run's session the reference's bytes; "
+          f"store-wide (other runs' sessions too), {ambiguous} of them name more than one observation")
 
 
 def sdk_upstream(stub):
@@ -291,12 +341,13 @@ def main():
     print(f"reference: {len(trajectories)} trajectories x 3 APIs through one lam serve (folder store, no cache), --encoder {args.encoder}")
     ref = sdk.Serve(args.lam, up, work / "ref-store", args.encoder)
     sdk.replay(args, ref, stub, trajectories)
+    check_admitted([ref])
     ref.stop()
     want = bodies(stub)
     stub.seen.clear()
 
     print(f"the same through HAProxy (round robin) over {REPLICAS} replicas on one PostgreSQL store and embedding cache")
-    reps = replicas(args, up, pg, work)
+    reps = replicas(args, up, pg, work, "deploy-sdk")
     lb = Balancer([r.port for r in reps], work)
     try:
         convs = sdk.replay(args, lb, stub, trajectories)
@@ -306,7 +357,7 @@ def main():
         differ = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
         assert not differ, f"{len(differ)} of {len(want)} requests forwarded other bytes than one replica alone (first: request {differ[0]})"
         print(f"  {len(got)} requests: every forwarded body byte-identical to one replica's; 0 earlier items changed across replicas")
-        sdk.check_recall(args.lam, pg, convs)
+        sdk.check_recall_mcp(args.lam, pg, sdk.check_recall(args.lam, pg, convs, session="deploy-sdk"), proxy_run="deploy-sdk")
         check_kill(args, reps, lb, stub, pg, trajectories[0], work)
     finally:
         lb.stop()

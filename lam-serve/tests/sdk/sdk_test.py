@@ -266,8 +266,9 @@ STUB = re.compile(r"^\[lam: .*; recall §([0-9a-f]{4,40})\]$")
 CITED = re.compile(r"§([0-9a-f]{4,40})")
 
 
-def recall(lam, store, sid):
-    r = subprocess.run([lam, "recall", "--store", str(store), "§" + sid], capture_output=True)
+def recall(lam, store, sid, session=None):
+    """`lam recall` of §sid, store-wide or in `session`."""
+    r = subprocess.run([lam, "recall", "--store", str(store), *(["--session", session] if session else []), "§" + sid], capture_output=True)
     assert r.returncode == 0, f"lam recall §{sid}: {r.stderr.decode()}"
     return r.stdout.decode()
 
@@ -312,9 +313,9 @@ def check_stats(serve, n_convs):
     return st
 
 
-def check_recall(lam, store, convs):
+def check_recall(lam, store, convs, session=None):
     cache, n = {}, 0
-    get = lambda sid: cache.setdefault(sid, recall(lam, store, sid))
+    get = lambda sid: cache.setdefault(sid, recall(lam, store, sid, session))
     for api, name, sent, originals in convs:
         pool = set(originals)
         for s, o in zip(sent, originals):
@@ -332,14 +333,15 @@ def check_recall(lam, store, convs):
     return cache
 
 
-def check_recall_mcp(lam, store, expected):
-    """The same §ids through the official `mcp` client talking to `lam mcp` over stdio."""
+def check_recall_mcp(lam, store, expected, proxy_run=None):
+    """The same §ids through the official `mcp` client talking to `lam mcp`
+    over stdio (scoped to `proxy_run`, as `lam run` registers it)."""
     import asyncio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     async def run():
-        params = StdioServerParameters(command=lam, args=["mcp", "--store", str(store)])
+        params = StdioServerParameters(command=lam, args=["mcp", "--store", str(store), *(["--run", proxy_run] if proxy_run else [])])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
@@ -350,7 +352,8 @@ def check_recall_mcp(lam, store, expected):
                     assert texts == [want], f"mcp recall §{sid} does not return the original"
 
     asyncio.run(run())
-    print(f"  the same {len(expected)} §ids recalled exactly through the mcp client and lam mcp (stdio)")
+    scope = f" --run {proxy_run}" if proxy_run else ""
+    print(f"  the same {len(expected)} §ids recalled exactly, by the id alone, through the mcp client and lam mcp{scope} (stdio)")
 
 
 def check_stream_and_shutdown(serve, stub):
