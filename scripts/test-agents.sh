@@ -9,9 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-agents.sh
 cargo build -q -p lam
-LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
-encoder=hashing
-[ -f "$LAM_HOME/models/all-MiniLM-L6-v2/model.safetensors" ] && encoder=bert
+encoder=$(bash scripts/default-encoder.sh)
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-agents-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 python3 lam/tests/agents/real_agents_test.py target/debug/lam target/agents "$work" target/agents-report.json --encoder "$encoder" "$@"

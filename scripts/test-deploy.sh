@@ -16,24 +16,11 @@ if ! command -v haproxy >/dev/null; then
     echo "         LAM_TEST_SYSTEM=1 bash scripts/test-deploy.sh   (installs haproxy with apt-get, as CI does)" >&2
     exit 0
   fi
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "need root to run apt-get install haproxy (or install it yourself)" >&2
-    exit 1
-  fi
-  echo "haproxy not found; installing it from the distribution's packages" >&2
-  # Do not let the package start its own service.
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null || {
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null
-  }
-  rm -f /usr/sbin/policy-rc.d
+  bash scripts/apt-install.sh "the deployment test" haproxy
 fi
 bash scripts/serve-venv.sh
 cargo build -q -p lam
-LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
-encoder=hashing
-[ -f "$LAM_HOME/models/all-MiniLM-L6-v2/model.safetensors" ] && encoder=bert
+encoder=$(bash scripts/default-encoder.sh)
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-deploy-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

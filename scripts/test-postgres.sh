@@ -27,18 +27,8 @@ if [[ -z "$bin" || ! -x "$bin/initdb" ]]; then
         echo "         LAM_TEST_SYSTEM=1 bash scripts/test-postgres.sh   (installs postgresql with apt-get, as CI does)" >&2
         exit 0
     fi
-    echo "PostgreSQL not found; installing it from the distribution's packages" >&2
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "need root to run apt-get install postgresql (or install it yourself)" >&2
-        exit 1
-    fi
-    # Do not let the package start its own cluster: this script makes its own.
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null || {
-        apt-get update -q >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null
-    }
-    rm -f /usr/sbin/policy-rc.d
+    # (its own cluster is not started: this script makes one)
+    bash scripts/apt-install.sh "the PostgreSQL tests" postgresql
     bin=$(pg_bin)
 fi
 psql_bin="$bin/psql"

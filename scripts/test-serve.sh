@@ -9,9 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/serve-venv.sh
 venv=target/serve-venv
 cargo build -q -p lam
-LAM_HOME="${LAM_HOME:-$HOME/.cache/lam}"
-encoder=hashing
-[ -f "$LAM_HOME/models/all-MiniLM-L6-v2/model.safetensors" ] && encoder=bert
+encoder=$(bash scripts/default-encoder.sh)
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-serve-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

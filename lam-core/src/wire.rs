@@ -243,8 +243,9 @@ fn shell_texts(output: &Value) -> Vec<String> {
 /// Whether `call` forks the agent: a subagent that starts from the whole
 /// conversation so far rather than a fresh one (Claude Code's `Agent` or
 /// `Task` with `subagent_type: "fork"`, Codex's `spawn_agent` with
-/// `fork_turns` other than `"none"`, bare or in the namespace Codex offers it
-/// in, `collaboration`). The fork's requests carry the
+/// `fork_turns` other than `"none"`, bare or in any namespace: Codex offers
+/// it as `collaboration__spawn_agent`, and the namespace is a setting,
+/// `features.multi_agent_v2.tool_namespace`). The fork's requests carry the
 /// parent's history, so the proxy gives it a conversation of its own that
 /// starts from the parent's.
 pub fn is_fork(call: &Call<'_>) -> bool {
@@ -254,9 +255,10 @@ pub fn is_fork(call: &Call<'_>) -> bool {
         None => Value::Null,
     };
     let field = |k: &str| args.get(k).and_then(Value::as_str);
-    match call.name.as_str() {
+    let name = call.name.as_str();
+    match name {
         "Agent" | "Task" => field("subagent_type") == Some("fork"),
-        "spawn_agent" | "collaboration__spawn_agent" => field("fork_turns").is_some_and(|t| t != "none"),
+        _ if name == "spawn_agent" || name.ends_with("__spawn_agent") => field("fork_turns").is_some_and(|t| t != "none"),
         _ => false,
     }
 }
@@ -403,6 +405,10 @@ mod tests {
         let namespaced = obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","namespace":"collaboration",
             "arguments":"{\"task_name\": \"t\", \"message\": \"m\", \"fork_turns\": \"all\"}"}));
         assert!(calls(Api::Responses, &namespaced).iter().all(is_fork));
+        // Another namespace (`features.multi_agent_v2.tool_namespace`).
+        let renamed = obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","namespace":"team",
+            "arguments":"{\"message\": \"m\", \"fork_turns\": \"all\"}"}));
+        assert!(calls(Api::Responses, &renamed).iter().all(is_fork));
         let result = obj(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"f","content":""},{"type":"text","text":"x"}]}));
         assert_eq!(result_ids(Api::Messages, &result), ["f"]);
         assert_eq!(result_ids(Api::Responses, &obj(json!({"type":"function_call_output","call_id":"s","output":""}))), ["s"]);

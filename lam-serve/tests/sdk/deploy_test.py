@@ -33,7 +33,6 @@ usage: deploy_test.py LAM CORPUS WORK [--encoder bert|hashing] [--transcripts PA
 Needs LAM_TEST_PG_URL (scripts/test-postgres.sh --with) and `haproxy`.
 """
 
-import argparse
 import json
 import os
 import signal
@@ -317,13 +316,7 @@ def sdk_upstream(stub):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("lam")
-    ap.add_argument("corpus")
-    ap.add_argument("work")
-    ap.add_argument("--encoder", default="hashing")
-    ap.add_argument("--trajectories", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=12)
+    ap = sdk.arguments()
     ap.add_argument("--transcripts", nargs="*", default=[])
     ap.add_argument("--per-session", type=int, default=40)
     args = ap.parse_args()

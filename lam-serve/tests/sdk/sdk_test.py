@@ -418,7 +418,9 @@ def load_test(args, trajectories, work):
     print(f"  load: 64 concurrent sessions x {turns} turns ({64 * turns} requests) in {dt:.1f} s, no errors, prefix-stable")
 
 
-def main():
+def arguments():
+    """The arguments every replay of trajectories takes: LAM CORPUS WORK
+    [--encoder E] [--trajectories N] [--steps K]; add more, then parse."""
     ap = argparse.ArgumentParser()
     ap.add_argument("lam")
     ap.add_argument("corpus")
@@ -426,7 +428,11 @@ def main():
     ap.add_argument("--encoder", default="hashing")
     ap.add_argument("--trajectories", type=int, default=3)
     ap.add_argument("--steps", type=int, default=12)
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = arguments().parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     trajectories = load_trajectories(args.corpus, args.trajectories, args.steps)
