@@ -34,6 +34,7 @@
 mod archive;
 mod http;
 mod server;
+mod stdio;
 
 pub use archive::{Archive, Config, Error, Meta, REOPEN_AFTER, Recalled};
 pub use http::{HttpAccess, MAX_BODY, serve_http};
@@ -68,9 +69,16 @@ pub enum ServeError {
     Protocol(String),
 }
 
-/// Serve `archive` on standard input and output until the client closes it.
+/// Serve `archive` on standard input and output until the client closes it
+/// (a request before `initialize`, such as Claude Code's `server/discover`
+/// probe, is answered "method not found": `stdio`).
 pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
-    let running = RecallServer::new(archive).serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
+    use tokio::io::AsyncReadExt as _;
+    let io = |error| ServeError::Io { what: "reading standard input".into(), error };
+    let (mut input, mut output) = (tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout());
+    let first = stdio::before_initialize(&mut input, &mut output).await.map_err(io)?;
+    let transport = (std::io::Cursor::new(first).chain(input), output);
+    let running = RecallServer::new(archive).serve(transport).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
     running.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
     Ok(())
 }

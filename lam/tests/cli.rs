@@ -72,3 +72,46 @@ fn lam_mcp_refuses_bad_settings_with_errors() {
     assert!(o.stdout.is_empty(), "stdout carries only the protocol");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A client of a newer MCP revision probes before `initialize` (Claude Code
+/// sends `server/discover`): `lam mcp` answers "method not found" and goes
+/// on, instead of ending the session.
+#[test]
+fn lam_mcp_answers_a_probe_before_initialize() {
+    use std::io::{BufRead, Write};
+    let dir = std::env::temp_dir().join(format!("lam-mcp-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args(["mcp", "--store", dir.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init =
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{}}"#,
+        init,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        answers.push(serde_json::from_str::<serde_json::Value>(&l).unwrap_or_else(|e| panic!("{e}: {l:?}")));
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_eq!((answers[0]["id"].as_i64(), answers[0]["error"]["code"].as_i64()), (Some(0), Some(-32601)), "{:?}", answers[0]);
+    assert_eq!(answers[1]["id"].as_i64(), Some(1));
+    assert!(answers[1]["result"]["serverInfo"].is_object(), "{:?}", answers[1]);
+    let tools: Vec<&str> = answers[2]["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(tools.contains(&"recall"), "{tools:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
