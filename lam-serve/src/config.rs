@@ -36,10 +36,10 @@ pub struct ServeConfig {
     /// When set, every request must carry it (`x-lam-token`; the proxy's own
     /// routes also take `Authorization: Bearer`); required to listen beyond loopback.
     pub token: Option<Token>,
-    /// The run's name (`--run`): the store session of a conversation the
-    /// client does not name is `RUN-<conversation key>`. Replicas given the
-    /// same name on one store archive each conversation in the same store
-    /// session, and must run with the same settings ([`crate::Proxy::open`]
+    /// The run's name (`--run`): every conversation the client does not name
+    /// is archived in the store session `RUN`. Replicas given the same name
+    /// on one store archive all of them there, whichever replica serves a
+    /// request, and must run with the same settings ([`crate::Proxy::open`]
     /// refuses to start otherwise). Default: `serve-<unix seconds>-<pid>`,
     /// this process's own.
     pub run: Option<String>,

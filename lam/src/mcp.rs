@@ -18,8 +18,9 @@ pub struct McpArgs {
     /// Scope every tool to this session.
     #[arg(long)]
     session: Option<String>,
-    /// Scope every tool to the sessions of one proxy run: `RUN-N` and `RUN-N@K` (`lam run` passes
-    /// its own run unless `--recall-scope store`).
+    /// Scope every tool to the sessions of one proxy run: `RUN` (and `RUN-N`, `RUN-N@K` of proxies
+    /// before one session per run). `lam run` passes its own run unless `--recall-scope store`;
+    /// for a deployment, the `lam serve --run` name.
     #[arg(long, value_name = "RUN", conflicts_with = "session")]
     run: Option<String>,
     /// Serve MCP streamable HTTP at http://ADDR/mcp instead of stdio. Without a token ADDR must be

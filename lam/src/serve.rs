@@ -99,7 +99,7 @@ pub struct ServeArgs {
     /// One line per request on standard error (method, path, status, session, time; never headers or bodies).
     #[arg(long)]
     log: bool,
-    /// Name of the run (1-64 letters, digits, `-_.`): give replicas on one store the same name, and each conversation is archived in one store session, RUN-<conversation key>, whichever replica serves it. Replicas of a run must have the same settings (checked at start). Default: serve-<unix seconds>-<pid>, this process's own.
+    /// Name of the run (1-64 letters, digits, `-_.`): every conversation a client does not name is archived in the store session NAME. Give the replicas of a deployment on one store the same name: each observation is then stored once, whichever replica serves it, and `lam mcp --run NAME` recalls every `§id` by the id alone. Replicas of a run must have the same settings (checked at start). Default: serve-<unix seconds>-<pid>, this process's own.
     #[arg(long, value_name = "NAME")]
     run: Option<String>,
 }
