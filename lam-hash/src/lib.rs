@@ -123,6 +123,10 @@ pub struct LineDedup {
 /// the tags are the same and the numbers `k` apart.
 const NONE: u64 = 0;
 const PIECES: u64 = 4;
+/// The tag of a line of a forgotten record ([`LineDedup::forget`]): it
+/// matches no line, and a newer output of the same call holding it keeps
+/// an older one from being named (the model would read the name as the newer).
+const GONE: u64 = 8;
 /// The tag of the empty line, the most common blank line (not hashed; any odd constant).
 const EMPTY: u64 = 0x2d06_8005_38d3_94c3 | 1;
 
@@ -394,6 +398,17 @@ impl Table {
         (start + n <= end).then_some(start..start + n)
     }
 
+    /// Make record `r`'s lines match nothing ([`GONE`]): every copy of them
+    /// is checked against its tag before use, and a run compares tags, so
+    /// nothing found later repeats them.
+    fn forget(&mut self, r: u32) {
+        let Some(&base) = self.bases.get(r as usize) else { return };
+        let end = self.bases.get(r as usize + 1).map_or(self.tags.len(), |&next| (next as usize).saturating_sub(1));
+        for t in self.tags.get_mut(base as usize..end).unwrap_or_default() {
+            *t = GONE;
+        }
+    }
+
     /// Whether the lines at `a` and `b` are the same, tag and number.
     fn same(&self, a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> bool {
         self.tags[a.clone()] == self.tags[b.clone()] && self.numbers[a] == self.numbers[b]
@@ -506,6 +521,13 @@ impl LineDedup {
     pub fn with_recall(mut self, how: Recall<'static>) -> Self {
         self.recall = how;
         self
+    }
+
+    /// Forget record `record`'s residual lines: the model no longer sees
+    /// them (a context budget cited the observation), so no later stub
+    /// names them. A line seen only there is new again when it next comes.
+    pub fn forget(&mut self, record: u32) {
+        self.table.forget(record);
     }
 
     /// Number of distinct non-blank lines in the residual so far.

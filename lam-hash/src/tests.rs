@@ -346,3 +346,28 @@ fn a_file_read_again_after_an_insert_repeats_with_moved_numbers() {
                 [lam: same as lines 4-30 of `cat file0.py` with line numbers +1]\n";
     assert_eq!(String::from_utf8_lossy(&outs[1]), want);
 }
+
+/// A forgotten record's lines are named by no later stub: lines seen only
+/// there come through verbatim (and become visible again there), lines a
+/// visible record also holds are named there.
+#[test]
+fn a_forgotten_record_is_named_by_no_later_stub() {
+    let file: String = (0..30).map(|i| format!("    let value_{i} = compute(input, {i});\n")).collect();
+    let other: String = (0..30).map(|i| format!("    other_{i}();\n")).collect();
+    let mut d = LineDedup::new();
+    let mut out = Vec::new();
+    d.process(0, "a1", "cat a.rs", &[Segment::Text(file.as_bytes())], &mut out);
+    out.clear();
+    d.process(1, "b2", "cat b.rs", &[Segment::Text(other.as_bytes())], &mut out);
+    d.forget(0);
+    out.clear();
+    let st = d.process(2, "c3", "git show a.rs", &[Segment::Text(file.as_bytes())], &mut out);
+    assert_eq!((st.lines_replaced, &out[..]), (0, file.as_bytes()), "record 0 is gone: the lines are new again");
+    out.clear();
+    let st = d.process(3, "d4", "cat a.rs", &[Segment::Text(file.as_bytes())], &mut out);
+    assert_eq!(st.lines_replaced, 30, "record 2 holds them now");
+    assert!(String::from_utf8_lossy(&out).contains("of `git show a.rs`"), "{}", String::from_utf8_lossy(&out));
+    out.clear();
+    let st = d.process(4, "e5", "x", &[Segment::Text(other.as_bytes())], &mut out);
+    assert_eq!(st.lines_replaced, 30, "record 1 is still visible");
+}

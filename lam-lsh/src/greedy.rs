@@ -84,6 +84,15 @@ impl<I: CandidateIndex> Greedy<I> {
         &self.index
     }
 
+    /// Forget retained chunk `id`: no later chunk is dropped as its
+    /// near-duplicate (the model no longer sees it; a context budget cited
+    /// its observation). Its row stays allocated and in
+    /// [`Self::retained_vectors`]; only the search skips it. Returns whether
+    /// `id` was retained and not yet forgotten.
+    pub fn forget(&mut self, id: u32) -> bool {
+        self.slots.remove(&id).is_some()
+    }
+
     /// Bytes held on the heap: the index, the retained vectors and ids.
     pub fn heap_bytes(&self) -> usize {
         let slots = self.slots.capacity() * (std::mem::size_of::<(u32, u32)>() + 1);

@@ -49,6 +49,8 @@ pub struct Session<I = L1Index> {
     /// What the admissions so far add up to.
     totals: SessionTotals,
     poisoned: Option<u32>,
+    /// Records forgotten ([`Session::forget`]).
+    forgotten: std::collections::HashSet<u32>,
 }
 
 impl<I: std::fmt::Debug> std::fmt::Debug for Session<I> {
@@ -121,6 +123,7 @@ impl<I: CandidateIndex> Session<I> {
             counted: None,
             totals: SessionTotals::default(),
             poisoned: None,
+            forgotten: Default::default(),
         }
     }
 
@@ -202,6 +205,57 @@ impl<I: CandidateIndex> Session<I> {
     /// Visible ids of the records admitted so far, in order.
     pub fn ids(&self) -> &[String] {
         &self.ids
+    }
+
+    /// The earlier records whose lines `a`'s stubs name: each dropped
+    /// chunk's representative's record, and for a line or whole-output
+    /// stub every earlier record of the call it names (a name does not
+    /// say which of them, so all are counted). What a context budget must
+    /// keep visible while `a`'s residual is.
+    pub fn refers(&self, a: &Admission) -> Vec<u32> {
+        let mut out: Vec<u32> = a
+            .chunks
+            .iter()
+            .filter_map(|c| match c.decision {
+                lam_core::Decision::Dropped { representative, .. } => self.homes.get(representative as usize).map(|h| h.record),
+                lam_core::Decision::Retained => None,
+            })
+            .collect();
+        for stub in &a.stubs {
+            let of = match stub {
+                Stub::Lines(l) => l.from.of.as_deref(),
+                Stub::Repeat(r) => Some(r.of.as_str()),
+                Stub::Chunks(_) => None,
+            };
+            if let Some(of) = of {
+                out.extend((0..a.record).filter(|&r| self.calls[r as usize] == of));
+            }
+        }
+        out.retain(|&r| r != a.record);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Forget `records`: the model no longer sees their residuals (a
+    /// context budget replaced them by citations), so no later admission
+    /// drops a chunk as a near-duplicate of theirs, names their lines, or
+    /// says its output is theirs. Their ids and archive stay.
+    pub fn forget(&mut self, records: &[u32]) {
+        self.forgotten.extend(records.iter().copied());
+        let gone = &self.forgotten;
+        for (chunk, home) in self.homes.iter().enumerate() {
+            if gone.contains(&home.record) {
+                self.greedy.forget(chunk as u32);
+            }
+        }
+        for &r in records {
+            self.l0.forget(r);
+        }
+        let gone = &self.forgotten;
+        for same in self.outputs.values_mut() {
+            same.retain(|r| !gone.contains(r));
+        }
     }
 
     /// Admit one arrival, chunking and encoding it with `enc` (Algorithm 1).
@@ -412,7 +466,11 @@ impl<I: CandidateIndex> Session<I> {
     fn repeated(&mut self, observation: &[u8], record: u32) -> Option<String> {
         let hash = xxh3_128(observation);
         let same = self.outputs.entry(hash).or_default();
-        let name = same.iter().map(|&r| &self.calls[r as usize]).find(|n| self.newest_of.get(*n).is_some_and(|&k| self.output_of[k as usize] == hash)).cloned();
+        let name = same
+            .iter()
+            .map(|&r| &self.calls[r as usize])
+            .find(|n| self.newest_of.get(*n).is_some_and(|&k| self.output_of[k as usize] == hash && !self.forgotten.contains(&k)))
+            .cloned();
         same.push(record);
         self.output_of.push(hash);
         self.newest_of.insert(self.calls[record as usize].clone(), record);

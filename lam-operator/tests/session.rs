@@ -238,3 +238,27 @@ fn one_counter_counts_each_observation_once_and_diagnostics_are_opt_in() {
     assert!(quiet.admit(&mut enc, &rec(0, "ls", b"a\n")).unwrap().tokens.is_none());
 }
 static SIMPLE: SimpleCounter = SimpleCounter;
+
+/// `refers` names the records an admission's stubs lean on; after
+/// `forget`, no admission leans on a forgotten record: what it repeated
+/// comes through, and a record still visible is named instead.
+#[test]
+fn a_forgotten_record_is_named_by_no_later_admission() {
+    let mut enc = HashingEncoder::default();
+    let mut s = Session::new(cfg(), 384).unwrap();
+    let (a, b) = (log(40, "a"), log(40, "b"));
+    s.admit(&mut enc, &rec(0, "pytest a", &a)).unwrap();
+    s.admit(&mut enc, &rec(1, "pytest b", &b)).unwrap();
+    let again = s.admit(&mut enc, &rec(2, "pytest a again", &a)).unwrap();
+    assert_ne!(again.residual, a, "the repeat becomes a stub");
+    assert_eq!(s.refers(&again), [0]);
+    s.forget(&[0, 2]);
+    let third = s.admit(&mut enc, &rec(3, "pytest a third", &a)).unwrap();
+    assert_eq!(third.residual, a, "records 0 and 2 are gone: the output comes whole");
+    assert!(s.refers(&third).is_empty());
+    let fourth = s.admit(&mut enc, &rec(4, "pytest a fourth", &a)).unwrap();
+    assert_ne!(fourth.residual, a);
+    assert_eq!(s.refers(&fourth), [3], "the visible copy is named");
+    let b2 = s.admit(&mut enc, &rec(5, "pytest b again", &b)).unwrap();
+    assert_eq!(s.refers(&b2), [1]);
+}
