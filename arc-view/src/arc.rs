@@ -529,19 +529,7 @@ impl<S: ObsStore, T: TokenCounter> ArcView<S, T> {
     }
 
     fn citation(&self, m: &ObsMeta, lead: &str) -> (String, usize) {
-        let rc = m.returncode.map_or(String::new(), |r| format!(" rc={r}"));
-        let mut s = format!("{lead} → §{}{rc} {} tok {} B\n", m.shown, m.tokens, m.bytes);
-        let head = lossy(&m.head);
-        s.push_str(&format!("  head: {}\n", one_line(&head, 400)));
-        if !m.tail.is_empty() {
-            s.push_str(&format!("  tail: {}\n", one_line(&lossy(&m.tail), 400)));
-        }
-        let parts = (m.tokens as usize).div_ceil(self.b.part).max(1);
-        if parts > 1 {
-            s.push_str(&format!("  _recall §{} ({parts} parts of ≤{} tok: _recall §{} 2/{parts} …)\n", m.shown, self.b.part, m.shown));
-        } else {
-            s.push_str(&format!("  _recall §{}\n", m.shown));
-        }
+        let s = lam_core::cite::citation(m, lead, lam_core::stub::Recall::ARC, self.b.part, lam_core::cite::PREVIEW_CHARS);
         let t = self.tok.count(s.as_bytes());
         (s, t)
     }

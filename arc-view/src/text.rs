@@ -9,22 +9,7 @@ pub fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }
 
-/// At most `n` characters of `s` on one line (newlines shown as `⏎`), with `…` when cut.
-pub fn one_line(s: &str, n: usize) -> String {
-    let mut out = String::new();
-    for (i, c) in s.trim().chars().enumerate() {
-        if i == n {
-            out.push('…');
-            break;
-        }
-        match c {
-            '\n' => out.push('⏎'),
-            '\r' | '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use lam_core::cite::one_line;
 
 /// Append `s` and make sure the result ends with a newline.
 pub fn push_line_block(out: &mut String, s: &str) {

@@ -26,6 +26,7 @@
 
 pub mod action;
 pub mod chunk;
+pub mod cite;
 mod counter;
 pub mod digest;
 pub mod embedding;
