@@ -14,6 +14,10 @@
 use crate::ObsMeta;
 use crate::stub::Recall;
 
+/// How many tokens a part of a recalled output holds at most, by default
+/// (`lam mcp`'s recall tool; a citation's `part K/N` counts on it).
+pub const PART_TOKENS: usize = 2048;
+
 /// Longest preview (head, tail) in characters, on one line.
 pub const PREVIEW_CHARS: usize = 400;
 

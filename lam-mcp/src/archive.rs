@@ -43,7 +43,7 @@ pub struct Config {
 impl Config {
     /// Defaults for `store`: no scope, 2048-token parts, 512-token pages.
     pub fn new(store: StoreSpec) -> Self {
-        Self { store, session: None, run: None, part_tokens: 2048, page_tokens: 512 }
+        Self { store, session: None, run: None, part_tokens: lam_core::cite::PART_TOKENS, page_tokens: 512 }
     }
 }
 

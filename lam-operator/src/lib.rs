@@ -73,7 +73,7 @@ pub use lam_hash::L0Stats;
 pub use lam_lsh::{BandParams, L1Index, L1Stats};
 pub use session::Session;
 #[cfg(feature = "settings")]
-pub use settings::{EngineSettings, load_cached};
+pub use settings::{Budget, EngineSettings, load_cached};
 pub use totals::{SessionTotals, removal};
 
 /// Remove the given stubs' lines, as written with the recall handle `how`,

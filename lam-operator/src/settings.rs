@@ -30,6 +30,38 @@ pub struct EngineSettings {
     /// the agent, name its tool as the agent sees it (`mcp__lam__recall`,
     /// `lam_core::wire::Agent::recall_tool`).
     pub recall: lam_core::stub::Recall<'static>,
+    /// A hard bound on the input a request forwards (`--budget`): none by default.
+    pub budget: Option<Budget>,
+}
+
+/// `--budget TOKENS`: when the input a request would forward exceeds
+/// `tokens`, the oldest tool results the model has answered (never the
+/// newest `keep`) are replaced by ARC citations until it is at or under
+/// `target`. Tokens are cl100k of the bytes forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// The bound.
+    pub tokens: u64,
+    /// What a cut brings the input down to (default half the bound): the
+    /// prefix changes once per cut, not every request.
+    pub target: u64,
+    /// The newest tool results never cited (default 3).
+    pub keep: u32,
+}
+
+impl Budget {
+    /// The newest tool results kept by default.
+    pub const KEEP: u32 = 3;
+
+    /// A budget of `tokens`, cutting to `target` (default half of it),
+    /// keeping the newest `keep` results (default [`Budget::KEEP`]).
+    pub fn new(tokens: u64, target: Option<u64>, keep: Option<u32>) -> Result<Self, String> {
+        let target = target.unwrap_or(tokens / 2);
+        if tokens == 0 || target == 0 || target > tokens {
+            return Err(format!("--budget {tokens} --budget-target {target}: expected 0 < target <= budget"));
+        }
+        Ok(Self { tokens, target, keep: keep.unwrap_or(Self::KEEP) })
+    }
 }
 
 impl Default for EngineSettings {
@@ -42,6 +74,7 @@ impl Default for EngineSettings {
             user_turns: false,
             keep_tools: Vec::new(),
             recall: lam_core::stub::Recall::None,
+            budget: None,
         }
     }
 }
@@ -67,13 +100,18 @@ impl EngineSettings {
         let mut kept = self.keep_tools.clone();
         kept.sort();
         kept.dedup();
-        format!(
+        let mut s = format!(
             "lam settings/1\nthreshold: {}\nencoder: {model}\nrecall: {}\nuser-turns: {}\nkeep-tools: {}\n",
             self.threshold,
             self.recall,
             self.user_turns,
             kept.join(",")
-        )
+        );
+        // A line only when set, so a run recorded without a budget reads the same.
+        if let Some(b) = self.budget {
+            s.push_str(&format!("budget: {} target {} keep {}\n", b.tokens, b.target, b.keep));
+        }
+        s
     }
 
     /// One encoder behind its embedding cache, and the file the cache is saved to.

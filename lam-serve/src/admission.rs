@@ -6,6 +6,7 @@
 //! observations may cite it) but forwarded whole.
 
 use crate::api::Slot;
+use crate::budget::Citable;
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use lam_core::{Record, SessionId};
@@ -31,6 +32,13 @@ pub(crate) struct Delta {
     /// The store session the conversation's first observation claimed,
     /// in the request that claimed it.
     pub store_session: Option<String>,
+    /// With `--budget`: what the cuts of this request did, the input it
+    /// forwards (tokens) and whether that is over the budget.
+    pub cut: crate::budget::CutTotals,
+    pub input_tokens: Option<u64>,
+    pub over_budget: bool,
+    /// Results of the recall tool among the new observations.
+    pub recalls: u64,
 }
 
 impl Delta {
@@ -83,7 +91,17 @@ impl Admitter {
     /// Archive and admit every observation (`slots`) of `item` (`value` is
     /// its value, `tree` its faithful reading); the edits that put each
     /// residual in place of its original.
-    pub(crate) fn admit(&mut self, value: &Value, tree: &Node, slots: &[Slot], engine: &Engine, loan: &mut Loan<'_>, d: &mut Delta) -> Vec<Edit> {
+    /// With `--budget`, each archived one joins `citable` (item `item`).
+    pub(crate) fn admit(
+        &mut self,
+        (value, tree): (&Value, &Node),
+        slots: &[Slot],
+        engine: &Engine,
+        loan: &mut Loan<'_>,
+        d: &mut Delta,
+        citable: Cite<'_>,
+    ) -> Vec<Edit> {
+        let (item, mut citable) = citable;
         let mut edits = Vec::new();
         for s in slots {
             let (Some(text), Some(node)) = (value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
@@ -104,6 +122,10 @@ impl Admitter {
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
                     d.add(&a, s.keep);
+                    d.recalls += u64::from(s.recall);
+                    if let Some(list) = citable.as_deref_mut() {
+                        list.push(self.citable(item, s, &rec, &a, engine));
+                    }
                     if !s.keep && a.residual != rec.observation {
                         edits.push((node.span.clone(), json_string(a.residual)));
                     }
@@ -118,9 +140,28 @@ impl Admitter {
     }
 }
 
+/// Where an item's admitted observations go for a budget's cuts: the
+/// item's position and the list (`None`: no budget).
+pub(crate) type Cite<'a> = (usize, Option<&'a mut Vec<Citable>>);
+
+impl Admitter {
+    /// What a cut needs of an admitted observation: where it is, the
+    /// records its residual names, the citation that would stand for it.
+    fn citable(&self, item: usize, s: &Slot, rec: &Record, a: &Admission, engine: &Engine) -> Citable {
+        let tokens = a.tokens.map_or_else(|| lam_tokens::count(&rec.observation), |t| t.input);
+        let text = crate::budget::citation(&rec.action, &rec.observation, &a.id, tokens, engine.operator.recall);
+        let shown_tokens = match s.keep {
+            true => tokens,
+            false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
+        } as u64;
+        let cite_tokens = lam_tokens::count(text.as_bytes()) as u64;
+        Citable { item, pointer: s.pointer.clone(), record: a.record, refs: self.op.refers(a), text, kept: s.keep, cited: false, shown_tokens, cite_tokens }
+    }
+}
+
 /// A residual as a JSON string literal (bytes that are not UTF-8, which an
 /// observation read from a JSON string never holds, replaced).
-fn json_string(residual: Vec<u8>) -> Vec<u8> {
+pub(crate) fn json_string(residual: Vec<u8>) -> Vec<u8> {
     let text = String::from_utf8(residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     serde_json::to_vec(&text).expect("a string serialises")
 }

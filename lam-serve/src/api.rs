@@ -34,6 +34,8 @@ pub(crate) struct Slot {
     /// A kept tool's result: archived and admitted (so later observations
     /// may cite it, as it stays in context) but forwarded verbatim.
     pub keep: bool,
+    /// A result of the recall tool (kept too).
+    pub recall: bool,
 }
 
 /// What a conversation's items so far say about the next one: the action of
@@ -98,7 +100,10 @@ impl Observations for Api {
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
         let outputs = wire::outputs(self, obj);
         if !outputs.is_empty() || (self == Api::Messages && wire::has_tool_results(obj)) {
-            return outputs.into_iter().map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id) }).collect();
+            return outputs
+                .into_iter()
+                .map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id), recall: o.call_id.is_some_and(recall) })
+                .collect();
         }
         let user_obs = policy.user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
         if !user_obs {
@@ -106,7 +111,7 @@ impl Observations for Api {
         }
         let types: &[&str] = if self == Api::Messages { &["text"] } else { &["text", "input_text"] };
         let content = v.get("content").unwrap_or(&Value::Null);
-        wire::texts(content, "/content", types).into_iter().map(|pointer| Slot { pointer, action: said(), keep: false }).collect()
+        wire::texts(content, "/content", types).into_iter().map(|pointer| Slot { pointer, action: said(), keep: false, recall: false }).collect()
     }
 }
 
@@ -205,12 +210,12 @@ mod tests {
         ];
         let s = slots(Api::ChatCompletions, &items, false);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
+        assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
         // A result whose call is not in the request: the assistant message's action.
-        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
+        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
         let u = slots(Api::ChatCompletions, &items, true);
         assert_eq!(u.len(), 3, "the task is not an observation, later user turns are");
-        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false }));
+        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
     }
 
     #[test]
@@ -273,7 +278,7 @@ mod tests {
             json!({"type":"function_call_output","call_id":"f1","output":"res"}),
             json!({"type":"message","role":"user","content":[{"type":"input_text","text":"obs"}]}),
         ];
-        assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false })]);
+        assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false, recall: false })]);
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
     }
 }

@@ -1,7 +1,7 @@
 //! How the proxy runs: its settings and the token clients present.
 
 use arc_store::StoreSpec;
-pub use lam_operator::EngineSettings;
+pub use lam_operator::{Budget, EngineSettings};
 use std::time::Duration;
 
 /// How the proxy runs.

@@ -6,6 +6,7 @@
 
 use crate::admission::{Admitter, Delta};
 use crate::api::{Api, Context, Observations as _};
+use crate::budget::Cuts;
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use crate::request::{Item, Parsed};
@@ -27,6 +28,10 @@ pub(crate) struct Conversation {
     /// a request that extends them is read from its first new item on.
     cx: Context,
     cx_keys: Vec<u128>,
+    /// With `--budget`: every item's tokens and what the cuts did.
+    cuts: Cuts,
+    /// The last preamble counted: its hash and tokens.
+    pre: Option<(u64, u64)>,
 }
 
 impl Conversation {
@@ -37,7 +42,7 @@ impl Conversation {
             Some(n) => Admitter::named(SessionId::new(n), op),
             None => Admitter::of_run(run, op),
         };
-        Self { admitter, forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new() }
+        Self { admitter, forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new(), cuts: Cuts::default(), pre: None }
     }
 
     /// An estimate of the memory this conversation holds: its frozen
@@ -45,7 +50,7 @@ impl Conversation {
     /// bookkeeping, ids, line hashes).
     pub(crate) fn bytes(&self) -> usize {
         let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
-        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + 512
+        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.cuts.heap_bytes() + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -60,8 +65,10 @@ impl Conversation {
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
             (self.cx, self.cx_keys) = (Context::default(), Vec::new());
+            self.cuts.reset();
         }
         let read = self.cx_keys.len();
+        let pre = engine.budget.map(|_| self.preamble_tokens(req));
         let mut pass = Pass { engine, loan: None, delta: Delta::default() };
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
@@ -72,25 +79,122 @@ impl Conversation {
                 out.extend(frozen);
                 continue;
             }
-            item.with_tree(|tree| {
+            let assistant = item.with_tree(|tree| {
                 let value = tree.map_or(Value::Null, |t| canon::value(raw, t));
                 out.push(match frozen {
                     Some(piece) => {
                         pass.delta.reused += 1;
                         piece
                     }
-                    None => self.forward_new(req.api, keys[i], item, (tree, &value), &mut pass),
+                    None => self.forward_new((req.api, i, keys[i]), item, (tree, &value), &mut pass),
                 });
                 self.cx.note(req.api, &value);
+                is_assistant(req.api, &value)
             });
             self.cx_keys.push(keys[i]);
+            if let (Some(b), Some(pre)) = (engine.budget, pre) {
+                self.count_item(i, &out, assistant);
+                if self.cuts.input(pre) > b.tokens {
+                    self.cut(req, &mut out, pre, &b, &mut pass);
+                }
+            }
+        }
+        if let (Some(b), Some(pre)) = (engine.budget, pre) {
+            let input = self.cuts.input(pre);
+            (pass.delta.input_tokens, pass.delta.over_budget) = (Some(input), input > b.tokens);
         }
         (rewrite::body(req, &out), pass.delta)
     }
 
+    /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.
+    fn preamble_tokens(&mut self, req: &Parsed) -> u64 {
+        let bytes = req.body_with(std::iter::empty());
+        let hash = xxhash_rust::xxh3::xxh3_64(&bytes);
+        match self.pre {
+            Some((h, t)) if h == hash => t,
+            _ => {
+                let t = lam_tokens::count(&bytes) as u64;
+                self.pre = Some((hash, t));
+                t
+            }
+        }
+    }
+
+    /// Count item `i` (forwarded as `out[i]`) unless an earlier request did.
+    fn count_item(&mut self, i: usize, out: &[Piece<'_>], assistant: bool) {
+        if i == self.cuts.len() {
+            self.cuts.push(lam_tokens::count(out[i].as_ref()) as u64, assistant);
+        }
+    }
+
+    /// A cut ([`crate::budget`]): cite the oldest citable results until the
+    /// input is at or under the target (or nothing more can be cited),
+    /// freeze the items that hold them, and make the operator forget them.
+    fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], pre: u64, b: &lam_operator::Budget, pass: &mut Pass<'_>) {
+        let mut cited = Vec::new();
+        let kept_out = self.cuts.totals.kept_out;
+        while self.cuts.input(pre) > b.target {
+            let plan = {
+                let (cuts, over) = (&self.cuts, self.cuts.input(pre) - b.target);
+                cuts.plan(b, |chosen| chosen.iter().map(|&k| cuts.citable[k].saving()).sum::<u64>() >= over)
+            };
+            if plan.is_empty() {
+                break;
+            }
+            self.cite(req, out, &plan);
+            cited.extend(plan);
+        }
+        if cited.is_empty() {
+            return;
+        }
+        let records: Vec<u32> = cited.iter().map(|&k| self.cuts.citable[k].record).collect();
+        self.admitter.op.forget(&records);
+        self.cuts.totals.cuts += 1;
+        self.cuts.totals.citations += cited.len() as u64;
+        pass.delta.cut.cuts += 1;
+        pass.delta.cut.citations += cited.len() as u64;
+        pass.delta.cut.kept_out += self.cuts.totals.kept_out - kept_out;
+    }
+
+    /// Replace the observations `which` by their citations in the items
+    /// that hold them, and freeze those items so. Each is marked cited
+    /// first, so a plan never offers it again (an item that cannot be read,
+    /// which admission never yields, keeps its bytes).
+    fn cite(&mut self, req: &Parsed, out: &mut [Piece<'_>], which: &[usize]) {
+        let keys = &req.keys[1..];
+        for &k in which {
+            self.cuts.citable[k].cited = true;
+        }
+        let mut items: Vec<usize> = which.iter().map(|&k| self.cuts.citable[k].item).collect();
+        items.sort_unstable();
+        items.dedup();
+        for it in items {
+            let now = out[it].as_ref();
+            let Ok(tree) = canon::parse(now) else { continue };
+            let mut edits = Vec::new();
+            for &k in which {
+                let c = &self.cuts.citable[k];
+                if c.item != it {
+                    continue;
+                }
+                if let Some(node) = canon::find(&tree, &c.pointer) {
+                    edits.push((node.span.clone(), crate::admission::json_string(c.text.as_bytes().to_vec())));
+                }
+            }
+            let bytes: Arc<[u8]> = rewrite::spliced(now, edits).into();
+            let frozen = Frozen::edited(bytes.clone(), req.items[it].annotations.clone(), None);
+            self.frozen_bytes += frozen.heap_bytes();
+            if let Some(old) = self.forwarded.insert(keys[it], frozen) {
+                self.frozen_bytes = self.frozen_bytes.saturating_sub(old.heap_bytes());
+            }
+            self.cuts.recount(it, lam_tokens::count(&bytes) as u64);
+            out[it] = Piece::Frozen(bytes);
+        }
+    }
+
     /// The bytes of an item seen for the first time (`read`: its tree and
     /// value), frozen: its observations admitted and replaced by their residuals.
-    fn forward_new<'a>(&mut self, api: Api, key: u128, item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
+    fn forward_new<'a>(&mut self, (api, at, key): (Api, usize, u128), item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
         pass.delta.new_items += 1;
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
         let edits = match tree {
@@ -100,7 +204,8 @@ impl Conversation {
                     Vec::new()
                 } else {
                     let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
-                    self.admitter.admit(value, tree, &slots, engine, loan, &mut pass.delta)
+                    let citable = engine.budget.map(|_| &mut self.cuts.citable);
+                    self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, (at, citable))
                 }
             }
             None => Vec::new(),
@@ -124,4 +229,10 @@ struct Pass<'e> {
     engine: &'e Engine,
     loan: Option<Loan<'e>>,
     delta: Delta,
+}
+
+/// Whether the assistant wrote item `v` (a message of its, or a tool call):
+/// the items before it have been answered.
+fn is_assistant(api: Api, v: &Value) -> bool {
+    v.get("role").and_then(Value::as_str) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
 }

@@ -132,6 +132,8 @@ pub(crate) struct Engine {
     pub model_id: String,
     /// What is compacted (user turns, kept tools).
     pub policy: crate::api::Policy,
+    /// The bound on a request's input (`--budget`), if any.
+    pub budget: Option<lam_operator::Budget>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -169,6 +171,7 @@ impl Engine {
             dim,
             model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
+            budget: s.budget,
         })
     }
 

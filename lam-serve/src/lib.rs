@@ -48,6 +48,7 @@
 
 mod admission;
 mod api;
+mod budget;
 mod canon;
 mod config;
 mod conversation;
@@ -63,7 +64,7 @@ mod rewrite;
 mod stats;
 
 pub use api::{Api, Policy};
-pub use config::{EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
+pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
 pub use error::Error;
 pub use http::{run, serve};
 pub use proxy::{Proxy, Rewritten};

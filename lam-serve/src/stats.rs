@@ -124,6 +124,10 @@ macro_rules! session_counters {
             $( $(#[doc = $doc])+ pub $field: $ty, )*
             /// `(tokens_in - tokens_out) / tokens_in` (0 before any observation; `lam_operator::removal`).
             pub removal: f64,
+            /// With `--budget`: the largest input a request of it forwarded
+            /// (cl100k of the forwarded body less its non-conversation
+            /// members but `system`/`instructions`/tools; 0 without a budget).
+            pub peak_input_tokens: u64,
             /// The last admission error.
             pub last_error: Option<String>,
         }
@@ -132,6 +136,7 @@ macro_rules! session_counters {
             /// Add another session's counters (`last_error` stays this one's).
             pub fn absorb(&mut self, o: &SessionStats) {
                 $( self.$field += o.$field; )*
+                self.peak_input_tokens = self.peak_input_tokens.max(o.peak_input_tokens);
                 self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
             }
 
@@ -164,6 +169,17 @@ session_counters! {
     admission_errors: u64 => "lam_serve_admission_errors_total", "Observations forwarded verbatim because admission failed.";
     /// Seconds spent admitting (encoding included).
     admit_seconds: f64 => "lam_serve_admit_seconds_total", "Seconds spent admitting observations (encoding included).";
+    /// With `--budget`: cuts made (each changes the prefix once).
+    cuts: u64 => "lam_serve_cuts_total", "Cuts made to keep a conversation within --budget.";
+    /// Tool results replaced by ARC citations.
+    citations: u64 => "lam_serve_citations_total", "Tool results replaced by ARC citations (--budget).";
+    /// Tokens the citations kept out (forwarded before the cut, less after).
+    tokens_cited: u64 => "lam_serve_tokens_cited_total", "cl100k_base tokens the citations kept out of the input (--budget).";
+    /// Requests forwarded over the budget: what cannot be cited (user and
+    /// assistant text, the system prompt, the newest results) exceeded it.
+    over_budget: u64 => "lam_serve_over_budget_total", "Requests forwarded over --budget (what cannot be cited exceeded it).";
+    /// Results of the recall tool (`--recall`) the agent received, forwarded whole.
+    recalls: u64 => "lam_serve_recalls_total", "Results of the recall tool the agent received (forwarded whole).";
 }
 
 impl SessionStats {
@@ -179,6 +195,12 @@ impl SessionStats {
             stubs: d.totals.stubs,
             admission_errors: d.errors,
             admit_seconds: d.totals.seconds(),
+            cuts: d.cut.cuts,
+            citations: d.cut.citations,
+            tokens_cited: d.cut.kept_out,
+            over_budget: u64::from(d.over_budget),
+            recalls: d.recalls,
+            peak_input_tokens: d.input_tokens.unwrap_or(0),
             ..SessionStats::default()
         };
         self.absorb(&one);

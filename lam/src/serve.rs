@@ -44,6 +44,15 @@ pub struct EngineOpts {
     /// How stubs name the way to get an original back: `none` (no handle), or the agent's name for `lam mcp`'s recall tool (`mcp__lam__recall`). Default: `none`, except `lam run -- claude` and `lam run -- codex`, which register `lam mcp`: `mcp__lam__recall`.
     #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
     recall: Option<lam_core::stub::Recall<'static>>,
+    /// A hard bound on the input tokens a request forwards (cl100k; off by default): past it, the oldest tool results the model has answered become ARC citations (`§id`, the call, size, head and tail, the recall handle) until the input is at or under --budget-target. Each original stays archived, one exact recall away.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    budget: Option<u64>,
+    /// What a cut brings the input down to (default: half of --budget). Between cuts the prefix stays byte-stable, so the prompt cache keeps hitting.
+    #[arg(long, value_name = "TOKENS", requires = "budget", value_parser = clap::value_parser!(u64).range(1..))]
+    budget_target: Option<u64>,
+    /// With --budget: the newest tool results never cited.
+    #[arg(long, value_name = "N", requires = "budget")]
+    keep: Option<u32>,
 }
 
 impl EngineOpts {
@@ -58,6 +67,7 @@ impl EngineOpts {
             user_turns: self.observation_role == ObservationRole::User,
             keep_tools: self.keep_tools.clone(),
             recall: self.recall.unwrap_or(recall),
+            budget: self.budget.map(|b| lam_serve::Budget::new(b, self.budget_target, self.keep)).transpose().map_err(anyhow::Error::msg)?,
         })
     }
 }

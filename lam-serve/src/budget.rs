@@ -1,0 +1,232 @@
+//! Stage five (with `--budget`): cuts. When the input a conversation
+//! forwards would exceed the budget, the oldest tool results the model has
+//! answered are replaced by ARC citations (`lam_core::cite`: `§id`, the
+//! call, size, head and tail, the recall handle) until it is at or under
+//! the target; the newest `keep` results, kept tools' results (recall
+//! results among them) and results not answered yet are never cited.
+//!
+//! The rule is a fold over the conversation's items: after each item the
+//! input so far (the preamble, every item as forwarded) is checked, and a
+//! cut made there is frozen for good. It depends on the items, their token
+//! counts and the settings alone, never on where requests began or ended,
+//! so a restarted proxy or another replica makes the same cuts and forwards
+//! the same bytes. Between cuts the prefix is byte-stable.
+//!
+//! After a cut the operator forgets the cited records, so no later stub
+//! names lines only a citation stands for; a result whose stubs name a
+//! cited record is cited with it, and a record a protected result's stubs
+//! name is not cited at all.
+
+use lam_core::cite;
+use lam_core::stub::Recall;
+use lam_core::{ObsId, ObsMeta};
+use lam_operator::Budget;
+
+use lam_core::cite::PART_TOKENS;
+
+/// Longest head (and tail) preview of a citation, in characters: enough to
+/// recognise the output, small next to what it stands for.
+pub(crate) const PREVIEW_CHARS: usize = 100;
+
+/// One observation a cut may cite.
+#[derive(Debug, Clone)]
+pub(crate) struct Citable {
+    /// The item's position in the conversation and the string's JSON pointer there.
+    pub item: usize,
+    pub pointer: String,
+    /// The operator's record and the earlier records its residual names.
+    pub record: u32,
+    pub refs: Vec<u32>,
+    /// The citation that stands for it once cited.
+    pub text: Box<str>,
+    /// A kept tool's result (recall results among them): never cited.
+    pub kept: bool,
+    pub cited: bool,
+    /// Tokens it is forwarded as now, and its citation's.
+    pub shown_tokens: u64,
+    pub cite_tokens: u64,
+}
+
+impl Citable {
+    /// The tokens citing it would save (an estimate: the string's JSON escaping aside).
+    pub(crate) fn saving(&self) -> u64 {
+        self.shown_tokens.saturating_sub(self.cite_tokens)
+    }
+}
+
+/// The citation of an archived observation: its call as the model saw
+/// it, its id, size, previews and the recall handle.
+pub(crate) fn citation(action: &str, observation: &[u8], shown: &str, tokens: usize, how: Recall<'_>) -> Box<str> {
+    let (head, tail) = lam_core::previews(observation);
+    let m = ObsMeta {
+        id: ObsId::of(action.as_bytes(), observation),
+        shown: shown.to_string(),
+        action: action.to_string(),
+        returncode: None,
+        step: 0,
+        bytes: observation.len() as u64,
+        tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
+        head: observation[head].to_vec(),
+        tail: observation[tail].to_vec(),
+    };
+    let lead = format!("[lam: cited to keep the context within its budget] `{}`", cite::one_line(&lam_core::action::referent(action), 120));
+    cite::citation(&m, &lead, how, PART_TOKENS, PREVIEW_CHARS).into_boxed_str()
+}
+
+/// A conversation's budget state: every item's tokens as forwarded, the
+/// observations a cut may cite, and what the cuts did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cuts {
+    tokens: Vec<u64>,
+    sum: u64,
+    pub citable: Vec<Citable>,
+    /// Items before this one have been answered (an assistant item follows).
+    answered: usize,
+    pub totals: CutTotals,
+}
+
+/// What a conversation's cuts did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CutTotals {
+    pub cuts: u64,
+    pub citations: u64,
+    /// Tokens the citations kept out (forwarded before the cut minus after).
+    pub kept_out: u64,
+}
+
+impl Cuts {
+    /// Bytes it holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.tokens.capacity() * 8
+            + self.citable.iter().map(|c| std::mem::size_of::<Citable>() + c.pointer.len() + c.refs.len() * 4 + c.text.len()).sum::<usize>()
+    }
+
+    /// Items counted so far.
+    pub(crate) fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Start over (a conversation whose history was rewritten).
+    pub(crate) fn reset(&mut self) {
+        let totals = self.totals;
+        *self = Self { totals, ..Self::default() };
+    }
+
+    /// The next item: its tokens as forwarded, whether the assistant wrote it.
+    pub(crate) fn push(&mut self, tokens: u64, assistant: bool) {
+        self.tokens.push(tokens);
+        self.sum += tokens;
+        if assistant {
+            self.answered = self.tokens.len();
+        }
+    }
+
+    /// The input so far with a preamble of `pre` tokens.
+    pub(crate) fn input(&self, pre: u64) -> u64 {
+        pre + self.sum
+    }
+
+    /// Item `i` is now forwarded as `tokens`.
+    pub(crate) fn recount(&mut self, i: usize, tokens: u64) {
+        let was = std::mem::replace(&mut self.tokens[i], tokens);
+        self.sum = self.sum - was + tokens;
+        self.totals.kept_out += was.saturating_sub(tokens);
+    }
+
+    /// The observations to cite now, oldest first, in groups (one result
+    /// and the results whose stubs name it), until `enough` says the input
+    /// is low enough after citing a group: indices into `citable`. A
+    /// candidate has been answered, is not among the newest `keep`, is not
+    /// kept; a group holding a protected result (uncited, not a candidate)
+    /// is skipped.
+    pub(crate) fn plan(&self, budget: &Budget, mut enough: impl FnMut(&[usize]) -> bool) -> Vec<usize> {
+        let n = self.citable.len();
+        let newest = n.saturating_sub(budget.keep as usize);
+        let candidate = |i: usize| {
+            let c = &self.citable[i];
+            !c.cited && !c.kept && i < newest && c.item < self.answered && c.saving() > 0
+        };
+        let mut chosen = vec![false; n];
+        let mut out = Vec::new();
+        for first in 0..n {
+            if chosen[first] || !candidate(first) {
+                continue;
+            }
+            let group = self.group(first, &chosen);
+            if group.iter().any(|&i| !candidate(i)) {
+                continue;
+            }
+            for &i in &group {
+                chosen[i] = true;
+            }
+            out.extend(group);
+            if enough(&out) {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Result `first` and every later uncited one whose stubs name it or
+    /// another of the group (stubs name only earlier records).
+    fn group(&self, first: usize, chosen: &[bool]) -> Vec<usize> {
+        let mut records = vec![self.citable[first].record];
+        let mut out = vec![first];
+        for (j, c) in self.citable.iter().enumerate().skip(first + 1) {
+            if !c.cited && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
+                records.push(c.record);
+                out.push(j);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cuts(items: &[(u64, bool)], citable: &[(usize, u32, &[u32], bool)]) -> Cuts {
+        let mut c = Cuts::default();
+        for &(t, a) in items {
+            c.push(t, a);
+        }
+        for &(item, record, refs, kept) in citable {
+            c.citable.push(Citable {
+                item,
+                pointer: "/content".into(),
+                record,
+                refs: refs.to_vec(),
+                text: "x".into(),
+                kept,
+                cited: false,
+                shown_tokens: 99,
+                cite_tokens: 0,
+            });
+        }
+        c
+    }
+
+    #[test]
+    fn a_plan_cites_the_oldest_answered_results_and_keeps_the_newest() {
+        // task, then (call, result) x 5; the last result is not answered yet.
+        let items = [(10, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false)];
+        let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], false), (8, 3, &[], false), (10, 4, &[], false)]);
+        let b = Budget::new(400, Some(200), Some(1)).unwrap();
+        assert_eq!(c.plan(&b, |_| false), [0, 1, 2, 3], "every answered one but the newest kept");
+        let mut left = 535;
+        assert_eq!(
+            c.plan(&b, |chosen| {
+                left = 535 - 99 * chosen.len() as u64;
+                left <= 200
+            }),
+            [0, 1, 2, 3]
+        );
+        let b3 = Budget::new(400, Some(200), None).unwrap();
+        assert_eq!(c.plan(&b3, |_| false), [0, 1], "the newest 3 are kept");
+        // Result 3 names result 1 (record 1): they go together; result 4
+        // (protected) names record 0, which therefore stays.
+        let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], true), (8, 3, &[1], false), (10, 4, &[0], false)]);
+        assert_eq!(c.plan(&b, |_| false), [1, 3], "record 0 is named by a protected result; 2 is kept");
+    }
+}

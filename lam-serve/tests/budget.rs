@@ -1,0 +1,101 @@
+//! `--budget`: a bounded input whose every cut is frozen, the same from a
+//! proxy that saw none of the earlier requests, and lossless (each cited
+//! output recalls exactly); no stub after a cut names a cited output.
+
+use lam_core::{ObsStore as _, SessionId};
+use lam_serve::{Api, Budget, Proxy, ServeConfig};
+use serde_json::{Value, json};
+
+/// Turn `k`'s output: distinct lines (~1000 cl100k tokens); turn 9 re-reads turn 1's file.
+fn output(k: usize) -> String {
+    let k = if k == 9 { 1 } else { k };
+    (0..40).map(|i| format!("src/module_{k}/file_{i}.py:{}: def handler_{k}_{i}(request, *args):\n", i * 7 + k)).collect()
+}
+
+/// The conversation after `n` turns (the last result not answered yet).
+fn body(n: usize) -> Vec<u8> {
+    let mut m = vec![json!({"role": "system", "content": "You are a coding agent."}), json!({"role": "user", "content": "fix the bug"})];
+    for k in 0..n {
+        let id = format!("call_{k}");
+        let cmd = format!("{{\"cmd\":\"cat src/module_{}.py\"}}", if k == 9 { 1 } else { k });
+        m.push(json!({"role": "assistant", "content": format!("step {k}"), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": cmd}}]}));
+        m.push(json!({"role": "tool", "tool_call_id": id, "content": output(k)}));
+    }
+    serde_json::to_vec(&json!({"model": "m", "messages": m})).unwrap()
+}
+
+fn proxy(dir: &std::path::Path) -> Proxy {
+    let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+    cfg.store = arc_store::StoreSpec::Dir(dir.join("arc"));
+    cfg.run = Some("budget".into());
+    cfg.engine.recall = lam_core::stub::Recall::Via("mcp__lam__recall");
+    cfg.engine.budget = Some(Budget::new(8000, Some(4000), Some(2)).unwrap());
+    Proxy::open(cfg).unwrap()
+}
+
+fn items(b: &[u8]) -> Vec<Value> {
+    serde_json::from_slice::<Value>(b).unwrap()["messages"].as_array().unwrap().clone()
+}
+
+fn content(v: &Value) -> &str {
+    v["content"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_budget_bounds_the_input_with_frozen_lossless_cuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = proxy(dir.path());
+    let mut sent = Vec::new();
+    for n in 1..=14 {
+        let r = p.try_rewrite(Api::ChatCompletions, None, &body(n)).unwrap();
+        let tokens = lam_tokens::count(&r.body);
+        assert!(tokens <= 8000 + 2 * n + 8, "request {n}: {tokens} tokens forwarded, over the budget");
+        sent.push(r.body);
+    }
+    let st = p.stats().total();
+    assert!(st.cuts >= 2 && st.citations >= 6, "{st:?}");
+    assert_eq!(st.over_budget, 0);
+    assert!(st.peak_input_tokens <= 8000 && st.tokens_cited > 6000, "{st:?}");
+    // Between cuts every item forwarded before goes again byte for byte: the
+    // prefix changes at most once per cut.
+    let changed = sent.windows(2).filter(|w| !items(&w[1]).starts_with(&items(&w[0]))).count();
+    assert!(changed as u64 <= st.cuts, "{changed} prefix changes for {} cuts", st.cuts);
+    let last = items(sent.last().unwrap());
+    let results: Vec<&Value> = last.iter().filter(|v| v["role"] == "tool").collect();
+    let cited: Vec<&str> = results.iter().map(|v| content(v)).filter(|c| c.starts_with("[lam: cited")).collect();
+    assert_eq!(cited.len() as u64, st.citations);
+    assert!(results[results.len() - 2..].iter().all(|v| !content(v).starts_with("[lam: cited")), "the newest 2 are kept");
+    // Each citation names its call, size, previews and the recall tool, and its id recalls the exact original.
+    let store = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), arc_store::Access::ReadOnly).unwrap();
+    for (k, v) in results.iter().enumerate() {
+        let c = content(v);
+        let Some(rest) = c.strip_prefix("[lam: cited to keep the context within its budget] `") else { continue };
+        assert!(rest.starts_with(&format!("cat src/module_{}.py` → §", if k == 9 { 1 } else { k })), "{c}");
+        assert!(c.contains("\n  head: src/module_") && c.contains("\n  tail: ") && c.contains("mcp__lam__recall §"), "{c}");
+        let id = rest.split('§').nth(1).unwrap().split(' ').next().unwrap();
+        let original = store.get(&SessionId::new("budget"), id).unwrap().expect("archived");
+        assert_eq!(original, output(k).into_bytes(), "§{id} recalls turn {k}'s output exactly");
+    }
+    // Turn 9 re-reads turn 1's file after turn 1 was cited: it comes whole,
+    // never as a stub naming a cited output.
+    let result = |turn: usize| 3 + 2 * turn;
+    assert!(content(&last[result(1)]).starts_with("[lam: cited"), "turn 1 was cited");
+    assert_eq!(content(&items(&sent[9])[result(9)]), output(9), "no stub names what only a citation stands for");
+    // A proxy that saw none of the earlier requests (a restart, another
+    // replica of the run) forwards the same bytes.
+    drop(p);
+    let fresh = proxy(dir.path());
+    assert_eq!(&fresh.try_rewrite(Api::ChatCompletions, None, &body(14)).unwrap().body, sent.last().unwrap());
+}
+
+#[test]
+fn without_a_budget_nothing_is_cited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+    cfg.store = arc_store::StoreSpec::Dir(dir.path().join("arc"));
+    let p = Proxy::open(cfg).unwrap();
+    let r = p.try_rewrite(Api::ChatCompletions, None, &body(14)).unwrap();
+    assert!(!String::from_utf8_lossy(&r.body).contains("[lam: cited"));
+    let st = p.stats().total();
+    assert_eq!((st.cuts, st.citations, st.peak_input_tokens), (0, 0, 0));
+}
