@@ -140,6 +140,65 @@ impl Admitter {
     }
 }
 
+impl Admitter {
+    /// Archive the large tool-call inputs `slots` of item `value` (at
+    /// position `item`) verbatim, each a citable entry a budget may cite
+    /// (the operator never admits them: they are the agent's, not observations).
+    pub(crate) fn archive_inputs(
+        &mut self,
+        value: &Value,
+        slots: &[(Slot, Option<String>)],
+        engine: &Engine,
+        d: &mut Delta,
+        item: usize,
+        citable: &mut Vec<Citable>,
+    ) {
+        for (s, inner) in slots {
+            let Some(text) = input_text(value, &s.pointer, inner.as_deref()) else { continue };
+            let action = format!("input of {}", s.action);
+            let rec = Record { index: self.op.records(), action: action.clone(), observation: text.into_bytes(), returncode: None };
+            let tokens = lam_tokens::count(&rec.observation);
+            let archived = self.claim(engine, &rec).and_then(|claimed| {
+                d.store_session = claimed.or(d.store_session.take());
+                lam_core::ObsStore::append(&mut &engine.store, &self.store_session, &rec, u32::try_from(tokens).unwrap_or(u32::MAX)).map_err(Into::into)
+            });
+            match archived {
+                Ok(meta) => {
+                    let text = crate::budget::citation(&action, &rec.observation, &meta.shown, tokens, engine.operator.recall);
+                    let cite_tokens = lam_tokens::count(text.as_bytes()) as u64;
+                    let (pointer, inner) = (s.pointer.clone(), inner.clone());
+                    citable.push(Citable {
+                        item,
+                        pointer,
+                        inner,
+                        record: None,
+                        refs: Vec::new(),
+                        text,
+                        kept: false,
+                        cited: false,
+                        shown_tokens: tokens as u64,
+                        cite_tokens,
+                        input: true,
+                    });
+                }
+                Err(e) => {
+                    d.errors += 1;
+                    d.last_error = Some(format!("archiving a tool input ({}): {e}", s.action));
+                }
+            }
+        }
+    }
+}
+
+/// The string at `pointer` in `value`, or at `inner` within the JSON it holds.
+fn input_text(value: &Value, pointer: &str, inner: Option<&str>) -> Option<String> {
+    let s = value.pointer(pointer)?.as_str()?;
+    match inner {
+        None => Some(s.to_string()),
+        Some(p) => serde_json::from_str::<Value>(s).ok()?.pointer(p)?.as_str().map(str::to_string),
+    }
+}
+
 /// Where an item's admitted observations go for a budget's cuts: the
 /// item's position and the list (`None`: no budget).
 pub(crate) type Cite<'a> = (usize, Option<&'a mut Vec<Citable>>);
@@ -155,7 +214,19 @@ impl Admitter {
             false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
         } as u64;
         let cite_tokens = lam_tokens::count(text.as_bytes()) as u64;
-        Citable { item, pointer: s.pointer.clone(), record: a.record, refs: self.op.refers(a), text, kept: s.keep, cited: false, shown_tokens, cite_tokens }
+        Citable {
+            item,
+            pointer: s.pointer.clone(),
+            inner: None,
+            record: Some(a.record),
+            refs: self.op.refers(a),
+            text,
+            kept: s.keep,
+            cited: false,
+            shown_tokens,
+            cite_tokens,
+            input: false,
+        }
     }
 }
 

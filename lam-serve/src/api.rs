@@ -115,6 +115,66 @@ impl Observations for Api {
     }
 }
 
+/// Tool-call inputs of at least this many bytes may be cited by a budget.
+pub(crate) const CITABLE_INPUT_BYTES: usize = 1024;
+
+/// The large tool-call inputs of item `v` a budget may cite (each archived
+/// first): every string of at least [`CITABLE_INPUT_BYTES`] in an Anthropic
+/// `tool_use` input (a `Write`'s `content`, an `Edit`'s `old_string` and
+/// `new_string`), in the JSON-string arguments of a Chat Completions tool
+/// call or a Responses `function_call` (Codex's `apply_patch` through its
+/// shell tool), and a Responses `custom_tool_call`'s free-form `input`.
+/// Each is a slot and, inside JSON-string arguments, the pointer within them.
+pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<String>)> {
+    let Some(obj) = v.as_object() else { return Vec::new() };
+    let calls = wire::calls(api, obj);
+    let action = |id: Option<&str>| calls.iter().find(|c| Some(c.id) == id).or(calls.first()).map(|c| c.action()).unwrap_or_default();
+    let slot = |pointer: String, id: Option<&str>| Slot { pointer, action: action(id), keep: false, recall: false };
+    let mut out = Vec::new();
+    let blocks = |key: &str| obj.get(key).and_then(Value::as_array).into_iter().flatten().enumerate();
+    match api {
+        Api::Messages => {
+            for (k, b) in blocks("content").filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("tool_use")) {
+                let id = b.get("id").and_then(Value::as_str);
+                out.extend(big_strings(&b["input"], &format!("/content/{k}/input")).into_iter().map(|p| (slot(p, id), None)));
+            }
+        }
+        Api::ChatCompletions => {
+            for (k, c) in blocks("tool_calls") {
+                let id = c.get("id").and_then(Value::as_str);
+                out.extend(in_arguments(&c["function"]["arguments"], &format!("/tool_calls/{k}/function/arguments"), |p| slot(p, id)));
+            }
+        }
+        Api::Responses => {
+            let id = obj.get("call_id").and_then(Value::as_str);
+            match obj.get("type").and_then(Value::as_str) {
+                Some("function_call") => out.extend(in_arguments(&v["arguments"], "/arguments", |p| slot(p, id))),
+                Some("custom_tool_call") => out.extend(big_strings(&v["input"], "/input").into_iter().map(|p| (slot(p, id), None))),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The big strings inside JSON-string arguments `args` (at `at`): the
+/// slot of the arguments and the pointer within them.
+fn in_arguments(args: &Value, at: &str, slot: impl Fn(String) -> Slot) -> Vec<(Slot, Option<String>)> {
+    let Some(parsed) = args.as_str().and_then(|a| serde_json::from_str::<Value>(a).ok()) else { return Vec::new() };
+    big_strings(&parsed, "").into_iter().map(|inner| (slot(at.to_string()), Some(inner))).collect()
+}
+
+/// Pointers (below `at`) of every string of at least [`CITABLE_INPUT_BYTES`] in `v`.
+fn big_strings(v: &Value, at: &str) -> Vec<String> {
+    let esc = |k: &str| k.replace('~', "~0").replace('/', "~1");
+    match v {
+        Value::String(s) if s.len() >= CITABLE_INPUT_BYTES => vec![at.to_string()],
+        Value::Array(xs) => xs.iter().enumerate().flat_map(|(i, x)| big_strings(x, &format!("{at}/{i}"))).collect(),
+        Value::Object(m) => m.iter().flat_map(|(k, x)| big_strings(x, &format!("{at}/{}", esc(k)))).collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn is_message(api: Api, v: &Value) -> bool {
     api != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
 }

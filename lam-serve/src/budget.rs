@@ -34,8 +34,11 @@ pub(crate) struct Citable {
     /// The item's position in the conversation and the string's JSON pointer there.
     pub item: usize,
     pub pointer: String,
-    /// The operator's record and the earlier records its residual names.
-    pub record: u32,
+    /// Inside JSON-string arguments: the pointer within them.
+    pub inner: Option<String>,
+    /// The operator's record (none: a tool-call input, which it never
+    /// admits) and the earlier records its residual names.
+    pub record: Option<u32>,
     pub refs: Vec<u32>,
     /// The citation that stands for it once cited.
     pub text: Box<str>,
@@ -45,6 +48,8 @@ pub(crate) struct Citable {
     /// Tokens it is forwarded as now, and its citation's.
     pub shown_tokens: u64,
     pub cite_tokens: u64,
+    /// A large tool-call input ([`crate::api::citable_inputs`]), not a result.
+    pub input: bool,
 }
 
 impl Citable {
@@ -141,10 +146,12 @@ impl Cuts {
     /// is skipped.
     pub(crate) fn plan(&self, budget: &Budget, mut enough: impl FnMut(&[usize]) -> bool) -> Vec<usize> {
         let n = self.citable.len();
-        let newest = n.saturating_sub(budget.keep as usize);
+        // The newest `keep` results (inputs aside) are never cited.
+        let newest = self.citable.iter().enumerate().rev().filter(|(_, c)| !c.input).nth(budget.keep.max(1) as usize - 1).map_or(0, |(i, _)| i);
+        let newest = if budget.keep == 0 { n } else { newest };
         let candidate = |i: usize| {
             let c = &self.citable[i];
-            !c.cited && !c.kept && i < newest && c.item < self.answered && c.saving() > 0
+            !c.cited && !c.kept && (c.input || i < newest) && c.item < self.answered && c.saving() > 0
         };
         let mut chosen = vec![false; n];
         let mut out = Vec::new();
@@ -167,14 +174,27 @@ impl Cuts {
         out
     }
 
+    /// Whether a cut is made now that the input is over the budget: when it
+    /// can bring the input to the budget or below, or else remove at least
+    /// the gap between budget and target. Where what cannot be cited alone
+    /// exceeds the budget, a cut of the one result answered last would
+    /// re-write the prompt cache every request for a few tokens; a cut
+    /// waits until it removes the gap.
+    pub(crate) fn worth_a_cut(&self, budget: &Budget, pre: u64) -> bool {
+        let all: u64 = self.plan(budget, |_| false).iter().map(|&k| self.citable[k].saving()).sum();
+        let input = self.input(pre);
+        input.saturating_sub(all) <= budget.tokens || all >= budget.tokens - budget.target
+    }
+
     /// Result `first` and every later uncited one whose stubs name it or
     /// another of the group (stubs name only earlier records).
     fn group(&self, first: usize, chosen: &[bool]) -> Vec<usize> {
-        let mut records = vec![self.citable[first].record];
+        let Some(record) = self.citable[first].record else { return vec![first] };
+        let mut records = vec![record];
         let mut out = vec![first];
         for (j, c) in self.citable.iter().enumerate().skip(first + 1) {
             if !c.cited && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
-                records.push(c.record);
+                records.extend(c.record);
                 out.push(j);
             }
         }
@@ -195,13 +215,15 @@ mod tests {
             c.citable.push(Citable {
                 item,
                 pointer: "/content".into(),
-                record,
+                inner: None,
+                record: Some(record),
                 refs: refs.to_vec(),
                 text: "x".into(),
                 kept,
                 cited: false,
                 shown_tokens: 99,
                 cite_tokens: 0,
+                input: false,
             });
         }
         c

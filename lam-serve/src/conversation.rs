@@ -133,6 +133,9 @@ impl Conversation {
     fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], pre: u64, b: &lam_operator::Budget, pass: &mut Pass<'_>) {
         let mut cited = Vec::new();
         let kept_out = self.cuts.totals.kept_out;
+        if !self.cuts.worth_a_cut(b, pre) {
+            return;
+        }
         while self.cuts.input(pre) > b.target {
             let plan = {
                 let (cuts, over) = (&self.cuts, self.cuts.input(pre) - b.target);
@@ -147,7 +150,7 @@ impl Conversation {
         if cited.is_empty() {
             return;
         }
-        let records: Vec<u32> = cited.iter().map(|&k| self.cuts.citable[k].record).collect();
+        let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
         self.admitter.op.forget(&records);
         self.cuts.totals.cuts += 1;
         self.cuts.totals.citations += cited.len() as u64;
@@ -171,16 +174,20 @@ impl Conversation {
         for it in items {
             let now = out[it].as_ref();
             let Ok(tree) = canon::parse(now) else { continue };
-            let mut edits = Vec::new();
-            for &k in which {
-                let c = &self.cuts.citable[k];
-                if c.item != it {
-                    continue;
-                }
-                if let Some(node) = canon::find(&tree, &c.pointer) {
-                    edits.push((node.span.clone(), crate::admission::json_string(c.text.as_bytes().to_vec())));
-                }
+            // Each string cited, by its pointer: the citation, or (JSON-string
+            // arguments) the citations at pointers within it.
+            let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
+            for c in which.iter().map(|&k| &self.cuts.citable[k]).filter(|c| c.item == it) {
+                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), &c.text));
             }
+            let edits: Vec<_> = at
+                .into_iter()
+                .filter_map(|(pointer, cites)| {
+                    let node = canon::find(&tree, pointer)?;
+                    let text = cited_string(&now[node.span.clone()], &cites)?;
+                    Some((node.span.clone(), crate::admission::json_string(text.into_bytes())))
+                })
+                .collect();
             let bytes: Arc<[u8]> = rewrite::spliced(now, edits).into();
             let frozen = Frozen::edited(bytes.clone(), req.items[it].annotations.clone(), None);
             self.frozen_bytes += frozen.heap_bytes();
@@ -197,6 +204,10 @@ impl Conversation {
     fn forward_new<'a>(&mut self, (api, at, key): (Api, usize, u128), item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
         pass.delta.new_items += 1;
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
+        if let (Some(_), Some(_)) = (engine.budget, tree) {
+            let inputs = crate::api::citable_inputs(api, value);
+            self.admitter.archive_inputs(value, &inputs, engine, &mut pass.delta, at, &mut self.cuts.citable);
+        }
         let edits = match tree {
             Some(tree) => {
                 let slots = api.slots(value, &self.cx, &engine.policy);
@@ -235,4 +246,19 @@ struct Pass<'e> {
 /// the items before it have been answered.
 fn is_assistant(api: Api, v: &Value) -> bool {
     v.get("role").and_then(Value::as_str) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
+}
+
+/// The string literal `lit` with its citations in place: the whole string
+/// (`None` pointer), or strings at pointers within the JSON it holds,
+/// written back compactly (JSON-string arguments).
+fn cited_string(lit: &[u8], cites: &[(Option<&str>, &str)]) -> Option<String> {
+    if let [(None, text)] = cites {
+        return Some(text.to_string());
+    }
+    let s: String = serde_json::from_slice(lit).ok()?;
+    let mut v: Value = serde_json::from_str(&s).ok()?;
+    for (inner, text) in cites {
+        *v.pointer_mut(inner.unwrap_or(""))? = Value::String(text.to_string());
+    }
+    serde_json::to_string(&v).ok()
 }

@@ -99,3 +99,37 @@ fn without_a_budget_nothing_is_cited() {
     let st = p.stats().total();
     assert_eq!((st.cuts, st.citations, st.peak_input_tokens), (0, 0, 0));
 }
+
+/// Large tool-call inputs are archived and cited too: a patch inside a
+/// Responses `function_call`'s JSON-string arguments (Codex's
+/// `apply_patch` through its shell tool) becomes a citation there, the
+/// arguments still JSON of the same shape, and its id recalls the patch.
+#[test]
+fn a_large_tool_input_is_cited_inside_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = proxy(dir.path());
+    let patch = |k: usize| -> String { format!("*** Begin Patch\n*** Update File: m{k}.py\n") + &output(k).replace("src/", "+src/") + "*** End Patch\n" };
+    let body = |n: usize| {
+        let mut items = vec![json!({"type": "message", "role": "user", "content": "apply the patches"})];
+        for k in 0..n {
+            let args = json!({"command": ["apply_patch", patch(k)], "workdir": "/w"}).to_string();
+            items.push(json!({"type": "function_call", "name": "shell", "call_id": format!("c{k}"), "arguments": args}));
+            items.push(json!({"type": "function_call_output", "call_id": format!("c{k}"), "output": format!("Success. Updated m{k}.py\n")}));
+        }
+        serde_json::to_vec(&json!({"model": "m", "instructions": "be brief", "input": items})).unwrap()
+    };
+    let mut last = Vec::new();
+    for n in 1..=12 {
+        last = p.try_rewrite(Api::Responses, None, &body(n)).unwrap().body;
+        assert!(lam_tokens::count(&last) <= 8000 + 2 * n + 8, "request {n} over the budget");
+    }
+    assert!(p.stats().total().citations >= 3);
+    let sent: Value = serde_json::from_slice(&last).unwrap();
+    let first: Value = serde_json::from_str(sent["input"][1]["arguments"].as_str().unwrap()).expect("still JSON arguments");
+    assert_eq!((&first["command"][0], &first["workdir"]), (&json!("apply_patch"), &json!("/w")), "the shape stays");
+    let cited = first["command"][1].as_str().unwrap();
+    assert!(cited.starts_with("[lam: cited to keep the context within its budget] `input of shell"), "{cited}");
+    let id = cited.split('§').nth(1).unwrap().split(' ').next().unwrap();
+    let store = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), arc_store::Access::ReadOnly).unwrap();
+    assert_eq!(store.get(&SessionId::new("budget"), id).unwrap().unwrap(), patch(0).into_bytes(), "§{id} recalls the patch exactly");
+}

@@ -46,6 +46,17 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1))?;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
+    // With a budget, the same sessions go through a second engine without
+    // one too, for the bill with no budget.
+    let unbounded = match cfg.engine.budget {
+        Some(_) => {
+            let mut c = cfg.clone();
+            (c.engine.budget, c.store) = (None, arc_store::StoreSpec::Memory);
+            Some(Proxy::open(c).context("lam replay: starting the engine without --budget")?)
+        }
+        None => None,
+    };
+    let budget = cfg.engine.budget;
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut out = match &a.requests_out {
         Some(p) => Some(BufWriter::new(std::fs::File::create(p).with_context(|| format!("--requests-out {}", p.display()))?)),
@@ -58,7 +69,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             continue;
         };
         for t in trajs.iter().filter(|t| !t.records.is_empty()) {
-            sessions.push(one(&proxy, &a, t, out.as_mut())?);
+            sessions.push(one((&proxy, unbounded.as_ref()), &a, t, out.as_mut())?);
         }
     }
     if let (Some(w), Some(p)) = (out.as_mut(), &a.requests_out) {
@@ -74,6 +85,9 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         print_json(&sessions, &total)?;
     } else {
         print_table(&sessions, &total);
+        if let Some(b) = budget {
+            print_budget(&sessions, &total, b);
+        }
     }
     Ok(())
 }
@@ -82,7 +96,12 @@ fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
     a.shape.0.or_else(|| t.format.agent()).unwrap_or(Agent::ClaudeCode)
 }
 
-fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory, out: Option<&mut BufWriter<std::fs::File>>) -> Result<(Agent, SessionReport, Pricing)> {
+fn one(
+    (proxy, unbounded): (&Proxy, Option<&Proxy>),
+    a: &ReplayArgs,
+    t: &Trajectory,
+    out: Option<&mut BufWriter<std::fs::File>>,
+) -> Result<(Agent, SessionReport, Pricing)> {
     let agent = agent_of(a, t);
     let pricing = a.pricing.unwrap_or(match agent {
         Agent::ClaudeCode => Pricing::ANTHROPIC,
@@ -98,7 +117,11 @@ fn one(proxy: &Proxy, a: &ReplayArgs, t: &Trajectory, out: Option<&mut BufWriter
     if let Some(w) = out {
         write_requests(w, agent, &t.session.0, &task, &calls).context("--requests-out")?;
     }
-    let r = replay::replay(proxy, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+    let mut r = replay::replay(proxy, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+    if let Some(u) = unbounded {
+        let without = replay::replay(u, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+        (r.billed_no_budget, r.peak_no_budget) = (without.billed_lam, without.peak_tokens);
+    }
     Ok((agent, r, pricing))
 }
 
@@ -191,6 +214,46 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
     );
 }
 
+fn budget_row(r: &SessionReport, shape: &str) -> String {
+    let ratio = |x: f64| if r.billed_direct == 0.0 { 1.0 } else { x / r.billed_direct };
+    format!(
+        "{:<40} {:<11} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11.0} {:>11.0} {:>11.0} {:>7.3} {:>7.3} {:>7.3}",
+        truncate(&r.session, 40),
+        shape,
+        r.requests,
+        r.cuts,
+        r.citations,
+        r.peak_no_budget,
+        r.peak_tokens,
+        r.over_budget,
+        r.billed_direct,
+        r.billed_no_budget,
+        r.billed_lam,
+        ratio(r.billed_no_budget),
+        ratio(r.billed_lam),
+        if r.billed_no_budget == 0.0 { 1.0 } else { r.billed_lam / r.billed_no_budget },
+    )
+}
+
+fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, b: lam_serve::Budget) {
+    println!();
+    println!("--budget {} (cut to {}, the newest {} results kept):", b.tokens, b.target, b.keep);
+    println!(
+        "{:<40} {:<11} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11} {:>11} {:>11} {:>7} {:>7} {:>7}",
+        "session", "shape", "req", "cuts", "cited", "peak", "peak bud", "over", "bill direct", "bill no bud", "bill budget", "nb/dir", "b/dir", "b/nb"
+    );
+    for (shape, r, _) in sessions {
+        println!("{}", budget_row(r, shape.name()));
+    }
+    println!("{}", budget_row(total, ""));
+    println!();
+    println!("cuts: cuts made (each re-writes the prompt cache from the first cited item on); cited: tool results replaced by citations;");
+    println!("peak / peak bud: the largest prompt a request sent through lam without and with the budget (tokens as billed here; total: the");
+    println!("largest of any session); over: requests over the budget with it (what cannot be cited exceeded it); bill: input price units,");
+    println!("direct, through lam without the budget, and with it (every cut's re-written prefix priced as a cache write).");
+    println!("With a budget, chg in the table above counts the items re-written at cuts.");
+}
+
 fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {
     let summary = |r: &SessionReport| {
         serde_json::json!({
@@ -200,6 +263,8 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "earlier_changed": r.earlier_changed, "new_lines": r.new_lines, "new_lines_hidden": r.new_lines_hidden, "new_tokens_hidden": r.new_tokens_hidden,
             "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
+            "cuts": r.cuts, "citations": r.citations, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
+            "billed_no_budget": r.billed_no_budget, "peak_no_budget": r.peak_no_budget,
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
             "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),
             "overhead_ms_p50": replay::quantile(&overhead(r), 0.5), "overhead_ms_p99": replay::quantile(&overhead(r), 0.99),

@@ -109,6 +109,18 @@ pub struct SessionReport {
     pub billed_lam: f64,
     /// The part of `billed_direct` for items carrying tool results.
     pub billed_direct_tool: f64,
+    /// With `--budget`: cuts made and tool results cited.
+    pub cuts: u64,
+    /// See `cuts`.
+    pub citations: u64,
+    /// The largest prompt a request forwarded through lam (tokens, as billed here).
+    pub peak_tokens: u64,
+    /// Requests whose prompt through lam exceeded the budget (0 without one).
+    pub over_budget: u64,
+    /// Billed input through lam without the budget (set by the caller that replays both).
+    pub billed_no_budget: f64,
+    /// The largest prompt through lam without the budget (see `billed_no_budget`).
+    pub peak_no_budget: u64,
     /// Milliseconds the proxy took per request (parse, match, archive, admit, write).
     pub added_ms: Vec<f64>,
     /// Milliseconds of it spent admitting the request's new observations.
@@ -153,6 +165,12 @@ impl SessionReport {
         self.billed_direct += o.billed_direct;
         self.billed_lam += o.billed_lam;
         self.billed_direct_tool += o.billed_direct_tool;
+        self.cuts += o.cuts;
+        self.citations += o.citations;
+        self.peak_tokens = self.peak_tokens.max(o.peak_tokens);
+        self.over_budget += o.over_budget;
+        self.billed_no_budget += o.billed_no_budget;
+        self.peak_no_budget = self.peak_no_budget.max(o.peak_no_budget);
         self.added_ms.extend_from_slice(&o.added_ms);
         self.admit_ms.extend_from_slice(&o.admit_ms);
     }
@@ -179,6 +197,7 @@ struct Bill {
     billed_tool: f64,
     prompt: u64,
     last: u64,
+    peak: u64,
     changed: u64,
 }
 
@@ -201,6 +220,7 @@ impl Bill {
         }
         self.prompt += cached + fresh;
         self.last = cached + fresh;
+        self.peak = self.peak.max(self.last);
         self.billed += cached as f64 * pricing.read + fresh as f64 * pricing.write;
         self.prev = ids;
     }
@@ -238,11 +258,15 @@ pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[C
     let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
     let mut r = SessionReport { session: session.to_string(), tool_results: sent, ..Default::default() };
     let mut admitted_s = totals(&before).1;
-    let mut last = Vec::new();
+    let budget = proxy.config().engine.budget.map(|b| b.tokens);
+    // What was forwarded for each tool result the first time: a cut later
+    // cites only results the model has answered, so this is what it read.
+    let mut first: Vec<String> = Vec::new();
     for body in requests(agent, task, calls) {
         let t = Instant::now();
         let out = proxy.rewrite(api, None, &body);
-        last.clone_from(&out.body);
+        let shown = forwarded_results(agent, &out.body);
+        first.extend(shown.into_iter().skip(first.len()));
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let now = totals(&proxy.stats()).1;
         r.admit_ms.push((now - admitted_s) * 1e3);
@@ -252,6 +276,7 @@ pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[C
             let raws: Vec<&[u8]> = items.iter().map(|x| x.get().as_bytes()).collect();
             bill.add(&raws, counter.count(&pre) as u64, pricing, counter);
         }
+        r.over_budget += u64::from(budget.is_some_and(|b| lam.last > b));
         r.requests += 1;
     }
     let after = proxy.stats();
@@ -261,7 +286,10 @@ pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[C
     r.tool_tokens_in = t1[1] - t0[1];
     r.tool_tokens_out = t1[2] - t0[2];
     r.earlier_changed = lam.changed;
-    hidden_lines(&mut r, agent, calls, &last, counter);
+    hidden_lines(&mut r, calls, &first, counter);
+    let (b, a) = (before.total(), after.total());
+    (r.cuts, r.citations) = (a.cuts - b.cuts, a.citations - b.citations);
+    r.peak_tokens = lam.peak;
     r.prompt_tokens = direct.prompt;
     r.final_prompt_tokens = direct.last;
     r.billed_direct = direct.billed;
@@ -270,10 +298,9 @@ pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[C
     r
 }
 
-/// Count the new lines of `calls`' outputs that the last forwarded body
-/// (which holds every tool result, as forwarded) does not show.
-fn hidden_lines(r: &mut SessionReport, agent: Agent, calls: &[Call], forwarded: &[u8], counter: &dyn TokenCounter) {
-    let shown = forwarded_results(agent, forwarded);
+/// Count the new lines of `calls`' outputs that what was first forwarded
+/// for each (`shown`, in order) does not show.
+fn hidden_lines(r: &mut SessionReport, calls: &[Call], shown: &[String], counter: &dyn TokenCounter) {
     let mut seen = lam_core::newlines::NewLines::new();
     for (c, f) in calls.iter().zip(shown.iter().map(String::as_str).chain(std::iter::repeat(""))) {
         let o = seen.observe(c.output.as_bytes(), f.as_bytes());

@@ -64,11 +64,11 @@ fn a_withheld_line_is_counted_in_both_shapes() {
         let body = requests(agent, "task", &calls).pop().unwrap();
         assert_eq!(forwarded_results(agent, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
         let mut r = SessionReport::default();
-        hidden_lines(&mut r, agent, &calls, &body, &counter);
+        hidden_lines(&mut r, &calls, &forwarded_results(agent, &body), &counter);
         assert_eq!((r.new_lines, r.new_lines_hidden), (3, 0));
         let stubbed = String::from_utf8(body).unwrap().replace("x = 1\\ny = 3\\n", "[lam: similar to lines 1-2 of `cat a.py`]");
         let mut r = SessionReport::default();
-        hidden_lines(&mut r, agent, &calls, stubbed.as_bytes(), &counter);
+        hidden_lines(&mut r, &calls, &forwarded_results(agent, stubbed.as_bytes()), &counter);
         assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{agent:?}");
     }
 }
