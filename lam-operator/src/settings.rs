@@ -62,6 +62,14 @@ impl Budget {
         }
         Ok(Self { tokens, target, keep: keep.unwrap_or(Self::KEEP) })
     }
+
+    /// The budget in lam's tokens when the upstream counts `factor` (>= 1)
+    /// of its tokens per token of lam's.
+    pub fn scaled(self, factor: f64) -> Self {
+        let f = factor.max(1.0);
+        let scale = |t: u64| ((t as f64 / f).floor() as u64).max(1);
+        Self { tokens: scale(self.tokens), target: scale(self.target), keep: self.keep }
+    }
 }
 
 impl Default for EngineSettings {

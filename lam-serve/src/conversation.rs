@@ -60,7 +60,9 @@ impl Conversation {
     /// else as received. Each item is read once per request, into its tree
     /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
     /// if new); only items new to the conversation become values.
-    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine) -> (Vec<u8>, Delta) {
+    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens the budget.
+    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, factor: f64) -> (Vec<u8>, Delta) {
+        let budget = engine.budget.map(|b| b.scaled(factor));
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
@@ -68,7 +70,7 @@ impl Conversation {
             self.cuts.reset();
         }
         let read = self.cx_keys.len();
-        let pre = engine.budget.map(|_| self.preamble_tokens(req));
+        let pre = budget.map(|_| self.preamble_tokens(req));
         let mut pass = Pass { engine, loan: None, delta: Delta::default() };
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
@@ -92,14 +94,14 @@ impl Conversation {
                 is_assistant(req.api, &value)
             });
             self.cx_keys.push(keys[i]);
-            if let (Some(b), Some(pre)) = (engine.budget, pre) {
+            if let (Some(b), Some(pre)) = (budget, pre) {
                 self.count_item(i, &out, assistant);
                 if self.cuts.input(pre) > b.tokens {
                     self.cut(req, &mut out, pre, &b, &mut pass);
                 }
             }
         }
-        if let (Some(b), Some(pre)) = (engine.budget, pre) {
+        if let (Some(b), Some(pre)) = (budget, pre) {
             let input = self.cuts.input(pre);
             (pass.delta.input_tokens, pass.delta.over_budget) = (Some(input), input > b.tokens);
         }

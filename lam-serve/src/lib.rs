@@ -62,6 +62,7 @@ pub mod replay;
 mod request;
 mod rewrite;
 mod stats;
+mod usage;
 
 pub use api::{Api, Policy};
 pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};

@@ -23,12 +23,14 @@ pub struct Rewritten {
     pub session: Option<String>,
     /// The proxy's number for the conversation ([`SessionStats::conversation`](crate::SessionStats)), with `session`.
     pub conversation: Option<u64>,
+    /// With `--budget`: where the upstream's count of this request's input goes.
+    pub(crate) sink: Option<crate::usage::Sink>,
 }
 
 impl Rewritten {
     /// `body` forwarded as it came, in no session.
     fn as_it_came(body: &[u8]) -> Self {
-        Self { body: body.to_vec(), session: None, conversation: None }
+        Self { body: body.to_vec(), session: None, conversation: None, sink: None }
     }
 }
 
@@ -158,13 +160,14 @@ impl Proxy {
                 return Ok(Rewritten::as_it_came(body));
             }
         };
+        let factor = lock(&handle.stats).calibration;
         let rewritten = {
             let mut conv = lock(&handle.conv);
             // A panic inside admission must not answer 500 for the rest of
             // the conversation: its session is dropped (its state may be
             // half-updated) and this request goes as it came.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let (out, delta) = conv.rewrite(&req, &self.inner.engine);
+                let (out, delta) = conv.rewrite(&req, &self.inner.engine, factor);
                 (out, delta, conv.bytes())
             }))
         };
@@ -177,7 +180,10 @@ impl Proxy {
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
-        Ok(Rewritten { body: out, session: Some(st.session.clone()), conversation: Some(st.conversation) })
+        let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
+        drop(st);
+        let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
+        Ok(Rewritten { body: out, session, conversation, sink })
     }
 
     /// Every session's counters and the proxy's.
@@ -353,5 +359,28 @@ mod tests {
         assert!(err.contains("other settings") && err.contains("threshold: 0.9") && err.contains("threshold: 0.95"), "{err}");
         let bad = Proxy::open(ServeConfig { run: Some("a@b".into()), ..cfg(0.95) }).unwrap_err().to_string();
         assert!(bad.contains("--run `a@b`"), "{bad}");
+    }
+
+    /// An upstream that counts more than lam does tightens the budget:
+    /// after it reports twice lam's count, the conversation is kept under
+    /// half the budget in lam's tokens.
+    #[test]
+    fn the_upstream_s_count_calibrates_the_budget() {
+        let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+        cfg.engine.budget = Some(crate::Budget::new(6000, Some(3000), Some(1)).unwrap());
+        let proxy = Proxy::open(cfg).unwrap();
+        let out = |k: usize| (0..40).map(|i| format!("src/m{k}/f{i}.py:{i}: def handler_{k}_{i}(request):\n")).collect::<String>();
+        let outs: Vec<String> = (0..8).map(out).collect();
+        let refs: Vec<&str> = outs.iter().map(String::as_str).collect();
+        let first = proxy.try_rewrite(Api::ChatCompletions, None, &chat(&refs[..3])).unwrap();
+        let sink = first.sink.expect("a budget reads the answer's usage");
+        assert_eq!(lock(&sink.handle.stats).cuts, 0);
+        sink.report(sink.local * 2);
+        let st = proxy.stats();
+        assert_eq!((st.sessions[0].upstream_input_tokens, st.sessions[0].calibration), (sink.local * 2, 2.0));
+        let next = proxy.try_rewrite(Api::ChatCompletions, None, &chat(&refs[..4])).unwrap();
+        let local = next.sink.unwrap().local;
+        assert!(local <= 3000, "{local} lam tokens: over the budget on the upstream's count");
+        assert!(proxy.stats().sessions[0].cuts >= 1);
     }
 }

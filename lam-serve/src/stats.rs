@@ -128,6 +128,12 @@ macro_rules! session_counters {
             /// (cl100k of the forwarded body less its non-conversation
             /// members but `system`/`instructions`/tools; 0 without a budget).
             pub peak_input_tokens: u64,
+            /// The input the upstream counted for the last request it
+            /// answered (its answer's `usage`; 0 before one).
+            pub upstream_input_tokens: u64,
+            /// Upstream tokens per token lam counts, the largest seen (at
+            /// least 1; `--budget` is tightened by it).
+            pub calibration: f64,
             /// The last admission error.
             pub last_error: Option<String>,
         }
@@ -137,6 +143,8 @@ macro_rules! session_counters {
             pub fn absorb(&mut self, o: &SessionStats) {
                 $( self.$field += o.$field; )*
                 self.peak_input_tokens = self.peak_input_tokens.max(o.peak_input_tokens);
+                self.upstream_input_tokens = self.upstream_input_tokens.max(o.upstream_input_tokens);
+                self.calibration = self.calibration.max(o.calibration);
                 self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
             }
 

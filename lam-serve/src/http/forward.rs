@@ -3,6 +3,7 @@
 
 use super::{App, BYPASS, HOP, SESSION, TOKEN, error};
 use crate::Proxy;
+use crate::usage::{self, Sink};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 /// Send the request upstream; its answer streams back chunk by chunk, each
 /// awaited at most `idle_timeout`.
-pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::Body) -> Response {
+/// With `sink`, the answer's `usage` is read as it streams ([`crate::usage`]).
+pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::Body, sink: Option<Sink>) -> Response {
     let cfg = app.proxy.config();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{pq}", cfg.upstream);
@@ -28,7 +30,7 @@ pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body:
             );
         }
     };
-    answer(app, up)
+    answer(app, up, sink)
 }
 
 /// `502` (or `504` for a connect timeout) for a request that got no answer;
@@ -56,7 +58,7 @@ fn unreachable(app: &App, e: reqwest::Error) -> Response {
 }
 
 /// The upstream's answer, passed back as it streams.
-fn answer(app: &App, up: reqwest::Response) -> Response {
+fn answer(app: &App, up: reqwest::Response, sink: Option<Sink>) -> Response {
     if up.status().as_u16() >= 400 {
         app.proxy.count(|c| &c.upstream_errors);
     }
@@ -68,7 +70,8 @@ fn answer(app: &App, up: reqwest::Response) -> Response {
         }
     }
     let idle = app.proxy.config().idle_timeout;
-    resp.body(Body::from_stream(idle_limited(up.bytes_stream(), idle, app.proxy.clone())))
+    let sink = sink.filter(|_| up.status().is_success());
+    resp.body(Body::from_stream(idle_limited(up.bytes_stream(), idle, app.proxy.clone(), sink)))
         .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "lam_internal_error", &format!("lam serve: {e}")))
 }
 
@@ -79,15 +82,29 @@ fn idle_limited(
     s: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     idle: Duration,
     proxy: Proxy,
+    sink: Option<Sink>,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    futures_util::stream::unfold(Some(Box::pin(s)), move |s| {
+    let scan = sink.map(|k| (usage::Scan::new(k.api), k));
+    futures_util::stream::unfold(Some((Box::pin(s), scan)), move |s| {
         let proxy = proxy.clone();
         async move {
-            let mut s = s?;
+            let (mut s, mut scan) = s?;
             match tokio::time::timeout(idle, s.next()).await {
-                Ok(Some(Ok(b))) => Some((Ok(b), Some(s))),
+                Ok(Some(Ok(b))) => {
+                    if let Some((sc, _)) = scan.as_mut() {
+                        sc.feed(&b);
+                    }
+                    Some((Ok(b), Some((s, scan))))
+                }
                 Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e.without_url())), None)),
-                Ok(None) => None,
+                Ok(None) => {
+                    if let Some((sc, sink)) = scan
+                        && let Some(n) = sc.input()
+                    {
+                        sink.report(n);
+                    }
+                    None
+                }
                 Err(_) => {
                     proxy.count(|c| &c.upstream_timeouts);
                     let why = format!("upstream silent for {} s", idle.as_secs_f64());

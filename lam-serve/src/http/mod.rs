@@ -60,16 +60,16 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
             return error(StatusCode::BAD_REQUEST, "lam_bad_session", &why);
         }
     };
-    let (body, session) = if bypass {
+    let (body, session, sink) = if bypass {
         app.proxy.count(|c| &c.bypassed);
-        (bytes, None)
+        (bytes, None, None)
     } else {
         match rewritten(&app, api, name, bytes).await {
             Ok(r) => r,
             Err(resp) => return resp,
         }
     };
-    let mut resp = forward::forward(&app, &parts, reqwest::Body::from(body)).await;
+    let mut resp = forward::forward(&app, &parts, reqwest::Body::from(body), sink).await;
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
     }
@@ -78,10 +78,10 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
 }
 
 /// The body to forward and its session, or the error answer.
-async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>), Response> {
+async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>, Option<crate::usage::Sink>), Response> {
     let (p, sent) = (app.proxy.clone(), bytes.clone());
     match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &sent)).await {
-        Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session)),
+        Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session, r.sink)),
         Ok(Err(e @ Error::DuplicateKey(_))) => {
             Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
         }
@@ -89,12 +89,12 @@ async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> R
         Ok(Err(e)) => {
             app.proxy.count(|c| &c.failed_open);
             eprintln!("lam serve: rewriting failed ({e}); forwarding the request as it came");
-            Ok((bytes, None))
+            Ok((bytes, None, None))
         }
         Err(e) => {
             app.proxy.count(|c| &c.failed_open);
             eprintln!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
-            Ok((bytes, None))
+            Ok((bytes, None, None))
         }
     }
 }
@@ -103,7 +103,7 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     let started = Instant::now();
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
-    let resp = forward::forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream())).await;
+    let resp = forward::forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream()), None).await;
     log(&app, &parts, &resp, started);
     resp
 }
