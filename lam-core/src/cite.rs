@@ -61,6 +61,17 @@ pub fn citation(m: &ObsMeta, lead: &str, how: Recall<'_>, part: usize, preview: 
     s
 }
 
+/// The one-line form of [`citation`]: `lead`, `→ §id`, tokens and bytes,
+/// and the recall handle (`how`; none: left out). What an older citation
+/// shrinks to.
+pub fn line(m: &ObsMeta, lead: &str, how: Recall<'_>) -> String {
+    let recall = match how {
+        Recall::Via(name) => format!("; {name} §{}", m.shown),
+        Recall::None => String::new(),
+    };
+    format!("{lead} → §{} {} tok {} B{recall}\n", m.shown, m.tokens, m.bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +100,6 @@ mod tests {
         assert!(c.contains("  head: first…\n"), "{c}");
         assert!(c.ends_with("mcp__lam__recall §9f3a (whole), or in 3 parts of ≤2048 tok: mcp__lam__recall §9f3a part 1/3 … part 3/3\n"), "{c}");
         assert_eq!(citation(&meta(6), "$ ls", Recall::None, 2048, 400).lines().count(), 2, "no recall line without a handle");
+        assert_eq!(line(&meta(6), "$ ls", Recall::Via("recall")), "$ ls → §9f3a 6 tok 23 B; recall §9f3a\n");
     }
 }

@@ -165,7 +165,6 @@ impl Admitter {
             match archived {
                 Ok(meta) => {
                     let text = crate::budget::citation(&action, &rec.observation, &meta.shown, tokens, engine.operator.recall);
-                    let cite_tokens = lam_tokens::count(text.as_bytes()) as u64;
                     let (pointer, inner) = (s.pointer.clone(), inner.clone());
                     citable.push(Citable {
                         item,
@@ -175,9 +174,8 @@ impl Admitter {
                         refs: Vec::new(),
                         text,
                         kept: false,
-                        cited: false,
+                        form: crate::budget::Form::Shown,
                         shown_tokens: tokens as u64,
-                        cite_tokens,
                         input: true,
                     });
                 }
@@ -213,7 +211,6 @@ impl Admitter {
             true => tokens,
             false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
         } as u64;
-        let cite_tokens = lam_tokens::count(text.as_bytes()) as u64;
         Citable {
             item,
             pointer: s.pointer.clone(),
@@ -222,9 +219,8 @@ impl Admitter {
             refs: self.op.refers(a),
             text,
             kept: s.keep,
-            cited: false,
+            form: crate::budget::Form::Shown,
             shown_tokens,
-            cite_tokens,
             input: false,
         }
     }

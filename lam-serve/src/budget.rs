@@ -40,28 +40,62 @@ pub(crate) struct Citable {
     /// admits) and the earlier records its residual names.
     pub record: Option<u32>,
     pub refs: Vec<u32>,
-    /// The citation that stands for it once cited.
-    pub text: Box<str>,
+    /// The citation that stands for it once cited, and the one line it
+    /// shrinks to at the next cut.
+    pub text: Cited,
     /// A kept tool's result (recall results among them): never cited.
     pub kept: bool,
-    pub cited: bool,
-    /// Tokens it is forwarded as now, and its citation's.
+    /// Which form is forwarded now.
+    pub form: Form,
+    /// Tokens it was forwarded as before it was cited.
     pub shown_tokens: u64,
-    pub cite_tokens: u64,
     /// A large tool-call input ([`crate::api::citable_inputs`]), not a result.
     pub input: bool,
 }
 
+/// The two forms of a citation and their tokens.
+#[derive(Debug, Clone)]
+pub(crate) struct Cited {
+    pub full: Box<str>,
+    pub line: Box<str>,
+    pub full_tokens: u64,
+    pub line_tokens: u64,
+}
+
+/// What a citable observation is forwarded as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// As admitted (its residual, or the input as the agent wrote it).
+    Shown,
+    /// Its citation, from cut `n`.
+    Full(u64),
+    /// The citation's one line (a later cut shrank it).
+    Line,
+}
+
 impl Citable {
+    /// Whether a cut has replaced it.
+    pub(crate) fn cited(&self) -> bool {
+        self.form != Form::Shown
+    }
+
     /// The tokens citing it would save (an estimate: the string's JSON escaping aside).
     pub(crate) fn saving(&self) -> u64 {
-        self.shown_tokens.saturating_sub(self.cite_tokens)
+        self.shown_tokens.saturating_sub(self.text.full_tokens)
+    }
+
+    /// The text forwarded in its place once cited.
+    pub(crate) fn now(&self) -> &str {
+        match self.form {
+            Form::Line => &self.text.line,
+            _ => &self.text.full,
+        }
     }
 }
 
 /// The citation of an archived observation: its call as the model saw
 /// it, its id, size, previews and the recall handle.
-pub(crate) fn citation(action: &str, observation: &[u8], shown: &str, tokens: usize, how: Recall<'_>) -> Box<str> {
+pub(crate) fn citation(action: &str, observation: &[u8], shown: &str, tokens: usize, how: Recall<'_>) -> Cited {
     let (head, tail) = lam_core::previews(observation);
     let m = ObsMeta {
         id: ObsId::of(action.as_bytes(), observation),
@@ -75,7 +109,9 @@ pub(crate) fn citation(action: &str, observation: &[u8], shown: &str, tokens: us
         tail: observation[tail].to_vec(),
     };
     let lead = format!("[lam: cited to keep the context within its budget] `{}`", cite::one_line(&lam_core::action::referent(action), 120));
-    cite::citation(&m, &lead, how, PART_TOKENS, PREVIEW_CHARS).into_boxed_str()
+    let (full, line) = (cite::citation(&m, &lead, how, PART_TOKENS, PREVIEW_CHARS), cite::line(&m, &lead, how));
+    let count = |s: &str| lam_tokens::count(s.as_bytes()) as u64;
+    Cited { full_tokens: count(&full), line_tokens: count(&line), full: full.into(), line: line.into() }
 }
 
 /// A conversation's budget state: every item's tokens as forwarded, the
@@ -103,7 +139,11 @@ impl Cuts {
     /// Bytes it holds.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.tokens.capacity() * 8
-            + self.citable.iter().map(|c| std::mem::size_of::<Citable>() + c.pointer.len() + c.refs.len() * 4 + c.text.len()).sum::<usize>()
+            + self
+                .citable
+                .iter()
+                .map(|c| std::mem::size_of::<Citable>() + c.pointer.len() + c.refs.len() * 4 + c.text.full.len() + c.text.line.len())
+                .sum::<usize>()
     }
 
     /// Items counted so far.
@@ -151,7 +191,7 @@ impl Cuts {
         let newest = if budget.keep == 0 { n } else { newest };
         let candidate = |i: usize| {
             let c = &self.citable[i];
-            !c.cited && !c.kept && (c.input || i < newest) && c.item < self.answered && c.saving() > 0
+            !c.cited() && !c.kept && (c.input || i < newest) && c.item < self.answered && c.saving() > 0
         };
         let mut chosen = vec![false; n];
         let mut out = Vec::new();
@@ -181,9 +221,18 @@ impl Cuts {
     /// re-write the prompt cache every request for a few tokens; a cut
     /// waits until it removes the gap.
     pub(crate) fn worth_a_cut(&self, budget: &Budget, pre: u64) -> bool {
-        let all: u64 = self.plan(budget, |_| false).iter().map(|&k| self.citable[k].saving()).sum();
+        let all: u64 = self.plan(budget, |_| false).iter().map(|&k| self.citable[k].saving()).sum::<u64>() + self.shrinkable().1;
         let input = self.input(pre);
         input.saturating_sub(all) <= budget.tokens || all >= budget.tokens - budget.target
+    }
+
+    /// The citations of earlier cuts still in full (`before`: cuts before
+    /// this one), and what shrinking them to their line would save.
+    pub(crate) fn shrinkable(&self) -> (Vec<usize>, u64) {
+        let cut = self.totals.cuts;
+        let which: Vec<usize> = (0..self.citable.len()).filter(|&k| matches!(self.citable[k].form, Form::Full(n) if n < cut)).collect();
+        let saves = which.iter().map(|&k| self.citable[k].text.full_tokens.saturating_sub(self.citable[k].text.line_tokens)).sum();
+        (which, saves)
     }
 
     /// Result `first` and every later uncited one whose stubs name it or
@@ -193,7 +242,7 @@ impl Cuts {
         let mut records = vec![record];
         let mut out = vec![first];
         for (j, c) in self.citable.iter().enumerate().skip(first + 1) {
-            if !c.cited && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
+            if !c.cited() && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
                 records.extend(c.record);
                 out.push(j);
             }
@@ -218,11 +267,10 @@ mod tests {
                 inner: None,
                 record: Some(record),
                 refs: refs.to_vec(),
-                text: "x".into(),
+                text: Cited { full: "x".into(), line: "x".into(), full_tokens: 0, line_tokens: 0 },
                 kept,
-                cited: false,
+                form: Form::Shown,
                 shown_tokens: 99,
-                cite_tokens: 0,
                 input: false,
             });
         }

@@ -6,7 +6,7 @@
 
 use crate::admission::{Admitter, Delta};
 use crate::api::{Api, Context, Observations as _};
-use crate::budget::Cuts;
+use crate::budget::{Cuts, Form};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use crate::request::{Item, Parsed};
@@ -133,11 +133,19 @@ impl Conversation {
     /// input is at or under the target (or nothing more can be cited),
     /// freeze the items that hold them, and make the operator forget them.
     fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], pre: u64, b: &lam_operator::Budget, pass: &mut Pass<'_>) {
-        let mut cited = Vec::new();
-        let kept_out = self.cuts.totals.kept_out;
         if !self.cuts.worth_a_cut(b, pre) {
             return;
         }
+        let kept_out = self.cuts.totals.kept_out;
+        let cut = self.cuts.totals.cuts;
+        // The citations of earlier cuts shrink to their line; then the
+        // oldest results still shown are cited until the target is met.
+        let (shrunk, _) = self.cuts.shrinkable();
+        for &k in &shrunk {
+            self.cuts.citable[k].form = Form::Line;
+        }
+        self.cite(req, out, &shrunk);
+        let mut cited = Vec::new();
         while self.cuts.input(pre) > b.target {
             let plan = {
                 let (cuts, over) = (&self.cuts, self.cuts.input(pre) - b.target);
@@ -146,10 +154,13 @@ impl Conversation {
             if plan.is_empty() {
                 break;
             }
+            for &k in &plan {
+                self.cuts.citable[k].form = Form::Full(cut);
+            }
             self.cite(req, out, &plan);
             cited.extend(plan);
         }
-        if cited.is_empty() {
+        if cited.is_empty() && shrunk.is_empty() {
             return;
         }
         let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
@@ -161,15 +172,11 @@ impl Conversation {
         pass.delta.cut.kept_out += self.cuts.totals.kept_out - kept_out;
     }
 
-    /// Replace the observations `which` by their citations in the items
-    /// that hold them, and freeze those items so. Each is marked cited
-    /// first, so a plan never offers it again (an item that cannot be read,
-    /// which admission never yields, keeps its bytes).
+    /// Put the forms `which` are now in ([`Citable::now`]) in the items
+    /// that hold them, and freeze those items so (an item that cannot be
+    /// read, which admission never yields, keeps its bytes).
     fn cite(&mut self, req: &Parsed, out: &mut [Piece<'_>], which: &[usize]) {
         let keys = &req.keys[1..];
-        for &k in which {
-            self.cuts.citable[k].cited = true;
-        }
         let mut items: Vec<usize> = which.iter().map(|&k| self.cuts.citable[k].item).collect();
         items.sort_unstable();
         items.dedup();
@@ -180,7 +187,7 @@ impl Conversation {
             // arguments) the citations at pointers within it.
             let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
             for c in which.iter().map(|&k| &self.cuts.citable[k]).filter(|c| c.item == it) {
-                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), &c.text));
+                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), c.now()));
             }
             let edits: Vec<_> = at
                 .into_iter()

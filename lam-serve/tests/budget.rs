@@ -65,13 +65,18 @@ fn a_budget_bounds_the_input_with_frozen_lossless_cuts() {
     let cited: Vec<&str> = results.iter().map(|v| content(v)).filter(|c| c.starts_with("[lam: cited")).collect();
     assert_eq!(cited.len() as u64, st.citations);
     assert!(results[results.len() - 2..].iter().all(|v| !content(v).starts_with("[lam: cited")), "the newest 2 are kept");
-    // Each citation names its call, size, previews and the recall tool, and its id recalls the exact original.
+    // Each citation names its call, size and the recall tool, the newest
+    // cut's with head and tail previews (an earlier cut's shrink to one
+    // line at the next), and its id recalls the exact original.
+    let full = cited.iter().filter(|c| c.contains("\n  head: src/module_") && c.contains("\n  tail: ")).count();
+    let lines = cited.iter().filter(|c| c.lines().count() == 1 && c.contains(" tok ")).count();
+    assert!(full > 0 && lines > 0 && full + lines == cited.len(), "{full} full, {lines} one-line of {}", cited.len());
     let store = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), arc_store::Access::ReadOnly).unwrap();
     for (k, v) in results.iter().enumerate() {
         let c = content(v);
         let Some(rest) = c.strip_prefix("[lam: cited to keep the context within its budget] `") else { continue };
         assert!(rest.starts_with(&format!("cat src/module_{}.py` → §", if k == 9 { 1 } else { k })), "{c}");
-        assert!(c.contains("\n  head: src/module_") && c.contains("\n  tail: ") && c.contains("mcp__lam__recall §"), "{c}");
+        assert!(c.contains("mcp__lam__recall §"), "{c}");
         let id = rest.split('§').nth(1).unwrap().split(' ').next().unwrap();
         let original = store.get(&SessionId::new("budget"), id).unwrap().expect("archived");
         assert_eq!(original, output(k).into_bytes(), "§{id} recalls turn {k}'s output exactly");

@@ -497,7 +497,18 @@ fn exit_code(status: ExitStatus) -> i32 {
 fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
     let line = |s: &SessionStats| {
         let pct = 100.0 * s.removal;
-        format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed)", s.requests, s.observations, s.tokens_in, s.tokens_out)
+        let budget = match s.peak_input_tokens {
+            0 => String::new(),
+            peak => format!(
+                "; budget: {} cuts, {} citations, peak input {peak} (lam's count), {} over, upstream's count of the last {} (x{:.3})",
+                s.cuts,
+                s.citations,
+                s.over_budget,
+                s.upstream_input_tokens,
+                s.calibration.max(1.0)
+            ),
+        };
+        format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed){budget}", s.requests, s.observations, s.tokens_in, s.tokens_out)
     };
     eprintln!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
     for s in &stats.sessions {

@@ -91,20 +91,19 @@ fn idle_limited(
             let (mut s, mut scan) = s?;
             match tokio::time::timeout(idle, s.next()).await {
                 Ok(Some(Ok(b))) => {
-                    if let Some((sc, _)) = scan.as_mut() {
+                    // Reported as soon as read: a client that knows the
+                    // answer's length stops reading at its last byte.
+                    if let Some((sc, sink)) = scan.as_mut() {
+                        let before = sc.input();
                         sc.feed(&b);
+                        if let Some(n) = sc.input().filter(|n| Some(*n) != before) {
+                            sink.report(n);
+                        }
                     }
                     Some((Ok(b), Some((s, scan))))
                 }
                 Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e.without_url())), None)),
-                Ok(None) => {
-                    if let Some((sc, sink)) = scan
-                        && let Some(n) = sc.input()
-                    {
-                        sink.report(n);
-                    }
-                    None
-                }
+                Ok(None) => None,
                 Err(_) => {
                     proxy.count(|c| &c.upstream_timeouts);
                     let why = format!("upstream silent for {} s", idle.as_secs_f64());

@@ -62,6 +62,8 @@ TASK = "Look at app.py and run check.py"
 LOG = re.compile(r"lam serve: (\w+) (\S+) -> (\d+) session (\S+) in ([0-9.]+) ms")
 TOTAL = re.compile(r"lam run: total: (\d+) sessions?, (\d+) requests, (\d+) observations, tool-result tokens (\d+) -> (\d+)")
 SESSION = re.compile(r"lam run: session (\S+) \(conversation \d+\): ")
+BUDGET_LINE = re.compile(r"lam run: total: .*; budget: (\d+) cuts, (\d+) citations, peak input (\d+) \(lam's count\), (\d+) over, "
+                         r"upstream's count of the last (\d+) \(x([0-9.]+)\)")
 
 
 def agents(bin_dir):
@@ -441,6 +443,130 @@ def table(rows):
     return "\n".join(out)
 
 
+# ------------------------------------------------------- the budget scenario
+
+# Claude Code reads BUDGET_FILES outputs of ~12 KB each (~120,000 tokens at
+# the upstream's honest 4 bytes a token), far more than the window it is
+# given (CLAUDE_CODE_AUTO_COMPACT_WINDOW: it compacts at 100,000 - 20,000 -
+# 13,000 = 67,000), then recalls the very first output by its `§id`.
+BUDGET_FILES = 40
+BUDGET = 40000
+BUDGET_WINDOW = "100000"
+BUDGET_TASK = "Read the output files one by one"
+
+
+def budget_files(w):
+    for k in range(BUDGET_FILES):
+        lines = ["%02d-%04d the measurement of sample %d returned %d within tolerance %d\n" % (k, i, k * 1000 + i, (k * 7919 + i * 104729) % 100003, i % 7)
+                 for i in range(165)]
+        (w / ("out_%02d.txt" % k)).write_text("".join(lines))
+
+
+def budget_run(lam, bins, root, encoder, with_lam, per_token=4.0):
+    """One Claude Code run of the budget script, through `lam run --budget`
+    or straight to the upstream; the upstream reports honest usage, counting
+    `per_token` bytes a token."""
+    w = root / "work"
+    w.mkdir(parents=True)
+    budget_files(w)
+    script = [("shell", "cat out_%02d.txt" % k) for k in range(BUDGET_FILES)] + ([("recall", None)] if with_lam else [])
+    up = su.Upstream(str(w), record=str(root / "upstream.jsonl"), script=script, honest=per_token).start()
+    env = agent_env(root)
+    env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = BUDGET_WINDOW
+    claude = [str(bins / "claude"), "-p", BUDGET_TASK, "--allowedTools", "Bash,mcp__lam__recall"]
+    store = root / "store"
+    if with_lam:
+        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), "--", *claude]
+    else:
+        cmd, env["ANTHROPIC_BASE_URL"] = claude, up.url
+    try:
+        p = subprocess.run(cmd, cwd=w, env=env, capture_output=True, timeout=600)
+    finally:
+        up.shutdown()
+    name = ("claude-code-budget" if per_token == 4.0 else "claude-code-budget-dense") if with_lam else "claude-code-direct"
+    return {"name": name, "api": "messages", "per_token": per_token, "scripts": [script], "rc": p.returncode,
+            "stdout": p.stdout.decode("utf-8", "replace"), "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store),
+            "work": w}
+
+
+def budget_measure(lam, run):
+    reqs = [e for e in model_requests(run) if json.loads(e["body"]).get("tools")]
+    first_seen, prefix_changes, prev = {}, 0, None
+    for e in reqs:
+        items = conversation(run, e["body"])
+        for cid, texts in tool_results(run, items):
+            first_seen.setdefault(cid, texts)
+        # A change of the forwarded prefix (a cut); the agent's own compaction starts anew.
+        raw = None if su.compaction_kind(json.loads(e["body"])) else raw_conversation(run, e["body"])
+        if prev is not None and raw is not None and raw[:len(prev)] != prev:
+            prefix_changes += 1
+        prev = raw
+    usage = [e["usage"] for e in reqs]
+    bytes_per_token = run["per_token"]
+    firsts = list(first_seen.values())
+    call, rid = recall_call(run, conversation(run, reqs[-1]["body"]))
+    got = dict(tool_results(run, conversation(run, reqs[-1]["body"]))).get(call, [])
+    first_output = (run["work"] / "out_00.txt").read_text()
+    new, hidden = hidden_lines(lam, run, [x for t in firsts for x in t]) if rid else (0, [])
+    lam_says = BUDGET_LINE.search(run["stderr"])
+    cuts, citations, lam_peak, _, _, factor = lam_says.groups() if lam_says else (0, 0, 0, 0, 0, "-")
+    return {"agent": run["name"], "exit": run["rc"], "requests": len(reqs), "done": "DONE." in run["stdout"],
+            "lam_cuts": int(cuts), "citations": int(citations), "lam_peak": int(lam_peak), "calibration": factor,
+            "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(BUDGET_FILES)) / bytes_per_token),
+            "peak_usage": max(usage), "over_budget": sum(1 for u in usage if u > BUDGET), "prefix_changes": prefix_changes,
+            "compactions": sum(1 for e in reqs if e.get("compaction")), "recall_id": rid,
+            "recall_exact": bool(got) and got[0].rstrip("\n") == first_output.rstrip("\n"), "new_lines": new, "new_lines_hidden": len(hidden)}
+
+
+def budget_check(m, direct):
+    """`m`: a run through `lam run --budget`; `direct`: the run without lam."""
+    what = f"{m['agent']}: "
+    assert m["exit"] == 0 and m["done"], what + f"exit {m['exit']}, done {m['done']}"
+    assert m["over_budget"] == 0, what + f"{m['over_budget']} of {m['requests']} requests over {BUDGET} tokens on the upstream's count (peak {m['peak_usage']})"
+    assert m["compactions"] == 0, what + f"{m['compactions']} compaction requests reached the upstream"
+    assert m["prefix_changes"] >= 1 and m["prefix_changes"] == m["lam_cuts"], what + f"{m['prefix_changes']} prefix changes upstream, lam counted {m['lam_cuts']} cuts"
+    assert m["recall_exact"], what + f"recall of §{m['recall_id']} did not return the first output's exact bytes"
+    assert m["new_lines"] > 0 and m["new_lines_hidden"] == 0, what + f"{m['new_lines_hidden']} of {m['new_lines']} new lines withheld"
+    assert direct["exit"] == 0 and direct["compactions"] >= 1, \
+        f"claude-code-direct: exit {direct['exit']}, {direct['compactions']} compactions: the scenario must make the agent compact on its own"
+
+
+def budget_table(rows):
+    out = ["| run | requests | tool output (tokens) | peak input (upstream / lam) | requests over budget | cuts (citations) | calibration "
+           "| agent's own compactions | recall of the first output |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for m in rows:
+        lam_run = "budget" in m["agent"]
+        rec = ("exact" if m["recall_exact"] else "NO") if lam_run else "-"
+        over = m["over_budget"] if lam_run else "(no budget)"
+        peak = f"{m['peak_usage']:,} / {m['lam_peak']:,}" if m["lam_peak"] else f"{m['peak_usage']:,}"
+        out.append(f"| {m['agent']} | {m['requests']} | {m['tool_outputs']:,} | {peak} | {over} | {m['prefix_changes']} ({m['citations']}) | {m['calibration']} "
+                   f"| {m['compactions']} | {rec} |")
+    return "\n".join(out)
+
+
+def budget_scenario(lam, bins, work, encoder):
+    """The budget scenario through lam (an upstream that counts 4 bytes a
+    token, and a denser one, 3, that counts more than lam does: the
+    calibration keeps it under the budget too) and without lam: (rows,
+    failure or None)."""
+    rows = []
+    for with_lam, per_token in ((True, 4.0), (True, 3.0), (False, 4.0)):
+        root = Path(tempfile.mkdtemp(prefix="budget-", dir=work))
+        run = budget_run(lam, bins, root, encoder, with_lam, per_token)
+        try:
+            rows.append(budget_measure(lam, run))
+        except Exception as e:  # noqa: BLE001 - the run's output says why
+            return rows, f"FAIL {run['name']}: {e!r}\n{run['stderr'][-3000:]}\n{run['stdout'][-1000:]}"
+    try:
+        budget_check(rows[0], rows[2])
+        budget_check(rows[1], rows[2])
+        assert float(rows[1]["calibration"]) > 1.0, f"claude-code-budget-dense: calibration {rows[1]['calibration']}, the upstream counts more than lam"
+    except AssertionError as e:
+        return rows, f"FAIL {e}"
+    return rows, None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lam")
@@ -472,8 +598,21 @@ def main():
         except AssertionError as e:
             failures.append(f"FAIL {e}")
             print(f"FAIL {e}", flush=True)
-    Path(a.report).write_text(json.dumps({"encoder": a.encoder, "agents": rows}, indent=2))
+    budget_rows = []
+    if not a.only or "claude-code-budget" in a.only.split(","):
+        budget_rows, failure = budget_scenario(a.lam, bins, a.work, a.encoder)
+        if failure:
+            failures.append(failure)
+            print(failure, flush=True)
+        else:
+            for m in budget_rows[:2]:
+                print(f"ok: {m['agent']}: {m['requests']} requests, 0 over {BUDGET} tokens on the upstream's count (calibration x{m['calibration']}), "
+                      f"{m['prefix_changes']} cuts, 0 compactions (direct: {budget_rows[2]['compactions']}), recall §{m['recall_id']} exact", flush=True)
+    Path(a.report).write_text(json.dumps({"encoder": a.encoder, "agents": rows, "budget": budget_rows}, indent=2, default=str))
     print(table(rows))
+    if budget_rows:
+        print()
+        print(budget_table(budget_rows))
     if failures:
         print("\n".join(failures), file=sys.stderr)
         return 1

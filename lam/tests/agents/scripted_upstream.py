@@ -168,13 +168,31 @@ def anthropic_step(body, body_text, workdir, script):
     return "mcp__lam__recall", {"id": ids[0]}
 
 
-def anthropic_sse(block, model, seq):
+# Claude Code's own compaction: the request that asks for a summary, and
+# the first request of the conversation that goes on from it.
+COMPACTION = "CRITICAL: Respond with TEXT ONLY"
+CONTINUED = "This session is being continued from a previous conversation"
+SUMMARY = "Summary: the scripted session read files; nothing is left to do."
+
+
+def compaction_kind(body):
+    """'compaction' for Claude Code's request for a summary, 'continued' for
+    the conversation that goes on after it, else None."""
+    msgs = body.get("messages") or [{}]
+    if COMPACTION in json.dumps(msgs[-1]):
+        return "compaction"
+    if CONTINUED in json.dumps(msgs[0]):
+        return "continued"
+    return None
+
+
+def anthropic_sse(block, model, seq, usage=10, text="DONE."):
     msg = {"id": "msg_scripted_%d" % seq, "type": "message", "role": "assistant", "content": [], "model": model,
-           "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+           "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": usage, "output_tokens": 1}}
     ev = [("message_start", {"type": "message_start", "message": msg})]
     if block is None:
         ev.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}))
-        ev.append(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "DONE."}}))
+        ev.append(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}))
         stop = "end_turn"
     else:
         name, args = block
@@ -190,12 +208,12 @@ def anthropic_sse(block, model, seq):
     return b"".join(f"event: {t}\ndata: {json.dumps(d)}\n\n".encode() for t, d in ev)
 
 
-def anthropic_json(block, model, seq):
-    content = [{"type": "text", "text": "DONE."}] if block is None else \
+def anthropic_json(block, model, seq, usage=10, text="DONE."):
+    content = [{"type": "text", "text": text}] if block is None else \
         [{"type": "tool_use", "id": "toolu_scripted_%d" % seq, "name": block[0], "input": block[1]}]
     return {"id": "msg_scripted_%d" % seq, "type": "message", "role": "assistant", "content": content, "model": model,
             "stop_reason": "end_turn" if block is None else "tool_use", "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5}}
+            "usage": {"input_tokens": usage, "output_tokens": 5}}
 
 
 # --------------------------------------------------------------------- OpenAI
@@ -306,9 +324,13 @@ class Upstream(http.server.ThreadingHTTPServer):
     the handler took (parse to answer written)."""
     daemon_threads = True
 
-    def __init__(self, workdir, record=None, script=SCRIPT):
+    def __init__(self, workdir, record=None, script=SCRIPT, honest=None):
         super().__init__(("127.0.0.1", 0), Handler)
         self.workdir = workdir
+        # Report honest `usage`: the input as the request's bytes / `honest`
+        # (bytes per token; else a constant 10); answer Claude Code's own
+        # compaction with a summary.
+        self.honest = honest
         self.script = script
         self.record = record
         self.lock = threading.Lock()
@@ -370,10 +392,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         t0 = time.perf_counter()
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         e = self.entry(raw)
-        self.answer(raw, e["seq"])
+        self.answer(raw, e["seq"], e)
         e["handler_s"] = time.perf_counter() - t0
 
-    def answer(self, raw, seq):
+    def answer(self, raw, seq, entry=None):
         path = self.path.split("?")[0]
         try:
             body = json.loads(raw) if raw else {}
@@ -383,10 +405,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path.endswith("/messages/count_tokens"):
             return self.send(200, "application/json", b'{"input_tokens":100}')
         if path.endswith("/messages"):
-            block = anthropic_step(body, text, wd, self.server.script) if body.get("tools") else None
+            usage, say = (int(len(raw) / self.server.honest), "DONE.") if self.server.honest else (10, "DONE.")
+            kind = compaction_kind(body) if self.server.honest else None
+            if entry is not None:
+                entry["usage"], entry["compaction"] = usage, kind == "compaction"
+            block = anthropic_step(body, text, wd, self.server.script) if body.get("tools") and kind is None else None
+            say = SUMMARY if kind == "compaction" else say
             if not body.get("stream"):
-                return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq)).encode())
-            return self.send(200, "text/event-stream", anthropic_sse(block, model, seq))
+                return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq, usage, say)).encode())
+            return self.send(200, "text/event-stream", anthropic_sse(block, model, seq, usage, say))
         if path.endswith("/responses"):
             call = responses_step(body, text, wd, self.server.script) if tool_list(body) else None
             return self.send(200, "text/event-stream", responses_sse(call, model, seq))
