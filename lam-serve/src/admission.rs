@@ -176,6 +176,8 @@ impl Admitter {
                         kept: false,
                         form: crate::budget::Form::Shown,
                         shown_tokens: tokens as u64,
+                        whole_tokens: tokens as u64,
+                        id: meta.shown.as_str().into(),
                         input: true,
                     });
                 }
@@ -221,6 +223,8 @@ impl Admitter {
             kept: s.keep,
             form: crate::budget::Form::Shown,
             shown_tokens,
+            whole_tokens: tokens as u64,
+            id: a.id.as_str().into(),
             input: false,
         }
     }

@@ -47,8 +47,11 @@ pub(crate) struct Citable {
     pub kept: bool,
     /// Which form is forwarded now.
     pub form: Form,
-    /// Tokens it was forwarded as before it was cited.
+    /// Tokens it was forwarded as before it was cited, and its original's.
     pub shown_tokens: u64,
+    pub whole_tokens: u64,
+    /// Its archive id (`§id`).
+    pub id: Box<str>,
     /// A large tool-call input ([`crate::api::citable_inputs`]), not a result.
     pub input: bool,
 }
@@ -62,11 +65,27 @@ pub(crate) struct Cited {
     pub line_tokens: u64,
 }
 
+/// What a cut changes: observations to cite, and observations to forward
+/// whole in place of a residual that names one of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub cite: Vec<usize>,
+    pub expand: Vec<usize>,
+}
+
+impl Plan {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cite.is_empty() && self.expand.is_empty()
+    }
+}
+
 /// What a citable observation is forwarded as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Form {
     /// As admitted (its residual, or the input as the agent wrote it).
     Shown,
+    /// Whole (the archived original): a cut cited a record its residual named.
+    Whole,
     /// Its citation, from cut `n`.
     Full(u64),
     /// The citation's one line (a later cut shrank it).
@@ -74,9 +93,9 @@ pub(crate) enum Form {
 }
 
 impl Citable {
-    /// Whether a cut has replaced it.
+    /// Whether a cut has replaced it by a citation.
     pub(crate) fn cited(&self) -> bool {
-        self.form != Form::Shown
+        matches!(self.form, Form::Full(_) | Form::Line)
     }
 
     /// The tokens citing it would save (an estimate: the string's JSON escaping aside).
@@ -84,11 +103,12 @@ impl Citable {
         self.shown_tokens.saturating_sub(self.text.full_tokens)
     }
 
-    /// The text forwarded in its place once cited.
-    pub(crate) fn now(&self) -> &str {
+    /// The citation forwarded in its place (`None`: it goes whole, or as admitted).
+    pub(crate) fn citation(&self) -> Option<&str> {
         match self.form {
-            Form::Line => &self.text.line,
-            _ => &self.text.full,
+            Form::Line => Some(&self.text.line),
+            Form::Full(_) => Some(&self.text.full),
+            Form::Shown | Form::Whole => None,
         }
     }
 }
@@ -178,40 +198,45 @@ impl Cuts {
         self.totals.kept_out += was.saturating_sub(tokens);
     }
 
-    /// The observations to cite now, oldest first, in groups (one result
-    /// and the results whose stubs name it), until `enough` says the input
-    /// is low enough after citing a group: indices into `citable`. A
-    /// candidate has been answered, is not among the newest `keep`, is not
-    /// kept; a group holding a protected result (uncited, not a candidate)
-    /// is skipped.
-    pub(crate) fn plan(&self, budget: &Budget, mut enough: impl FnMut(&[usize]) -> bool) -> Vec<usize> {
+    /// What to change now, oldest first, in groups (one result and the
+    /// results whose stubs name it), until `enough` says the input is low
+    /// enough after a group. The first of a group is a candidate: answered,
+    /// not among the newest `keep`, not kept, worth citing. Later members
+    /// answered and not among the newest are cited with it; the others
+    /// (the newest, the unanswered) are forwarded whole instead of their
+    /// residual, so none names lines only a citation stands for.
+    pub(crate) fn plan(&self, budget: &Budget, mut enough: impl FnMut(&Plan) -> bool) -> Plan {
         let n = self.citable.len();
         // The newest `keep` results (inputs aside) are never cited.
         let newest = self.citable.iter().enumerate().rev().filter(|(_, c)| !c.input).nth(budget.keep.max(1) as usize - 1).map_or(0, |(i, _)| i);
         let newest = if budget.keep == 0 { n } else { newest };
-        let candidate = |i: usize| {
+        let citable = |i: usize| {
             let c = &self.citable[i];
-            !c.cited() && !c.kept && (c.input || i < newest) && c.item < self.answered && c.saving() > 0
+            !c.cited() && !c.kept && (c.input || i < newest) && c.item < self.answered
         };
         let mut chosen = vec![false; n];
-        let mut out = Vec::new();
+        let mut out = Plan::default();
         for first in 0..n {
-            if chosen[first] || !candidate(first) {
+            if chosen[first] || !citable(first) || self.citable[first].saving() == 0 {
                 continue;
             }
-            let group = self.group(first, &chosen);
-            if group.iter().any(|&i| !candidate(i)) {
-                continue;
-            }
-            for &i in &group {
+            for i in self.group(first, &chosen) {
                 chosen[i] = true;
+                if citable(i) { out.cite.push(i) } else { out.expand.push(i) }
             }
-            out.extend(group);
             if enough(&out) {
                 break;
             }
         }
         out
+    }
+
+    /// What `plan` would save (citing) less what it adds (whole results in
+    /// place of their residuals), in tokens.
+    pub(crate) fn saving(&self, plan: &Plan) -> i64 {
+        let cite: u64 = plan.cite.iter().map(|&k| self.citable[k].saving()).sum();
+        let expand: u64 = plan.expand.iter().map(|&k| self.citable[k].whole_tokens.saturating_sub(self.citable[k].shown_tokens)).sum();
+        cite as i64 - expand as i64
     }
 
     /// Whether a cut is made now that the input is over the budget: when it
@@ -221,7 +246,7 @@ impl Cuts {
     /// re-write the prompt cache every request for a few tokens; a cut
     /// waits until it removes the gap.
     pub(crate) fn worth_a_cut(&self, budget: &Budget, pre: u64) -> bool {
-        let all: u64 = self.plan(budget, |_| false).iter().map(|&k| self.citable[k].saving()).sum::<u64>() + self.shrinkable().1;
+        let all = (self.saving(&self.plan(budget, |_| false)) + self.shrinkable().1 as i64).max(0) as u64;
         let input = self.input(pre);
         input.saturating_sub(all) <= budget.tokens || all >= budget.tokens - budget.target
     }
@@ -242,7 +267,7 @@ impl Cuts {
         let mut records = vec![record];
         let mut out = vec![first];
         for (j, c) in self.citable.iter().enumerate().skip(first + 1) {
-            if !c.cited() && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
+            if c.form == Form::Shown && !c.kept && !chosen[j] && c.refs.iter().any(|r| records.contains(r)) {
                 records.extend(c.record);
                 out.push(j);
             }
@@ -271,6 +296,8 @@ mod tests {
                 kept,
                 form: Form::Shown,
                 shown_tokens: 99,
+                whole_tokens: 99,
+                id: "x".into(),
                 input: false,
             });
         }
@@ -283,20 +310,15 @@ mod tests {
         let items = [(10, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false)];
         let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], false), (8, 3, &[], false), (10, 4, &[], false)]);
         let b = Budget::new(400, Some(200), Some(1)).unwrap();
-        assert_eq!(c.plan(&b, |_| false), [0, 1, 2, 3], "every answered one but the newest kept");
-        let mut left = 535;
-        assert_eq!(
-            c.plan(&b, |chosen| {
-                left = 535 - 99 * chosen.len() as u64;
-                left <= 200
-            }),
-            [0, 1, 2, 3]
-        );
+        let cite = |p: Plan| p.cite;
+        assert_eq!(cite(c.plan(&b, |_| false)), [0, 1, 2, 3], "every answered one but the newest kept");
+        assert_eq!(cite(c.plan(&b, |p| 535 - 99 * p.cite.len() as u64 <= 300)), [0, 1, 2]);
         let b3 = Budget::new(400, Some(200), None).unwrap();
-        assert_eq!(c.plan(&b3, |_| false), [0, 1], "the newest 3 are kept");
+        assert_eq!(cite(c.plan(&b3, |_| false)), [0, 1], "the newest 3 are kept");
         // Result 3 names result 1 (record 1): they go together; result 4
-        // (protected) names record 0, which therefore stays.
+        // (protected) names record 0: it goes whole when record 0 is cited.
         let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], true), (8, 3, &[1], false), (10, 4, &[0], false)]);
-        assert_eq!(c.plan(&b, |_| false), [1, 3], "record 0 is named by a protected result; 2 is kept");
+        let p = c.plan(&b, |_| false);
+        assert_eq!((p.cite, p.expand), (vec![0, 1, 3], vec![4]), "4 (protected) names record 0: it goes whole; 2 is kept");
     }
 }

@@ -144,21 +144,27 @@ impl Conversation {
         for &k in &shrunk {
             self.cuts.citable[k].form = Form::Line;
         }
-        self.cite(req, out, &shrunk);
+        self.cite(req, out, &shrunk, pass);
         let mut cited = Vec::new();
         while self.cuts.input(pre) > b.target {
             let plan = {
-                let (cuts, over) = (&self.cuts, self.cuts.input(pre) - b.target);
-                cuts.plan(b, |chosen| chosen.iter().map(|&k| cuts.citable[k].saving()).sum::<u64>() >= over)
+                let (cuts, over) = (&self.cuts, (self.cuts.input(pre) - b.target) as i64);
+                cuts.plan(b, |p| cuts.saving(p) >= over)
             };
             if plan.is_empty() {
                 break;
             }
-            for &k in &plan {
+            for &k in &plan.cite {
                 self.cuts.citable[k].form = Form::Full(cut);
             }
-            self.cite(req, out, &plan);
-            cited.extend(plan);
+            for &k in &plan.expand {
+                let c = &mut self.cuts.citable[k];
+                (c.form, c.shown_tokens) = (Form::Whole, c.whole_tokens);
+                c.refs.clear();
+            }
+            let changed: Vec<usize> = plan.cite.iter().chain(&plan.expand).copied().collect();
+            self.cite(req, out, &changed, pass);
+            cited.extend(plan.cite);
         }
         if cited.is_empty() && shrunk.is_empty() {
             return;
@@ -172,22 +178,40 @@ impl Conversation {
         pass.delta.cut.kept_out += self.cuts.totals.kept_out - kept_out;
     }
 
-    /// Put the forms `which` are now in ([`Citable::now`]) in the items
-    /// that hold them, and freeze those items so (an item that cannot be
-    /// read, which admission never yields, keeps its bytes).
-    fn cite(&mut self, req: &Parsed, out: &mut [Piece<'_>], which: &[usize]) {
+    /// Put the forms `which` are now in (a citation, or the archived
+    /// original) in the items that hold them, and freeze those items so
+    /// (an item that cannot be read, which admission never yields, keeps
+    /// its bytes; an original the store cannot give is counted an error).
+    fn cite(&mut self, req: &Parsed, out: &mut [Piece<'_>], which: &[usize], pass: &mut Pass<'_>) {
         let keys = &req.keys[1..];
-        let mut items: Vec<usize> = which.iter().map(|&k| self.cuts.citable[k].item).collect();
+        let mut texts: Vec<(usize, String)> = Vec::with_capacity(which.len());
+        for &k in which {
+            let c = &self.cuts.citable[k];
+            match c.citation() {
+                Some(t) => texts.push((k, t.to_string())),
+                None => match lam_core::ObsStore::get(&&pass.engine.store, &self.admitter.store_session, &c.id) {
+                    Ok(Some(b)) => texts.push((k, String::from_utf8_lossy(&b).into_owned())),
+                    other => {
+                        pass.delta.errors += 1;
+                        pass.delta.last_error = Some(format!("§{}: the original for a cut could not be read: {other:?}", c.id));
+                    }
+                },
+            }
+        }
+        let mut items: Vec<usize> = texts.iter().map(|(k, _)| self.cuts.citable[*k].item).collect();
         items.sort_unstable();
         items.dedup();
         for it in items {
             let now = out[it].as_ref();
             let Ok(tree) = canon::parse(now) else { continue };
-            // Each string cited, by its pointer: the citation, or (JSON-string
-            // arguments) the citations at pointers within it.
+            // Each string changed, by its pointer: the new text, or (JSON-string
+            // arguments) the texts at pointers within it.
             let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
-            for c in which.iter().map(|&k| &self.cuts.citable[k]).filter(|c| c.item == it) {
-                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), c.now()));
+            for (k, t) in &texts {
+                let c = &self.cuts.citable[*k];
+                if c.item == it {
+                    at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), t));
+                }
             }
             let edits: Vec<_> = at
                 .into_iter()

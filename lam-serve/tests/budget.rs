@@ -138,3 +138,37 @@ fn a_large_tool_input_is_cited_inside_its_arguments() {
     let store = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), arc_store::Access::ReadOnly).unwrap();
     assert_eq!(store.get(&SessionId::new("budget"), id).unwrap().unwrap(), patch(0).into_bytes(), "§{id} recalls the patch exactly");
 }
+
+/// A cut that cites an output which the newest result's stubs name sends
+/// that result whole (its archived original) instead: no line the model
+/// is told is "as above" is only in a citation.
+#[test]
+fn a_protected_result_naming_a_cited_output_goes_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+    cfg.store = arc_store::StoreSpec::Dir(dir.path().join("arc"));
+    cfg.engine.budget = Some(Budget::new(7000, Some(1000), Some(1)).unwrap());
+    let p = Proxy::open(cfg).unwrap();
+    let extra: String = (0..60).map(|i| format!("tests/test_new_{i}.py::test_case_{i} PASSED in {}ms\n", i * 13)).collect();
+    let rerun = output(5) + &extra;
+    let body = |n: usize| {
+        let mut m = vec![json!({"role": "user", "content": "fix the bug"})];
+        for k in 0..n {
+            let id = format!("call_{k}");
+            m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"cmd\":\"run {k}\"}}")}}]}));
+            m.push(json!({"role": "tool", "tool_call_id": id, "content": if k == 6 { rerun.clone() } else { output(k) }}));
+        }
+        serde_json::to_vec(&json!({"model": "m", "messages": m})).unwrap()
+    };
+    for n in 1..=6 {
+        p.try_rewrite(Api::ChatCompletions, None, &body(n)).unwrap();
+    }
+    assert_eq!(p.stats().total().cuts, 0);
+    let last = items(&p.try_rewrite(Api::ChatCompletions, None, &body(7)).unwrap().body);
+    assert_eq!(p.stats().total().cuts, 1);
+    assert!(content(&last[2 * 5 + 2]).starts_with("[lam: cited"), "output 5 is cited: {}", content(&last[12]));
+    assert_eq!(content(&last[2 * 6 + 2]), rerun, "the newest result named output 5's lines: it goes whole");
+    let unbounded = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+    let stubbed = items(&unbounded.try_rewrite(Api::ChatCompletions, None, &body(7)).unwrap().body);
+    assert!(content(&stubbed[14]).starts_with("[lam: same as lines 1-40 of `run 5`"), "without a budget it names output 5: {}", content(&stubbed[14]));
+}
