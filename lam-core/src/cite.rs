@@ -38,6 +38,17 @@ pub fn one_line(s: &str, n: usize) -> String {
     out
 }
 
+/// The last `n` characters of `s` on one line, with `…` before them when cut.
+pub fn one_line_end(s: &str, n: usize) -> String {
+    let t = s.trim();
+    let len = t.chars().count();
+    if len <= n {
+        return one_line(t, n);
+    }
+    let start = t.char_indices().nth(len - n).map_or(0, |(i, _)| i);
+    format!("…{}", one_line(&t[start..], n))
+}
+
 /// The citation of archived observation `m`: `lead` (how the entry names
 /// the call), `→ §id`, its return code, tokens and bytes; its head and tail
 /// previews on a line each (at most `preview` characters); how to recall it
@@ -48,7 +59,7 @@ pub fn citation(m: &ObsMeta, lead: &str, how: Recall<'_>, part: usize, preview: 
     let mut s = format!("{lead} → §{}{rc} {} tok {} B\n", m.shown, m.tokens, m.bytes);
     s.push_str(&format!("  head: {}\n", one_line(&String::from_utf8_lossy(&m.head), preview)));
     if !m.tail.is_empty() {
-        s.push_str(&format!("  tail: {}\n", one_line(&String::from_utf8_lossy(&m.tail), preview)));
+        s.push_str(&format!("  tail: {}\n", one_line_end(&String::from_utf8_lossy(&m.tail), preview)));
     }
     let Recall::Via(name) = how else { return s };
     let parts = (m.tokens as usize).div_ceil(part.max(1)).max(1);
@@ -98,6 +109,8 @@ mod tests {
         assert_eq!(c, "#1 $ ls → §9f3a rc=0 6 tok 23 B\n  head: first line⏎second line\n  _recall §9f3a\n");
         let c = citation(&meta(5000), "$ ls", Recall::Via("mcp__lam__recall"), 2048, 5);
         assert!(c.contains("  head: first…\n"), "{c}");
+        assert_eq!(one_line_end("a\nbcdef", 3), "…def");
+        assert_eq!(one_line_end("a\nb", 3), "a⏎b");
         assert!(c.ends_with("mcp__lam__recall §9f3a (whole), or in 3 parts of ≤2048 tok: mcp__lam__recall §9f3a part 1/3 … part 3/3\n"), "{c}");
         assert_eq!(citation(&meta(6), "$ ls", Recall::None, 2048, 400).lines().count(), 2, "no recall line without a handle");
         assert_eq!(line(&meta(6), "$ ls", Recall::Via("recall")), "$ ls → §9f3a 6 tok 23 B; recall §9f3a\n");

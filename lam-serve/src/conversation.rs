@@ -60,9 +60,10 @@ impl Conversation {
     /// else as received. Each item is read once per request, into its tree
     /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
     /// if new); only items new to the conversation become values.
-    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens the budget.
-    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, factor: f64) -> (Vec<u8>, Delta) {
-        let budget = engine.budget.map(|b| b.scaled(factor));
+    /// `budget`: the request's own (`x-lam-budget`), else the engine's;
+    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens it.
+    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, (budget, factor): (Option<lam_operator::Budget>, f64)) -> (Vec<u8>, Delta) {
+        let budget = budget.or(engine.budget).map(|b| b.scaled(factor));
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
@@ -71,7 +72,7 @@ impl Conversation {
         }
         let read = self.cx_keys.len();
         let pre = budget.map(|_| self.preamble_tokens(req));
-        let mut pass = Pass { engine, loan: None, delta: Delta::default() };
+        let mut pass = Pass { engine, loan: None, delta: Delta::default(), budget: budget.is_some() };
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let raw = item.raw.get().as_bytes();
@@ -237,7 +238,7 @@ impl Conversation {
     fn forward_new<'a>(&mut self, (api, at, key): (Api, usize, u128), item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
         pass.delta.new_items += 1;
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
-        if let (Some(_), Some(_)) = (engine.budget, tree) {
+        if let (true, Some(_)) = (pass.budget, tree) {
             let inputs = crate::api::citable_inputs(api, value);
             self.admitter.archive_inputs(value, &inputs, engine, &mut pass.delta, at, &mut self.cuts.citable);
         }
@@ -248,7 +249,7 @@ impl Conversation {
                     Vec::new()
                 } else {
                     let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
-                    let citable = engine.budget.map(|_| &mut self.cuts.citable);
+                    let citable = pass.budget.then_some(&mut self.cuts.citable);
                     self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, (at, citable))
                 }
             }
@@ -273,6 +274,8 @@ struct Pass<'e> {
     engine: &'e Engine,
     loan: Option<Loan<'e>>,
     delta: Delta,
+    /// Whether a budget is in force (observations are then kept citable).
+    budget: bool,
 }
 
 /// Whether the assistant wrote item `v` (a message of its, or a tool call):

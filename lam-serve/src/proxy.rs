@@ -138,6 +138,14 @@ impl Proxy {
     /// [`Proxy::rewrite`], refusing ([`Error::DuplicateKey`]) a body that
     /// holds `messages`, `input`, `system` or `instructions` twice.
     pub fn try_rewrite(&self, api: Api, session: Option<&str>, body: &[u8]) -> Result<Rewritten, Error> {
+        self.try_rewrite_within(api, session, body, None)
+    }
+
+    /// [`Proxy::try_rewrite`] under `budget` in place of the proxy's
+    /// `--budget` (the `x-lam-budget` header). A conversation's cuts are a
+    /// function of its items and the budget, so a client sends the same
+    /// budget with every request of a conversation.
+    pub fn try_rewrite_within(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::Budget>) -> Result<Rewritten, Error> {
         let c = &self.inner.counters;
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
@@ -167,7 +175,7 @@ impl Proxy {
             // the conversation: its session is dropped (its state may be
             // half-updated) and this request goes as it came.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let (out, delta) = conv.rewrite(&req, &self.inner.engine, factor);
+                let (out, delta) = conv.rewrite(&req, &self.inner.engine, (budget, factor));
                 (out, delta, conv.bytes())
             }))
         };
@@ -182,6 +190,12 @@ impl Proxy {
         st.apply(&delta);
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
+        if delta.over_budget && self.inner.cfg.log {
+            eprintln!(
+                "lam serve: warning: session {session:?} (conversation {conversation:?}) forwarded {} tokens, over its budget: what cannot be cited (text, the system prompt and tools, the newest results) exceeds it",
+                delta.input_tokens.unwrap_or(0)
+            );
+        }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
         Ok(Rewritten { body: out, session, conversation, sink })
     }

@@ -138,3 +138,35 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
     tokio::time::timeout(Duration::from_secs(10), run.done).await.expect("serve returns once the stream is done").unwrap().unwrap();
     assert!(tokio::net::TcpStream::connect(run.addr).await.is_err(), "no longer listening");
 }
+
+/// `x-lam-budget: TOKENS` gives a request its own budget (the header is
+/// not forwarded); a bad one is refused with 400 before the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_s_own_budget_cuts_its_conversation() {
+    let (up_addr, up) = start_upstream().await;
+    let run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
+    let base = format!("http://{}", run.addr);
+    let c = reqwest::Client::new();
+    let body = |n: usize| {
+        let mut m = vec![json!({"role": "user", "content": "read them"})];
+        for k in 0..n {
+            let out: String = (0..40).map(|i| format!("src/m{k}/f{i}.py:{i}: def handler_{k}_{i}(request):\n")).collect();
+            let id = format!("call_{k}");
+            m.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"cmd\":\"cat m{k}.py\"}}")}}]}));
+            m.push(json!({"role": "tool", "tool_call_id": id, "content": out}));
+        }
+        json!({"model": "stub", "messages": m})
+    };
+    for n in 1..=8 {
+        let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "4000").json(&body(n)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let seen = up.seen.lock().unwrap().clone();
+    assert!(seen.iter().all(|s| !s.headers.contains_key("x-lam-budget")), "the header stays with the proxy");
+    assert!(seen.iter().all(|s| lam_tokens::count(&s.body) <= 4000 + 30), "every body within the request's budget");
+    assert!(String::from_utf8_lossy(&seen.last().unwrap().body).contains("[lam: cited to keep the context within its budget]"));
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "lots").json(&body(1)).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("x-lam-budget must be a number of tokens"));
+    assert_eq!(up.seen.lock().unwrap().len(), 8, "refused before the upstream");
+}

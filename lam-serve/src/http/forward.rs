@@ -1,7 +1,7 @@
 //! Forwarding to the upstream under its timeouts, and its answer streamed
 //! back chunk by chunk as it arrives.
 
-use super::{App, BYPASS, HOP, SESSION, TOKEN, error};
+use super::{App, BUDGET, BYPASS, HOP, SESSION, TOKEN, error};
 use crate::Proxy;
 use crate::usage::{self, Sink};
 use axum::body::{Body, Bytes};
@@ -119,7 +119,7 @@ fn filtered(h: &HeaderMap, upstream: bool) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(h.len());
     for (k, v) in h {
         let name = k.as_str();
-        if HOP.contains(&name) || (upstream && [SESSION, BYPASS, TOKEN].contains(&name)) {
+        if HOP.contains(&name) || (upstream && [SESSION, BYPASS, TOKEN, BUDGET].contains(&name)) {
             continue;
         }
         out.append(k.clone(), v.clone());

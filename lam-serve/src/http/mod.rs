@@ -22,6 +22,8 @@ use std::time::Instant;
 pub(crate) const SESSION: &str = "x-lam-session";
 pub(crate) const BYPASS: &str = "x-lam-bypass";
 pub(crate) const TOKEN: &str = "x-lam-token";
+/// A request's own context budget (`TOKENS`, cut to half; `--keep` as the proxy's).
+pub(crate) const BUDGET: &str = "x-lam-budget";
 
 /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client library recomputes.
 pub(crate) const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"];
@@ -60,11 +62,18 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
             return error(StatusCode::BAD_REQUEST, "lam_bad_session", &why);
         }
     };
+    let budget = match request_budget(&parts.headers, app.proxy.config().engine.budget) {
+        Ok(b) => b,
+        Err(why) => {
+            app.proxy.count(|c| &c.refused);
+            return error(StatusCode::BAD_REQUEST, "lam_bad_budget", &why);
+        }
+    };
     let (body, session, sink) = if bypass {
         app.proxy.count(|c| &c.bypassed);
         (bytes, None, None)
     } else {
-        match rewritten(&app, api, name, bytes).await {
+        match rewritten(&app, api, (name, budget), bytes).await {
             Ok(r) => r,
             Err(resp) => return resp,
         }
@@ -78,9 +87,14 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
 }
 
 /// The body to forward and its session, or the error answer.
-async fn rewritten(app: &App, api: Api, name: Option<String>, bytes: Bytes) -> Result<(Bytes, Option<String>, Option<crate::usage::Sink>), Response> {
+async fn rewritten(
+    app: &App,
+    api: Api,
+    (name, budget): (Option<String>, Option<crate::Budget>),
+    bytes: Bytes,
+) -> Result<(Bytes, Option<String>, Option<crate::usage::Sink>), Response> {
     let (p, sent) = (app.proxy.clone(), bytes.clone());
-    match tokio::task::spawn_blocking(move || p.try_rewrite(api, name.as_deref(), &sent)).await {
+    match tokio::task::spawn_blocking(move || p.try_rewrite_within(api, name.as_deref(), &sent, budget)).await {
         Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session, r.sink)),
         Ok(Err(e @ Error::DuplicateKey(_))) => {
             Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
@@ -109,6 +123,15 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
 }
 
 /// The `x-lam-session` name: visible ASCII, 1 to 256 bytes (absent or empty: none).
+/// `x-lam-budget: TOKENS`: the request's own budget, cut to half, keeping
+/// the proxy's `--keep` (`proxy`: its `--budget`, if any).
+fn request_budget(h: &HeaderMap, proxy: Option<crate::Budget>) -> Result<Option<crate::Budget>, String> {
+    let Some(v) = h.get(BUDGET) else { return Ok(None) };
+    let bad = |why: &str| format!("lam serve: {BUDGET} must be a number of tokens, at least 1 ({why})");
+    let tokens: u64 = v.to_str().map_err(|_| bad("not text"))?.trim().parse().map_err(|_| bad("not a number"))?;
+    crate::Budget::new(tokens, None, proxy.map(|b| b.keep)).map(Some).map_err(|e| bad(&e))
+}
+
 fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
     let Some(v) = h.get(SESSION) else {
         return Ok(None);
