@@ -35,6 +35,15 @@ function tools):
   and with the fork call, is forwarded the same in the fork's first request
   as in the parent's continuation.
 
+- in the budget runs (`claude-code-budget`, `claude-code-budget-dense`,
+  `codex-budget`), each agent reads 40 outputs totalling 1.8 times the
+  window it compacts in, through `lam run --budget 50000`, against an
+  upstream that reports honest `usage` and answers the agent's own
+  compaction: no request over the budget on the upstream's count, every
+  prefix change a cut lam counted, no compaction request from the agent,
+  and the very first output recalled exactly by its citation's `§id`;
+  straight to the upstream (`-direct`) the agent does compact.
+
 Prints one table row per agent (requests, proxy sessions, admitted/sent,
 tool-result tokens in -> forwarded, earlier bytes changed, proxy-added ms
 p50/p99) and writes them to REPORT (JSON).
@@ -51,6 +60,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -445,12 +455,13 @@ def table(rows):
 
 # ------------------------------------------------------- the budget scenario
 
-# Claude Code reads BUDGET_FILES outputs of ~12 KB each (~120,000 tokens at
+# The agent reads BUDGET_FILES outputs of ~12 KB each (~120,000 tokens at
 # the upstream's honest 4 bytes a token), far more than the window it is
-# given (CLAUDE_CODE_AUTO_COMPACT_WINDOW: it compacts at 100,000 - 20,000 -
-# 13,000 = 67,000), then recalls the very first output by its `§id`.
+# given (Claude Code: CLAUDE_CODE_AUTO_COMPACT_WINDOW, so it compacts at
+# 100,000 - 20,000 - 13,000 = 67,000; Codex: model_auto_compact_token_limit
+# = 67,000), then recalls the very first output by its `§id`.
 BUDGET_FILES = 40
-BUDGET = 40000
+BUDGET = 50000
 BUDGET_WINDOW = "100000"
 BUDGET_TASK = "Read the output files one by one"
 
@@ -462,42 +473,57 @@ def budget_files(w):
         (w / ("out_%02d.txt" % k)).write_text("".join(lines))
 
 
-def budget_run(lam, bins, root, encoder, with_lam, per_token=4.0):
-    """One Claude Code run of the budget script, through `lam run --budget`
-    or straight to the upstream; the upstream reports honest usage, counting
-    `per_token` bytes a token."""
+def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0):
+    """One run of the budget script by `agent` (claude-code or codex),
+    through `lam run --budget` or straight to the upstream; the upstream
+    reports honest usage, counting `per_token` bytes a token, and answers
+    the agent's own compaction."""
     w = root / "work"
     w.mkdir(parents=True)
     budget_files(w)
     script = [("shell", "cat out_%02d.txt" % k) for k in range(BUDGET_FILES)] + ([("recall", None)] if with_lam else [])
     up = su.Upstream(str(w), record=str(root / "upstream.jsonl"), script=script, honest=per_token).start()
     env = agent_env(root)
-    env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = BUDGET_WINDOW
-    claude = [str(bins / "claude"), "-p", BUDGET_TASK, "--allowedTools", "Bash,mcp__lam__recall"]
+    if agent == "claude-code":
+        # The window Claude Code compacts in: it compacts at 100,000 - 20,000 - 13,000 = 67,000.
+        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = BUDGET_WINDOW
+        argv, api = [str(bins / "claude"), "-p", BUDGET_TASK, "--allowedTools", "Bash,mcp__lam__recall"], "messages"
+    else:
+        # Codex compacts at this many tokens (the setting can lower its limit, not raise it).
+        argv, api = [str(bins / "codex"), "exec", "--skip-git-repo-check", "-c", "model_auto_compact_token_limit=67000", BUDGET_TASK], "responses"
     store = root / "store"
     if with_lam:
-        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), "--", *claude]
+        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), "--", *argv]
+    elif agent == "claude-code":
+        cmd, env["ANTHROPIC_BASE_URL"] = argv, up.url
     else:
-        cmd, env["ANTHROPIC_BASE_URL"] = claude, up.url
+        cmd = [argv[0], "-c", 'openai_base_url="%s/v1"' % up.url, *argv[1:]]
     try:
         p = subprocess.run(cmd, cwd=w, env=env, capture_output=True, timeout=600)
     finally:
         up.shutdown()
-    name = ("claude-code-budget" if per_token == 4.0 else "claude-code-budget-dense") if with_lam else "claude-code-direct"
-    return {"name": name, "api": "messages", "per_token": per_token, "scripts": [script], "rc": p.returncode,
+    name = agent + (("-budget" if per_token == 4.0 else "-budget-dense") if with_lam else "-direct")
+    return {"name": name, "api": api, "per_token": per_token, "scripts": [script], "rc": p.returncode,
             "stdout": p.stdout.decode("utf-8", "replace"), "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store),
             "work": w}
 
 
+def own_compaction(run, body):
+    """Whether a request is (or follows) the agent's own compaction."""
+    b = json.loads(body)
+    return (su.compaction_kind(b) if run["api"] == "messages" else su.responses_compaction_kind(b)) is not None
+
+
 def budget_measure(lam, run):
-    reqs = [e for e in model_requests(run) if json.loads(e["body"]).get("tools")]
+    # The agent's conversation (not a title or quota probe, which offers no tools).
+    reqs = [e for e in model_requests(run) if su.tool_list(json.loads(e["body"])) or json.loads(e["body"]).get("tools")]
     first_seen, prefix_changes, prev = {}, 0, None
     for e in reqs:
         items = conversation(run, e["body"])
         for cid, texts in tool_results(run, items):
             first_seen.setdefault(cid, texts)
         # A change of the forwarded prefix (a cut); the agent's own compaction starts anew.
-        raw = None if su.compaction_kind(json.loads(e["body"])) else raw_conversation(run, e["body"])
+        raw = None if own_compaction(run, e["body"]) else raw_conversation(run, e["body"])
         if prev is not None and raw is not None and raw[:len(prev)] != prev:
             prefix_changes += 1
         prev = raw
@@ -515,7 +541,7 @@ def budget_measure(lam, run):
             "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(BUDGET_FILES)) / bytes_per_token),
             "peak_usage": max(usage), "over_budget": sum(1 for u in usage if u > BUDGET), "prefix_changes": prefix_changes,
             "compactions": sum(1 for e in reqs if e.get("compaction")), "recall_id": rid,
-            "recall_exact": bool(got) and got[0].rstrip("\n") == first_output.rstrip("\n"), "new_lines": new, "new_lines_hidden": len(hidden)}
+            "recall_exact": any(t.rstrip("\n") == first_output.rstrip("\n") for t in got), "new_lines": new, "new_lines_hidden": len(hidden)}
 
 
 def budget_check(m, direct):
@@ -545,23 +571,25 @@ def budget_table(rows):
     return "\n".join(out)
 
 
-def budget_scenario(lam, bins, work, encoder):
-    """The budget scenario through lam (an upstream that counts 4 bytes a
-    token, and a denser one, 3, that counts more than lam does: the
-    calibration keeps it under the budget too) and without lam: (rows,
-    failure or None)."""
+def budget_scenario(lam, bins, work, encoder, agent):
+    """The budget scenario for `agent` through lam (an upstream that counts
+    4 bytes a token and, for Claude Code, a denser one, 3, that counts more
+    than lam does: the calibration keeps it under the budget too) and
+    without lam: (rows, failure or None)."""
     rows = []
-    for with_lam, per_token in ((True, 4.0), (True, 3.0), (False, 4.0)):
+    runs = [(True, 4.0)] + ([(True, 3.0)] if agent == "claude-code" else []) + [(False, 4.0)]
+    for with_lam, per_token in runs:
         root = Path(tempfile.mkdtemp(prefix="budget-", dir=work))
-        run = budget_run(lam, bins, root, encoder, with_lam, per_token)
+        run = budget_run(lam, bins, root, encoder, agent, with_lam, per_token)
         try:
             rows.append(budget_measure(lam, run))
         except Exception as e:  # noqa: BLE001 - the run's output says why
-            return rows, f"FAIL {run['name']}: {e!r}\n{run['stderr'][-3000:]}\n{run['stdout'][-1000:]}"
+            return rows, f"FAIL {run['name']}: {e!r}\n{traceback.format_exc()}\n{run['stderr'][-3000:]}\n{run['stdout'][-1000:]}"
     try:
-        budget_check(rows[0], rows[2])
-        budget_check(rows[1], rows[2])
-        assert float(rows[1]["calibration"]) > 1.0, f"claude-code-budget-dense: calibration {rows[1]['calibration']}, the upstream counts more than lam"
+        for m in rows[:-1]:
+            budget_check(m, rows[-1])
+        if agent == "claude-code":
+            assert float(rows[1]["calibration"]) > 1.0, f"claude-code-budget-dense: calibration {rows[1]['calibration']}, the upstream counts more than lam"
     except AssertionError as e:
         return rows, f"FAIL {e}"
     return rows, None
@@ -599,15 +627,18 @@ def main():
             failures.append(f"FAIL {e}")
             print(f"FAIL {e}", flush=True)
     budget_rows = []
-    if not a.only or "claude-code-budget" in a.only.split(","):
-        budget_rows, failure = budget_scenario(a.lam, bins, a.work, a.encoder)
+    for agent in ("claude-code", "codex"):
+        if a.only and agent + "-budget" not in a.only.split(","):
+            continue
+        rows_of, failure = budget_scenario(a.lam, bins, a.work, a.encoder, agent)
+        budget_rows += rows_of
         if failure:
             failures.append(failure)
             print(failure, flush=True)
-        else:
-            for m in budget_rows[:2]:
-                print(f"ok: {m['agent']}: {m['requests']} requests, 0 over {BUDGET} tokens on the upstream's count (calibration x{m['calibration']}), "
-                      f"{m['prefix_changes']} cuts, 0 compactions (direct: {budget_rows[2]['compactions']}), recall §{m['recall_id']} exact", flush=True)
+            continue
+        for m in rows_of[:-1]:
+            print(f"ok: {m['agent']}: {m['requests']} requests, 0 over {BUDGET} tokens on the upstream's count (calibration x{m['calibration']}), "
+                  f"{m['prefix_changes']} cuts, 0 compactions (direct: {rows_of[-1]['compactions']}), recall §{m['recall_id']} exact", flush=True)
     Path(a.report).write_text(json.dumps({"encoder": a.encoder, "agents": rows, "budget": budget_rows}, indent=2, default=str))
     print(table(rows))
     if budget_rows:

@@ -287,11 +287,27 @@ def responses_step(body, body_text, workdir, script=SCRIPT):
     return ("recall", ns), {"id": ids[0]}
 
 
-def responses_sse(call, model, seq):
+def responses_compaction_kind(body):
+    """'compaction' for Codex's remote compaction request (its last input
+    item is `compaction_trigger`), 'continued' for a history rebuilt around
+    the `compaction` item that answered it, else None."""
+    items = [it for it in body.get("input", []) if isinstance(it, dict)]
+    if items and items[-1].get("type") == "compaction_trigger":
+        return "compaction"
+    if any(it.get("type") == "compaction" for it in items):
+        return "continued"
+    return None
+
+
+def responses_sse(call, model, seq, usage=10, compaction=False):
     base = {"id": "resp_scripted_%d" % seq, "object": "response", "created_at": 1, "model": model,
             "status": "in_progress", "output": []}
     ev = [{"type": "response.created", "response": base}]
-    if call is None:
+    if compaction:
+        # Codex keeps the item and sends it back; only the real service reads it.
+        item = {"type": "compaction", "id": "cmp_scripted_%d" % seq, "encrypted_content": "c2NyaXB0ZWQgc3VtbWFyeQ=="}
+        ev.append({"type": "response.output_item.added", "output_index": 0, "item": item})
+    elif call is None:
         mid = "msg_scripted_%d" % seq
         item = {"type": "message", "id": mid, "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": "DONE.", "annotations": []}]}
@@ -308,8 +324,8 @@ def responses_sse(call, model, seq):
                 item["name"], item["namespace"] = name
         ev.append({"type": "response.output_item.added", "output_index": 0, "item": dict(item, status="in_progress")})
     ev.append({"type": "response.output_item.done", "output_index": 0, "item": item})
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+    usage = {"input_tokens": usage, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage + 5}
     ev.append({"type": "response.completed", "response": dict(base, status="completed", output=[item], usage=usage)})
     for i, e in enumerate(ev):
         e["sequence_number"] = i
@@ -415,8 +431,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq, usage, say)).encode())
             return self.send(200, "text/event-stream", anthropic_sse(block, model, seq, usage, say))
         if path.endswith("/responses"):
-            call = responses_step(body, text, wd, self.server.script) if tool_list(body) else None
-            return self.send(200, "text/event-stream", responses_sse(call, model, seq))
+            usage = int(len(raw) / self.server.honest) if self.server.honest else 10
+            kind = responses_compaction_kind(body) if self.server.honest else None
+            if entry is not None:
+                entry["usage"], entry["compaction"] = usage, kind == "compaction"
+            call = responses_step(body, text, wd, self.server.script) if tool_list(body) and kind is None else None
+            return self.send(200, "text/event-stream", responses_sse(call, model, seq, usage, kind == "compaction"))
         self.send(404, "application/json", b'{"error":{"type":"not_found","message":"scripted upstream"}}')
 
 
