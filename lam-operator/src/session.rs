@@ -46,6 +46,9 @@ pub struct Session<I = L1Index> {
     digest: DeletionDigest,
     /// The input tokens `admit_archived` counted for a record (counted once).
     counted: Option<(u32, usize)>,
+    /// The content id `archive_then_admit` computed for a record (SHA-1 over
+    /// its bytes: computed once).
+    known_id: Option<(u32, ObsId)>,
     /// What the admissions so far add up to.
     totals: SessionTotals,
     poisoned: Option<u32>,
@@ -121,6 +124,7 @@ impl<I: CandidateIndex> Session<I> {
             next_record: 0,
             digest: DeletionDigest::new(),
             counted: None,
+            known_id: None,
             totals: SessionTotals::default(),
             poisoned: None,
             forgotten: Default::default(),
@@ -344,7 +348,11 @@ impl<I: CandidateIndex> Session<I> {
             let operator = self.book.visible(id).to_string();
             return Err(Error::ArchiveMismatch { record: rec.index, session: session.clone(), archive: meta.shown, operator });
         }
-        let a = self.admit(enc, rec)?;
+        // `begin` takes it; whatever `admit` does, it is gone after it.
+        self.known_id = Some((rec.index, id));
+        let a = self.admit(enc, rec);
+        self.known_id = None;
+        let a = a?;
         if a.id != meta.shown {
             self.poisoned = Some(rec.index);
             return Err(Error::ArchiveMismatch { record: rec.index, session: session.clone(), archive: meta.shown, operator: a.id });
@@ -378,7 +386,11 @@ impl<I: CandidateIndex> Session<I> {
         let started = Instant::now();
         let record = self.next_record;
         self.next_record += 1;
-        let id = self.book.visible(ObsId::of(rec.action.as_bytes(), &rec.observation)).to_string();
+        let oid = match self.known_id.take() {
+            Some((r, id)) if r == rec.index => id,
+            _ => ObsId::of(rec.action.as_bytes(), &rec.observation),
+        };
+        let id = self.book.visible(oid).to_string();
         self.ids.push(id.clone());
         let call = lam_core::action::referent(&rec.action);
         self.calls.push(call.clone());

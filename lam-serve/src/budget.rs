@@ -1,9 +1,10 @@
-//! Stage five (with `--budget`): cuts. When the input a conversation
-//! forwards would exceed the budget, the oldest tool results the model has
-//! answered are replaced by ARC citations (`lam_core::cite`: `§id`, the
-//! call, size, head and tail, the recall handle) until it is at or under
-//! the target; the newest `keep` results, kept tools' results (recall
-//! results among them) and results not answered yet are never cited.
+//! With `--budget`: cuts. When the input a conversation forwards would
+//! exceed the budget, the oldest tool results the model has answered, and
+//! large tool-call inputs, are replaced by ARC citations (`lam_core::cite`:
+//! `§id`, the call, size, head and tail, the recall handle) until it is at
+//! or under the target; the newest `keep` results, kept tools' results
+//! (recall results among them) and results not answered yet are never
+//! cited. Citations of an earlier cut shrink to their line at the next.
 //!
 //! The rule is a fold over the conversation's items: after each item the
 //! input so far (the preamble, every item as forwarded) is checked, and a
@@ -14,15 +15,13 @@
 //!
 //! After a cut the operator forgets the cited records, so no later stub
 //! names lines only a citation stands for; a result whose stubs name a
-//! cited record is cited with it, and a record a protected result's stubs
-//! name is not cited at all.
+//! cited record is cited with it, or, when protected, forwarded whole.
 
 use lam_core::cite;
+use lam_core::cite::PART_TOKENS;
 use lam_core::stub::Recall;
 use lam_core::{ObsId, ObsMeta};
 use lam_operator::Budget;
-
-use lam_core::cite::PART_TOKENS;
 
 /// Longest head (and tail) preview of a citation, in characters: enough to
 /// recognise the output, small next to what it stands for.

@@ -15,8 +15,9 @@
 //! guard, forward and stream, listen and shutdown), `request` (the body
 //! parsed once: members, items, keys), `registry` (which conversation),
 //! `conversation` (frozen items, what is new), `admission` (archive and
-//! admit each new observation), `rewrite` (the bytes forwarded) and `stats`
-//! (what is counted). `api` says, per API, which items are tool calls and
+//! admit each new observation), `budget` (with `--budget`: cuts, after
+//! each item), `rewrite` (the bytes forwarded) and `stats` (what is
+//! counted); `usage` reads the upstream's count from its answer. `api` says, per API, which items are tool calls and
 //! results; `canon` reads an item's identity and annotations from its bytes;
 //! `engine` holds the store, the encoders and the operator settings.
 //!
