@@ -155,7 +155,7 @@ impl Admitter {
     ) {
         for (s, inner) in slots {
             let Some(text) = input_text(value, &s.pointer, inner.as_deref()) else { continue };
-            let action = format!("input of {}", s.action);
+            let action = input_action(&s.action, &s.pointer, inner.as_deref());
             let rec = Record { index: self.op.records(), action: action.clone(), observation: text.into_bytes(), returncode: None };
             let tokens = lam_tokens::count(&rec.observation);
             let archived = self.claim(engine, &rec).and_then(|claimed| {
@@ -187,6 +187,21 @@ impl Admitter {
                 }
             }
         }
+    }
+}
+
+/// How an archived tool-call input is named (its record's action and its
+/// citation's lead): the field, the tool, and how stubs name the call
+/// (`content of Write /repo/a.py`), never the arguments themselves, which
+/// hold the input again.
+fn input_action(call: &str, pointer: &str, inner: Option<&str>) -> String {
+    let field = inner.unwrap_or_else(|| pointer.rsplit_once("/input").map_or(pointer, |(_, f)| f)).trim_start_matches('/');
+    let field = if field.is_empty() { "input" } else { field };
+    match lam_core::action::parse(call) {
+        // JSON arguments: the call as stubs name it (its main argument).
+        Some((tool, _)) => format!("{field} of {tool} {}", lam_core::action::referent(call)),
+        // A free-form input (Codex's `apply_patch`, code-mode `exec`) is the text archived.
+        None => format!("{field} of {}", lam_core::action::split(call).map_or("a tool call", |(tool, _)| tool)),
     }
 }
 
@@ -239,6 +254,19 @@ pub(crate) fn json_string(residual: Vec<u8>) -> Vec<u8> {
 
 /// Tests make admission panic on an observation holding a marker, to check
 /// that the proxy fails open.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_input_is_named_by_field_tool_and_referent_not_its_arguments() {
+        let write = r#"Write({"file_path":"/repo/a.py","content":"def f():\n    return 1\n"})"#;
+        assert_eq!(super::input_action(write, "/content/1/input/content", None), "content of Write /repo/a.py");
+        let shell = r#"shell({"command":["apply_patch","*** Begin Patch\n*** Update File: a.py\n"]})"#;
+        let named = super::input_action(shell, "/arguments", Some("/command/1"));
+        assert!(named.starts_with("command/1 of shell apply_patch") && !named.contains("Update File"), "{named}");
+        assert_eq!(super::input_action("apply_patch(*** Begin Patch)", "/input", None), "input of apply_patch");
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod fault {
     use std::cell::RefCell;

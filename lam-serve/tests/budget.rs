@@ -133,7 +133,8 @@ fn a_large_tool_input_is_cited_inside_its_arguments() {
     let first: Value = serde_json::from_str(sent["input"][1]["arguments"].as_str().unwrap()).expect("still JSON arguments");
     assert_eq!((&first["command"][0], &first["workdir"]), (&json!("apply_patch"), &json!("/w")), "the shape stays");
     let cited = first["command"][1].as_str().unwrap();
-    assert!(cited.starts_with("[lam: cited to keep the context within its budget] `input of shell"), "{cited}");
+    assert!(cited.starts_with("[lam: cited to keep the context within its budget] `command/1 of shell apply_patch"), "{cited}");
+    assert!(!cited.lines().next().unwrap().contains("Update File: m0.py"), "the lead names the call, never repeats the input: {cited}");
     let id = cited.split('§').nth(1).unwrap().split(' ').next().unwrap();
     let store = arc_store::open(&arc_store::StoreSpec::Dir(dir.path().join("arc")), arc_store::Access::ReadOnly).unwrap();
     assert_eq!(store.get(&SessionId::new("budget"), id).unwrap().unwrap(), patch(0).into_bytes(), "§{id} recalls the patch exactly");

@@ -421,12 +421,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path.endswith("/messages/count_tokens"):
             return self.send(200, "application/json", b'{"input_tokens":100}')
         if path.endswith("/messages"):
-            usage, say = (int(len(raw) / self.server.honest), "DONE.") if self.server.honest else (10, "DONE.")
+            usage = int(len(raw) / self.server.honest) if self.server.honest else 10
             kind = compaction_kind(body) if self.server.honest else None
             if entry is not None:
                 entry["usage"], entry["compaction"] = usage, kind == "compaction"
             block = anthropic_step(body, text, wd, self.server.script) if body.get("tools") and kind is None else None
-            say = SUMMARY if kind == "compaction" else say
+            say = SUMMARY if kind == "compaction" else "DONE."
             if not body.get("stream"):
                 return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq, usage, say)).encode())
             return self.send(200, "text/event-stream", anthropic_sse(block, model, seq, usage, say))
