@@ -42,7 +42,7 @@ pub struct EngineSettings {
 pub struct Budget {
     /// The bound.
     pub tokens: u64,
-    /// What a cut brings the input down to (default half the bound): the
+    /// What a cut brings the input down to (default half the bound, at least 1): the
     /// prefix changes once per cut, not every request.
     pub target: u64,
     /// The newest tool results never cited (default 3).
@@ -53,11 +53,16 @@ impl Budget {
     /// The newest tool results kept by default.
     pub const KEEP: u32 = 3;
 
-    /// A budget of `tokens`, cutting to `target` (default half of it),
-    /// keeping the newest `keep` results (default [`Budget::KEEP`]).
+    /// A budget of `tokens` (at least 1), cutting to `target` (default half
+    /// of it, at least 1), keeping the newest `keep` results (default
+    /// [`Budget::KEEP`]).
     pub fn new(tokens: u64, target: Option<u64>, keep: Option<u32>) -> Result<Self, String> {
-        let target = target.unwrap_or(tokens / 2);
-        if tokens == 0 || target == 0 || target > tokens {
+        if tokens == 0 {
+            return Err("--budget 0: expected at least 1 token".into());
+        }
+        // The default is always within 1..=tokens; only a given target can be out.
+        let target = target.unwrap_or((tokens / 2).max(1));
+        if target == 0 || target > tokens {
             return Err(format!("--budget {tokens} --budget-target {target}: expected 0 < target <= budget"));
         }
         Ok(Self { tokens, target, keep: keep.unwrap_or(Self::KEEP) })

@@ -320,4 +320,17 @@ mod tests {
         let p = c.plan(&b, |_| false);
         assert_eq!((p.cite, p.expand), (vec![0, 1, 3], vec![4]), "4 (protected) names record 0: it goes whole; 2 is kept");
     }
+
+    /// Every budget of at least 1 token is valid; the default target is
+    /// half of it, at least 1; only a target given out of range is refused,
+    /// and the refusal names only what was given.
+    #[test]
+    fn a_budget_of_one_token_is_valid_and_refusals_name_what_was_given() {
+        assert_eq!(Budget::new(1, None, None), Ok(Budget { tokens: 1, target: 1, keep: Budget::KEEP }));
+        assert_eq!(Budget::new(3, None, Some(1)).map(|b| b.target), Ok(1));
+        assert_eq!(Budget::new(1, Some(1), None).map(|b| b.target), Ok(1));
+        assert_eq!(Budget::new(0, None, None), Err("--budget 0: expected at least 1 token".into()));
+        assert_eq!(Budget::new(10, Some(11), None), Err("--budget 10 --budget-target 11: expected 0 < target <= budget".into()));
+        assert_eq!(Budget::new(10, Some(0), None), Err("--budget 10 --budget-target 0: expected 0 < target <= budget".into()));
+    }
 }

@@ -115,6 +115,20 @@ async fn errors_are_json_and_shutdown_finishes_streams() {
         .unwrap();
     assert_eq!(r.status(), 400);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["type"], "lam_bad_session");
+    // Two different session names: ambiguous, 400 (the same name twice is one).
+    let post = |names: &[&str]| {
+        let mut b = c.post(format!("http://{}/v1/messages", run.addr));
+        for n in names {
+            b = b.header("x-lam-session", *n);
+        }
+        b.json(&json!({"model": "m", "messages": []})).send()
+    };
+    let r = post(&["a", "b"]).await.unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["type"], "lam_bad_session");
+    assert!(e["error"]["message"].as_str().unwrap().contains("x-lam-session was sent more than once, with different values"), "{e}");
+    assert_eq!(post(&["a", " a"]).await.unwrap().status(), 502, "one name: on to the (dead) upstream");
     // Too large: 413.
     let r = c.post(format!("http://{}/v1/chat/completions", run.addr)).json(&chat(20, false)).send().await.unwrap();
     assert_eq!(r.status(), 413);
@@ -168,5 +182,19 @@ async fn a_request_s_own_budget_cuts_its_conversation() {
     let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "lots").json(&body(1)).send().await.unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("x-lam-budget must be a number of tokens"));
+    // Two different budgets: which one applies is ambiguous.
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "4000").header("x-lam-budget", "8000").json(&body(1)).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["type"], "lam_bad_budget");
+    assert!(e["error"]["message"].as_str().unwrap().contains("x-lam-budget was sent more than once, with different values"), "{e}");
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "0").json(&body(1)).send().await.unwrap();
+    assert_eq!(r.status(), 400);
     assert_eq!(up.seen.lock().unwrap().len(), 8, "refused before the upstream");
+    // The same value twice is one; a budget of 1 token is a budget (cut to 1).
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "4000").header("x-lam-budget", "4000").json(&body(8)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c.post(format!("{base}/v1/chat/completions")).header("x-lam-budget", "1").json(&body(2)).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert_eq!(up.seen.lock().unwrap().len(), 10);
 }

@@ -47,7 +47,7 @@ pub struct EngineOpts {
     /// A hard bound on the input tokens a request forwards (cl100k; off by default): past it, the oldest tool results the model has answered become ARC citations (`§id`, the call, size, head and tail, the recall handle) until the input is at or under --budget-target. Each original stays archived, one exact recall away.
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
     budget: Option<u64>,
-    /// What a cut brings the input down to (default: half of --budget). Between cuts the prefix stays byte-stable, so the prompt cache keeps hitting.
+    /// What a cut brings the input down to (default: half of --budget, at least 1). Between cuts the prefix stays byte-stable, so the prompt cache keeps hitting.
     #[arg(long, value_name = "TOKENS", requires = "budget", value_parser = clap::value_parser!(u64).range(1..))]
     budget_target: Option<u64>,
     /// With --budget: the newest tool results never cited.

@@ -126,14 +126,17 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
 /// `x-lam-budget: TOKENS`: the request's own budget, cut to half, keeping
 /// the proxy's `--keep` (`proxy`: its `--budget`, if any).
 fn request_budget(h: &HeaderMap, proxy: Option<crate::Budget>) -> Result<Option<crate::Budget>, String> {
-    let Some(v) = h.get(BUDGET) else { return Ok(None) };
+    let Some(v) = single(h, BUDGET)? else { return Ok(None) };
     let bad = |why: &str| format!("lam serve: {BUDGET} must be a number of tokens, at least 1 ({why})");
     let tokens: u64 = v.to_str().map_err(|_| bad("not text"))?.trim().parse().map_err(|_| bad("not a number"))?;
+    if tokens == 0 {
+        return Err(bad("0"));
+    }
     crate::Budget::new(tokens, None, proxy.map(|b| b.keep)).map(Some).map_err(|e| bad(&e))
 }
 
 fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
-    let Some(v) = h.get(SESSION) else {
+    let Some(v) = single(h, SESSION)? else {
         return Ok(None);
     };
     let bad = || format!("lam serve: {SESSION} must be 1 to 256 visible ASCII characters");
@@ -142,6 +145,18 @@ fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
         return Err(bad());
     }
     Ok((!s.is_empty()).then(|| s.to_string()))
+}
+
+/// Header `name`'s value: none, or one (the same value sent twice, as
+/// some clients do, is one). Two different values are ambiguous: which
+/// one would apply is not for lam to guess.
+fn single<'h>(h: &'h HeaderMap, name: &str) -> Result<Option<&'h HeaderValue>, String> {
+    let mut all = h.get_all(name).iter();
+    let Some(first) = all.next() else { return Ok(None) };
+    if all.any(|v| v.as_bytes().trim_ascii() != first.as_bytes().trim_ascii()) {
+        return Err(format!("lam serve: {name} was sent more than once, with different values; send it once"));
+    }
+    Ok(Some(first))
 }
 
 async fn stats(State(app): State<App>) -> Response {
