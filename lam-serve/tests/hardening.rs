@@ -18,6 +18,12 @@ const PLANTED: &str = "pl4nted-S3CRET";
 
 /// One raw HTTP/1.1 request (no client-side path normalisation): status and body.
 async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let (status, _, body) = raw_with_head(addr, method, path, headers, body).await;
+    (status, body)
+}
+
+/// [`raw`], with the answer's head (status line and headers) as received.
+async fn raw_with_head(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n{headers}content-length: {}\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).await.unwrap();
@@ -25,8 +31,8 @@ async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &str, body: &s
     let _ = s.read_to_end(&mut out).await;
     let text = String::from_utf8_lossy(&out).into_owned();
     let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").map_or((text.as_str(), ""), |(h, b)| (h, b));
+    (status, head.to_string(), body.to_string())
 }
 
 fn chat(task: &str, logs: usize, log_bytes: usize) -> Value {
@@ -113,9 +119,13 @@ async fn websocket_upgrades_are_refused_with_426() {
     let mut run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
     let ws = "connection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: BFGlCNMSv0svMAhvJBwGKA==\r\nopenai-beta: responses_websockets=2026-02-06\r\n";
     for (method, path) in [("GET", "/v1/responses"), ("GET", "/v1/realtime"), ("POST", "/v1/responses")] {
-        let (status, body) = raw(run.addr, method, path, ws, "").await;
+        let (status, head, body) = raw_with_head(run.addr, method, path, ws, "").await;
         assert_eq!(status, 426, "{method} {path}: {body}");
         assert_eq!(kind(&body), "lam_upgrade_refused");
+        // RFC 9110 15.5.22: a 426 carries Upgrade, naming the protocol required (plain HTTP).
+        let head = head.to_ascii_lowercase();
+        assert!(head.contains("\r\nupgrade: http/1.1\r\n"), "{head}");
+        assert!(head.lines().any(|l| l.starts_with("connection:") && l.contains("upgrade")), "{head}");
     }
     assert!(up.seen.lock().unwrap().is_empty(), "nothing reached the upstream");
     assert_eq!(run.proxy.stats().upgrades_refused, 3);

@@ -3,7 +3,7 @@
 
 use super::{App, TOKEN, error};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -22,11 +22,15 @@ pub(crate) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
     }
     if req.headers().contains_key(header::UPGRADE) {
         app.proxy.count(|c| &c.upgrades_refused);
-        return error(
+        let mut resp = error(
             StatusCode::UPGRADE_REQUIRED,
             "lam_upgrade_refused",
             "lam serve: protocol upgrades (WebSocket) are not proxied: a WebSocket would carry the conversation past compaction; send the request over HTTP (SSE streaming works)",
         );
+        // RFC 9110 15.5.22: a 426 names the protocol required, here plain HTTP/1.1.
+        resp.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("HTTP/1.1"));
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        return resp;
     }
     if escapes_prefix(path) {
         app.proxy.count(|c| &c.refused);
