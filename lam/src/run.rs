@@ -58,10 +58,21 @@ fn agent_of(program: &OsStr) -> Option<Agent> {
     Path::new(program).file_name().and_then(OsStr::to_str).and_then(Agent::of_program)
 }
 
+/// `eprintln!` that never panics: when the terminal is closed (its window
+/// shut: writes fail with EIO) or standard error is a closed pipe, a line
+/// is lost, never the run: `lam run` still flushes the store, closes the
+/// proxy and exits with the agent's code.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
     let (program, args) = a.agent.split_first().context("lam run: no agent given after `--`")?;
     if find_program(program).is_none() {
-        eprintln!("Error: lam run: agent `{}` not found (not an executable file, nor on PATH)", program.to_string_lossy());
+        say!("Error: lam run: agent `{}` not found (not an executable file, nor on PATH)", program.to_string_lossy());
         std::process::exit(127);
     }
     let agent = agent_of(program);
@@ -71,11 +82,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let pid = Arc::new(AtomicU32::new(0));
     remove_stale_files();
     let server = Server::start(proxy.clone(), pid.clone())?;
-    eprintln!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
-    eprintln!("lam run: store {}", store.shown);
-    eprintln!(
+    say!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
+    say!("lam run: store {}", store.shown);
+    say!(
         "lam run: recall an archived tool result with `lam recall --store {} --session S §ID` (S: `lam recall --store {} --list`), or the agent's `lam` MCP tools",
-        store.shown, store.shown
+        store.shown,
+        store.shown
     );
     let run = (a.recall_scope == RecallScope::Run).then(|| proxy.run_id());
     let launch = Launch::new(agent, program, args, server.addr, &store, run);
@@ -120,13 +132,13 @@ fn confirmed(stats: &Stats, agent: Option<Agent>, program: &OsStr, code: i32) ->
     let what = "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)";
     let how = match agent {
         None => {
-            eprintln!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
+            say!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
             return code;
         }
         Some(Agent::ClaudeCode) => "ANTHROPIC_BASE_URL",
         Some(Agent::Codex) => "-c openai_base_url=... and OPENAI_BASE_URL",
     };
-    eprintln!(
+    say!(
         "lam run: error: `{name}`: {what}. lam set {how}; this version of `{name}` may read its base URL another way (a config file's model provider, say). Check with `lam run --log`, or run `lam serve` and point the agent at it yourself."
     );
     if code == 0 { 1 } else { code }
@@ -272,7 +284,7 @@ impl Server {
             }
         });
         let Some(served) = served else {
-            eprintln!("lam run: the agent has exited; cutting the requests still in flight through the proxy (--drain-timeout-s {})", drain.as_secs());
+            say!("lam run: the agent has exited; cutting the requests still in flight through the proxy (--drain-timeout-s {})", drain.as_secs());
             task.abort();
             self.rt.shutdown_timeout(std::time::Duration::from_secs(1));
             return Ok(());
@@ -373,7 +385,7 @@ impl Launch {
         let mcp = mcp_args(store, run, &mut files)?;
         let origin = format!("http://{addr}");
         let Some(agent) = agent else {
-            eprintln!(
+            say!(
                 "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
                 program.to_string_lossy(),
                 store.shown
@@ -387,7 +399,7 @@ impl Launch {
             Agent::ClaudeCode => claude_flags(&exe, &mcp, &mut files)?,
             Agent::Codex => codex_flags(&exe, &mcp, &base),
         };
-        eprintln!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
+        say!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
         // Claude Code takes its flags after the user's arguments, Codex its `-c` before them.
         let cmd = match agent {
             Agent::ClaudeCode => std::iter::once(program.to_os_string()).chain(args.iter().cloned()).chain(flags).collect(),
@@ -429,7 +441,7 @@ fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dy
     let exited = |c: &mut Child| c.try_wait().with_context(|| format!("lam run: waiting for `{program}`")).map(|s| s.is_some());
     while !seen() && !exited(child)? {
         if t0.elapsed() >= limit {
-            eprintln!(
+            say!(
                 "lam run: error: no model request of `{program}` reached the proxy within {} s (--first-request-timeout-s): it is not going through lam; stopping it",
                 limit.as_secs()
             );
@@ -437,7 +449,7 @@ fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dy
             let t1 = std::time::Instant::now();
             while !exited(child)? {
                 if t1.elapsed() >= KILL_AFTER {
-                    eprintln!("lam run: `{program}` ignored SIGTERM for {} s; killing it", KILL_AFTER.as_secs());
+                    say!("lam run: `{program}` ignored SIGTERM for {} s; killing it", KILL_AFTER.as_secs());
                     let _ = child.kill();
                     break;
                 }
@@ -510,17 +522,19 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
         };
         format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed){budget}", s.requests, s.observations, s.tokens_in, s.tokens_out)
     };
-    eprintln!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
+    say!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
     for s in &stats.sessions {
-        eprintln!("lam run: session {} (conversation {}): {}", s.session, s.conversation, line(s));
+        say!("lam run: session {} (conversation {}): {}", s.session, s.conversation, line(s));
     }
     let total = stats.total();
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;
-    eprintln!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
+    say!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
     let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());
-    eprintln!(
+    say!(
         "lam run: store {}; recall: lam recall --store {} --session {session} §ID (list: lam recall --store {} --list)",
-        store.shown, store.shown, store.shown
+        store.shown,
+        store.shown,
+        store.shown
     );
 }
 

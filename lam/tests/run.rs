@@ -462,3 +462,20 @@ fn lam_mcp_reads_its_store_from_a_file() {
     let out = mcp(&["--store-file", spec.to_str().unwrap(), "--run", "serve-1-2"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("store file"), "{out:?}");
 }
+
+/// A closed terminal (standard error gives EPIPE or EIO): `lam run` loses
+/// its lines, never the run: no panic (exit 101), the agent's code.
+#[test]
+fn a_closed_standard_error_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
+        .arg(dir.path().join("store"))
+        .args(["--", "sh", "-c", "exit 3"])
+        .stderr(writer)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "lam run exits with the agent's code: {out:?}");
+}
