@@ -3,6 +3,7 @@
 //! [`arc_store::find`], parts cut by [`arc_view::cut_parts`] with cl100k_base
 //! and selected by [`arc_view::parse_part`]).
 
+use crate::quote;
 use arc_store::{Access, AnyStore, StoreError, StoreSpec};
 use arc_view::{Catalog, PartError, cut_parts, parse_part};
 use lam_core::{ObsStore, SessionId};
@@ -47,7 +48,9 @@ impl Config {
     }
 }
 
-/// Why a tool call was refused; the message is what the client sees.
+/// Why a tool call was refused; the message is what the client sees. It
+/// quotes what the client sent (an id, a session, a part) by
+/// [`crate::quote`]: a short prefix of a long one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -55,7 +58,7 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A bad part selector.
-    #[error("§{shown}: {reason} (parts of at most {tokens} cl100k tokens)")]
+    #[error("§{}: {reason} (parts of at most {tokens} cl100k tokens)", quote(.shown))]
     Part {
         /// The id asked.
         shown: String,
@@ -65,7 +68,7 @@ pub enum Error {
         tokens: usize,
     },
     /// A session other than the one the server is scoped to.
-    #[error("this server is scoped to session `{scope}`; session `{asked}` is not served")]
+    #[error("this server is scoped to session `{scope}`; session `{}` is not served", quote(.asked))]
     OutOfScope {
         /// The scope.
         scope: String,
@@ -74,7 +77,8 @@ pub enum Error {
     },
     /// A session another run made, asked of a server scoped to one run.
     #[error(
-        "this server serves only the sessions of run `{run}` (lam run's recall scope; `--recall-scope store` serves every session); session `{asked}` is not one of them"
+        "this server serves only the sessions of run `{run}` (lam run's recall scope; `--recall-scope store` serves every session); session `{}` is not one of them",
+        quote(.asked)
     )]
     OtherRun {
         /// The run.
@@ -83,7 +87,7 @@ pub enum Error {
         asked: String,
     },
     /// A session that holds no observation.
-    #[error("session `{asked}` holds no observations; sessions in the store: {known}")]
+    #[error("session `{}` holds no observations; sessions in the store: {known}", quote(.asked))]
     UnknownSession {
         /// The session asked.
         asked: String,
@@ -258,7 +262,11 @@ impl Archive {
             None => (None, 0..total),
             Some(p) => {
                 let parts = self.parts(&found.bytes);
-                let k = parse_part(p.trim(), parts.len()).map_err(|reason| Error::Part { shown: shown.clone(), reason, tokens: self.cfg.part_tokens })?;
+                let k = parse_part(p.trim(), parts.len()).map_err(|reason| Error::Part {
+                    shown: shown.clone(),
+                    reason: quoted(reason),
+                    tokens: self.cfg.part_tokens,
+                })?;
                 (Some((k, parts.len())), parts[k - 1].clone())
             }
         };
@@ -275,7 +283,7 @@ impl Archive {
             let m = st.meta(&found.sessions[0], &shown).map_err(StoreError::Store)?;
             Ok((found, m))
         })?;
-        let m = m.ok_or_else(|| Error::Argument(format!("§{id}: the store returned bytes but no metadata")))?;
+        let m = m.ok_or_else(|| Error::Argument(format!("§{}: the store returned bytes but no metadata", quote(id))))?;
         let first = found.bytes.split(|&b| b == b'\n').next().unwrap_or_default();
         Ok(Meta {
             id: format!("§{}", m.shown),
@@ -336,9 +344,24 @@ fn check(cfg: &Config) -> Result<(), Error> {
 fn find(st: &dyn ObsStore, sessions: &[SessionId], id: &str) -> Result<arc_store::Found, Error> {
     let shown = id.trim_start_matches('§');
     if shown.is_empty() || !shown.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::Argument(format!("id `{id}`: expected §hex as cited (e.g. §a1b2c3d4)")));
+        return Err(Error::Argument(format!("id `{}`: expected §hex as cited (e.g. §a1b2c3d4)", quote(id))));
     }
-    Ok(arc_store::find_in(st, sessions, id)?)
+    arc_store::find_in(st, sessions, id).map_err(|e| {
+        Error::Store(match e {
+            StoreError::NotFound { shown, nearest } => StoreError::NotFound { shown: quote(&shown).into_owned(), nearest },
+            StoreError::Ambiguous { shown, sessions } => StoreError::Ambiguous { shown: quote(&shown).into_owned(), sessions },
+            e => e,
+        })
+    })
+}
+
+/// `reason` quoting the selector as [`quote`] does.
+fn quoted(reason: PartError) -> PartError {
+    match reason {
+        PartError::Syntax(spec) => PartError::Syntax(quote(&spec).into_owned()),
+        PartError::Count { spec, parts, given } => PartError::Count { spec: quote(&spec).into_owned(), parts, given },
+        r => r,
+    }
 }
 
 fn first_names(sessions: &[SessionId]) -> String {

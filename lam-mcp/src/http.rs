@@ -11,8 +11,9 @@
 //!   time), else 401. The `Host` check is off: the token is the check.
 //! - A POST body that is not JSON gets `-32700 Parse error` (HTTP 400); JSON
 //!   that is not a JSON-RPC 2.0 message (no `"jsonrpc": "2.0"`, an `id` that
-//!   is not a string or a number, no `method` and no `result`/`error`, a
-//!   batch) gets `-32600 Invalid Request` (HTTP 400).
+//!   is not a string or an integer, no `method` and no `result`/`error`, a
+//!   batch) gets `-32600 Invalid Request` (HTTP 400), with `"id": null`
+//!   where the id cannot be read: [`crate::jsonrpc::check`], as on stdio.
 
 use crate::{RecallServer, ServeError, archive::Archive};
 use axum::body::{Body, Bytes};
@@ -20,7 +21,6 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -136,37 +136,13 @@ async fn guard(State(access): State<HttpAccess>, ConnectInfo(peer): ConnectInfo<
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-/// A JSON-RPC error response (HTTP 400).
-fn rpc_error(code: i64, message: String, id: Value) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
-}
-
-/// `Ok` for one well-formed JSON-RPC 2.0 message; else its error response.
+/// `Ok` for one well-formed JSON-RPC 2.0 message; else its error response (HTTP 400).
 #[allow(clippy::result_large_err)] // the error is the response to send, built only on refusal
 fn check_jsonrpc(body: &[u8]) -> Result<(), Response> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| rpc_error(-32700, format!("Parse error: {e}"), Value::Null))?;
-    let invalid = |why: &str, id: Value| rpc_error(-32600, format!("Invalid Request: {why}"), id);
-    let Value::Object(m) = &v else {
-        let why = if v.is_array() { "batches are not supported" } else { "not a JSON-RPC message object" };
-        return Err(invalid(why, Value::Null));
-    };
-    let id = m.get("id").cloned().unwrap_or(Value::Null);
-    let id_ok = matches!(&id, Value::String(_)) || id.as_i64().is_some() || id.as_u64().is_some();
-    if m.contains_key("id") && !id_ok {
-        return Err(invalid("`id` must be a string or an integer", Value::Null));
+    match crate::jsonrpc::check(body) {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err((StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], refusal.to_json().to_string()).into_response()),
     }
-    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid("`jsonrpc` must be \"2.0\"", id));
-    }
-    let kind_ok = match m.get("method") {
-        Some(method) => method.is_string(),
-        None => m.contains_key("id") && (m.contains_key("result") || m.contains_key("error")),
-    };
-    if !kind_ok {
-        return Err(invalid("need a string `method`, or an `id` with `result` or `error`", id));
-    }
-    Ok(())
 }
 
 /// Serve `archive` over MCP streamable HTTP at `http://ADDR/mcp`, admitting

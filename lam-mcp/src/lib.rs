@@ -33,6 +33,7 @@
 
 mod archive;
 mod http;
+mod jsonrpc;
 mod server;
 mod stdio;
 
@@ -40,9 +41,24 @@ pub use archive::{Archive, Config, Error, Meta, REOPEN_AFTER, Recalled};
 pub use http::{HttpAccess, MAX_BODY, serve_http};
 pub use server::{CatalogArgs, MetaArgs, PartArg, RecallArgs, RecallServer, recall_content};
 
-use rmcp::ServiceExt;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// Characters of a client's string a message quotes whole.
+const QUOTE_CHARS: usize = 64;
+
+/// A string the client sent (an id, a session, a part, a method) as every
+/// message of this server quotes it: whole when at most 64 characters, else
+/// its first 64 characters (cut on a character boundary), `…` and its
+/// length in bytes. An answer stays small whatever was asked: a
+/// 1,000,000-character id once came back whole in a tool error.
+pub(crate) fn quote(s: &str) -> Cow<'_, str> {
+    match s.char_indices().nth(QUOTE_CHARS) {
+        None => Cow::Borrowed(s),
+        Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", &s[..cut], s.len())),
+    }
+}
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]
@@ -73,14 +89,7 @@ pub enum ServeError {
 /// (a request before `initialize`, such as Claude Code's `server/discover`
 /// probe, is answered "method not found": `stdio`).
 pub async fn serve_stdio(archive: Arc<Archive>) -> Result<(), ServeError> {
-    use tokio::io::AsyncReadExt as _;
-    let io = |error| ServeError::Io { what: "reading standard input".into(), error };
-    let (mut input, mut output) = (tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout());
-    let first = stdio::before_initialize(&mut input, &mut output).await.map_err(io)?;
-    let transport = (std::io::Cursor::new(first).chain(input), output);
-    let running = RecallServer::new(archive).serve(transport).await.map_err(|e| ServeError::Protocol(e.to_string()))?;
-    running.waiting().await.map_err(|e| ServeError::Protocol(e.to_string()))?;
-    Ok(())
+    stdio::serve(archive, tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout()).await
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
@@ -131,5 +140,20 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_strings_are_quoted_whole_long_ones_by_a_prefix() {
+        use super::{QUOTE_CHARS, quote};
+        assert_eq!(quote("a1b2"), "a1b2");
+        let edge = "é".repeat(QUOTE_CHARS);
+        assert_eq!(quote(&edge), edge);
+        let long = format!("{edge}x");
+        assert_eq!(quote(&long), format!("{edge}… ({} bytes)", long.len()));
+        let q = quote(&"€".repeat(1_000_000)).into_owned();
+        assert!(q.starts_with("€€€") && q.ends_with("… (3000000 bytes)") && q.chars().count() < 100, "{q}");
     }
 }

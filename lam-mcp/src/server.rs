@@ -1,10 +1,16 @@
 //! The MCP server: the three tools over an [`Archive`], with rmcp.
 
 use crate::archive::{Archive, Error, Recalled};
+use crate::quote;
 use base64::Engine;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Content, Implementation, ResourceContents, ServerCapabilities, ServerInfo};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, Content, CustomRequest, CustomResult, ErrorCode, Implementation, RawContent, ResourceContents, ServerCapabilities,
+    ServerInfo,
+};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use std::sync::Arc;
 
@@ -171,8 +177,39 @@ impl RecallServer {
     }
 }
 
+/// An argument of the wrong type is answered with rmcp's "failed to
+/// deserialize parameters" and serde's message, which quotes a string
+/// argument whole (`invalid type: string "…", expected usize`): the text
+/// between its first and last `"` is quoted by [`quote`].
+fn quote_serde(mut r: CallToolResult) -> CallToolResult {
+    if r.is_error != Some(true) {
+        return r;
+    }
+    for c in &mut r.content {
+        if let RawContent::Text(t) = &mut c.raw
+            && t.text.starts_with("failed to deserialize parameters:")
+            && let (Some(a), Some(b)) = (t.text.find('"'), t.text.rfind('"'))
+            && a < b
+        {
+            t.text = format!("{}{}{}", &t.text[..=a], quote(&t.text[a + 1..b]), &t.text[b..]);
+        }
+    }
+    r
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RecallServer {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        // Our own messages quote what the client sent already; serde's do not.
+        self.tool_router.call(ToolCallContext::new(self, request, context)).await.map(quote_serde)
+    }
+
+    /// A method this server does not serve: rmcp's answer is the method
+    /// itself; this one quotes it.
+    async fn on_custom_request(&self, request: CustomRequest, _context: RequestContext<RoleServer>) -> Result<CustomResult, ErrorData> {
+        Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("method not found: `{}`", quote(&request.method)), None))
+    }
+
     fn get_info(&self) -> ServerInfo {
         let scope = match &self.archive.config().session {
             Some(s) => format!(" This server is scoped to session `{s}`."),

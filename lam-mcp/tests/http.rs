@@ -101,3 +101,67 @@ fn a_non_loopback_address_needs_a_token() {
     assert!(matches!(e, ServeError::Refused(_)), "{e}");
     assert!(e.to_string().contains("token"), "{e}");
 }
+
+/// POST `body` to /mcp and read until the server closes the connection; (status, head and body).
+fn post_all(addr: SocketAddr, headers: &[&str], body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req += &format!("{h}\r\n");
+    }
+    req += "\r\n";
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+/// Issue 57: JSON that is not one valid Request object (a batch, an `id`
+/// that is an object or an array) is answered `-32600 Invalid Request` with
+/// `"id": null`, not `-32700 Parse error`.
+#[test]
+fn a_batch_or_an_object_id_is_an_invalid_request_with_a_null_id() {
+    let addr = serve(HttpAccess::loopback());
+    for body in [
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        "[]",
+        r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+    ] {
+        let (st, text) = post_all(addr, &[], body);
+        assert_eq!(st, 400, "{body}: {text}");
+        let json = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{body}: {e}: {text}"));
+        assert_eq!((v["error"]["code"].as_i64(), &v["id"]), (Some(-32600), &serde_json::Value::Null), "{body}: {v}");
+    }
+}
+
+/// Issue 57: an unknown id of 1,000,000 characters is quoted by a short
+/// prefix in the tool's error, over streamable HTTP too.
+#[test]
+fn a_huge_unknown_id_gets_a_small_answer_over_http() {
+    let addr = serve(HttpAccess::loopback());
+    let (st, head) = post_all(addr, &[], INIT);
+    assert_eq!(st, 200, "{head}");
+    let sid = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let session = format!("Mcp-Session-Id: {sid}");
+    let (st, text) = post_all(addr, &[&session], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    assert_eq!(st, 202, "{text}");
+    let id = "a".repeat(1_000_000);
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"id": id}}});
+    let (st, text) = post_all(addr, &[&session], &call.to_string());
+    assert_eq!(st, 200, "{}", &text[..text.len().min(500)]);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    assert!(body.len() < 1024, "{} bytes: {}", body.len(), &body[..body.len().min(500)]);
+    assert!(body.contains("aaaaaaaa") && body.contains("in the archive") && body.contains(r#""isError":true"#), "{body}");
+}

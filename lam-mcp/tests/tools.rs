@@ -285,3 +285,53 @@ fn a_run_scoped_server_serves_only_that_runs_sessions() {
     assert!(list.starts_with("[4 sessions in the archive") && !list.contains("421") && !list.contains("\nother"), "{list}");
     assert!(archive.catalog(Some("other"), None).is_err());
 }
+
+/// Issue 57: a client-supplied string (an id, a session, a part, a page, a
+/// method) is quoted in a message by a short prefix and its size, never
+/// whole: a 1,000,000-character id gave a 1 MB tool result in the model's
+/// context. Each answer stays under 1 KiB and still says what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_client_string_is_quoted_short() {
+    use rmcp::model::{ClientRequest, CustomRequest};
+    const SMALL: usize = 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = fill(dir.path());
+    let (hex, junk) = ("a".repeat(1_000_000), "§zz".repeat(333_334));
+    let client = connect(Archive::open(config(dir.path())).unwrap()).await;
+    let cases = [
+        ("recall", json!({"id": hex}), "in the archive"),
+        ("recall", json!({"id": format!("§{hex}")}), "in the archive"),
+        ("recall", json!({"id": junk}), "expected §hex"),
+        ("recall_meta", json!({"id": hex}), "in the archive"),
+        ("recall_meta", json!({"id": junk}), "expected §hex"),
+        ("recall", json!({"id": ids[1], "part": hex}), "expected K or K/N"),
+        ("recall", json!({"id": ids[1], "part": format!("1/{}7", "0".repeat(1_000_000))}), "not 7"),
+        ("catalog", json!({"session": hex}), "holds no observations"),
+        ("catalog", json!({"page": "9".repeat(1_000_000)}), "failed to deserialize"),
+    ];
+    for (tool, args, says) in cases {
+        let e = err_text(&call(&client, tool, args.clone()).await);
+        assert!(e.len() < SMALL && e.contains(says), "{tool} {}: {} bytes: {}", &args.to_string()[..80], e.len(), &e[..e.len().min(300)]);
+        assert!(e.contains("aaaaaaaa") || e.contains("§zz") || e.contains("99999999") || e.contains("0000000"), "quotes a prefix: {e}");
+    }
+    let e = err_text(&call(&client, "recall", json!({"id": hex})).await);
+    assert!(e.contains(&format!("no §{}… (1000000 bytes) in the archive", &hex[..64])), "{e}");
+    // A method nobody serves: rmcp's answer quotes it.
+    let method = "m".repeat(1_000_000);
+    let err = client.send_request(ClientRequest::CustomRequest(CustomRequest::new(method, None))).await.unwrap_err().to_string();
+    assert!(err.len() < SMALL && err.contains("mmmm"), "{} bytes: {}", err.len(), &err[..err.len().min(300)]);
+    // Scopes quote the session asked.
+    let mut cfg = config(dir.path());
+    cfg.session = Some(SessionId::new("b"));
+    let scoped = connect(Archive::open(cfg).unwrap()).await;
+    let e = err_text(&call(&scoped, "recall", json!({"id": ids[3], "session": hex})).await);
+    assert!(e.len() < SMALL && e.contains("scoped to session `b`"), "{} bytes", e.len());
+    let mut cfg = config(dir.path());
+    cfg.run = Some("r".into());
+    let run = connect(Archive::open(cfg).unwrap()).await;
+    let e = err_text(&call(&run, "catalog", json!({"session": hex})).await);
+    assert!(e.len() < SMALL && e.contains("only the sessions of run `r`"), "{} bytes", e.len());
+    for c in [client, scoped, run] {
+        c.cancel().await.unwrap();
+    }
+}

@@ -75,7 +75,7 @@ fn lam_mcp_refuses_bad_settings_with_errors() {
 
 /// A client of a newer MCP revision probes before `initialize` (Claude Code
 /// sends `server/discover`): `lam mcp` answers "method not found" and goes
-/// on, instead of ending the session.
+/// on, instead of ending the session; a batch gets "Invalid Request".
 #[test]
 fn lam_mcp_answers_a_probe_before_initialize() {
     use std::io::{BufRead, Write};
@@ -95,23 +95,27 @@ fn lam_mcp_answers_a_probe_before_initialize() {
         init,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#,
     ] {
         writeln!(stdin, "{line}").unwrap();
     }
     stdin.flush().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut answers = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let mut l = String::new();
         out.read_line(&mut l).unwrap();
         answers.push(serde_json::from_str::<serde_json::Value>(&l).unwrap_or_else(|e| panic!("{e}: {l:?}")));
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());
-    assert_eq!((answers[0]["id"].as_i64(), answers[0]["error"]["code"].as_i64()), (Some(0), Some(-32601)), "{:?}", answers[0]);
-    assert_eq!(answers[1]["id"].as_i64(), Some(1));
-    assert!(answers[1]["result"]["serverInfo"].is_object(), "{:?}", answers[1]);
-    let tools: Vec<&str> = answers[2]["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    // Answers to different requests may come in any order: each is found by its id.
+    let answer = |id: serde_json::Value| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer to {id}: {answers:?}"));
+    assert_eq!(answer(0.into())["error"]["code"].as_i64(), Some(-32601), "{answers:?}");
+    assert!(answer(1.into())["result"]["serverInfo"].is_object(), "{answers:?}");
+    let tools: Vec<&str> = answer(2.into())["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(tools.contains(&"recall"), "{tools:?}");
+    // A batch is valid JSON but no Request object (issue 57): -32600, id null.
+    assert_eq!(answer(serde_json::Value::Null)["error"]["code"].as_i64(), Some(-32600), "{answers:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
