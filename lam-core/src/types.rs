@@ -16,7 +16,25 @@ impl SessionId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The store session that records the settings of proxy run `run`
+    /// (`lam serve --run RUN`): `RUN.settings`. It holds no conversation;
+    /// [`SessionId::settings_run`] reads the name back.
+    pub fn settings_of(run: &str) -> Self {
+        SessionId(format!("{run}{SETTINGS_SUFFIX}"))
+    }
+
+    /// The run whose settings this session records ([`SessionId::settings_of`]),
+    /// or `None` for a session that holds observations of conversations.
+    /// The one rule for "this store session holds a run's settings": the
+    /// proxy writes these sessions, and listings of conversations leave them out.
+    pub fn settings_run(&self) -> Option<&str> {
+        self.0.strip_suffix(SETTINGS_SUFFIX).filter(|run| !run.is_empty())
+    }
 }
+
+/// What ends the name of a session that holds a run's settings.
+const SETTINGS_SUFFIX: &str = ".settings";
 
 /// `name` as a file stem: letters, digits, `-`, `_` and `.` kept, everything
 /// else `_`. The one rule for file names made from session names and model ids.
@@ -89,5 +107,21 @@ impl Decision {
     /// True for [`Decision::Dropped`].
     pub fn is_dropped(&self) -> bool {
         matches!(self, Decision::Dropped { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_settings_session_reads_back_as_its_run() {
+        let s = SessionId::settings_of("team");
+        assert_eq!(s.as_str(), "team.settings");
+        assert_eq!(s.settings_run(), Some("team"));
+        assert_eq!(SessionId::settings_of("a.b").settings_run(), Some("a.b"));
+        for conversation in ["team", ".settings", "team.settings@2", "settings", "team-settings"] {
+            assert_eq!(SessionId::new(conversation).settings_run(), None, "{conversation}");
+        }
     }
 }

@@ -56,9 +56,10 @@ struct Inner {
     run: String,
 }
 
-/// The store session that records the settings of run `name` (`--run`).
+/// The store session that records the settings of run `name` (`--run`):
+/// [`SessionId::settings_of`], the rule `lam recall --list` reads back.
 pub(crate) fn settings_session(name: &str) -> SessionId {
-    SessionId::new(format!("{name}.settings"))
+    SessionId::settings_of(name)
 }
 
 /// Record this proxy's settings as run `name`'s, or check them against the

@@ -26,7 +26,9 @@ pub struct RecallArgs {
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..))]
     part_tokens: u32,
     /// List instead of recalling: with --session one line per archived observation (`§id`, bytes,
-    /// first line); without, one line per session (name, observations). Names and first lines are
+    /// first line); without, one line per session (name, observations), leaving out the sessions
+    /// that hold a run's settings (`RUN.settings`, written by `lam serve --run RUN`; listed with
+    /// --session RUN.settings). Names and first lines are
     /// printed escaped (control characters, newlines and tabs as `\n`, `\t`, `\u{..}`; invalid
     /// UTF-8 as `\xNN`), so each entry is one line.
     #[arg(long, conflicts_with_all = ["id", "chunk"])]
@@ -99,12 +101,14 @@ pub fn run(a: RecallArgs) -> Result<()> {
     Ok(())
 }
 
-/// One line per observation of `session` (`§id`, bytes, first line), or per session.
+/// One line per observation of `session` (`§id`, bytes, first line), or per
+/// session (but those holding a run's settings, `SessionId::settings_run`).
 fn list(store: &dyn ObsStore, session: Option<&SessionId>) -> Result<()> {
     let so = std::io::stdout();
     let mut so = std::io::BufWriter::new(so.lock());
     let Some(s) = session else {
-        for s in store.sessions()? {
+        // A run's settings (`lam serve --run`) are no conversation's session.
+        for s in store.sessions()?.into_iter().filter(|s| s.settings_run().is_none()) {
             writeln!(so, "{}\t{} observations", escaped(&s.0), store.ids(&s)?.len())?;
         }
         return Ok(so.flush()?);

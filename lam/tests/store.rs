@@ -177,3 +177,28 @@ fn a_damaged_copy_in_one_session_does_not_hide_an_intact_copy_in_another() {
     assert_eq!(damaged, 1, "exactly one session's copy is damaged");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 57: `lam serve --run NAME` records its settings in the store
+/// session `NAME.settings`; `lam recall --list` lists the conversations'
+/// sessions only (the settings session is still listed when asked by name).
+#[test]
+fn recall_list_leaves_out_a_runs_settings() {
+    use lam_core::{ObsStore, Record, SessionId};
+    let dir = scratch("settings");
+    {
+        let mut st = arc_store::FileStore::open(&dir).unwrap();
+        let settings = Record { index: 0, action: "lam serve --run".into(), observation: b"threshold: 0.95\n".to_vec(), returncode: None };
+        st.claim(&SessionId::settings_of("team"), &settings, 0).unwrap();
+        let obs = Record { index: 0, action: "cat a.txt".into(), observation: b"hello\n".to_vec(), returncode: Some(0) };
+        st.append(&SessionId::new("team"), &obs, 2).unwrap();
+        st.flush().unwrap();
+        assert_eq!(ObsStore::sessions(&st).unwrap().len(), 2);
+    }
+    let d = dir.to_str().unwrap();
+    let o = lam(&["recall", "--store", d, "--list"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "team\t1 observations\n");
+    let o = lam(&["recall", "--store", d, "--session", "team.settings", "--list"]);
+    assert!(o.status.success() && text(&o.stdout).contains("threshold: 0.95"), "{}{}", text(&o.stdout), text(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
