@@ -134,6 +134,20 @@ pub enum StoreError {
         /// The driver's or the server's message (with SQLSTATE where there is one).
         reason: String,
     },
+    /// The store could not be reached: a PostgreSQL connection was lost and
+    /// not re-established within the store's reconnect window
+    /// ([`crate::PgOptions::reconnect_for`]). Nothing was written by the
+    /// call that failed; the same call may succeed once the server is back
+    /// ([`StoreError::is_unavailable`]).
+    #[error("{target}: {op}: unavailable: {reason}")]
+    Unavailable {
+        /// `postgres://user@host:port/db`.
+        target: String,
+        /// What was being done ("append", "get", ...).
+        op: &'static str,
+        /// Why: the lost connection and the last reconnect attempt.
+        reason: String,
+    },
     /// The database's lam schema is missing (read-only open), older (read-only
     /// open), or newer than this build.
     #[error("{target}: {}", schema_problem(*.found, *.supported))]
@@ -151,6 +165,23 @@ pub enum StoreError {
         /// The store, as it may be printed.
         store: String,
     },
+}
+
+impl StoreError {
+    /// Whether the store was out of reach ([`StoreError::Unavailable`]),
+    /// as opposed to refusing this call: the same call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+}
+
+/// Whether an error that crossed the [`lam_core::ObsStore`] boundary says
+/// the store was out of reach ([`StoreError::is_unavailable`]).
+pub fn is_unavailable(e: &lam_core::Error) -> bool {
+    match e {
+        lam_core::Error::Backend { cause, .. } => cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unavailable),
+        _ => false,
+    }
 }
 
 fn schema_problem(found: Option<i64>, supported: i64) -> String {

@@ -66,10 +66,10 @@ mod scan;
 mod secure;
 
 pub use claim::claim_session;
-pub use error::{Result, StoreError};
+pub use error::{Result, StoreError, is_unavailable};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
-pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_embeddings, open_reported, redact};
+pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_embeddings, open_reported, open_with_reconnect, redact};
 #[cfg(feature = "postgres")]
 pub use pg::{PgEmbeddings, PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};

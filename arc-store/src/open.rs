@@ -88,6 +88,18 @@ pub fn open(spec: &StoreSpec, access: Access) -> Result<AnyStore, StoreError> {
     open_reported(spec, access).map(|(store, _)| store)
 }
 
+/// Open like [`open`], with `reconnect_for` as how long a lost PostgreSQL
+/// connection is retried before a call fails with
+/// [`StoreError::Unavailable`] ([`crate::PgOptions::reconnect_for`]; the
+/// other backends hold no connection and ignore it). A proxy that must not
+/// hold its requests through an outage passes about a second.
+pub fn open_with_reconnect(spec: &StoreSpec, access: Access, reconnect_for: std::time::Duration) -> Result<AnyStore, StoreError> {
+    match spec {
+        StoreSpec::Postgres(url) => open_postgres_with(url, access, reconnect_for),
+        _ => open(spec, access),
+    }
+}
+
 /// Open like [`open`], and say what opening found and did: a [`FileStore`]'s
 /// [`Recovery`] (torn tail cut, damage skipped, quarantine copies made);
 /// an empty report for the other backends. Commands print it, so a user
@@ -111,6 +123,16 @@ pub fn open_reported(spec: &StoreSpec, access: Access) -> Result<(AnyStore, Reco
 #[cfg(feature = "postgres")]
 fn open_postgres(url: &str, access: Access) -> Result<AnyStore, StoreError> {
     Ok(Box::new(crate::PgStore::connect(url, access)?))
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres_with(url: &str, access: Access, reconnect_for: std::time::Duration) -> Result<AnyStore, StoreError> {
+    Ok(Box::new(crate::PgStore::connect_with(url, crate::PgOptions { access, reconnect_for, ..crate::PgOptions::default() })?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres_with(url: &str, access: Access, _reconnect_for: std::time::Duration) -> Result<AnyStore, StoreError> {
+    open_postgres(url, access)
 }
 
 #[cfg(not(feature = "postgres"))]

@@ -181,6 +181,11 @@ impl Spec {
     fn fail(&self, op: &'static str, reason: &str) -> StoreError {
         StoreError::Postgres { target: self.target.shown.clone(), op, reason: self.target.scrub(reason) }
     }
+
+    /// The server out of reach for `op` ([`StoreError::Unavailable`]), password scrubbed.
+    fn unavailable(&self, op: &'static str, reason: &str) -> StoreError {
+        StoreError::Unavailable { target: self.target.shown.clone(), op, reason: self.target.scrub(reason) }
+    }
 }
 
 /// A driver error with its causes (the driver's own message names only the kind).
@@ -476,6 +481,7 @@ impl Shared {
             match f(conn.clone()).await {
                 Ok(v) => return Ok(v),
                 Err(e) if conn.lost(&e) && Instant::now() < deadline => conn = self.reconnect(&conn, deadline, op, &e).await?,
+                Err(e) if conn.lost(&e) => return Err(self.spec.unavailable(op, &format!("connection lost: {}", describe(&e)))),
                 Err(e) => return Err(self.spec.err(op, &e)),
             }
         }
@@ -506,7 +512,7 @@ impl Shared {
                 }
                 Err(e) => {
                     let reason = format!("connection lost ({}); not reconnected within {:?}: {e}", describe(first), self.opts.reconnect_for);
-                    return Err(self.spec.fail(op, &reason));
+                    return Err(self.spec.unavailable(op, &reason));
                 }
             }
         }

@@ -13,7 +13,7 @@
 //! its id; and the store accepts appends again.
 //!
 //! `sigkill_loop` runs `ARC_SOAK_ITERS` iterations (default 200);
-//! `soak` (ignored; `cargo xtask soak`) runs `ARC_SOAK_ITERS` or 10,000.
+//! `soak` (ignored; `cargo xtask soak store`) runs `ARC_SOAK_ITERS` or 10,000.
 //! `ARC_SOAK_FAULTS=0` turns the media faults off.
 
 use arc_store::{Durability, FileStore, Options, StoreError, format, inspect_segment};
@@ -423,9 +423,9 @@ fn sigkill_loop() {
     crash_loop(iters(200));
 }
 
-/// The long form for `cargo xtask soak`: 10,000 iterations unless `ARC_SOAK_ITERS` says otherwise.
+/// The long form for `cargo xtask soak store`: 10,000 iterations unless `ARC_SOAK_ITERS` says otherwise.
 #[test]
-#[ignore = "long soak; run by `cargo xtask soak`"]
+#[ignore = "long soak; run by `cargo xtask soak store`"]
 fn soak() {
     if std::env::var(CHILD_DIR).is_ok() {
         return;

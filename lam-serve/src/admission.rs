@@ -39,6 +39,23 @@ pub(crate) struct Delta {
     pub over_budget: bool,
     /// Results of the recall tool among the new observations.
     pub recalls: u64,
+    /// What could not be archived because the store was out of reach
+    /// ([`crate::store`]): forwarded whole, archived when a later request
+    /// carries its item again (taken by the conversation after each item).
+    pub unarchived: Vec<Unarchived>,
+    /// How many observations and inputs that was in this request, and how
+    /// many of those held back earlier were archived in it.
+    pub unavailable: u64,
+    pub archived_late: u64,
+}
+
+/// An observation (`Output`) or a large tool-call input (`Input`, with its
+/// pointer inside JSON-string arguments) that the store was out of reach
+/// for: what it takes to archive it later.
+#[derive(Debug, Clone)]
+pub(crate) enum Unarchived {
+    Output(Slot),
+    Input(Slot, Option<String>),
 }
 
 impl Delta {
@@ -90,7 +107,9 @@ impl Admitter {
 
     /// Archive and admit every observation (`slots`) of `item` (`value` is
     /// its value, `tree` its faithful reading); the edits that put each
-    /// residual in place of its original.
+    /// residual in place of its original. `late`: the item went upstream
+    /// whole before (the store was out of reach), so it goes whole again:
+    /// archived and admitted, no edit.
     /// With `--budget`, each archived one joins `citable` (item `item`).
     pub(crate) fn admit(
         &mut self,
@@ -99,7 +118,7 @@ impl Admitter {
         engine: &Engine,
         loan: &mut Loan<'_>,
         d: &mut Delta,
-        citable: Cite<'_>,
+        (citable, late): (Cite<'_>, bool),
     ) -> Vec<Edit> {
         let (item, mut citable) = citable;
         let mut edits = Vec::new();
@@ -113,6 +132,10 @@ impl Admitter {
             match self.claim(engine, &rec) {
                 Ok(Some(name)) => d.store_session = Some(name),
                 Ok(None) => {}
+                Err(e) if e.is_unavailable() => {
+                    d.unarchived.push(Unarchived::Output(s.clone()));
+                    continue;
+                }
                 Err(e) => {
                     d.errors += 1;
                     d.last_error = Some(format!("record {}: claiming store session {}: {e}", rec.index, self.store_session.0));
@@ -121,15 +144,17 @@ impl Admitter {
             }
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
-                    d.add(&a, s.keep);
+                    let whole = s.keep || late;
+                    d.add(&a, whole);
                     d.recalls += u64::from(s.recall);
                     if let Some(list) = citable.as_deref_mut() {
-                        list.push(self.citable(item, s, &rec, &a, engine));
+                        list.push(self.citable(item, s, &rec, &a, engine, whole));
                     }
-                    if !s.keep && a.residual != rec.observation {
+                    if !whole && a.residual != rec.observation {
                         edits.push((node.span.clone(), json_string(a.residual)));
                     }
                 }
+                Err(lam_operator::Error::Core(e)) if arc_store::is_unavailable(&e) => d.unarchived.push(Unarchived::Output(s.clone())),
                 Err(e) => {
                     d.errors += 1;
                     d.last_error = Some(format!("record {}: {e}", rec.index));
@@ -181,6 +206,7 @@ impl Admitter {
                         input: true,
                     });
                 }
+                Err(e) if e.is_unavailable() => d.unarchived.push(Unarchived::Input(s.clone(), inner.clone())),
                 Err(e) => {
                     d.errors += 1;
                     d.last_error = Some(format!("archiving a tool input ({}): {e}", s.action));
@@ -221,10 +247,11 @@ pub(crate) type Cite<'a> = (usize, Option<&'a mut Vec<Citable>>);
 impl Admitter {
     /// What a cut needs of an admitted observation: where it is, the
     /// records its residual names, the citation that would stand for it.
-    fn citable(&self, item: usize, s: &Slot, rec: &Record, a: &Admission, engine: &Engine) -> Citable {
+    /// `whole`: it is forwarded whole (a kept tool's, or archived late).
+    fn citable(&self, item: usize, s: &Slot, rec: &Record, a: &Admission, engine: &Engine, whole: bool) -> Citable {
         let tokens = a.tokens.map_or_else(|| lam_tokens::count(&rec.observation), |t| t.input);
         let text = crate::budget::citation(&rec.action, &rec.observation, &a.id, tokens, engine.operator.recall);
-        let shown_tokens = match s.keep {
+        let shown_tokens = match whole {
             true => tokens,
             false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
         } as u64;

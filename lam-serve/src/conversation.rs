@@ -4,7 +4,7 @@
 //! one with residuals goes with the exact bytes first forwarded (prefix
 //! stability). Only the new items of a request go on to admission.
 
-use crate::admission::{Admitter, Delta};
+use crate::admission::{Admitter, Delta, Unarchived};
 use crate::api::{Api, Context, Observations as _};
 use crate::budget::{Cuts, Form};
 use crate::canon::{self, Node};
@@ -32,6 +32,10 @@ pub(crate) struct Conversation {
     cuts: Cuts,
     /// The last preamble counted: its hash and tokens.
     pre: Option<(u64, u64)>,
+    /// Items (by key) that went upstream whole with observations the store
+    /// was out of reach for: their position and what to archive when a
+    /// request carries them again ([`Conversation::archive_late`]).
+    pending: HashMap<u128, (usize, Vec<Unarchived>)>,
 }
 
 impl Conversation {
@@ -42,7 +46,16 @@ impl Conversation {
             Some(n) => Admitter::named(SessionId::new(n), op),
             None => Admitter::of_run(run, op),
         };
-        Self { admitter, forwarded: HashMap::new(), frozen_bytes: 0, cx: Context::default(), cx_keys: Vec::new(), cuts: Cuts::default(), pre: None }
+        Self {
+            admitter,
+            forwarded: HashMap::new(),
+            frozen_bytes: 0,
+            cx: Context::default(),
+            cx_keys: Vec::new(),
+            cuts: Cuts::default(),
+            pre: None,
+            pending: HashMap::new(),
+        }
     }
 
     /// An estimate of the memory this conversation holds: its frozen
@@ -50,7 +63,8 @@ impl Conversation {
     /// bookkeeping, ids, line hashes).
     pub(crate) fn bytes(&self) -> usize {
         let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
-        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.cuts.heap_bytes() + 512
+        let pending = self.pending.len() * 256;
+        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.cuts.heap_bytes() + pending + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -80,6 +94,7 @@ impl Conversation {
             if frozen.is_some() && i < read {
                 pass.delta.reused += 1;
                 out.extend(frozen);
+                self.archive_late(req, i, &mut pass);
                 continue;
             }
             let assistant = item.with_tree(|tree| {
@@ -94,6 +109,7 @@ impl Conversation {
                 self.cx.note(req.api, &value);
                 is_assistant(req.api, &value)
             });
+            self.archive_late(req, i, &mut pass);
             self.cx_keys.push(keys[i]);
             if let (Some(b), Some(pre)) = (budget, pre) {
                 self.count_item(i, &out, assistant);
@@ -250,7 +266,7 @@ impl Conversation {
                 } else {
                     let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
                     let citable = pass.budget.then_some(&mut self.cuts.citable);
-                    self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, (at, citable))
+                    self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, ((at, citable), false))
                 }
             }
             None => Vec::new(),
@@ -264,7 +280,60 @@ impl Conversation {
         };
         self.frozen_bytes += frozen.heap_bytes();
         self.forwarded.insert(key, frozen);
+        self.hold_unarchived(key, at, pass);
         piece
+    }
+
+    /// Keep what admitting item `key` (at `at`) could not archive, for
+    /// [`Conversation::archive_late`].
+    fn hold_unarchived(&mut self, key: u128, at: usize, pass: &mut Pass<'_>) {
+        let held = std::mem::take(&mut pass.delta.unarchived);
+        if !held.is_empty() {
+            pass.delta.unavailable += held.len() as u64;
+            self.pending.insert(key, (at, held));
+        }
+    }
+
+    /// Archive what the store was out of reach for when item `i` of `req`
+    /// came first, now that it is back. The item went upstream whole then
+    /// and goes so again (its bytes never change); its observations are
+    /// archived and admitted (later ones may cite them) and, under a
+    /// budget, a cut may cite them.
+    fn archive_late(&mut self, req: &Parsed, i: usize, pass: &mut Pass<'_>) {
+        let key = req.keys[1 + i];
+        if self.pending.is_empty() || pass.engine.store.is_down() {
+            return;
+        }
+        let Some((at, held)) = self.pending.remove(&key) else { return };
+        let (engine, item, count) = (pass.engine, &req.items[i], held.len() as u64);
+        let raw = item.raw.get().as_bytes();
+        let mut late = Vec::new();
+        item.with_tree(|tree| {
+            let Some(tree) = tree else { return };
+            let value = canon::value(raw, tree);
+            let (mut outputs, mut inputs) = (Vec::new(), Vec::new());
+            for u in held {
+                match u {
+                    Unarchived::Output(s) => outputs.push(s),
+                    Unarchived::Input(s, inner) => inputs.push((s, inner)),
+                }
+            }
+            self.admitter.archive_inputs(&value, &inputs, engine, &mut pass.delta, at, &mut late);
+            if !outputs.is_empty() {
+                let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
+                let cite = pass.budget.then_some(&mut late);
+                self.admitter.admit((&value, tree), &outputs, engine, loan, &mut pass.delta, ((at, cite), true));
+            }
+        });
+        if pass.budget {
+            for c in late {
+                let pos = self.cuts.citable.partition_point(|x| x.item <= c.item);
+                self.cuts.citable.insert(pos, c);
+            }
+        }
+        let still = pass.delta.unarchived.len() as u64;
+        pass.delta.archived_late += count - still;
+        self.hold_unarchived(key, at, pass);
     }
 }
 

@@ -1,10 +1,12 @@
-//! What every session admits with: the archive (one store, locked per call),
+//! What every session admits with: the archive (one store, locked per call,
+//! behind its health gate: [`crate::store`]),
 //! a pool of encoders (a session borrows one for its admissions, so sessions
 //! encode in parallel) and the operator settings (with the token counter).
 
 use crate::Error;
+use crate::store::SharedStore;
 use arc_store::AnyStore;
-use lam_core::{Encoder, ObsMeta, ObsStore, Record, SessionId};
+use lam_core::{Encoder, ObsStore};
 use lam_encode::CachedEncoder;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -16,40 +18,6 @@ pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
 /// (every holder leaves its data consistent between calls).
 pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The shared store, locked for each call only: a session never holds it
-/// while it encodes.
-pub(crate) struct SharedStore(pub Mutex<AnyStore>);
-
-impl std::fmt::Debug for SharedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SharedStore")
-    }
-}
-
-impl ObsStore for &SharedStore {
-    fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, lam_core::Error> {
-        lock(&self.0).append(session, record, tokens)
-    }
-    fn get(&self, session: &SessionId, shown: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
-        lock(&self.0).get(session, shown)
-    }
-    fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, lam_core::Error> {
-        lock(&self.0).meta(session, shown)
-    }
-    fn ids(&self, session: &SessionId) -> Result<Vec<String>, lam_core::Error> {
-        lock(&self.0).ids(session)
-    }
-    fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
-        lock(&self.0).sessions()
-    }
-    fn flush(&mut self) -> Result<(), lam_core::Error> {
-        lock(&self.0).flush()
-    }
-    fn claim(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<Option<ObsMeta>, lam_core::Error> {
-        lock(&self.0).claim(session, record, tokens)
-    }
 }
 
 /// Encoders lent one at a time.
@@ -145,7 +113,7 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// Load the encoders (each behind the cache) and set the operator up
     /// for `store`, the one writer.
-    pub(crate) fn open(s: &crate::EngineSettings, store: AnyStore) -> Result<Self, Error> {
+    pub(crate) fn open(s: &crate::EngineSettings, store: AnyStore, shown: String) -> Result<Self, Error> {
         if s.encoders == 0 {
             return Err(Error::Setting("--encoders must be at least 1".into()));
         }
@@ -165,7 +133,7 @@ impl Engine {
             _ => None,
         };
         Ok(Self {
-            store: SharedStore(Mutex::new(store)),
+            store: SharedStore::new(store, shown),
             pool: Pool::new(encoders, cache),
             operator: s.operator(&lam_tokens::Cl100k),
             dim,
@@ -185,19 +153,5 @@ impl Engine {
         (&self.store).flush()?;
         self.pool.save()?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The proxy's shared store is an `ObsStore` like any other.
-    #[test]
-    fn shared_store_conformance() {
-        let shared = SharedStore(Mutex::new(Box::new(arc_store::MemStore::new())));
-        lam_core::testsuite::obs_store(&mut &shared);
-        let shared = SharedStore(Mutex::new(Box::new(arc_store::MemStore::new())));
-        lam_core::testsuite::obs_store_collision(&mut &shared);
     }
 }

@@ -63,6 +63,7 @@ pub mod replay;
 mod request;
 mod rewrite;
 mod stats;
+mod store;
 mod usage;
 
 pub use api::{Api, Policy};

@@ -84,8 +84,10 @@ fn claim_run(engine: &Engine, cfg: &ServeConfig, name: &str) -> Result<(), Error
         None => None,
     };
     let indent = |t: &str| t.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n");
+    let differs = theirs.as_deref().map(|t| settings_differences(t, &ours)).filter(|d| !d.is_empty());
+    let differs = differs.map_or(String::new(), |d| format!(" (differs: {})", d.join("; ")));
     Err(Error::Setting(format!(
-        "--run `{name}`: the store {} holds this run with other settings than this process's; a replica with other settings \
+        "--run `{name}`: the store {} holds this run with other settings than this process's{differs}; a replica with other settings \
          would forward other bytes for the run's conversations, so it does not start. Start it with the run's settings, or \
          give it another --run name (its conversations then start new store sessions).\n  the run's (store session `{}`):\n{}\n  this process's:\n{}",
         cfg.store.display(),
@@ -95,11 +97,53 @@ fn claim_run(engine: &Engine, cfg: &ServeConfig, name: &str) -> Result<(), Error
     )))
 }
 
+/// The settings that differ between two [`crate::EngineSettings::identity`]
+/// texts (`key: value` lines; a line only one has counts as unset in the
+/// other; a line without `: `, the format's name, is `format`): `key: ours
+/// (the run's: theirs)`, in the order of `ours`.
+fn settings_differences(theirs: &str, ours: &str) -> Vec<String> {
+    let pairs = |t: &str| -> Vec<(String, String)> {
+        let pair = |l: &str| l.split_once(": ").map_or(("format".to_string(), l.to_string()), |(k, v)| (k.to_string(), v.to_string()));
+        t.lines().filter(|l| !l.trim().is_empty()).map(pair).collect()
+    };
+    let (theirs, ours) = (pairs(theirs), pairs(ours));
+    let value = |kv: &[(String, String)], k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let mut keys: Vec<&String> = ours.iter().map(|(k, _)| k).collect();
+    keys.extend(theirs.iter().map(|(k, _)| k).filter(|k| !ours.iter().any(|(o, _)| o == *k)));
+    let shown = |v: Option<String>| match v {
+        None => "(not set)".to_string(),
+        Some(v) if v.is_empty() => "(none)".to_string(),
+        Some(v) => v,
+    };
+    keys.into_iter()
+        .filter_map(|k| {
+            let (o, t) = (value(&ours, k), value(&theirs, k));
+            (o != t).then(|| format!("{k}: {} (the run's: {})", shown(o), shown(t)))
+        })
+        .collect()
+}
+
+/// The `--log` line for a request forwarded over its budget: plain values.
+fn over_budget_warning(session: &str, conversation: u64, tokens: u64) -> String {
+    format!(
+        "lam serve: warning: session {session} (conversation {conversation}) forwarded {tokens} tokens, over its budget: what cannot be cited (text, the system prompt and tools, the newest results) exceeds it"
+    )
+}
+
 impl Proxy {
     /// Open the store (the one writer) and load the encoders.
+    /// A PostgreSQL store retries a lost connection for
+    /// [`crate::store::RECONNECT_FOR`] only: past it, the store is marked
+    /// down and requests go on without it ([`crate::store`]).
     pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
-        let store = arc_store::open(&cfg.store, Access::ReadWrite).map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
-        let engine = Engine::open(&cfg.engine, store)?;
+        let store = arc_store::open_with_reconnect(&cfg.store, Access::ReadWrite, crate::store::RECONNECT_FOR)
+            .map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
+        Self::open_on(cfg, store)
+    }
+
+    /// [`Proxy::open`] on a store already open (`cfg.store` names it in messages).
+    pub(crate) fn open_on(cfg: ServeConfig, store: arc_store::AnyStore) -> Result<Self, Error> {
+        let engine = Engine::open(&cfg.engine, store, cfg.store.display())?;
         let run = match &cfg.run {
             Some(name) => {
                 claim_run(&engine, &cfg, name)?;
@@ -187,15 +231,16 @@ impl Proxy {
             return Ok(Rewritten::as_it_came(body));
         };
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
+        if delta.unavailable > 0 {
+            c.counts.store_unavailable.fetch_add(1, Ordering::Relaxed);
+        }
+        c.counts.archived_late.fetch_add(delta.archived_late, Ordering::Relaxed);
         let mut st = lock(&handle.stats);
         st.apply(&delta);
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
         if delta.over_budget && self.inner.cfg.log {
-            eprintln!(
-                "lam serve: warning: session {session:?} (conversation {conversation:?}) forwarded {} tokens, over its budget: what cannot be cited (text, the system prompt and tools, the newest results) exceeds it",
-                delta.input_tokens.unwrap_or(0)
-            );
+            eprintln!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0)));
         }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
         Ok(Rewritten { body: out, session, conversation, sink })
@@ -208,14 +253,20 @@ impl Proxy {
         let held = {
             let reg = lock(&self.inner.sessions);
             let (evicted_sessions, evicted) = reg.evicted();
-            Held { sessions: reg.stats(), created: reg.made(), evicted_sessions, evicted, requests, memory_bytes: reg.held() as u64, memory_budget: 0 }
+            Held { sessions: reg.stats(), created: reg.made(), evicted_sessions, evicted, requests, memory_bytes: reg.held() as u64, ..Held::default() }
         };
-        c.counts.read(Held { memory_budget: self.inner.cfg.max_memory as u64, ..held })
+        let store = &self.inner.engine.store;
+        c.counts.read(Held { memory_budget: self.inner.cfg.max_memory as u64, store_down: store.is_down(), store_outages: store.outages(), ..held })
     }
 
     /// The counters in the Prometheus text format (`GET /metrics`).
     pub fn metrics(&self) -> String {
         self.stats().prometheus()
+    }
+
+    /// Whether the store is marked down now (an outage: [`crate::store`]).
+    pub fn store_is_down(&self) -> bool {
+        self.inner.engine.store.is_down()
     }
 
     /// Make every archived original durable and save the embedding cache.
@@ -372,8 +423,39 @@ mod tests {
         assert_eq!(st.sessions().unwrap(), [SessionId::new("team"), settings_session("team")]);
         let err = Proxy::open(cfg(0.9)).unwrap_err().to_string();
         assert!(err.contains("other settings") && err.contains("threshold: 0.9") && err.contains("threshold: 0.95"), "{err}");
+        assert!(err.contains("other settings than this process's (differs: threshold: 0.9 (the run's: 0.95));"), "the differing setting first: {err}");
+        let mut with_budget = cfg(0.95);
+        with_budget.engine.budget = crate::Budget::new(4000, None, None).ok();
+        let err = Proxy::open(with_budget).unwrap_err().to_string();
+        assert!(err.contains("(differs: budget: 4000 target 2000 keep 3 (the run's: (not set)));"), "{err}");
         let bad = Proxy::open(ServeConfig { run: Some("a@b".into()), ..cfg(0.95) }).unwrap_err().to_string();
         assert!(bad.contains("--run `a@b`"), "{bad}");
+    }
+
+    #[test]
+    fn settings_differences_name_each_differing_line() {
+        let run = "lam settings/1\nthreshold: 0.95\nencoder: m\nkeep-tools: Edit\nbudget: 10 target 5 keep 3\n";
+        let ours = "lam settings/2\nthreshold: 0.95\nencoder: n\nkeep-tools: \nuser-turns: true\n";
+        assert_eq!(
+            settings_differences(run, ours),
+            [
+                "format: lam settings/2 (the run's: lam settings/1)",
+                "encoder: n (the run's: m)",
+                "keep-tools: (none) (the run's: Edit)",
+                "user-turns: true (the run's: (not set))",
+                "budget: (not set) (the run's: 10 target 5 keep 3)",
+            ]
+        );
+        assert!(settings_differences(ours, ours).is_empty());
+    }
+
+    /// The over-budget warning names the session and conversation as
+    /// plain values, not as Rust's debug text.
+    #[test]
+    fn the_over_budget_warning_prints_plain_values() {
+        let line = over_budget_warning("serve-1-2", 3, 5100);
+        assert!(line.starts_with("lam serve: warning: session serve-1-2 (conversation 3) forwarded 5100 tokens, over its budget"), "{line}");
+        assert!(!line.contains("Some(") && !line.contains('"'), "{line}");
     }
 
     /// An upstream that counts more than lam does tightens the budget:

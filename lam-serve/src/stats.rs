@@ -36,6 +36,11 @@ macro_rules! proxy_counters {
             pub memory_bytes: u64,
             /// Their budget (`--max-memory`).
             pub memory_budget: u64,
+            /// Whether the store is marked down now (an outage: requests go
+            /// on without it, and what they carry is archived once it is back).
+            pub store_down: bool,
+            /// Times the store was marked down since the proxy started.
+            pub store_outages: u64,
         }
 
         impl Counters {
@@ -50,6 +55,8 @@ macro_rules! proxy_counters {
                     $( $field: self.$field.load(Ordering::Relaxed), )*
                     memory_bytes: held.memory_bytes,
                     memory_budget: held.memory_budget,
+                    store_down: held.store_down,
+                    store_outages: held.store_outages,
                 }
             }
         }
@@ -93,6 +100,12 @@ proxy_counters! {
     /// past compaction, so the client is told to use HTTP (Codex falls
     /// back to HTTPS at once).
     upgrades_refused => "lam_serve_upgrades_refused_total", "Requests refused with 426: protocol upgrades (WebSocket), which would carry the conversation past compaction.";
+    /// Requests that carried a new observation the store was out of reach
+    /// for (an outage): it went upstream whole, unarchived, at once.
+    store_unavailable => "lam_serve_store_unavailable_total", "Requests forwarded with observations left whole and unarchived because the store was out of reach.";
+    /// Observations (and large tool inputs) archived late: left unarchived
+    /// in an outage, archived when a later request carried them again.
+    archived_late => "lam_serve_archived_late_total", "Observations archived after an outage, when a later request carried them again.";
 }
 
 /// What the registry reports for [`Counters::read`].
@@ -105,6 +118,8 @@ pub(crate) struct Held {
     pub requests: std::collections::BTreeMap<&'static str, u64>,
     pub memory_bytes: u64,
     pub memory_budget: u64,
+    pub store_down: bool,
+    pub store_outages: u64,
 }
 
 /// Declares a session's summable counters: the fields of [`SessionStats`],
@@ -112,7 +127,7 @@ pub(crate) struct Held {
 macro_rules! session_counters {
     ($( $(#[doc = $doc:literal])+ $field:ident: $ty:ty => $metric:literal, $help:literal; )*) => {
         /// One session's counters, as `GET /lam/stats` reports them.
-        #[derive(Debug, Clone, Default, Serialize)]
+        #[derive(Debug, Clone, Serialize)]
         pub struct SessionStats {
             /// This proxy's number for the conversation: 1, 2, ... in the
             /// order its sessions started (0 for sums of several).
@@ -132,10 +147,28 @@ macro_rules! session_counters {
             /// answered (its answer's `usage`; 0 before one).
             pub upstream_input_tokens: u64,
             /// Upstream tokens per token lam counts, the largest seen (at
-            /// least 1; `--budget` is tightened by it).
+            /// least 1, and 1 before any answer's `usage`; `--budget` is
+            /// tightened by it).
             pub calibration: f64,
             /// The last admission error.
             pub last_error: Option<String>,
+        }
+
+        /// Every counter 0, `calibration` 1 (no factor yet).
+        impl Default for SessionStats {
+            fn default() -> Self {
+                Self {
+                    conversation: 0,
+                    session: String::new(),
+                    name: None,
+                    $( $field: Default::default(), )*
+                    removal: 0.0,
+                    peak_input_tokens: 0,
+                    upstream_input_tokens: 0,
+                    calibration: 1.0,
+                    last_error: None,
+                }
+            }
         }
 
         impl SessionStats {
@@ -252,6 +285,7 @@ impl Stats {
                 self.memory_budget as f64,
             ),
             ("lam_serve_sessions", "Sessions held.", self.sessions.len() as f64),
+            ("lam_serve_store_down", "1 while the store is marked down (out of reach), else 0.", f64::from(u8::from(self.store_down))),
         ];
         for (name, help, v) in gauges {
             family(&mut o, name, "gauge", help, &[(String::new(), v)]);
@@ -259,6 +293,7 @@ impl Stats {
         let sessions = [
             ("lam_serve_evicted_sessions_total", "Sessions dropped to stay within --max-sessions or --max-memory.", self.evicted_sessions as f64),
             ("lam_serve_sessions_created_total", "Proxy sessions started (one per conversation).", self.sessions_created as f64),
+            ("lam_serve_store_outages_total", "Times the store was marked down (out of reach).", self.store_outages as f64),
         ];
         for (name, help, v) in sessions.into_iter().chain(self.total().metrics()) {
             family(&mut o, name, "counter", help, &[(String::new(), v)]);
@@ -296,5 +331,22 @@ mod tests {
         let names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).map(|l| l.split(' ').next().unwrap_or("")).collect();
         let unique: std::collections::HashSet<&&str> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "one family per metric: {names:?}");
+    }
+
+    /// Before any upstream `usage` the factor is 1 (what a budget is scaled
+    /// by), never 0; summing keeps the largest.
+    #[test]
+    fn calibration_reads_1_until_the_upstream_counts_and_sums_to_the_largest() {
+        let mut t = SessionStats::default();
+        assert_eq!(t.calibration, 1.0);
+        t.apply(&Delta::default());
+        assert_eq!(t.calibration, 1.0, "a request counted without an answer yet");
+        t.absorb(&SessionStats { calibration: 1.25, ..Default::default() });
+        t.absorb(&SessionStats::default());
+        assert_eq!(t.calibration, 1.25);
+        let st = Counters::default().read(Held { sessions: vec![SessionStats::default()], ..Held::default() });
+        assert_eq!((st.sessions[0].calibration, st.evicted.calibration, st.total().calibration), (1.0, 1.0, 1.0));
+        let json = serde_json::to_value(&st).unwrap();
+        assert_eq!(json["sessions"][0]["calibration"], 1.0);
     }
 }

@@ -198,7 +198,28 @@ fn bench() -> Result<()> {
 
 /// The arc-store crash soak: a child process appends while the test SIGKILLs
 /// it, 10,000 times unless `ARC_SOAK_ITERS` is set.
+/// `cargo xtask soak [serve|store] [ARGS...]`: the proxy soak (default;
+/// `scripts/soak.sh`, ARGS to it), or the arc-store crash loop.
 fn soak() -> Result<()> {
+    let rest: Vec<String> = std::env::args().skip(2).collect();
+    match rest.first().map(String::as_str) {
+        Some("store") => store_soak(),
+        Some("serve") => serve_soak(&rest[1..]),
+        _ => serve_soak(&rest),
+    }
+}
+
+/// Real transcripts through `lam serve` on PostgreSQL, pass after pass, the server stopped part-way.
+fn serve_soak(args: &[String]) -> Result<()> {
+    let st = Command::new("bash").arg("scripts/soak.sh").args(args).current_dir(workspace_root()).status().context("scripts/soak.sh")?;
+    if !st.success() {
+        bail!("the proxy soak failed (scripts/soak.sh)");
+    }
+    Ok(())
+}
+
+/// SIGKILLs of a writing arc-store, `ARC_SOAK_ITERS` times (default 10,000).
+fn store_soak() -> Result<()> {
     let iters = std::env::var("ARC_SOAK_ITERS").unwrap_or_else(|_| "10000".into());
     let st = cargo()
         .args(["test", "-p", "arc-store", "--release", "--test", "crash", "--", "--ignored", "--exact", "soak", "--nocapture"])

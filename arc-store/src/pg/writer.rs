@@ -227,7 +227,7 @@ async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, bytes: &mut 
 /// Commit `batch`, returning one result per job in order (`None`: a claim refused).
 async fn commit(spec: &Spec, conn: &mut Option<Conn>, batch: &[Job], opts: &PgOptions, stats: &Counters) -> Vec<Result<Option<ObsMeta>, StoreError>> {
     let all: Vec<&Insert> = batch.iter().map(|j| &j.ins).collect();
-    let fail = |f: &Fail| spec.fail(if f.lost { "append (connection lost)" } else { "append" }, &f.reason);
+    let fail = |f: &Fail| if f.lost { spec.unavailable("append", &format!("connection lost: {}", f.reason)) } else { spec.fail("append", &f.reason) };
     match commit_with_retry(spec, conn, &all, opts, stats).await {
         Ok(metas) => metas.into_iter().map(Ok).collect(),
         Err(f) if f.lost || all.len() == 1 => all.iter().map(|_| Err(fail(&f))).collect(),
