@@ -198,3 +198,69 @@ async fn a_request_s_own_budget_cuts_its_conversation() {
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     assert_eq!(up.seen.lock().unwrap().len(), 10);
 }
+
+/// One raw HTTP/1.1 request with exactly `headers` (and `host`,
+/// `connection: close`, `content-length` for a body): the answer's head.
+async fn raw_head(addr: std::net::SocketAddr, method: &str, path: &str, headers: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let length = if body.is_empty() { String::new() } else { format!("content-type: application/json\r\ncontent-length: {}\r\n", body.len()) };
+    s.write_all(format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n{headers}{length}\r\n{body}").as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.expect("answered in time").unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.split_once("\r\n\r\n").map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+/// Issue 57: the upstream gets the client's headers as sent, compacted
+/// route or not: no `accept` where the client sent none (reqwest added
+/// `accept: */*`), the client's own exactly; no `user-agent` or
+/// `accept-encoding` of the proxy's; `host` the upstream's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_reach_the_upstream_as_sent() {
+    let (up_addr, up) = start_upstream().await;
+    let mut run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
+    let body = chat(1, false).to_string();
+    for (method, path, body) in [("POST", "/v1/chat/completions", body.as_str()), ("GET", "/v1/models", ""), ("POST", "/v1/other", "{}")] {
+        for accept in [None, Some("text/event-stream")] {
+            let sent = accept.map(|a| format!("accept: {a}\r\n")).unwrap_or_default();
+            let head = raw_head(run.addr, method, path, &sent, body).await;
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            let seen = up.seen.lock().unwrap().last().unwrap().clone();
+            let got: Vec<&str> = seen.headers.get_all("accept").iter().map(|v| v.to_str().unwrap()).collect();
+            assert_eq!(got, accept.into_iter().collect::<Vec<_>>(), "{method} {path}: accept as sent: {:?}", seen.headers);
+            for added in ["user-agent", "accept-encoding"] {
+                assert!(!seen.headers.contains_key(added), "{method} {path}: {added} added: {:?}", seen.headers);
+            }
+            assert_eq!(seen.headers["host"], up_addr.to_string());
+            if path != "/v1/chat/completions" {
+                assert_eq!(seen.body, body.as_bytes(), "passed through as it came");
+            }
+        }
+    }
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}
+
+/// A redirect from the upstream goes back to the client as it came, never followed by the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_pass_back_unfollowed() {
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { (axum::http::StatusCode::TEMPORARY_REDIRECT, [("location", "/v1/elsewhere")], "moved") }
+    });
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up_addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let mut run = start_proxy(ServeConfig::for_tests(&format!("http://{up_addr}")));
+    for (method, path, body) in [("GET", "/v1/models", ""), ("POST", "/v1/chat/completions", r#"{"model":"m","messages":[]}"#)] {
+        let head = raw_head(run.addr, method, path, "", body).await.to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 307"), "{head}");
+        assert!(head.contains("\r\nlocation: /v1/elsewhere"), "{head}");
+    }
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2, "one request each, not followed");
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}

@@ -1,10 +1,11 @@
 //! Forwarding to the upstream under its timeouts, and its answer streamed
 //! back chunk by chunk as it arrives.
 
+use super::upstream::BoxError;
 use super::{App, BUDGET, BYPASS, HOP, SESSION, TOKEN, error};
 use crate::Proxy;
 use crate::usage::{self, Sink};
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures_util::{Stream, StreamExt};
@@ -13,11 +14,13 @@ use std::time::Duration;
 /// Send the request upstream; its answer streams back chunk by chunk, each
 /// awaited at most `idle_timeout`.
 /// With `sink`, the answer's `usage` is read as it streams ([`crate::usage`]).
-pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: reqwest::Body, sink: Option<Sink>) -> Response {
+/// The request goes with the client's headers as sent, less hop-by-hop
+/// ones and the proxy's own ([`filtered`]); the client adds only `host`.
+pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: Body, sink: Option<Sink>) -> Response {
     let cfg = app.proxy.config();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{pq}", cfg.upstream);
-    let send = app.client.request(parts.method.clone(), &url).headers(filtered(&parts.headers, true)).body(body).send();
+    let send = app.client.send(parts.method.clone(), &url, filtered(&parts.headers, true), body);
     let up = match tokio::time::timeout(cfg.idle_timeout, send).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return unreachable(app, e),
@@ -35,18 +38,17 @@ pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body:
 
 /// `502` (or `504` for a connect timeout) for a request that got no answer;
 /// the upstream shown with its password masked, never the request's URL.
-fn unreachable(app: &App, e: reqwest::Error) -> Response {
+fn unreachable(app: &App, e: BoxError) -> Response {
     let cfg = app.proxy.config();
-    let timeout = e.is_timeout();
+    let timeout = timed_out(&*e);
     if timeout {
         app.proxy.count(|c| &c.upstream_timeouts);
     } else {
         app.proxy.count(|c| &c.upstream_unreachable);
     }
-    let e = e.without_url();
     // The whole chain of causes: the last one is what went wrong (a reset, a refusal).
     let mut why = e.to_string();
-    let mut cause = std::error::Error::source(&e);
+    let mut cause = e.source();
     while let Some(c) = cause {
         why = format!("{why}: {c}");
         cause = c.source();
@@ -57,21 +59,33 @@ fn unreachable(app: &App, e: reqwest::Error) -> Response {
     error(status, kind, &format!("lam serve: upstream {shown} unreachable: {why}"))
 }
 
+/// Whether `e` or one of its causes is a timeout (the connect timeout's among them).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// The upstream's answer, passed back as it streams.
-fn answer(app: &App, up: reqwest::Response, sink: Option<Sink>) -> Response {
+fn answer(app: &App, up: Response, sink: Option<Sink>) -> Response {
     if up.status().as_u16() >= 400 {
         app.proxy.count(|c| &c.upstream_errors);
     }
     let mut resp = Response::builder().status(up.status());
     if let Some(h) = resp.headers_mut() {
         *h = filtered(up.headers(), false);
-        if let Some(n) = up.content_length() {
+        if let Some(n) = up.body().size_hint().exact() {
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
         }
     }
     let idle = app.proxy.config().idle_timeout;
     let sink = sink.filter(|_| up.status().is_success());
-    resp.body(Body::from_stream(idle_limited(up.bytes_stream(), idle, app.proxy.clone(), sink)))
+    resp.body(Body::from_stream(idle_limited(up.into_body().into_data_stream(), idle, app.proxy.clone(), sink)))
         .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "lam_internal_error", &format!("lam serve: {e}")))
 }
 
@@ -79,7 +93,7 @@ fn answer(app: &App, up: reqwest::Response, sink: Option<Sink>) -> Response {
 /// as complete) when the upstream sends nothing for `idle`; every chunk
 /// restarts the timer, so a slow but live stream is never cut.
 fn idle_limited(
-    s: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    s: impl Stream<Item = Result<Bytes, axum::Error>> + Send + 'static,
     idle: Duration,
     proxy: Proxy,
     sink: Option<Sink>,
@@ -102,7 +116,7 @@ fn idle_limited(
                     }
                     Some((Ok(b), Some((s, scan))))
                 }
-                Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e.without_url())), None)),
+                Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e)), None)),
                 Ok(None) => None,
                 Err(_) => {
                     proxy.count(|c| &c.upstream_timeouts);

@@ -1,7 +1,7 @@
 //! Listening, serving, and shutting down without cutting streams (within
 //! the drain deadline).
 
-use super::{App, router};
+use super::{App, router, upstream};
 use crate::{Error, Proxy, ServeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,7 +16,7 @@ pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl
     };
     listener.set_nonblocking(true).map_err(io("listening"))?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
-    let client = reqwest::Client::builder().connect_timeout(proxy.config().connect_timeout).build().map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
+    let client = upstream::Client::new(proxy.config().connect_timeout, &proxy.config().upstream).map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let app = App { proxy, client };
     // Small SSE events go out at once (no Nagle delay waiting for an ACK).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
@@ -35,6 +35,8 @@ pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr))
         )));
     }
     let drain = cfg.drain_timeout;
+    // A proxy the client cannot speak stops it before it listens.
+    upstream::Client::new(cfg.connect_timeout, &cfg.upstream).map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let proxy = Proxy::open(cfg)?;
     let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io { what: format!("listening on {listen}"), source })?;
     let addr = listener.local_addr().map_err(|source| Error::Io { what: "listening".into(), source })?;

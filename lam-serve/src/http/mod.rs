@@ -6,6 +6,7 @@
 mod forward;
 mod guard;
 mod listen;
+mod upstream;
 
 pub use listen::{run, serve};
 
@@ -31,7 +32,7 @@ pub(crate) const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection
 #[derive(Debug, Clone)]
 pub(crate) struct App {
     pub(crate) proxy: Proxy,
-    pub(crate) client: reqwest::Client,
+    pub(crate) client: upstream::Client,
 }
 
 pub(crate) fn router(app: App) -> Router {
@@ -78,7 +79,7 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
             Err(resp) => return resp,
         }
     };
-    let mut resp = forward::forward(&app, &parts, reqwest::Body::from(body), sink).await;
+    let mut resp = forward::forward(&app, &parts, body.into(), sink).await;
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
     }
@@ -117,7 +118,7 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     let started = Instant::now();
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
-    let resp = forward::forward(&app, &parts, reqwest::Body::wrap_stream(body.into_data_stream()), None).await;
+    let resp = forward::forward(&app, &parts, body, None).await;
     log(&app, &parts, &resp, started);
     resp
 }
