@@ -20,45 +20,107 @@ fn fields(api: Api) -> &'static [&'static str] {
     }
 }
 
-/// Reads `"FIELD": N` out of an answer streamed in chunks (JSON or SSE):
-/// the largest value of each field (Anthropic repeats its counts in later
-/// events; OpenAI's `response.created` carries none).
+/// Reads the `usage` of an answer streamed in chunks, as JSON: each SSE
+/// `data:` line, or a plain JSON body once it is complete, is parsed, and
+/// every `usage` object in it read. A field counts only as a JSON integer
+/// from 0 to 2^64 - 1: a string, a float, a negative number, one too large,
+/// or JSON that does not parse is ignored. The largest value of each field
+/// is kept (Anthropic repeats its counts in later events; OpenAI's
+/// `response.created` carries none).
 #[derive(Debug)]
 pub(crate) struct Scan {
     api: Api,
     seen: Vec<u64>,
-    /// The end of the previous chunk (a field may straddle two).
-    carry: Vec<u8>,
+    /// The answer's bytes not yet read: the current SSE line, or the whole
+    /// JSON body until it parses.
+    pending: Vec<u8>,
+    /// Whether the answer is SSE (decided by its first byte that is not
+    /// white space: a plain JSON body starts with `{`).
+    sse: Option<bool>,
 }
+
+/// Most bytes of one SSE line or one JSON body read for `usage`: an answer
+/// larger than this goes on streaming, unread.
+const MAX_PENDING: usize = 4 << 20;
 
 impl Scan {
     pub(crate) fn new(api: Api) -> Self {
-        Self { api, seen: vec![0; fields(api).len()], carry: Vec::new() }
+        Self { api, seen: vec![0; fields(api).len()], pending: Vec::new(), sse: None }
     }
 
     /// Read one chunk.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        let mut buf = std::mem::take(&mut self.carry);
-        buf.extend_from_slice(chunk);
-        for (k, f) in fields(self.api).iter().enumerate() {
-            let pat = format!("\"{f}\"");
-            let mut at = 0;
-            while let Some(i) = memchr::memmem::find(&buf[at..], pat.as_bytes()) {
-                let rest = &buf[at + i + pat.len()..];
-                let digits: Vec<u8> = rest.iter().skip_while(|b| b" \t:".contains(b)).take_while(|b| b.is_ascii_digit()).copied().collect();
-                if let Some(n) = std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u64>().ok()) {
-                    self.seen[k] = self.seen[k].max(n);
-                }
-                at += i + 1;
+        if self.sse.is_none() {
+            self.sse = chunk.iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b != b'{');
+        }
+        match self.sse {
+            Some(true) => self.feed_lines(chunk),
+            Some(false) => self.feed_body(chunk),
+            None => {}
+        }
+    }
+
+    /// SSE: every complete `data:` line parsed.
+    fn feed_lines(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            self.push(&rest[..i]);
+            let line = std::mem::take(&mut self.pending);
+            if let Some(data) = line.strip_prefix(b"data:") {
+                self.read(data);
+            }
+            rest = &rest[i + 1..];
+        }
+        self.push(rest);
+    }
+
+    /// Plain JSON: the body parsed once it ends with `}` (a complete one parses).
+    fn feed_body(&mut self, chunk: &[u8]) {
+        self.push(chunk);
+        if self.pending.iter().rev().find(|b| !b.is_ascii_whitespace()) == Some(&b'}') {
+            let body = std::mem::take(&mut self.pending);
+            if !self.read(&body) {
+                self.pending = body;
             }
         }
-        let keep = buf.len().min(64);
-        self.carry = buf[buf.len() - keep..].to_vec();
+    }
+
+    /// Keep `bytes` for the current line or body, within [`MAX_PENDING`].
+    fn push(&mut self, bytes: &[u8]) {
+        if self.pending.len() + bytes.len() <= MAX_PENDING {
+            self.pending.extend_from_slice(bytes);
+        } else {
+            self.pending.clear();
+        }
+    }
+
+    /// Every `usage` in the JSON `text`; false when it does not parse.
+    fn read(&mut self, text: &[u8]) -> bool {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(text) else { return false };
+        self.usages(&v);
+        true
+    }
+
+    fn usages(&mut self, v: &serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                if let Some(u) = o.get("usage").and_then(serde_json::Value::as_object) {
+                    for (k, f) in fields(self.api).iter().enumerate() {
+                        if let Some(n) = u.get(*f).and_then(serde_json::Value::as_u64) {
+                            self.seen[k] = self.seen[k].max(n);
+                        }
+                    }
+                }
+                o.iter().filter(|(k, _)| *k != "usage").for_each(|(_, x)| self.usages(x));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| self.usages(x)),
+            _ => {}
+        }
     }
 
     /// The input the upstream counted, when the answer said.
     pub(crate) fn input(&self) -> Option<u64> {
-        let total: u64 = self.seen.iter().sum();
+        let total = self.seen.iter().fold(0u64, |a, &b| a.saturating_add(b));
         (total > 0).then_some(total)
     }
 }
@@ -85,11 +147,18 @@ impl Sink {
     }
 }
 
-/// Upstream tokens per local token, rounded up to 1/32, at least 1: a
-/// budget is only ever tightened by what the upstream counts.
+/// The most a calibration tightens a budget: no provider's tokenizer counts
+/// text at twice what cl100k does (the real agents' runs read 1.09 to 1.47,
+/// docs/serve.md), so a larger ratio means the `usage` counts something
+/// else, and one bad answer must not make a conversation cut on every request.
+pub(crate) const MAX_CALIBRATION: f64 = 2.0;
+
+/// Upstream tokens per local token, rounded up to 1/32, from 1 to
+/// [`MAX_CALIBRATION`]: a budget is only ever tightened by what the
+/// upstream counts, and at most so much.
 pub(crate) fn factor(upstream: u64, local: u64) -> f64 {
     let k = upstream as f64 / local.max(1) as f64;
-    ((k * 32.0).ceil() / 32.0).max(1.0)
+    ((k * 32.0).ceil() / 32.0).clamp(1.0, MAX_CALIBRATION)
 }
 
 #[cfg(test)]
@@ -113,5 +182,30 @@ mod tests {
         s.feed(br#"{"usage":{"prompt_tokens":77,"completion_tokens":5}}"#);
         assert_eq!(s.input(), Some(77));
         assert_eq!((factor(1000, 1000), factor(900, 1000), factor(1100, 1000)), (1.0, 1.0, 1.125));
+    }
+
+    /// Only JSON integers count: a string, a float, a negative or too large
+    /// number, a field outside `usage`, and JSON that does not parse are
+    /// ignored; a count of 10^12 tightens the budget by the ceiling at most.
+    #[test]
+    fn usage_counts_only_as_json_integers_and_calibration_has_a_ceiling() {
+        let read = |api: Api, chunks: &[&[u8]]| {
+            let mut s = Scan::new(api);
+            chunks.iter().for_each(|c| s.feed(c));
+            s.input()
+        };
+        let chat = |usage: &str| format!(r#"{{"id":"c","usage":{usage}}}"#);
+        for bad in [r#"{"prompt_tokens":"5000"}"#, r#"{"prompt_tokens":5e3}"#, r#"{"prompt_tokens":-5}"#, r#"{"prompt_tokens":99999999999999999999999}"#] {
+            assert_eq!(read(Api::ChatCompletions, &[chat(bad).as_bytes()]), None, "{bad}");
+        }
+        assert_eq!(read(Api::ChatCompletions, &[br#"{"prompt_tokens":77,"usage":{}}"#]), None, "outside usage");
+        assert_eq!(read(Api::ChatCompletions, &[br#"{"usage":{"prompt_tokens":77}"#]), None, "malformed: no closing brace");
+        assert_eq!(read(Api::ChatCompletions, &[br#"{"usage":{"prompt_tokens":77}} trailing"#]), None, "malformed: trailing bytes");
+        let body = chat(r#"{"prompt_tokens":77}"#);
+        let (a, b) = body.as_bytes().split_at(9);
+        assert_eq!(read(Api::ChatCompletions, &[a, b]), Some(77), "a body split across chunks");
+        let sse: &[&[u8]] = &[b"data: {\"usage\":{\"input_tokens\":4", b"0}}\n\ndata: {\"usage\":{\"input_tokens\":\"9\"}}\n\ndata: {broken\n\n"];
+        assert_eq!(read(Api::Responses, sse), Some(40));
+        assert_eq!(factor(1_000_000_000_000, 1537), MAX_CALIBRATION);
     }
 }
