@@ -201,7 +201,7 @@ fn rewrite(path: &Path, loaded: &Loaded) -> std::io::Result<()> {
 pub struct CachedEncoder<E> {
     inner: E,
     dim: usize,
-    memo: HashMap<u128, Box<[f32]>>,
+    memo: Memo,
     fresh: Vec<u128>,
     hits: u64,
     misses: u64,
@@ -212,6 +212,61 @@ pub struct CachedEncoder<E> {
     timing: Timing,
     /// Embeddings shared with other processes ([`CachedEncoder::share`]).
     shared: Option<Shared>,
+}
+
+/// Embeddings by chunk key. Unbounded by default; with a bound
+/// ([`CachedEncoder::bounded`]) two generations: `new` takes every insert
+/// and, once it holds half the bound, replaces `old`, which is dropped; a
+/// hit in `old` moves to `new`. So at most about `bound` entries are held,
+/// the most recently used kept.
+#[derive(Debug, Default)]
+struct Memo {
+    new: HashMap<u128, Box<[f32]>>,
+    old: HashMap<u128, Box<[f32]>>,
+    /// Most entries held (both generations), if bounded.
+    bound: Option<usize>,
+}
+
+impl Memo {
+    fn get(&self, k: &u128) -> Option<&[f32]> {
+        self.new.get(k).or_else(|| self.old.get(k)).map(|v| &**v)
+    }
+
+    fn contains(&self, k: &u128) -> bool {
+        self.new.contains_key(k) || self.old.contains_key(k)
+    }
+
+    /// Move `k` to the newer generation (it was just used).
+    fn touch(&mut self, k: &u128) {
+        if let Some(v) = self.old.remove(k) {
+            self.new.insert(*k, v);
+        }
+    }
+
+    fn insert(&mut self, k: u128, v: Box<[f32]>) {
+        self.old.remove(&k);
+        self.new.insert(k, v);
+    }
+
+    fn len(&self) -> usize {
+        self.new.len() + self.old.len()
+    }
+
+    /// Whether the newer generation is full (then [`Memo::age`]).
+    fn full(&self) -> bool {
+        self.bound.is_some_and(|b| self.new.len() >= b.div_ceil(2))
+    }
+
+    /// Drop the older generation; the newer one becomes it.
+    fn age(&mut self) {
+        self.old = std::mem::take(&mut self.new);
+    }
+
+    /// Bytes one entry takes: its vector, key, box and table slot (a
+    /// hashbrown table is at most 7/8 full and may be half empty after growing).
+    fn entry_bytes(dim: usize) -> usize {
+        dim * 4 + 2 * (16 + 16 + 1)
+    }
 }
 
 /// The shared store behind the memo and what it answered.
@@ -240,7 +295,7 @@ impl<E: Encoder> CachedEncoder<E> {
         Self {
             inner,
             dim,
-            memo: HashMap::new(),
+            memo: Memo::default(),
             fresh: Vec::new(),
             hits: 0,
             misses: 0,
@@ -317,7 +372,12 @@ impl<E: Encoder> CachedEncoder<E> {
     fn take(&mut self, loaded: Loaded, name: &Path) {
         self.report = loaded.report;
         self.report.path = Some(name.to_path_buf());
-        self.memo.extend(loaded.entries.into_iter().map(|(k, v, _)| (k, v.into_boxed_slice())));
+        for (k, v, _) in loaded.entries {
+            self.memo.insert(k, v.into_boxed_slice());
+            if self.memo.full() {
+                self.memo.age();
+            }
+        }
     }
 
     /// Wrap `inner` and preload the persistent cache `path` (a
@@ -380,6 +440,47 @@ impl<E: Encoder> CachedEncoder<E> {
         self
     }
 
+    /// Hold about `bytes` of embeddings at most (the least recently used
+    /// are dropped first; a lookup after that encodes again), so a
+    /// long-running process such as `lam serve` does not grow with every
+    /// chunk it ever saw. Embeddings dropped before a [`CachedEncoder::save`]
+    /// are saved first when autosaving ([`CachedEncoder::autosave`]), else
+    /// they are lost to the file (the cache only ever saves work). Applies
+    /// to what is already held too.
+    pub fn bounded(mut self, bytes: usize) -> Self {
+        let bound = (bytes / Memo::entry_bytes(self.dim)).max(2);
+        self.memo.bound = Some(bound);
+        if self.memo.len() > bound {
+            let keep: Vec<(u128, Box<[f32]>)> = self.memo.new.drain().chain(self.memo.old.drain()).take(bound / 2).collect();
+            self.memo.old = keep.into_iter().collect();
+            self.fresh.retain(|k| self.memo.contains(k));
+        }
+        self
+    }
+
+    /// Bytes the embeddings held take (estimate: vectors, keys and table slots).
+    pub fn heap_bytes(&self) -> usize {
+        self.memo.len() * Memo::entry_bytes(self.dim) + self.fresh.capacity() * 16
+    }
+
+    /// Drop the older generation of a bounded memo once the newer is full,
+    /// saving first when autosaving.
+    fn age(&mut self) {
+        if !self.memo.full() {
+            return;
+        }
+        if let Some((path, _)) = &self.autosave {
+            let path = path.clone();
+            if let Err(e) = self.save(&path) {
+                eprintln!("note: stopped saving the embedding cache {}: {e}", path.display());
+                self.autosave = None;
+            }
+        }
+        self.memo.age();
+        let Memo { new, old, .. } = &self.memo;
+        self.fresh.retain(|k| new.contains_key(k) || old.contains_key(k));
+    }
+
     /// Number of embeddings held.
     pub fn len(&self) -> usize {
         self.memo.len()
@@ -387,7 +488,7 @@ impl<E: Encoder> CachedEncoder<E> {
 
     /// True when nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.memo.is_empty()
+        self.memo.len() == 0
     }
 
     /// Append the embeddings computed since the last save to `path`
@@ -425,7 +526,9 @@ impl<E: Encoder> CachedEncoder<E> {
             }
         }
         for k in &self.fresh {
-            chunk_line(*k, &self.memo[k], true, &mut buf);
+            if let Some(v) = self.memo.get(k) {
+                chunk_line(*k, v, true, &mut buf);
+            }
         }
         // One write of whole lines: with O_APPEND, runs sharing the cache
         // append whole saves, never interleaved halves of lines.
@@ -494,7 +597,9 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
         let mut todo: Vec<usize> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (i, k) in keys.iter().enumerate() {
-            if !self.memo.contains_key(k) && seen.insert(*k) {
+            if self.memo.contains(k) {
+                self.memo.touch(k);
+            } else if seen.insert(*k) {
                 todo.push(i);
             }
         }
@@ -519,8 +624,9 @@ impl<E: Encoder> Encoder for CachedEncoder<E> {
             self.keep_shared(&fresh, &v);
         }
         for (k, row) in keys.iter().zip(out.chunks_exact_mut(d)) {
-            row.copy_from_slice(&self.memo[k]);
+            row.copy_from_slice(self.memo.get(k).expect("every key of the batch is held until it returns"));
         }
+        self.age();
         if let Some((path, every)) = &self.autosave
             && self.fresh.len() >= *every
         {
@@ -554,6 +660,34 @@ mod tests {
         assert_eq!(c.stats(), (4, 2));
         assert_eq!(a, b);
         lam_core::testsuite::encoder(&mut c);
+    }
+
+    /// A bounded memo holds at most its bound, keeps what is used again,
+    /// returns the same bits as ever, and saves before it drops when autosaving.
+    #[test]
+    fn a_bounded_memo_keeps_the_recently_used_within_its_bound() {
+        let path = tmp("bounded");
+        let per = Memo::entry_bytes(384);
+        let mut plain = HashingEncoder::default();
+        let mut c = CachedEncoder::new(HashingEncoder::default()).bounded(10 * per).autosave(&path, usize::MAX);
+        let texts: Vec<Vec<u8>> = (0..100).map(|i| format!("text {i}").into_bytes()).collect();
+        let (mut a, mut b) = (vec![0.0; 384], vec![0.0; 384]);
+        for t in &texts {
+            c.encode_batch(&[t.as_slice()], &mut a).unwrap();
+            // The first text is used again and again: it stays.
+            c.encode_batch(&[texts[0].as_slice()], &mut b).unwrap();
+            assert!(c.len() <= 10, "{}", c.len());
+            assert!(c.heap_bytes() <= 10 * per + 16 * 64);
+        }
+        assert_eq!(c.stats(), (99 + 1, 100), "the first text encoded once");
+        plain.encode_batch(&[texts[99].as_slice()], &mut b).unwrap();
+        assert_eq!(a, b);
+        c.save(&path).unwrap();
+        assert_eq!(CachedEncoder::with_file(HashingEncoder::default(), &path).len(), 100, "every embedding saved once");
+        // A file larger than the bound loads within it.
+        let loaded = CachedEncoder::with_file(HashingEncoder::default(), &path).bounded(10 * per);
+        assert!(loaded.len() <= 10 && !loaded.is_empty());
+        lam_core::testsuite::encoder(&mut CachedEncoder::new(HashingEncoder::default()).bounded(3 * per));
     }
 
     /// Two processes' encoders behind one shared store.

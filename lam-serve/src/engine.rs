@@ -14,6 +14,11 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// An encoder behind its embedding cache.
 pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
 
+/// Bytes of embeddings the encoders keep in memory, all together
+/// ([`CachedEncoder::bounded`]): part of the constant above `--max-memory`
+/// that the process may hold (`docs/serve.md`).
+pub(crate) const MEMO_BYTES: usize = 32 << 20;
+
 /// Lock a mutex, taking the data even when a panicking holder poisoned it
 /// (every holder leaves its data consistent between calls).
 pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,6 +126,13 @@ impl Engine {
         let mut cache = None;
         for _ in 0..s.encoders {
             let (e, path) = s.load_encoder()?;
+            // Bounded: a proxy that runs for weeks must not keep every chunk
+            // it ever saw; what ages out is saved first when there is a file.
+            let e = e.bounded(MEMO_BYTES / s.encoders);
+            let e = match &path {
+                Some(p) => e.autosave(p, usize::MAX),
+                None => e,
+            };
             cache = path;
             encoders.push(e);
         }
