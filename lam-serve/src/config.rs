@@ -4,6 +4,12 @@ use arc_store::StoreSpec;
 pub use lam_operator::{Budget, EngineSettings};
 use std::time::Duration;
 
+/// Working memory a request may hold per byte of its body while it is
+/// parsed and rewritten: the body, its items, the new session's state and
+/// the rewritten body (`tests/memory_accounting.rs` measures 10x to 13x and
+/// fails above 16x).
+pub(crate) const WORK_PER_BODY_BYTE: usize = 16;
+
 /// How the proxy runs.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -31,8 +37,14 @@ pub struct ServeConfig {
     /// before the proxy exits anyway ([`run`]; a second signal exits at once).
     pub drain_timeout: Duration,
     /// Bytes all sessions may hold ([`Stats::memory_bytes`]); beyond, the
-    /// least recently used sessions are dropped.
+    /// least recently used sessions are dropped. Requests in flight may
+    /// hold as much again, at most what the largest body needs
+    /// ([`ServeConfig::in_flight_budget`]).
     pub max_memory: usize,
+    /// How long a request may wait for its share of
+    /// [`ServeConfig::in_flight_budget`] before it is refused (`503`,
+    /// `lam_overloaded`).
+    pub queue_timeout: Duration,
     /// When set, every request must carry it (`x-lam-token`; the proxy's own
     /// routes also take `Authorization: Bearer`); required to listen beyond loopback.
     pub token: Option<Token>,
@@ -103,9 +115,20 @@ impl ServeConfig {
             idle_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(30),
             max_memory: default_max_memory(),
+            queue_timeout: Duration::from_secs(30),
             token: None,
             run: None,
         }
+    }
+
+    /// Bytes of working memory the requests in flight may hold together
+    /// (the bodies being read, parsed and rewritten, 16 bytes a byte of
+    /// body): `max_memory`, but no more than the largest body needs
+    /// (`16 x max_body`), and at least 1 MiB. So the process holds at most
+    /// `max_memory` for sessions, this for requests, and a constant
+    /// (`docs/serve.md`, "Memory").
+    pub fn in_flight_budget(&self) -> usize {
+        self.max_memory.min(self.max_body.saturating_mul(WORK_PER_BODY_BYTE)).max(1 << 20)
     }
 
     /// The upstream as it may be printed or returned: a password in its

@@ -100,6 +100,10 @@ proxy_counters! {
     /// past compaction, so the client is told to use HTTP (Codex falls
     /// back to HTTPS at once).
     upgrades_refused => "lam_serve_upgrades_refused_total", "Requests refused with 426: protocol upgrades (WebSocket), which would carry the conversation past compaction.";
+    /// Requests refused with 503 (`lam_overloaded`): the working memory
+    /// their body needs does not fit what `--max-memory` leaves requests in
+    /// flight, at all or within the wait (`ServeConfig::in_flight_budget`).
+    overloaded => "lam_serve_overloaded_total", "Requests refused with 503: the working memory their body needs did not fit what --max-memory leaves requests in flight.";
     /// Requests that carried a new observation the store was out of reach
     /// for (an outage): it went upstream whole, unarchived, at once.
     store_unavailable => "lam_serve_store_unavailable_total", "Requests forwarded with observations left whole and unarchived because the store was out of reach.";

@@ -91,7 +91,7 @@ pub struct ServeArgs {
     /// Sessions held in memory at most; beyond, the least recently used is dropped (its archive stays).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: u32,
-    /// Bytes all sessions may hold in memory (e.g. `512MiB`, `2GiB`); beyond, the least recently used are dropped. Default: a quarter of the machine's memory.
+    /// Bytes all sessions may hold in memory (e.g. `512MiB`, `2GiB`); beyond, the least recently used are dropped. Requests in flight may hold as much again, at most 16 x --max-body-mib (beyond: 503 lam_overloaded); the process stays within both plus about 96 MiB (docs/serve.md, "Memory"). Default: a quarter of the machine's memory.
     #[arg(long, value_parser = bytes, value_name = "SIZE")]
     max_memory: Option<usize>,
     /// Seconds to wait for the upstream's connection.

@@ -17,7 +17,7 @@ pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl
     listener.set_nonblocking(true).map_err(io("listening"))?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
     let client = upstream::Client::new(proxy.config().connect_timeout, &proxy.config().upstream).map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
-    let app = App { proxy, client };
+    let app = App { room: super::room::Room::new(proxy.config()), proxy, client };
     // Small SSE events go out at once (no Nagle delay waiting for an ACK).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
         let _ = tcp.set_nodelay(true);

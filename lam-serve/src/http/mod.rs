@@ -6,6 +6,7 @@
 mod forward;
 mod guard;
 mod listen;
+mod room;
 mod upstream;
 
 pub use listen::{run, serve};
@@ -33,6 +34,8 @@ pub(crate) const HOP: [&str; 9] = ["connection", "keep-alive", "proxy-connection
 pub(crate) struct App {
     pub(crate) proxy: Proxy,
     pub(crate) client: upstream::Client,
+    /// The working memory requests in flight may hold ([`room`]).
+    pub(crate) room: room::Room,
 }
 
 pub(crate) fn router(app: App) -> Router {
@@ -51,11 +54,31 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let max = app.proxy.config().max_body;
+    let bypass = parts.headers.get(BYPASS).is_some_and(|v| v.as_bytes() == b"1");
+    // A bypassed body is only forwarded: its bytes are all it holds.
+    let factor = if bypass { 1 } else { room::WORK_PER_BODY_BYTE };
+    // Room first, by the declared length, so a body that must wait is not read yet.
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()).filter(|n| *n <= max);
+    let mut share = match declared {
+        Some(n) => match reserve(&app, n, factor).await {
+            Ok(s) => Some(s),
+            Err(resp) => {
+                discard(body, max).await;
+                return resp;
+            }
+        },
+        None => None,
+    };
     let Ok(bytes) = axum::body::to_bytes(body, max).await else {
         app.proxy.count(|c| &c.too_large);
         return error(StatusCode::PAYLOAD_TOO_LARGE, "lam_request_too_large", &format!("lam serve: the request body exceeds {max} bytes (--max-body-mib)"));
     };
-    let bypass = parts.headers.get(BYPASS).is_some_and(|v| v.as_bytes() == b"1");
+    if share.is_none() {
+        share = match reserve(&app, bytes.len(), factor).await {
+            Ok(s) => Some(s),
+            Err(resp) => return resp,
+        };
+    }
     let name = match session_name(&parts.headers) {
         Ok(n) => n,
         Err(why) => {
@@ -74,17 +97,46 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
         app.proxy.count(|c| &c.bypassed);
         (bytes, None, None)
     } else {
-        match rewritten(&app, api, (name, budget), bytes).await {
+        match rewritten(&app, api, (name, budget), bytes, &mut share).await {
             Ok(r) => r,
             Err(resp) => return resp,
         }
     };
+    // Until the upstream answers, only the forwarded body is held.
+    if let Some(s) = share.as_mut() {
+        s.shrink_to(body.len());
+    }
     let mut resp = forward::forward(&app, &parts, body.into(), sink).await;
+    drop(share);
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
     }
     log(&app, &parts, &resp, started);
     resp
+}
+
+/// Read `body` (at most `max` bytes) and drop it as it comes, holding no
+/// more than a frame: a client that sends its whole body before reading
+/// the answer then gets the answer, not a reset connection.
+async fn discard(body: axum::body::Body, max: usize) {
+    use futures_util::StreamExt as _;
+    let mut s = body.into_data_stream();
+    let mut read = 0;
+    while let Some(Ok(chunk)) = s.next().await {
+        read += chunk.len();
+        if read > max {
+            break;
+        }
+    }
+}
+
+/// A share of the room for a body of `len` bytes, or the `503` (counted).
+async fn reserve(app: &App, len: usize, factor: usize) -> Result<room::Share, Response> {
+    let r = app.room.reserve(app.proxy.config(), len, factor).await;
+    if r.is_err() {
+        app.proxy.count(|c| &c.overloaded);
+    }
+    r
 }
 
 /// The body to forward and its session, or the error answer.
@@ -93,9 +145,17 @@ async fn rewritten(
     api: Api,
     (name, budget): (Option<String>, Option<crate::Budget>),
     bytes: Bytes,
+    share: &mut Option<room::Share>,
 ) -> Result<(Bytes, Option<String>, Option<crate::usage::Sink>), Response> {
     let (p, sent) = (app.proxy.clone(), bytes.clone());
-    match tokio::task::spawn_blocking(move || p.try_rewrite_within(api, name.as_deref(), &sent, budget)).await {
+    // The share goes with the work: a client gone meanwhile does not give
+    // back room the rewrite still holds.
+    let held = share.take();
+    let done = tokio::task::spawn_blocking(move || (p.try_rewrite_within(api, name.as_deref(), &sent, budget), held)).await;
+    match done.map(|(r, held)| {
+        *share = held;
+        r
+    }) {
         Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session, r.sink)),
         Ok(Err(e @ Error::DuplicateKey(_))) => {
             Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
