@@ -29,6 +29,9 @@ impl Refusal {
 /// `-32601 Method not found`.
 pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 
+/// JSON-RPC's "Invalid Request".
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+
 /// The message, when `body` is one well-formed JSON-RPC 2.0 message; else
 /// its error.
 pub(crate) fn check(body: &[u8]) -> Result<Map<String, Value>, Refusal> {
