@@ -8,7 +8,8 @@ Checked:
 - 0 failed requests: every request answered 200, outage or not;
 - RSS flat: from the second pass on, within 10 % of the second pass's
   (`/proc/PID/status` VmRSS after each pass), and under the bound
-  docs/serve.md states for `--max-memory`;
+  docs/serve.md states for `--max-memory` (M + min(M, 16 x --max-body-mib)
+  + 96 MiB);
 - the outage costs no request more than a second: each request sent while
   PostgreSQL was down took at most 1 s more than the same request in the
   first pass, and the proxy counted it (`store_unavailable`, `store_outages`);
@@ -18,7 +19,7 @@ Checked:
   psql), results held in the outage included (`archived_late`); and every
   `§id` cited upstream in that pass recalls through `lam recall`.
 
-usage: soak_test.py LAM CORPUS WORK [--passes N] [--per-session N] [--outage-pass K] [--outage-s S] [--max-memory MIB]
+usage: soak_test.py LAM CORPUS WORK [--passes N] [--per-session N] [--outage-pass K] [--outage-s S] [--max-memory MIB] [--max-body-mib MIB]
 Needs LAM_TEST_PG_URL, LAM_TEST_PG_CTL and LAM_TEST_PSQL (scripts/test-postgres.sh --with).
 """
 
@@ -196,8 +197,7 @@ def arguments():
     a.add_argument("--outage-pass", type=int, default=2)
     a.add_argument("--outage-s", type=float, default=5.0)
     a.add_argument("--max-memory", type=int, default=16, help="MiB (small, so sessions are evicted from the first pass on)")
-    a.add_argument("--rss-over", type=int, default=int(os.environ.get("LAM_SOAK_RSS_OVER_MIB", "192")),
-                   help="MiB the process may hold beyond --max-memory (docs/serve.md)")
+    a.add_argument("--max-body-mib", type=int, default=32, help="lam serve's --max-body-mib (its default)")
     a.add_argument("--encoder", default="hashing")
     args = a.parse_args()
     args.transcripts = [str(Path(args.corpus) / "agent-transcripts")]
@@ -211,7 +211,7 @@ def main():
     threading.Thread(target=stub.serve_forever, daemon=True).start()
     upstream = f"http://127.0.0.1:{stub.server_address[1]}"
     serve = sdk.Serve(args.lam, upstream, os.environ["LAM_TEST_PG_URL"], args.encoder, log=args.work / "serve.log",
-                      extra=["--run", "soak", "--max-memory", f"{args.max_memory}MiB"])
+                      extra=["--run", "soak", "--max-memory", f"{args.max_memory}MiB", "--max-body-mib", str(args.max_body_mib)])
     print(f"soak: {len(reqs)} real requests per pass ({len({r[0] for r in reqs})} sessions, up to {args.per_session} each), "
           f"{args.passes} passes, --max-memory {args.max_memory}MiB, PostgreSQL stopped in pass {args.outage_pass}")
     soak, rss = Soak(args, reqs, serve, stub), []
@@ -228,7 +228,8 @@ def main():
         print(f"  0 failed requests of {len(reqs) * args.passes}")
         check_outage(soak, args.outage_pass)
         check_archived(soak, args.outage_pass)
-        check_rss(rss, args.max_memory + args.rss_over)
+        # docs/serve.md, "Memory": M + min(M, 16 x --max-body-mib) + 96 MiB.
+        check_rss(rss, args.max_memory + min(args.max_memory, 16 * args.max_body_mib) + 96)
     finally:
         serve.stop()
         stub.shutdown()
