@@ -28,8 +28,8 @@ fn serve(access: HttpAccess) -> SocketAddr {
     rx.recv().unwrap()
 }
 
-/// POST `body` to /mcp with extra headers; (status, response body).
-fn post(addr: SocketAddr, headers: &[&str], body: &str) -> (u16, String) {
+/// Send a POST of `body` to /mcp with extra headers; the connection, to read the answer from.
+fn send(addr: SocketAddr, headers: &[&str], body: &str) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
     let mut req = format!(
@@ -42,6 +42,12 @@ fn post(addr: SocketAddr, headers: &[&str], body: &str) -> (u16, String) {
     req += "\r\n";
     s.write_all(req.as_bytes()).unwrap();
     s.write_all(body.as_bytes()).unwrap();
+    s
+}
+
+/// POST `body` to /mcp with extra headers; (status, response body).
+fn post(addr: SocketAddr, headers: &[&str], body: &str) -> (u16, String) {
+    let mut s = send(addr, headers, body);
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     // Read the head and what follows until the server closes or pauses (SSE streams stay open).
@@ -104,18 +110,7 @@ fn a_non_loopback_address_needs_a_token() {
 
 /// POST `body` to /mcp and read until the server closes the connection; (status, head and body).
 fn post_all(addr: SocketAddr, headers: &[&str], body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-    let mut req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for h in headers {
-        req += &format!("{h}\r\n");
-    }
-    req += "\r\n";
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body.as_bytes()).unwrap();
+    let mut s = send(addr, headers, body);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).to_string();
