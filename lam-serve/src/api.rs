@@ -120,7 +120,7 @@ pub(crate) const CITABLE_INPUT_BYTES: usize = 1024;
 
 /// The large tool-call inputs of item `v` a budget may cite (each archived
 /// first): every string of at least [`CITABLE_INPUT_BYTES`] in an Anthropic
-/// `tool_use` input (a `Write`'s `content`, an `Edit`'s `old_string` and
+/// `tool_use` (or `server_tool_use`: `wire::block_call`) input (a `Write`'s `content`, an `Edit`'s `old_string` and
 /// `new_string`), in the JSON-string arguments of a Chat Completions tool
 /// call or a Responses `function_call` (Codex's `apply_patch` through its
 /// shell tool), and a Responses `custom_tool_call`'s free-form `input`.
@@ -134,9 +134,9 @@ pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<String>)>
     let blocks = |key: &str| obj.get(key).and_then(Value::as_array).into_iter().flatten().enumerate();
     match api {
         Api::Messages => {
-            for (k, b) in blocks("content").filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("tool_use")) {
-                let id = b.get("id").and_then(Value::as_str);
-                out.extend(big_strings(&b["input"], &format!("/content/{k}/input")).into_iter().map(|p| (slot(p, id), None)));
+            for (k, b) in blocks("content") {
+                let Some(call) = b.as_object().and_then(wire::block_call) else { continue };
+                out.extend(big_strings(&b["input"], &format!("/content/{k}/input")).into_iter().map(|p| (slot(p, Some(call.id)), None)));
             }
         }
         Api::ChatCompletions => {
@@ -340,5 +340,17 @@ mod tests {
         ];
         assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false, recall: false })]);
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
+    }
+
+    /// A large input of a server tool's call (`server_tool_use`) is as
+    /// citable as a client tool's (`tool_use`): one reading of the wire.
+    #[test]
+    fn server_tool_inputs_are_citable_like_tool_inputs() {
+        let big = "q".repeat(CITABLE_INPUT_BYTES);
+        for t in ["tool_use", "server_tool_use"] {
+            let v = json!({"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": t, "id": "s1", "name": "web_search", "input": {"query": big}}]});
+            let got: Vec<String> = citable_inputs(Api::Messages, &v).into_iter().map(|(s, _)| s.pointer).collect();
+            assert_eq!(got, ["/content/1/input/query"], "{t}");
+        }
     }
 }

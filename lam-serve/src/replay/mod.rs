@@ -226,15 +226,15 @@ impl Bill {
     }
 }
 
-/// A Claude Code user turn with `tool_result` blocks, or a Codex `function_call_output`.
+/// Whether an item carries a tool result, as `lam_core::wire` reads one: an
+/// Anthropic message with `tool_result` blocks, or any of the Responses
+/// output items (`wire::RESPONSES_OUTPUTS`).
 fn carries_tool_result(b: &[u8]) -> bool {
-    let Ok(v) = serde_json::from_slice::<Value>(b) else {
+    let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(b) else {
         return false;
     };
-    let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
-    is(&v, "function_call_output")
-        || is(&v, "custom_tool_call_output")
-        || v.get("content").and_then(Value::as_array).is_some_and(|bs| bs.iter().any(|x| is(x, "tool_result")))
+    let output = v.get("type").and_then(Value::as_str).is_some_and(|t| lam_core::wire::RESPONSES_OUTPUTS.contains(&t));
+    output || lam_core::wire::has_tool_results(&v)
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.

@@ -72,3 +72,18 @@ fn a_withheld_line_is_counted_in_both_shapes() {
         assert_eq!((r.new_lines, r.new_lines_hidden), (3, 1), "{agent:?}");
     }
 }
+
+/// The bill's tool-result share knows every output item `lam_core::wire`
+/// knows: the four Responses output types and Anthropic `tool_result`s.
+#[test]
+fn every_output_type_of_the_wire_carries_a_tool_result() {
+    for t in lam_core::wire::RESPONSES_OUTPUTS {
+        let item = serde_json::json!({"type": t, "call_id": "c", "output": "x"});
+        assert!(carries_tool_result(item.to_string().as_bytes()), "{t}");
+    }
+    let anthropic = br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}"#;
+    assert!(super::carries_tool_result(anthropic));
+    for other in [&br#"{"type":"function_call","call_id":"c","arguments":"{}"}"#[..], br#"{"role":"user","content":"hi"}"#, b"not json", b"[]"] {
+        assert!(!carries_tool_result(other));
+    }
+}
