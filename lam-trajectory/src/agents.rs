@@ -7,7 +7,7 @@
 //! proxy admits them, `lam_core::wire::outputs`) whose action is the call
 //! that produced it, named by the one rule ([`lam_core::action`]).
 
-use crate::read::{Format, ReadError, Trajectory, kind};
+use crate::trajectory::{Format, ReadError, Trajectory, kind};
 use lam_core::wire::{self, Api};
 use lam_core::{Record, SessionId};
 use serde_json::{Map, Value};

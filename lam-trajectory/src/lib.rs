@@ -8,6 +8,9 @@
 //!   their first line: Claude Code transcripts (`~/.claude/projects`) and
 //!   Codex CLI rollouts (`~/.codex/sessions`), one record per tool result,
 //!   its action the call named by [`lam_core::action`].
+//! - [`trajectory`]: what every reader produces ([`Trajectory`], [`Format`],
+//!   [`ReadError`]); `read` and `agents` both build on it, and `read`
+//!   dispatches to `agents`, never the reverse.
 //! - [`names`]: the session naming rule of a run over many inputs
 //!   ([`SessionNames`]): two inputs never share a session.
 //! - [`tokens`]: cl100k_base, the papers' accounting tokenizer, as a
@@ -33,9 +36,11 @@
 pub mod agents;
 pub mod names;
 pub mod read;
+pub mod trajectory;
 
 pub use names::SessionNames;
-pub use read::{Format, Input, JsonlRecord, ReadError, Trajectory};
+pub use read::{Input, JsonlRecord};
+pub use trajectory::{Format, ReadError, Trajectory};
 
 pub use lam_core::corpus_dir;
 /// cl100k_base accounting ([`lam_tokens`]), re-exported for the readers' users.

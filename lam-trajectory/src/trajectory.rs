@@ -1,0 +1,118 @@
+//! What every reader produces: a [`Trajectory`] of one session, the
+//! [`Format`] it was read as, and the [`ReadError`] that names the file and
+//! the record. Both the generic readers ([`crate::read`]) and the coding
+//! agents' readers ([`crate::agents`]) build on this module, and neither on
+//! the other's internals: `read` dispatches to `agents`, never the reverse.
+
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// One agent session's tool observations, in arrival order.
+#[derive(Debug, Clone)]
+pub struct Trajectory {
+    /// Session name (instance id, or the file stem).
+    pub session: lam_core::SessionId,
+    /// File it came from.
+    pub source: PathBuf,
+    /// Format it was read as.
+    pub format: Format,
+    /// Observations with their actions.
+    pub records: Vec<lam_core::Record>,
+    /// The model's free text before each action (parallel to `records`; empty when not recorded).
+    pub thoughts: Vec<String>,
+    /// The immutable task prefix: system and task messages before the first action (empty when not recorded).
+    pub task: String,
+}
+
+impl Trajectory {
+    /// The session as completed turns (thought, action, observation).
+    pub fn turns(&self) -> Vec<lam_core::Turn> {
+        self.records.iter().enumerate().map(|(i, r)| lam_core::Turn { thought: self.thoughts.get(i).cloned().unwrap_or_default(), record: r.clone() }).collect()
+    }
+}
+
+/// Supported trajectory formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// mini-swe-agent `{messages, trajectory_format: "mini-swe-agent-1"}`.
+    MiniSweAgent,
+    /// SWE-agent `.traj` (`trajectory[]` of action/observation, or `history` only).
+    SweAgent,
+    /// OpenAI chat-completions messages (tool results as `role: tool`).
+    OpenAiChat,
+    /// lam trajectory JSON Lines v1.
+    LamJsonl,
+    /// Claude Code session transcript (`~/.claude/projects/<project>/<session>.jsonl`).
+    ClaudeCode,
+    /// Codex CLI rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
+    Codex,
+}
+
+impl Format {
+    /// The agent whose transcripts these are (Claude Code, Codex), if any.
+    pub fn agent(self) -> Option<lam_core::wire::Agent> {
+        match self {
+            Format::ClaudeCode => Some(lam_core::wire::Agent::ClaudeCode),
+            Format::Codex => Some(lam_core::wire::Agent::Codex),
+            _ => None,
+        }
+    }
+}
+
+/// A reader error that names the input and the record.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON (line/column of the JSON text).
+    #[error("{path}: malformed JSON at line {line}, column {column}: {message}")]
+    Json {
+        /// File.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// Parser message.
+        message: String,
+    },
+    /// A record has the wrong shape.
+    #[error("{path}: {record}: {message}")]
+    Record {
+        /// File.
+        path: String,
+        /// Which record, e.g. `trajectory[3]` or `line 7`.
+        record: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No reader recognises the file.
+    #[error("{path}: not a recognised trajectory ({message})")]
+    Unknown {
+        /// File.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// How a JSON value is named in an error: "a string", "an array".
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
