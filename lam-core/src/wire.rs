@@ -94,6 +94,19 @@ fn str_at<'a>(v: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
+/// A conversation item's `role` (`user`, `assistant`, `tool`, ...), if it
+/// has one (a Responses output item has none).
+pub fn role(v: &Value) -> Option<&str> {
+    v.as_object().and_then(|o| str_at(o, "role"))
+}
+
+/// Whether item `v` is a message (a turn of text), not a Responses item of
+/// another type (a call, an output, reasoning): every item of the other
+/// two APIs is one.
+pub fn is_message(api: Api, v: &Value) -> bool {
+    api != Api::Responses || matches!(v.as_object().and_then(|o| str_at(o, "type")), None | Some("message"))
+}
+
 /// The tool call one Anthropic content block makes (`tool_use`, and the
 /// `server_tool_use` of server tools), if any.
 pub fn block_call(b: &Map<String, Value>) -> Option<Call<'_>> {

@@ -57,14 +57,14 @@ pub(crate) struct Context {
 impl Context {
     /// Note the next item of the conversation, `v`.
     pub(crate) fn note(&mut self, api: Api, v: &Value) {
-        if self.task.is_none() && role(v) == Some("user") && is_message(api, v) {
+        if self.task.is_none() && wire::role(v) == Some("user") && wire::is_message(api, v) {
             self.task = Some(self.noted);
         }
         for c in v.as_object().map(|o| wire::calls(api, o)).unwrap_or_default() {
             self.actions.insert(c.id.to_string(), c.action());
             self.names.insert(c.id.to_string(), c.name);
         }
-        if role(v) == Some("assistant") {
+        if wire::role(v) == Some("assistant") {
             self.said = Arc::from(action::of_message(v));
         }
         self.noted += 1;
@@ -105,7 +105,7 @@ impl Observations for Api {
                 .map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id), recall: o.call_id.is_some_and(recall) })
                 .collect();
         }
-        let user_obs = policy.user_turns && role(v) == Some("user") && is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
+        let user_obs = policy.user_turns && wire::role(v) == Some("user") && wire::is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
         if !user_obs {
             return Vec::new();
         }
@@ -175,10 +175,6 @@ fn big_strings(v: &Value, at: &str) -> Vec<String> {
     }
 }
 
-fn is_message(api: Api, v: &Value) -> bool {
-    api != Api::Responses || matches!(str_at(v, "type"), None | Some("message"))
-}
-
 /// Whether a call (its `name` and action) is a call of the recall tool `r`:
 /// named exactly `r`, or a Codex code-mode `exec` whose script calls
 /// `tools.r(`. A call that merely mentions the name (a grep, a comment,
@@ -189,14 +185,6 @@ fn is_recall(r: &str, name: Option<&String>, action: Option<&String>) -> bool {
         Some("exec") => action.is_some_and(|a| a.contains(&format!("tools.{r}("))),
         _ => false,
     }
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-fn role(v: &Value) -> Option<&str> {
-    str_at(v, "role")
 }
 
 #[cfg(test)]

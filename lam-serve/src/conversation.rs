@@ -350,7 +350,7 @@ struct Pass<'e> {
 /// Whether the assistant wrote item `v` (a message of its, or a tool call):
 /// the items before it have been answered.
 fn is_assistant(api: Api, v: &Value) -> bool {
-    v.get("role").and_then(Value::as_str) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
+    lam_core::wire::role(v) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
 }
 
 /// The string literal `lit` with its citations in place: the whole string
