@@ -47,6 +47,8 @@ pub(crate) struct Delta {
     /// many of those held back earlier were archived in it.
     pub unavailable: u64,
     pub archived_late: u64,
+    /// What the request costs direct and as forwarded (prompt-cache pricing).
+    pub receipt: Option<crate::replay::Receipt>,
 }
 
 /// An observation (`Output`) or a large tool-call input (`Input`, with its

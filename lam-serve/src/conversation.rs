@@ -36,6 +36,8 @@ pub(crate) struct Conversation {
     /// was out of reach for: their position and what to archive when a
     /// request carries them again ([`Conversation::archive_late`]).
     pending: HashMap<u128, (usize, Vec<Unarchived>)>,
+    /// What its requests cost direct and through lam ([`Conversation::bill`]).
+    bills: crate::replay::Bills,
 }
 
 impl Conversation {
@@ -55,6 +57,7 @@ impl Conversation {
             cuts: Cuts::default(),
             pre: None,
             pending: HashMap::new(),
+            bills: crate::replay::Bills::default(),
         }
     }
 
@@ -63,7 +66,7 @@ impl Conversation {
     /// bookkeeping, ids, line hashes).
     pub(crate) fn bytes(&self) -> usize {
         let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
-        let pending = self.pending.len() * 256;
+        let pending = self.pending.len() * 256 + self.bills.heap_bytes();
         self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.cuts.heap_bytes() + pending + 512
     }
 
@@ -122,7 +125,20 @@ impl Conversation {
             let input = self.cuts.input(pre);
             (pass.delta.input_tokens, pass.delta.over_budget) = (Some(input), input > b.tokens);
         }
+        pass.delta.receipt = Some(self.bill(req, &out));
         (rewrite::body(req, &out), pass.delta)
+    }
+
+    /// What this request costs direct and as forwarded (`out`), by the
+    /// pricing rule `lam replay` bills with ([`crate::replay::Bills`]).
+    fn bill(&mut self, req: &Parsed, out: &[Piece<'_>]) -> crate::replay::Receipt {
+        let keys = &req.keys[1..];
+        let direct: Vec<u128> = req.items.iter().map(|it| it.identity).collect();
+        let lam: Vec<u128> = direct.iter().zip(keys).map(|(id, k)| self.forwarded.get(k).map_or(*id, |f| f.identity(*id))).collect();
+        let sent: Vec<&[u8]> = req.items.iter().map(|it| it.raw.get().as_bytes()).collect();
+        let forwarded: Vec<&[u8]> = out.iter().map(AsRef::as_ref).collect();
+        let pre = self.preamble_tokens(req);
+        self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::replay::Bills::pricing(req.api))
     }
 
     /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.

@@ -25,12 +25,14 @@ pub struct Rewritten {
     pub conversation: Option<u64>,
     /// With `--budget`: where the upstream's count of this request's input goes.
     pub(crate) sink: Option<crate::usage::Sink>,
+    /// What the request costs direct and as forwarded, with `session`.
+    pub receipt: Option<crate::replay::Receipt>,
 }
 
 impl Rewritten {
     /// `body` forwarded as it came, in no session.
     fn as_it_came(body: &[u8]) -> Self {
-        Self { body: body.to_vec(), session: None, conversation: None, sink: None }
+        Self { body: body.to_vec(), session: None, conversation: None, sink: None, receipt: None }
     }
 }
 
@@ -235,15 +237,19 @@ impl Proxy {
             c.counts.store_unavailable.fetch_add(1, Ordering::Relaxed);
         }
         c.counts.archived_late.fetch_add(delta.archived_late, Ordering::Relaxed);
+        let agent_session = req.agent_session();
         let mut st = lock(&handle.stats);
         st.apply(&delta);
+        if agent_session.is_some() {
+            st.agent_session = agent_session;
+        }
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
         if delta.over_budget && self.inner.cfg.log {
             eprintln!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0)));
         }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
-        Ok(Rewritten { body: out, session, conversation, sink })
+        Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })
     }
 
     /// Every session's counters and the proxy's.
@@ -292,6 +298,26 @@ mod tests {
             msgs.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": out}));
         }
         serde_json::to_vec(&serde_json::json!({"model": "m", "messages": msgs})).unwrap()
+    }
+
+    /// Each request is billed direct and as forwarded by `lam replay`'s
+    /// rule: a first read goes whole and costs the same; a second read of
+    /// the same output costs less through lam; the session sums the receipts.
+    #[test]
+    fn each_request_is_billed_direct_and_as_forwarded() {
+        let proxy = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+        let out: String = (0..40).map(|i| format!("tests/test_{i}.py::test_case PASSED\n")).collect();
+        let r1 = proxy.try_rewrite(Api::ChatCompletions, None, &chat(&[&out])).unwrap().receipt.unwrap();
+        assert_eq!(r1.direct, r1.lam, "the first read goes whole");
+        assert!(r1.direct > 300.0, "{r1:?}");
+        let r2 = proxy.try_rewrite(Api::ChatCompletions, None, &chat(&[&out, &out])).unwrap().receipt.unwrap();
+        assert!(r2.lam < r2.direct && r2.saved() > 200.0, "{r2:?}");
+        // The shared prefix is a cache read (0.1): the second request costs less than the first direct.
+        assert!(r2.direct < r1.direct + 0.2 * r1.direct, "{r1:?} {r2:?}");
+        let st = proxy.stats();
+        let s = &st.sessions[0];
+        assert_eq!((s.billed_direct, s.billed_lam), (r1.direct + r2.direct, r1.lam + r2.lam));
+        assert!(proxy.metrics().contains(&format!("lam_serve_billed_tokens_total {}\n", r1.lam + r2.lam)));
     }
 
     #[test]

@@ -80,6 +80,22 @@ impl Parsed {
         Some(Self { api, members, at, items, keys })
     }
 
+    /// The agent's own id for its run, when the body carries one: Claude
+    /// Code's `metadata.user_id` (a JSON object's `session_id`, or the older
+    /// `user_..._session_ID` form), else Codex's `prompt_cache_key`.
+    pub(crate) fn agent_session(&self) -> Option<String> {
+        let text = |raw: &str| serde_json::from_str::<String>(raw).ok();
+        let from_user = |u: String| match serde_json::from_str::<Value>(&u) {
+            Ok(v) => v.get("session_id").and_then(Value::as_str).map(str::to_string),
+            Err(_) => u.rsplit_once("_session_").map(|(_, id)| id.to_string()),
+        };
+        let user = self.members.raw("metadata").and_then(|m| serde_json::from_str::<Value>(m).ok());
+        let user = user.as_ref().and_then(|m| m.get("user_id")).and_then(Value::as_str).map(str::to_string);
+        let id = user.and_then(from_user).or_else(|| self.members.raw("prompt_cache_key").and_then(text))?;
+        // An id is shown and matched, never trusted: printable, bounded.
+        (!id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())).then_some(id)
+    }
+
     /// The body with the conversation replaced by `items` (raw JSON each).
     pub(crate) fn body_with<'a>(&self, items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
         self.members.write_with(self.at, &crate::json::write_array(items))
@@ -109,6 +125,22 @@ fn keys(api: Api, members: &Members, items: &[Item]) -> Vec<u128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The agent's id for its run, in each form it comes in; anything else
+    /// (no metadata, an id with a control character) is none.
+    #[test]
+    fn the_agent_s_session_id_is_read_from_each_form() {
+        let id = |api: Api, extra: &str| {
+            let body = format!(r#"{{"model":"m",{extra}"messages":[{{"role":"user","content":"hi"}}],"input":[{{"role":"user","content":"hi"}}]}}"#);
+            Parsed::parse(api, body.as_bytes()).and_then(|p| p.agent_session())
+        };
+        let json = r#""metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"7f0c-uuid\"}"},"#;
+        assert_eq!(id(Api::Messages, json).as_deref(), Some("7f0c-uuid"));
+        assert_eq!(id(Api::Messages, r#""metadata":{"user_id":"user_ab12_account_cd_session_9e8d"},"#).as_deref(), Some("9e8d"));
+        assert_eq!(id(Api::Responses, r#""prompt_cache_key":"019a-thread","#).as_deref(), Some("019a-thread"));
+        assert_eq!(id(Api::Messages, ""), None);
+        assert_eq!(id(Api::Responses, r#""prompt_cache_key":"a\nb","#), None);
+    }
 
     #[test]
     fn keys_follow_content_and_preamble() {

@@ -93,6 +93,14 @@ impl Frozen {
         }
     }
 
+    /// The identity of what it forwards for an item of identity `sent`:
+    /// `sent` when it goes as sent, else that of the bytes frozen (the
+    /// client's annotations aside, so moving `cache_control` keeps it; a
+    /// cut, which freezes other bytes, changes it). Billing compares them.
+    pub(crate) fn identity(&self, sent: u128) -> u128 {
+        self.edited.as_ref().map_or(sent, |e| xxhash_rust::xxh3::xxh3_128(&e.bytes))
+    }
+
     /// Bytes it holds, its map entry aside.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.edited.as_ref().map_or(0, |e| e.bytes.len() + std::mem::size_of_val(&e.annotations[..]) + std::mem::size_of_val(&e.bare[..]) + 96)

@@ -140,6 +140,11 @@ macro_rules! session_counters {
             pub session: String,
             /// The `x-lam-session` name, when the client gave one.
             pub name: Option<String>,
+            /// The agent's own id for its run, as its last request sent it
+            /// (Claude Code: `metadata.user_id`'s `session_id`; Codex:
+            /// `prompt_cache_key`): one run's main conversation, subagents
+            /// and compactions share it.
+            pub agent_session: Option<String>,
             $( $(#[doc = $doc])+ pub $field: $ty, )*
             /// `(tokens_in - tokens_out) / tokens_in` (0 before any observation; `lam_operator::removal`).
             pub removal: f64,
@@ -165,6 +170,7 @@ macro_rules! session_counters {
                     conversation: 0,
                     session: String::new(),
                     name: None,
+                    agent_session: None,
                     $( $field: Default::default(), )*
                     removal: 0.0,
                     peak_input_tokens: 0,
@@ -225,6 +231,14 @@ session_counters! {
     over_budget: u64 => "lam_serve_over_budget_total", "Requests forwarded over --budget (what cannot be cited exceeded it).";
     /// Results of the recall tool (`--recall`) the agent received, forwarded whole.
     recalls: u64 => "lam_serve_recalls_total", "Results of the recall tool the agent received (forwarded whole).";
+    /// What the requests would have been billed for their input sent
+    /// direct, in plain-input tokens at prompt-cache prices (`lam replay`'s
+    /// rule: the prefix shared with the conversation's previous request is
+    /// read from the cache, the rest written; Anthropic's prices on
+    /// `/v1/messages`, OpenAI's on the other routes).
+    billed_direct: f64 => "lam_serve_billed_direct_tokens_total", "Input the requests would have been billed sent direct (plain-input tokens at prompt-cache prices).";
+    /// What the requests as lam forwarded them were billed, the same way.
+    billed_lam: f64 => "lam_serve_billed_tokens_total", "Input the requests as forwarded were billed (plain-input tokens at prompt-cache prices).";
 }
 
 impl SessionStats {
@@ -246,6 +260,8 @@ impl SessionStats {
             over_budget: u64::from(d.over_budget),
             recalls: d.recalls,
             peak_input_tokens: d.input_tokens.unwrap_or(0),
+            billed_direct: d.receipt.map_or(0.0, |r| r.direct),
+            billed_lam: d.receipt.map_or(0.0, |r| r.lam),
             ..SessionStats::default()
         };
         self.absorb(&one);

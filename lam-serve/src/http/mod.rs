@@ -93,9 +93,9 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
             return error(StatusCode::BAD_REQUEST, "lam_bad_budget", &why);
         }
     };
-    let (body, session, sink) = if bypass {
+    let (body, session, sink, receipt) = if bypass {
         app.proxy.count(|c| &c.bypassed);
-        (bytes, None, None)
+        (bytes, None, None, None)
     } else {
         match rewritten(&app, api, (name, budget), bytes, &mut share).await {
             Ok(r) => r,
@@ -111,7 +111,7 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
     }
-    log(&app, &parts, &resp, started);
+    log(&app, &parts, &resp, started, receipt.as_ref());
     resp
 }
 
@@ -139,6 +139,9 @@ async fn reserve(app: &App, len: usize, factor: usize) -> Result<room::Share, Re
     r
 }
 
+/// The body to forward, its session, where the upstream's count goes, and its receipt.
+type Forwarded = (Bytes, Option<String>, Option<crate::usage::Sink>, Option<crate::replay::Receipt>);
+
 /// The body to forward and its session, or the error answer.
 async fn rewritten(
     app: &App,
@@ -146,7 +149,7 @@ async fn rewritten(
     (name, budget): (Option<String>, Option<crate::Budget>),
     bytes: Bytes,
     share: &mut Option<room::Share>,
-) -> Result<(Bytes, Option<String>, Option<crate::usage::Sink>), Response> {
+) -> Result<Forwarded, Response> {
     let (p, sent) = (app.proxy.clone(), bytes.clone());
     // The share goes with the work: a client gone meanwhile does not give
     // back room the rewrite still holds.
@@ -156,7 +159,7 @@ async fn rewritten(
         *share = held;
         r
     }) {
-        Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session, r.sink)),
+        Ok(Ok(r)) => Ok((Bytes::from(r.body), r.session, r.sink, r.receipt)),
         Ok(Err(e @ Error::DuplicateKey(_))) => {
             Err(error(StatusCode::BAD_REQUEST, "lam_duplicate_key", &format!("lam serve: {e}; which one the upstream would read is unknown")))
         }
@@ -164,12 +167,12 @@ async fn rewritten(
         Ok(Err(e)) => {
             app.proxy.count(|c| &c.failed_open);
             eprintln!("lam serve: rewriting failed ({e}); forwarding the request as it came");
-            Ok((bytes, None, None))
+            Ok((bytes, None, None, None))
         }
         Err(e) => {
             app.proxy.count(|c| &c.failed_open);
             eprintln!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
-            Ok((bytes, None, None))
+            Ok((bytes, None, None, None))
         }
     }
 }
@@ -179,7 +182,7 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
     let resp = forward::forward(&app, &parts, body, None).await;
-    log(&app, &parts, &resp, started);
+    log(&app, &parts, &resp, started, None);
     resp
 }
 
@@ -235,16 +238,27 @@ pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-/// One line per request when `--log` is on: never a header, never a body.
-fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant) {
+/// One line per request when `--log` is on: never a header, never a body;
+/// a compacted request's ends with its receipt ([`receipt_text`]).
+fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant, receipt: Option<&crate::replay::Receipt>) {
     if app.proxy.config().log {
         let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
         eprintln!(
-            "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent)",
+            "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent){}",
             parts.method,
             parts.uri.path(),
             resp.status().as_u16(),
-            started.elapsed().as_secs_f64() * 1e3
+            started.elapsed().as_secs_f64() * 1e3,
+            receipt.map_or(String::new(), receipt_text)
         );
     }
+}
+
+/// `; input would have cost D, cost L, saved S (P%) plain-input tokens`:
+/// what the request's input is billed direct and as forwarded, in tokens at
+/// the plain input price (prompt-cache reads and writes priced as `lam
+/// replay` prices them).
+pub(crate) fn receipt_text(r: &crate::replay::Receipt) -> String {
+    let pct = if r.direct > 0.0 { 100.0 * r.saved() / r.direct } else { 0.0 };
+    format!("; input would have cost {:.0}, cost {:.0}, saved {:.0} ({pct:.1}%) plain-input tokens", r.direct, r.lam, r.saved())
 }

@@ -186,9 +186,11 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
     v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
-/// Prompt cost of one path (direct or through lam) across a session's requests.
-#[derive(Debug, Default)]
-struct Bill {
+/// Prompt cost of one path (direct or through lam) across a session's
+/// requests: the one pricing rule, used by `lam replay` and by the proxy
+/// for each request it forwards ([`Bills`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Bill {
     prev: Vec<u128>,
     /// Tokens of each item seen, and whether it carries a tool result.
     tokens: HashMap<u128, (u64, bool)>,
@@ -205,13 +207,23 @@ impl Bill {
     /// Add one request's conversation items (raw JSON each) and preamble tokens.
     fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) {
         let ids: Vec<u128> = items.iter().map(|b| canon::identity_key(b, canon::parse(b).ok().as_ref())).collect();
+        self.add_keyed(&ids, |i| (counter.count(items[i]) as u64, carries_tool_result(items[i])), preamble, pricing);
+    }
+
+    /// Add one request whose items have identities `ids` (equal identity:
+    /// the same item, annotations aside); `size(i)`: item `i`'s tokens and
+    /// whether it carries a tool result, asked once per identity. The items
+    /// it shares, from the start, with the previous request are cache reads,
+    /// the rest (and the preamble, the first time) writes. Returns what this
+    /// request is billed, in plain-input tokens.
+    pub(crate) fn add_keyed(&mut self, ids: &[u128], mut size: impl FnMut(usize) -> (u64, bool), preamble: u64, pricing: Pricing) -> f64 {
         let shared = ids.iter().zip(&self.prev).take_while(|(a, b)| a == b).count();
         self.changed += (shared..self.prev.len().min(ids.len())).filter(|&i| ids[i] != self.prev[i]).count() as u64;
         let first = self.prev.is_empty();
         let mut cached = if first { 0 } else { preamble };
         let mut fresh = if first { preamble } else { 0 };
-        for (i, (b, id)) in items.iter().zip(&ids).enumerate() {
-            let (t, tool) = *self.tokens.entry(*id).or_insert_with(|| (counter.count(b) as u64, carries_tool_result(b)));
+        for (i, id) in ids.iter().enumerate() {
+            let (t, tool) = *self.tokens.entry(*id).or_insert_with(|| size(i));
             let price = if i < shared { pricing.read } else { pricing.write };
             if tool {
                 self.billed_tool += t as f64 * price;
@@ -221,8 +233,73 @@ impl Bill {
         self.prompt += cached + fresh;
         self.last = cached + fresh;
         self.peak = self.peak.max(self.last);
-        self.billed += cached as f64 * pricing.read + fresh as f64 * pricing.write;
-        self.prev = ids;
+        let billed = cached as f64 * pricing.read + fresh as f64 * pricing.write;
+        self.billed += billed;
+        self.prev = ids.to_vec();
+        billed
+    }
+
+    /// The token counts held for the items seen (identity: tokens, tool result).
+    fn known(&self, id: u128) -> Option<(u64, bool)> {
+        self.tokens.get(&id).copied()
+    }
+
+    /// An estimate of the bytes it holds.
+    fn heap_bytes(&self) -> usize {
+        self.prev.capacity() * 16 + self.tokens.capacity() * (std::mem::size_of::<(u128, (u64, bool))>() + 1)
+    }
+}
+
+/// What one request was billed, in plain-input tokens (a token at the
+/// provider's plain input price is 1; cache reads and writes are priced by
+/// [`Pricing`]): sent direct, and as lam forwarded it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Receipt {
+    /// What the request as the client sent it would have cost.
+    pub direct: f64,
+    /// What the request lam forwarded cost.
+    pub lam: f64,
+}
+
+impl Receipt {
+    /// `direct - lam` (negative when lam's request cost more: a cut rewrites the cached prefix).
+    pub fn saved(&self) -> f64 {
+        self.direct - self.lam
+    }
+}
+
+/// A conversation's bill both ways, request by request ([`Bill`]'s rule,
+/// the same as `lam replay`'s): the proxy's receipt for each request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Bills {
+    direct: Bill,
+    lam: Bill,
+}
+
+impl Bills {
+    /// The pricing an API's provider bills with: Anthropic's for
+    /// `/v1/messages`, OpenAI's for the other routes.
+    pub(crate) fn pricing(api: crate::Api) -> Pricing {
+        match api {
+            crate::Api::Messages => Pricing::ANTHROPIC,
+            _ => Pricing::OPENAI,
+        }
+    }
+
+    /// Bill one request: its items as sent (`direct`: identity and bytes
+    /// each) and as forwarded (`lam`), both after the same preamble of
+    /// `preamble` tokens. An item forwarded as sent is counted once.
+    pub(crate) fn add(&mut self, direct: (&[u128], &[&[u8]]), lam: (&[u128], &[&[u8]]), preamble: u64, pricing: Pricing) -> Receipt {
+        let count = |b: &[u8]| (lam_tokens::count(b) as u64, false);
+        let d = self.direct.add_keyed(direct.0, |i| count(direct.1[i]), preamble, pricing);
+        let known = &self.direct;
+        let l = self.lam.add_keyed(lam.0, |i| known.known(lam.0[i]).unwrap_or_else(|| count(lam.1[i])), preamble, pricing);
+        Receipt { direct: d, lam: l }
+    }
+
+    /// An estimate of the bytes it holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.direct.heap_bytes() + self.lam.heap_bytes()
     }
 }
 
