@@ -5,6 +5,9 @@
 # conversation, every request through the proxy, admitted = sent, no earlier
 # byte changed, exact recall through lam's MCP tool. Prints a table per
 # agent and writes target/agents-report.json. SKIPPED when npm is unreachable.
+# With LAM_PTY_TEST=1, also the agents driven interactively in a
+# pseudo-terminal (lam/tests/agents/pty_test.py: turns, Esc, exit keys,
+# hang-up, kill, resume; about a minute per agent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-agents.sh
@@ -13,3 +16,9 @@ encoder=$(bash scripts/default-encoder.sh)
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-agents-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 python3 lam/tests/agents/real_agents_test.py target/debug/lam target/agents "$work" target/agents-report.json --encoder "$encoder" "$@"
+if [ "${LAM_PTY_TEST:-0}" = 1 ]; then
+  bash scripts/pty-venv.sh
+  py=target/pty-venv/bin/python
+  [ -x "$py" ] || py=python3
+  "$py" lam/tests/agents/pty_test.py target/debug/lam target/agents "$work" --encoder "$encoder"
+fi

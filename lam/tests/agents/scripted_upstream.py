@@ -24,7 +24,24 @@ The step answered is the number of tool results in the request's
 conversation; after the last one the model says `DONE.`. A subagent's or a
 fork's requests are answered from their own script (`SUBAGENT_SCRIPT`,
 `FORK_SCRIPT`); a fork counts its steps from its answer to the fork call. A request that
-offers no tools (a title or a quota probe) gets a plain `DONE.`. Answers
+offers no tools (a title or a quota probe) gets a plain `DONE.`.
+
+Interactive runs (`Upstream(turns=True)`, lam/tests/agents/pty_test.py): each
+typed message carries a marker `LAMTURN-k`, and the step answered is the
+number of tool results plus k - 1, so a script can end a turn and go on in
+the next: `("end", None)` answers the final text `DONE.`. Steps that make
+the faults an interactive user meets (any script may hold them; none of
+the scripts above does, so the default behaviour is unchanged):
+
+- `("slow", seconds)`: a final text streamed a few words at a time over
+  `seconds` (chunked), for a user to interrupt (Esc); a client that goes
+  away is recorded as `aborted` (the event it was cut at);
+- `("drop", then)`: once, a text answer of which a few events are sent
+  before the connection is closed mid-stream (recorded `dropped`); the
+  request repeated at the same step is answered with the step `then` (a
+  step, or None for `DONE.`);
+- `("fail", then)`: once, a 500 (an `api_error` / `server_error` body,
+  recorded `failed`), then the step `then` for the retried request. Answers
 stream as SSE (Anthropic Messages with `tool_use` blocks; OpenAI Responses
 with `function_call` / `custom_tool_call` items). WebSocket upgrades are
 answered 426, as an HTTPS-only endpoint does.
@@ -332,6 +349,51 @@ def responses_sse(call, model, seq, usage=10, compaction=False):
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in ev)
 
 
+
+# ------------------------------------------------------------ interactive runs
+
+TURN = re.compile(r"LAMTURN-(\d+)")
+FAULTS = ("end", "slow", "drop", "fail")
+SLOW_TEXT = "This answer streams slowly, a few words at a time, so that it can be interrupted. "
+
+
+def turn_index(api, body, body_text):
+    """(step index, turn) of a request in turns mode: the tool results it
+    holds plus the turns before the last marker `LAMTURN-k` typed."""
+    turns = [int(k) for k in TURN.findall(body_text)]
+    k = max(turns) if turns else 1
+    results = anthropic_results(body) if api == "messages" else responses_results(body)
+    return results + k - 1, k
+
+
+def text_events(api, model, seq, pieces, usage=10):
+    """A final text answer streamed as one event per piece (SSE), in order."""
+    if api == "messages":
+        msg = {"id": "msg_scripted_%d" % seq, "type": "message", "role": "assistant", "content": [], "model": model,
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": usage, "output_tokens": 1}}
+        ev = [("message_start", {"type": "message_start", "message": msg}),
+              ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
+        ev += [("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}) for p in pieces]
+        ev += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+               ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+               ("message_stop", {"type": "message_stop"})]
+        return [f"event: {t}\ndata: {json.dumps(d)}\n\n".encode() for t, d in ev]
+    base = {"id": "resp_scripted_%d" % seq, "object": "response", "created_at": 1, "model": model, "status": "in_progress", "output": []}
+    mid = "msg_scripted_%d" % seq
+    item = {"type": "message", "id": mid, "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": "".join(pieces), "annotations": []}]}
+    ev = [{"type": "response.created", "response": base},
+          {"type": "response.output_item.added", "output_index": 0, "item": dict(item, status="in_progress", content=[])}]
+    ev += [{"type": "response.output_text.delta", "item_id": mid, "output_index": 0, "content_index": 0, "delta": p} for p in pieces]
+    usage = {"input_tokens": usage, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage + 5}
+    ev += [{"type": "response.output_item.done", "output_index": 0, "item": item},
+           {"type": "response.completed", "response": dict(base, status="completed", output=[item], usage=usage)}]
+    for i, e in enumerate(ev):
+        e["sequence_number"] = i
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in ev]
+
+
 # --------------------------------------------------------------------- server
 
 class Upstream(http.server.ThreadingHTTPServer):
@@ -340,8 +402,12 @@ class Upstream(http.server.ThreadingHTTPServer):
     the handler took (parse to answer written)."""
     daemon_threads = True
 
-    def __init__(self, workdir, record=None, script=SCRIPT, honest=None):
+    def __init__(self, workdir, record=None, script=SCRIPT, honest=None, turns=False):
         super().__init__(("127.0.0.1", 0), Handler)
+        # Interactive runs: steps counted across typed turns (`LAMTURN-k`).
+        self.turns = turns
+        # The (api, step, turn) of each fault already made (`drop`, `fail` happen once).
+        self.faulted = set()
         self.workdir = workdir
         # Report honest `usage`: the input as the request's bytes / `honest`
         # (bytes per token; else a constant 10); answer Claude Code's own
@@ -420,6 +486,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         text, model, wd = raw.decode("utf-8", "replace"), body.get("model", "scripted"), self.server.workdir
         if path.endswith("/messages/count_tokens"):
             return self.send(200, "application/json", b'{"input_tokens":100}')
+        api = "messages" if path.endswith("/messages") else "responses" if path.endswith("/responses") else None
+        tools = api == "messages" and body.get("tools") or api == "responses" and tool_list(body)
+        if api and tools and (self.server.turns or any(r in FAULTS for r, _ in self.server.script)):
+            return self.interactive(api, body, text, model, seq, entry)
         if path.endswith("/messages"):
             usage = int(len(raw) / self.server.honest) if self.server.honest else 10
             kind = compaction_kind(body) if self.server.honest else None
@@ -438,6 +508,74 @@ class Handler(http.server.BaseHTTPRequestHandler):
             call = responses_step(body, text, wd, self.server.script) if tool_list(body) and kind is None else None
             return self.send(200, "text/event-stream", responses_sse(call, model, seq, usage, kind == "compaction"))
         self.send(404, "application/json", b'{"error":{"type":"not_found","message":"scripted upstream"}}')
+
+    def interactive(self, api, body, text, model, seq, entry):
+        """Answer a conversation's request in turns mode, or at a fault step."""
+        script, wd = self.server.script, self.server.workdir
+        if self.server.turns:
+            idx, k = turn_index(api, body, text)
+        else:
+            idx = anthropic_results(body) if api == "messages" else responses_results(body)
+            k = 1
+        step = script[idx] if 0 <= idx < len(script) else None
+        role = step[0] if step else None
+        if entry is not None:
+            entry["turn"], entry["step"], entry["role"] = k, idx, role or "end"
+        if role in ("drop", "fail"):
+            with self.server.lock:
+                again = (api, idx, k) in self.server.faulted
+                self.server.faulted.add((api, idx, k))
+            if not again:
+                if entry is not None:
+                    entry["dropped" if role == "drop" else "failed"] = True
+                if role == "fail":
+                    err = {"type": "error", "error": {"type": "api_error", "message": "scripted upstream: a failure, once"}} if api == "messages" \
+                        else {"error": {"type": "server_error", "message": "scripted upstream: a failure, once", "code": "server_error"}}
+                    return self.send(500, "application/json", json.dumps(err).encode())
+                return self.stream(text_events(api, model, seq, ["This answer ", "is cut ", "by a dropped ", "connection ", "here."]), 0.2, entry, drop_after=3)
+            step = step[1]
+            role = step[0] if step else None
+            if entry is not None:
+                entry["role"] = role or "end"
+        if role == "slow":
+            n = max(1, int(step[1] / 0.25))
+            return self.stream(text_events(api, model, seq, [SLOW_TEXT] * n), 0.25, entry)
+        if role in (None, "end"):
+            block = None
+        elif api == "messages":
+            block = anthropic_step(body, text, wd, [step] * (anthropic_results(body) + 1))
+        else:
+            block = responses_step(body, text, wd, [step] * (responses_results(body) + 1))
+        if api == "messages":
+            if not body.get("stream"):
+                return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq)).encode())
+            return self.send(200, "text/event-stream", anthropic_sse(block, model, seq))
+        return self.send(200, "text/event-stream", responses_sse(block, model, seq))
+
+    def stream(self, events, delay, entry, drop_after=None):
+        """Events sent chunked, `delay` seconds apart; with `drop_after`, the
+        connection is closed after that many events, mid-stream."""
+        import socket
+        self.close_connection = True
+        i = -1
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for i, ev in enumerate(events):
+                if drop_after is not None and i == drop_after:
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                self.wfile.flush()
+                time.sleep(delay)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            if entry is not None:
+                entry["aborted"] = i
 
 
 def main():
