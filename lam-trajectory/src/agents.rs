@@ -56,6 +56,37 @@ fn is_codex_item(t: &str) -> bool {
     )
 }
 
+/// Whether a Claude Code transcript or Codex rollout holds something the
+/// model answered: an `assistant` line that is no local stand-in (Claude
+/// Code writes its own errors, "Please run /login", as `assistant` lines of
+/// model `<synthetic>` or `isApiErrorMessage`), or a response item the model
+/// produced (Codex: an assistant `message`, `reasoning`, a tool call).
+/// Lines that are no JSON objects are skipped; other formats: false.
+pub fn model_answered(bytes: &[u8]) -> bool {
+    let format = detect(bytes);
+    let answer = |o: &Map<String, Value>| match format {
+        Some(Format::ClaudeCode) => {
+            let synthetic = o.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
+                || o.get("message").and_then(|m| m.get("model")).and_then(Value::as_str) == Some("<synthetic>");
+            o.get("type").and_then(Value::as_str) == Some("assistant") && !synthetic
+        }
+        Some(Format::Codex) => {
+            let item = match (o.get("type").and_then(Value::as_str), o.get("payload").and_then(Value::as_object)) {
+                (Some("response_item"), Some(p)) => p,
+                (_, None) => o,
+                _ => return false,
+            };
+            match item.get("type").and_then(Value::as_str) {
+                Some("message") => item.get("role").and_then(Value::as_str) == Some("assistant"),
+                Some(t) => is_codex_item(t) && !t.ends_with("_output"),
+                None => false,
+            }
+        }
+        _ => false,
+    };
+    objects(bytes, "").flatten().any(|(_, o)| answer(&o))
+}
+
 /// The non-blank lines of a JSONL file as JSON objects, with 1-based line numbers.
 fn objects<'a>(bytes: &'a [u8], name: &'a str) -> impl Iterator<Item = Result<(usize, Map<String, Value>), ReadError>> + 'a {
     bytes.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace)).map(move |(i, line)| {

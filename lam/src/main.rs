@@ -16,7 +16,11 @@ mod recall;
 mod replay;
 mod run;
 mod serve;
+mod signals;
 mod store;
+#[cfg(unix)]
+mod terminal;
+mod transcript;
 mod view;
 
 #[derive(Parser)]

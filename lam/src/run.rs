@@ -13,6 +13,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::signals::Signalled;
+
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Store the tool results are archived in: a directory (or `postgres://...` where built in); default $LAM_HOME/runs/<unix seconds>-<pid>.
@@ -81,7 +83,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())?).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
     remove_stale_files();
-    let server = Server::start(proxy.clone(), pid.clone())?;
+    let signalled = Arc::new(Signalled::default());
+    let server = Server::start(proxy.clone(), pid.clone(), signalled.clone())?;
     say!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
     say!("lam run: store {}", store.shown);
     say!(
@@ -93,17 +96,62 @@ pub fn run(a: RunArgs) -> Result<()> {
     let launch = Launch::new(agent, program, args, server.addr, &store, run);
     let first = first_request(&a, agent, args);
     let seen = || proxy.stats().model_requests() > 0;
+    #[cfg(unix)]
+    let tty = crate::terminal::Saved::take();
+    let started = std::time::SystemTime::now();
     let status = launch.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|l| l.wait(&pid, first.map(|t| (t, &seen as &dyn Fn() -> bool))));
+    #[cfg(unix)]
+    if let Some(t) = &tty {
+        t.restore();
+    }
     let stopped = server.stop(std::time::Duration::from_secs(a.drain_timeout_s));
     let closed = proxy.close().context("lam run: flushing the store");
     if let Ok(l) = &launch {
         l.clean();
     }
     let status = status?;
-    let stats = proxy.stats();
-    summary(&stats, &store, program, status);
+    let ran = Ran { agent, program, batch: batch(agent, args), status, started };
+    let code = report(&proxy.stats(), &store, &ran);
     stopped.and(closed)?;
-    std::process::exit(confirmed(&stats, agent, program, exit_code(status)))
+    std::process::exit(signalled.exit_code().unwrap_or(code))
+}
+
+/// How the agent ran.
+struct Ran<'a> {
+    agent: Option<Agent>,
+    program: &'a OsStr,
+    /// `claude -p`, `codex exec`: they ask the model at once.
+    batch: bool,
+    status: ExitStatus,
+    started: std::time::SystemTime,
+}
+
+/// The summary, whether requests went around lam, and the way back into
+/// the conversation through lam; the exit code the agent's status makes.
+fn report(stats: &Stats, store: &Store, ran: &Ran<'_>) -> i32 {
+    summary(stats, stored(store, stats), store, ran.program, ran.status);
+    let transcript = ran.agent.filter(|_| !ran.batch).and_then(|ag| crate::transcript::find(ag, ran.started));
+    let code = confirmed(stats, ran, exit_code(ran.status), transcript.as_ref());
+    if let (Some(ag), Some(crate::transcript::Transcript { answered: true, session: Some(id) })) = (ran.agent, &transcript) {
+        let own = match ag {
+            Agent::ClaudeCode => "Claude Code's own `claude --resume` line goes around lam, with an MCP config file that is gone",
+            Agent::Codex => "Codex's own `codex resume` line goes around lam",
+        };
+        say!("lam run: to go on with this conversation through lam: {} ({own}: use this one)", crate::transcript::resume_command(ag, &store.shown, id));
+    }
+    code
+}
+
+/// The observations the store holds for the run's sessions, read back
+/// after the flush (identical tool results are stored once); `None` when
+/// the store cannot be read or sessions were evicted from the statistics.
+fn stored(store: &Store, stats: &Stats) -> Option<u64> {
+    if stats.evicted_sessions > 0 {
+        return None;
+    }
+    let s = arc_store::open(&store.spec, arc_store::Access::ReadOnly).ok()?;
+    let names: std::collections::BTreeSet<&str> = stats.sessions.iter().map(|x| x.session.as_str()).collect();
+    names.into_iter().try_fold(0, |n, name| Some(n + s.ids(&lam_core::SessionId::new(name)).ok()?.len() as u64))
 }
 
 /// How long a non-interactive Claude Code (`-p`, `--print`) or Codex
@@ -111,26 +159,43 @@ pub fn run(a: RunArgs) -> Result<()> {
 /// proxy; `None` for interactive runs (the user may not have typed yet),
 /// other agents, and `--first-request-timeout-s 0`.
 fn first_request(a: &RunArgs, agent: Option<Agent>, args: &[OsString]) -> Option<std::time::Duration> {
+    (batch(agent, args) && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
+}
+
+/// Whether the agent runs non-interactively, asking the model at once:
+/// Claude Code with `-p`/`--print`, Codex with `exec`.
+fn batch(agent: Option<Agent>, args: &[OsString]) -> bool {
     let has = |flags: &[&str]| args.iter().any(|x| flags.iter().any(|f| x == f));
-    let batch = match agent {
+    match agent {
         Some(Agent::ClaudeCode) => has(&["-p", "--print"]),
         Some(Agent::Codex) => has(&["exec"]),
         None => false,
-    };
-    (batch && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
+    }
 }
 
 /// The exit code, after checking that the agent's model requests came
-/// through the proxy: when none did, say so; for Claude Code and Codex
-/// (whose base URL lam sets) that is an error, and an agent that exited 0
-/// makes `lam` exit 1.
-fn confirmed(stats: &Stats, agent: Option<Agent>, program: &OsStr, code: i32) -> i32 {
+/// through the proxy. When none did: an interactive Claude Code or Codex
+/// whose transcript of this run holds no model answer made none (the user
+/// left at once, or was not logged in): one plain line. Otherwise (a batch
+/// run, which always asks the model, or a transcript with an answer) the
+/// requests went around lam: an error, and an agent that exited 0 makes
+/// `lam` exit 1; for other agents a warning.
+fn confirmed(stats: &Stats, ran: &Ran<'_>, code: i32, transcript: Option<&crate::transcript::Transcript>) -> i32 {
     if stats.model_requests() > 0 {
         return code;
     }
-    let name = program.to_string_lossy();
-    let what = "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)";
-    let how = match agent {
+    let name = ran.program.to_string_lossy();
+    if ran.agent.is_some() && !ran.batch && !transcript.is_some_and(|t| t.answered) {
+        say!("lam run: `{name}` made no model request");
+        return code;
+    }
+    let what = match transcript {
+        Some(t) if t.answered => {
+            "its transcript of this run holds a model's answer, yet no model request reached the proxy: it went around lam (nothing was compacted or archived)"
+        }
+        _ => "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)",
+    };
+    let how = match ran.agent {
         None => {
             say!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
             return code;
@@ -253,16 +318,17 @@ struct Server {
 
 impl Server {
     /// Listen on a free loopback port and serve; SIGINT, SIGTERM and SIGHUP
-    /// no longer end `lam` (the last two are passed on to the agent `pid`).
-    fn start(proxy: Proxy, pid: Arc<AtomicU32>) -> Result<Self> {
+    /// no longer end `lam` at once: they are passed on to the agent `pid`
+    /// (SIGINT only when a process sent it) and recorded in `signalled`.
+    fn start(proxy: Proxy, pid: Arc<AtomicU32>, signalled: Arc<Signalled>) -> Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("lam run: listening on 127.0.0.1")?;
         let addr = listener.local_addr().context("lam run: listening")?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("lam run: starting the runtime")?;
         let cut = Arc::new(tokio::sync::Notify::new());
         #[cfg(unix)]
-        guard_signals(&rt, pid, cut.clone())?;
+        guard_signals(&rt, pid, cut.clone(), signalled)?;
         #[cfg(not(unix))]
-        let _ = pid;
+        let _ = (pid, signalled);
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let task = rt.spawn(lam_serve::serve(proxy, listener, async move {
             let _ = rx.await;
@@ -294,13 +360,17 @@ impl Server {
     }
 }
 
-/// While the agent runs: SIGINT nothing (a Ctrl-C reaches the agent, which
-/// shares the terminal's process group, and `lam` waits for it); SIGTERM,
-/// SIGHUP sent on to the agent. Once it has exited, any of the three cuts
-/// the requests still in flight (`cut`), so `lam run` ends at once.
+/// While the agent runs: SIGTERM and SIGHUP sent on to the agent, SIGINT
+/// too when a process sent it (a Ctrl-C typed in the terminal reaches the
+/// agent by itself: it shares the terminal's process group, and `lam` waits
+/// for it). Once it has exited, any of the three cuts the requests still in
+/// flight (`cut`), so `lam run` ends at once. `signalled` records which
+/// make `lam run` exit 128 + the signal ([`Signalled`]).
 #[cfg(unix)]
-fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tokio::sync::Notify>) -> Result<()> {
+fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tokio::sync::Notify>, signalled: Arc<Signalled>) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    // Before tokio's handlers: on each signal this one runs first.
+    signalled.watch().context("lam run: signal handlers")?;
     let _in = rt.enter();
     let mut int = signal(SignalKind::interrupt()).context("lam run: SIGINT handler")?;
     let mut term = signal(SignalKind::terminate()).context("lam run: SIGTERM handler")?;
@@ -314,7 +384,7 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tok
             };
             match pid.load(Ordering::SeqCst) {
                 0 => cut.notify_one(),
-                _ if sig == "INT" => {}
+                _ if sig == "INT" && !signalled.take_sent_int() => {}
                 child => {
                     let _ = Command::new("kill").args(["-s", sig, &child.to_string()]).status();
                 }
@@ -506,8 +576,8 @@ fn exit_code(status: ExitStatus) -> i32 {
 }
 
 /// Per proxy session and in total: requests, observations, tool-result tokens, removal.
-fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
-    let line = |s: &SessionStats| {
+fn summary(stats: &Stats, stored: Option<u64>, store: &Store, program: &OsStr, status: ExitStatus) {
+    let line = |s: &SessionStats, note: &str| {
         let pct = 100.0 * s.removal;
         let budget = match s.peak_input_tokens {
             0 => String::new(),
@@ -520,15 +590,18 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
                 s.calibration.max(1.0)
             ),
         };
-        format!("{} requests, {} observations, tool-result tokens {} -> {} ({pct:.1}% removed){budget}", s.requests, s.observations, s.tokens_in, s.tokens_out)
+        format!(
+            "{} requests, {} observations{note}, tool-result tokens {} -> {} ({pct:.1}% removed){budget}",
+            s.requests, s.observations, s.tokens_in, s.tokens_out
+        )
     };
     say!("lam run: `{}` exited with code {}", program.to_string_lossy(), exit_code(status));
     for s in &stats.sessions {
-        say!("lam run: session {} (conversation {}): {}", s.session, s.conversation, line(s));
+        say!("lam run: session {} (conversation {}): {}", s.session, s.conversation, line(s, ""));
     }
     let total = stats.total();
     let n = stats.sessions.len() as u64 + stats.evicted_sessions;
-    say!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total));
+    say!("lam run: total: {n} session{}, {}", if n == 1 { "" } else { "s" }, line(&total, &stored_note(total.observations, stored)));
     let session = stats.sessions.first().map_or("SESSION", |s| s.session.as_str());
     say!(
         "lam run: store {}; recall: lam recall --store {} --session {session} §ID (list: lam recall --store {} --list)",
@@ -538,9 +611,32 @@ fn summary(stats: &Stats, store: &Store, program: &OsStr, status: ExitStatus) {
     );
 }
 
+/// After the total's observations: how many the store holds when that
+/// differs (a tool result read twice is stored once).
+fn stored_note(observations: u64, stored: Option<u64>) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    match stored {
+        Some(s) if s < observations => {
+            let r = observations - s;
+            format!(" ({s} stored; {r} repeat{} stored once)", plural(r))
+        }
+        Some(s) if s > observations => format!(" ({s} stored in the run's sessions, earlier runs' included)"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_note_counts_repeats() {
+        assert_eq!(stored_note(5, Some(4)), " (4 stored; 1 repeat stored once)");
+        assert_eq!(stored_note(7, Some(4)), " (4 stored; 3 repeats stored once)");
+        assert_eq!(stored_note(4, Some(4)), "");
+        assert_eq!(stored_note(4, None), "");
+        assert!(stored_note(2, Some(3)).starts_with(" (3 stored"));
+    }
 
     /// A store spec with a password reaches `lam mcp` in a 0600 file, never
     /// on a command line (Codex gets `-c` arguments, visible in `ps`).

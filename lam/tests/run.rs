@@ -19,7 +19,7 @@ rec = {"argv": sys.argv[1:], "anthropic": os.environ.get("ANTHROPIC_BASE_URL"), 
 if "--mcp-config" in sys.argv:
     rec["mcp"] = json.load(open(sys.argv[sys.argv.index("--mcp-config") + 1]))
 log = "".join("tests/test_mod_%d.py::test_case_%d PASSED [%d%%]\n" % (i, i, i) for i in range(60))
-logs = [log, log.replace("test_case_7 PASSED", "test_case_7 FAILED")]
+logs = [log, log if os.environ.get("FAKE_SAME") else log.replace("test_case_7 PASSED", "test_case_7 FAILED")]
 eph = {"type": "ephemeral"}
 
 def claude(n):
@@ -114,12 +114,14 @@ fn fake(dir: &Path, name: &str) -> PathBuf {
     p
 }
 
-/// `lam run` with a model-free encoder, no cache, and no base URLs inherited.
+/// `lam run` in `dir` with a model-free encoder, no cache, no base URLs
+/// inherited, and the agents' homes (their transcripts) under `dir`.
 fn lam(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lam"));
-    c.args(["run", "--encoder", "hashing", "--no-cache"]).args(args);
+    c.args(["run", "--encoder", "hashing", "--no-cache"]).args(args).current_dir(dir);
     c.env_remove("ANTHROPIC_BASE_URL").env_remove("OPENAI_BASE_URL");
     c.env("LAM_HOME", dir.join("home")).env("FAKE_RECORD", dir.join("record.json"));
+    c.env("CLAUDE_CONFIG_DIR", dir.join("claude-home")).env("CODEX_HOME", dir.join("codex-home"));
     c.envs(env.iter().copied()).output().unwrap()
 }
 
@@ -215,9 +217,10 @@ fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     check_upstream(&seen, "/v1/responses", &rec["sent"]);
 }
 
-/// An agent that sends nothing through the proxy (it read its base URL some
-/// other way, or went around lam): for claude and codex an error, and a
-/// clean exit of the agent becomes exit 1; for other agents a warning.
+/// A batch agent (`claude -p`, which always asks the model) that sends
+/// nothing through the proxy (it read its base URL some other way, or went
+/// around lam): for claude and codex an error, and a clean exit of the agent
+/// becomes exit 1; for other agents a warning.
 #[test]
 fn no_request_through_the_proxy_is_reported() {
     use std::os::unix::fs::PermissionsExt;
@@ -226,7 +229,7 @@ fn no_request_through_the_proxy_is_reported() {
         let p = dir.path().join(name);
         std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap()]);
+        let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap(), "-p", "hi"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{err}");
         assert!(err.contains(says) && err.contains("no model request reached the proxy"), "{err}");
@@ -260,30 +263,47 @@ fn a_missing_agent_or_none_is_an_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// SIGTERM, SIGHUP and `kill -INT` to `lam run` while the agent runs: passed
+/// on to the agent (it exits 7), then the store is flushed (its records
+/// readable) and `lam run` exits 128 + the signal, not the agent's code.
 #[test]
-fn signals_wait_for_the_agent_and_its_status_is_lams() {
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let script = format!("trap 'kill $s; exit 7' TERM; sleep 30 & s=$!; touch {}; wait", ready.display());
-    let mut lam = Command::new(env!("CARGO_BIN_EXE_lam"))
-        .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
-        .arg(dir.path().join("store"))
-        .args(["--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !ready.exists() {
-        assert!(t0.elapsed().as_secs() < 60, "the agent never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+fn a_signal_to_lam_run_is_passed_on_and_gives_128_plus_it_after_the_flush() {
+    for (sig, code) in [("TERM", 143), ("HUP", 129), ("INT", 130)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (up, _seen) = upstream();
+        let claude = fake(dir.path(), "claude");
+        let ready = dir.path().join("ready");
+        let body = format!("{} >/dev/null 2>&1\ntrap 'kill $s; exit 7' TERM HUP INT\nsleep 30 & s=$!\ntouch {}\nwait", claude.display(), ready.display());
+        let agent = script(dir.path(), "agent", &body);
+        let store = dir.path().join("store").to_string_lossy().into_owned();
+        let mut lam = Command::new(env!("CARGO_BIN_EXE_lam"))
+            .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", &up, "--store", &store, "--", agent.to_str().unwrap()])
+            .env("LAM_HOME", dir.path().join("home"))
+            .env("FAKE_RECORD", dir.path().join("record.json"))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(t0.elapsed().as_secs() < 60, "the agent never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(Command::new("kill").args(["-s", sig, &lam.id().to_string()]).status().unwrap().success());
+        let status = wait_at_most(&mut lam, 30);
+        let mut err = String::new();
+        lam.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert_eq!(status.code(), Some(code), "SIG{sig}: {err}");
+        assert!(err.contains("exited with code 7"), "SIG{sig} reached the agent: {err}");
+        assert!(err.contains("total: 1 session, 3 requests, 2 observations"), "{err}");
+        let list = Command::new(env!("CARGO_BIN_EXE_lam")).args(["recall", "--store", &store, "--list"]).output().unwrap();
+        assert!(String::from_utf8_lossy(&list.stdout).contains("\t2 observations"), "SIG{sig}: the store was flushed: {list:?}");
     }
-    let pid = lam.id().to_string();
-    let kill = |sig: &str| Command::new("kill").args(["-s", sig, &pid]).status().unwrap();
-    assert!(kill("INT").success());
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(lam.try_wait().unwrap().is_none(), "SIGINT alone ended lam before the agent");
-    assert!(kill("TERM").success());
-    assert_eq!(lam.wait().unwrap().code(), Some(7), "SIGTERM reaches the agent, lam exits with its code");
+}
+
+/// An agent that dies of a signal: `lam run` exits 128 + that signal.
+#[test]
+fn an_agent_killed_by_a_signal_gives_128_plus_it() {
+    let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lam"))
         .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
         .arg(dir.path().join("store"))
@@ -478,4 +498,150 @@ fn a_closed_standard_error_never_panics() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "lam run exits with the agent's code: {out:?}");
+}
+
+/// An interactive `claude` or `codex` that exits without asking the model
+/// (the user typed /exit at once, or was not logged in) and left no
+/// transcript with an answer: one plain line, the agent's exit code.
+#[test]
+fn an_interactive_agent_that_asked_nothing_is_no_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["claude", "codex"] {
+        let p = script(dir.path(), name, "exit 0");
+        let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains(&format!("lam run: `{}` made no model request", p.display())), "{err}");
+        assert!(!err.contains("error") && !err.contains("went around lam"), "{err}");
+    }
+}
+
+/// Where the fake agents write their transcripts: Claude Code's project
+/// directory of the working directory, Codex's day directory; a line that
+/// names the session, a user line and the model's answer.
+const TRANSCRIPT: &str = r#"
+if [ "$(basename "$0")" = claude ]; then
+  d="$CLAUDE_CONFIG_DIR/projects/$(pwd -P | sed 's/[^A-Za-z0-9]/-/g')"; f="$d/sid-claude-1.jsonl"
+  mkdir -p "$d"
+  echo '{"type":"user","sessionId":"sid-claude-1","uuid":"u1","message":{"role":"user","content":"hi"}}' > "$f"
+  echo '{"type":"assistant","sessionId":"sid-claude-1","uuid":"u2","message":{"role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}]}}' >> "$f"
+else
+  d="$CODEX_HOME/sessions/2025/01/02"; f="$d/rollout-2025-01-02T03-04-05-sid-codex-1.jsonl"
+  mkdir -p "$d"
+  echo '{"timestamp":"t","type":"session_meta","payload":{"id":"sid-codex-1","cwd":"/"}}' > "$f"
+  echo '{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}' >> "$f"
+  echo '{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]}}' >> "$f"
+fi
+"#;
+
+/// An interactive agent whose transcript of this run holds the model's
+/// answer though no request reached the proxy: its requests went around
+/// lam, an error, exit 1 for an agent that exited 0.
+#[test]
+fn an_answer_in_the_transcript_without_a_request_is_the_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["claude", "codex"] {
+        let p = script(dir.path(), name, &format!("{TRANSCRIPT}\nexit 0"));
+        let out = lam(dir.path(), &[], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("lam run: error: `") && err.contains("holds a model's answer, yet no model request reached the proxy"), "{err}");
+    }
+}
+
+/// An interactive conversation through lam: at exit, `lam run` prints the
+/// way back in through lam with the agent's session id from its transcript.
+#[test]
+fn the_way_back_in_goes_through_lam() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _seen) = upstream();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let store = dir.path().join("store").to_string_lossy().into_owned();
+    for (name, hint) in [("claude", "-- claude --resume sid-claude-1"), ("codex", "-- codex resume sid-codex-1")] {
+        let agent = fake(&real, name);
+        let p = script(dir.path(), name, &format!("{TRANSCRIPT}\nexec {} \"$@\"", agent.display()));
+        let out = lam(dir.path(), &[], &["--store", &store, "--upstream", &up, "--", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains(&format!("to go on with this conversation through lam: lam run --store {store} {hint} (")), "{err}");
+        assert!(err.contains("use this one"), "{err}");
+    }
+}
+
+/// Two identical tool results are stored once: the summary says how many
+/// observations the store holds and how many repeats were stored once.
+#[test]
+fn the_summary_counts_observations_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _seen) = upstream();
+    let agent = fake(dir.path(), "claude");
+    let store = dir.path().join("store").to_string_lossy().into_owned();
+    let out = lam(dir.path(), &[("FAKE_SAME", "1")], &["--store", &store, "--upstream", &up, "--", agent.to_str().unwrap(), "-p", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("total: 1 session, 3 requests, 2 observations (1 stored; 1 repeat stored once), tool-result tokens"), "{err}");
+    let list = Command::new(env!("CARGO_BIN_EXE_lam")).args(["recall", "--store", &store, "--list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains("\t1 observations"), "{list:?}");
+}
+
+/// A pseudo-terminal: (master, slave); `None` when none can be opened.
+fn pty() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let (mut m, mut s) = (-1, -1);
+    // SAFETY: openpty writes two descriptors; no name, default mode and size.
+    let ok = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) } == 0;
+    // SAFETY: descriptors openpty just opened, owned here alone.
+    ok.then(|| unsafe { (std::os::fd::OwnedFd::from_raw_fd(m), std::os::fd::OwnedFd::from_raw_fd(s)) })
+}
+
+/// The mode of terminal `fd`, its flags and control characters.
+fn mode(fd: &std::os::fd::OwnedFd) -> (u32, u32, u32, u32, Vec<u8>) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcgetattr into a zeroed termios.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut t) }, 0);
+    (t.c_iflag, t.c_oflag, t.c_cflag, t.c_lflag, t.c_cc.to_vec())
+}
+
+/// What is waiting on the pty's master side.
+fn drain(master: &std::os::fd::OwnedFd) -> String {
+    use std::os::fd::AsRawFd;
+    let fd = master.as_raw_fd();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // SAFETY: fcntl and read on an open descriptor into a local buffer.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+    while let n @ 1.. = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } {
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// An agent that leaves the terminal raw and on the alternate screen (killed
+/// in its full-screen interface): `lam run` puts the mode back and leaves
+/// the alternate screen; one that left the mode as it was gets no escapes.
+#[test]
+fn the_terminal_mode_is_restored_after_the_agent() {
+    let Some((master, slave)) = pty() else {
+        eprintln!("skipped: no pseudo-terminal could be opened");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let before = mode(&slave);
+    for (body, left) in [("stty raw -echo\nprintf '\\033[?1049h\\033[?25l'\nexit 0", true), ("exit 0", false)] {
+        let agent = script(dir.path(), "agent", body);
+        let out = Command::new(env!("CARGO_BIN_EXE_lam"))
+            .args(["run", "--encoder", "hashing", "--no-cache", "--upstream", "http://127.0.0.1:9", "--store"])
+            .arg(dir.path().join("store"))
+            .args(["--", agent.to_str().unwrap()])
+            .env("LAM_HOME", dir.path().join("home"))
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(mode(&slave), before, "the mode is restored (the agent left it raw: {left})");
+        let shown = drain(&master);
+        assert_eq!(shown.contains("\x1b[?1049l") && shown.contains("\x1b[?25h"), left, "{shown:?}");
+    }
 }
