@@ -223,3 +223,23 @@ fn a_folder_walk_skips_jsonl_that_is_no_trajectory() {
     let t = Input { path: dir.join("t.jsonl"), optional: true };
     assert!(read::read_input(&t).is_err());
 }
+
+/// A model's answer in a transcript: Claude Code's `assistant` lines but the
+/// ones it writes itself (`<synthetic>`, API errors), Codex's assistant
+/// messages and calls; user lines and session metadata alone are none.
+#[test]
+fn a_model_answer_is_told_from_the_agents_own_lines() {
+    use lam_trajectory::agents::model_answered;
+    let user = r#"{"type":"user","sessionId":"s","uuid":"u1","message":{"role":"user","content":"hi"}}"#;
+    let answer = r#"{"type":"assistant","sessionId":"s","uuid":"u2","message":{"role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}]}}"#;
+    let login = r#"{"type":"assistant","sessionId":"s","uuid":"u3","isApiErrorMessage":true,"message":{"role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"Invalid API key · Please run /login"}]}}"#;
+    assert!(!model_answered(user.as_bytes()));
+    assert!(!model_answered(format!("{user}\n{login}\n").as_bytes()));
+    assert!(model_answered(format!("{user}\n{answer}\n").as_bytes()));
+    let meta = r#"{"timestamp":"t","type":"session_meta","payload":{"id":"c"}}"#;
+    let asked = r#"{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#;
+    let call = r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}"#;
+    assert!(!model_answered(format!("{meta}\n{asked}\n").as_bytes()));
+    assert!(model_answered(format!("{meta}\n{asked}\n{call}\n").as_bytes()));
+    assert!(!model_answered(b"not json\n"));
+}

@@ -70,7 +70,7 @@ from raw_json import identity, raw_items  # noqa: E402
 
 TASK = "Look at app.py and run check.py"
 LOG = re.compile(r"lam serve: (\w+) (\S+) -> (\d+) session (\S+) in ([0-9.]+) ms")
-TOTAL = re.compile(r"lam run: total: (\d+) sessions?, (\d+) requests, (\d+) observations, tool-result tokens (\d+) -> (\d+)")
+TOTAL = re.compile(r"lam run: total: (\d+) sessions?, (\d+) requests, (\d+) observations(?: \([^)]*\))?, tool-result tokens (\d+) -> (\d+)")
 SESSION = re.compile(r"lam run: session (\S+) \(conversation \d+\): ")
 BUDGET_LINE = re.compile(r"lam run: total: .*; budget: (\d+) cuts, (\d+) citations, peak input (\d+) \(lam's count\), (\d+) over, "
                          r"upstream's count of the last (\d+) \(x([0-9.]+)\)")
