@@ -9,6 +9,7 @@ use crate::api::{Api, Context, Observations as _};
 use crate::budget::{Cuts, Form};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
+use crate::ledger::{self, Stretches, Terms};
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen, Piece};
 use lam_core::SessionId;
@@ -30,6 +31,8 @@ pub(crate) struct Conversation {
     cx_keys: Vec<u128>,
     /// With `--budget`: every item's tokens and what the cuts did.
     cuts: Cuts,
+    /// The store session that records the terms of its cuts ([`crate::ledger`]).
+    ledger: SessionId,
     /// The last preamble counted: its hash and tokens.
     pre: Option<(u64, u64)>,
     /// Items (by key) that went upstream whole with observations the store
@@ -55,6 +58,7 @@ impl Conversation {
             cx: Context::default(),
             cx_keys: Vec::new(),
             cuts: Cuts::default(),
+            ledger: SessionId::settings_of(run),
             pre: None,
             pending: HashMap::new(),
             bills: crate::replay::Bills::default(),
@@ -80,7 +84,7 @@ impl Conversation {
     /// `budget`: the request's own (`x-lam-budget`), else the engine's;
     /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens it.
     pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, (budget, factor): (Option<lam_operator::Budget>, f64)) -> (Vec<u8>, Delta) {
-        let budget = budget.or(engine.budget).map(|b| b.scaled(factor));
+        let budget = budget.or(engine.budget);
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
@@ -88,8 +92,8 @@ impl Conversation {
             self.cuts.reset();
         }
         let read = self.cx_keys.len();
-        let pre = budget.map(|_| self.preamble_tokens(req));
         let mut pass = Pass { engine, loan: None, delta: Delta::default(), budget: budget.is_some() };
+        let terms = budget.map(|b| self.terms(req, b, factor, &mut pass));
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let raw = item.raw.get().as_bytes();
@@ -114,14 +118,18 @@ impl Conversation {
             });
             self.archive_late(req, i, &mut pass);
             self.cx_keys.push(keys[i]);
-            if let (Some(b), Some(pre)) = (budget, pre) {
+            if let Some((ours, stretches)) = &terms {
+                let t = ledger::at(stretches, i, *ours);
+                let (b, pre) = (t.scaled(), t.pre);
                 self.count_item(i, &out, assistant);
                 if self.cuts.input(pre) > b.tokens {
                     self.cut(req, &mut out, pre, &b, &mut pass);
                 }
             }
         }
-        if let (Some(b), Some(pre)) = (budget, pre) {
+        if let Some((ours, stretches)) = &terms {
+            let t = stretches.last().map_or(*ours, |s| s.1);
+            let (b, pre) = (t.scaled(), t.pre);
             let input = self.cuts.input(pre);
             (pass.delta.input_tokens, pass.delta.over_budget) = (Some(input), input > b.tokens);
         }
@@ -141,6 +149,23 @@ impl Conversation {
         self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::replay::Bills::pricing(req.api))
     }
 
+    /// The terms this request's items are folded under: this process's
+    /// (`budget` tightened by `factor`, the preamble's tokens), and the
+    /// stretches recorded for the conversation ([`crate::ledger`]; ours
+    /// alone, an error counted, when the store cannot say).
+    fn terms(&mut self, req: &Parsed, budget: lam_operator::Budget, factor: f64, pass: &mut Pass<'_>) -> (Terms, Stretches) {
+        let ours = Terms { pre: self.preamble_tokens(req), factor, budget };
+        let engine = pass.engine;
+        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours) {
+            Ok(s) => (ours, s),
+            Err(e) => {
+                pass.delta.errors += 1;
+                pass.delta.last_error = Some(format!("the budget's ledger in store session `{}` could not be read or written: {e}", self.ledger));
+                (ours, Vec::new())
+            }
+        }
+    }
+
     /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.
     fn preamble_tokens(&mut self, req: &Parsed) -> u64 {
         let bytes = req.body_with(std::iter::empty());
@@ -158,7 +183,7 @@ impl Conversation {
     /// Count item `i` (forwarded as `out[i]`) unless an earlier request did.
     fn count_item(&mut self, i: usize, out: &[Piece<'_>], assistant: bool) {
         if i == self.cuts.len() {
-            self.cuts.push(lam_tokens::count(out[i].as_ref()) as u64, assistant);
+            self.cuts.push(bare_tokens(out[i].as_ref()), assistant);
         }
     }
 
@@ -260,7 +285,7 @@ impl Conversation {
             if let Some(old) = self.forwarded.insert(keys[it], frozen) {
                 self.frozen_bytes = self.frozen_bytes.saturating_sub(old.heap_bytes());
             }
-            self.cuts.recount(it, lam_tokens::count(&bytes) as u64);
+            self.cuts.recount(it, bare_tokens(&bytes));
             out[it] = Piece::Frozen(bytes);
         }
     }
@@ -367,6 +392,18 @@ struct Pass<'e> {
 /// the items before it have been answered.
 fn is_assistant(api: Api, v: &Value) -> bool {
     lam_core::wire::role(v) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
+}
+
+/// Tokens of an item's bytes as forwarded, read in their identity form
+/// ([`canon::identity`]: minified, without the client's annotations, a
+/// one-text-block `content` as its string). Claude Code marks the last
+/// item only and writes one item in either form; a cut decides by the same
+/// count whichever request carried the item first, as its last or not.
+fn bare_tokens(bytes: &[u8]) -> u64 {
+    let Ok(tree) = canon::parse(bytes) else { return lam_tokens::count(bytes) as u64 };
+    let mut out = Vec::with_capacity(bytes.len());
+    canon::identity(bytes, &tree, &mut out);
+    lam_tokens::count(&out) as u64
 }
 
 /// The string literal `lit` with its citations in place: the whole string

@@ -107,6 +107,8 @@ pub(crate) struct Engine {
     pub policy: crate::api::Policy,
     /// The bound on a request's input (`--budget`), if any.
     pub budget: Option<lam_operator::Budget>,
+    /// The terms the budget's cuts were decided under, as recorded ([`crate::ledger`]).
+    pub ledger: crate::ledger::Ledger,
 }
 
 impl std::fmt::Debug for Engine {
@@ -152,6 +154,7 @@ impl Engine {
             model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
             budget: s.budget,
+            ledger: crate::ledger::Ledger::default(),
         })
     }
 

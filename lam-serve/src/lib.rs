@@ -57,6 +57,7 @@ mod engine;
 mod error;
 mod http;
 mod json;
+mod ledger;
 mod proxy;
 mod registry;
 pub mod replay;

@@ -30,6 +30,15 @@ pub struct Rewritten {
 }
 
 impl Rewritten {
+    /// The upstream counted `tokens` of input for this request (its
+    /// answer's `usage`, [`crate::usage`]): with a budget, the
+    /// conversation's calibration learns from it; otherwise nothing.
+    pub fn report_usage(&self, tokens: u64) {
+        if let Some(sink) = &self.sink {
+            sink.report(tokens);
+        }
+    }
+
     /// `body` forwarded as it came, in no session.
     fn as_it_came(body: &[u8]) -> Self {
         Self { body: body.to_vec(), session: None, conversation: None, sink: None, receipt: None }
@@ -143,8 +152,10 @@ impl Proxy {
         Self::open_on(cfg, store)
     }
 
-    /// [`Proxy::open`] on a store already open (`cfg.store` names it in messages).
-    pub(crate) fn open_on(cfg: ServeConfig, store: arc_store::AnyStore) -> Result<Self, Error> {
+    /// [`Proxy::open`] on a store already open (`cfg.store` names it in
+    /// messages): several proxies in one process on one store handle are
+    /// replicas of a deployment (tests; a file store has one writer).
+    pub fn open_on(cfg: ServeConfig, store: arc_store::AnyStore) -> Result<Self, Error> {
         let engine = Engine::open(&cfg.engine, store, cfg.store.display())?;
         let run = match &cfg.run {
             Some(name) => {

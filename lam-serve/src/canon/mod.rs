@@ -270,4 +270,4 @@ mod identity;
 mod tests;
 
 pub(crate) use annotate::{annotations, reannotate};
-pub(crate) use identity::identity_key;
+pub(crate) use identity::{identity, identity_key};

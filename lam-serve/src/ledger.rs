@@ -1,0 +1,203 @@
+//! The budget's ledger: the terms each stretch of a conversation's items
+//! was folded under ([`crate::budget`]), recorded in the store once, when
+//! first decided, and read by every process that forwards the
+//! conversation later (a replica, a restart, a fork).
+//!
+//! A cut at an item depends on the items before it and on three terms:
+//! the preamble's tokens (the request's members but its conversation), the
+//! budget, and the calibration factor learnt from the upstream's answers
+//! ([`crate::usage`]). The last two are no function of the items: the
+//! factor is what this process's answers said, and a request may carry its
+//! own budget. So the process that first forwards a request whose items
+//! end at a point no record names appends a record for that point (the
+//! hash of the request's keys, its preamble's among them): the terms for
+//! the items after the previous recorded point up to it. Every process
+//! folds each stretch under its recorded terms. Records go to the run's
+//! settings session ([`lam_core::SessionId::settings_of`], the one that
+//! records `--run`'s settings), appended like any record; when two
+//! processes record the same point, the first in the session's order wins
+//! and the other adopts it. A factor is never below the one recorded
+//! before it in the conversation.
+
+use crate::engine::lock;
+use crate::store::SharedStore;
+use lam_core::{ObsStore as _, Record, SessionId};
+use lam_operator::Budget;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// What the action of a ledger record begins with (the point's hash follows in hex).
+const ACTION: &str = "lam serve budget ";
+
+/// The first line of a record's text.
+const FORMAT: &str = "lam budget/1";
+
+/// The terms a stretch of items is folded under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Terms {
+    /// Tokens of the preamble.
+    pub pre: u64,
+    /// Upstream tokens per lam token (from 1).
+    pub factor: f64,
+    /// The budget as given, before the factor tightens it.
+    pub budget: Budget,
+}
+
+impl Terms {
+    /// The budget in lam's tokens.
+    pub(crate) fn scaled(&self) -> Budget {
+        self.budget.scaled(self.factor)
+    }
+
+    fn text(&self) -> String {
+        let b = &self.budget;
+        format!("{FORMAT}\npre: {}\nfactor: {}\nbudget: {} target {} keep {}\n", self.pre, self.factor, b.tokens, b.target, b.keep)
+    }
+
+    /// A record's text read back; `None` when it is not one this version writes.
+    fn parse(text: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(text).ok()?;
+        let mut lines = text.lines();
+        (lines.next()? == FORMAT).then_some(())?;
+        let mut field = |name: &str| lines.next()?.strip_prefix(name)?.strip_prefix(": ").map(str::to_string);
+        let pre = field("pre")?.parse().ok()?;
+        let factor: f64 = field("factor")?.parse().ok()?;
+        let budget = field("budget")?;
+        let nums: Vec<&str> = budget.split(' ').collect();
+        let [tokens, "target", target, "keep", keep] = nums[..] else { return None };
+        let budget = Budget { tokens: tokens.parse().ok()?, target: target.parse().ok()?, keep: keep.parse().ok()? };
+        (factor.is_finite() && factor >= 1.0).then_some(Self { pre, factor, budget })
+    }
+}
+
+/// Every ledger this process has read: per store session, how many of its
+/// records it has read and the terms recorded for each point (the first).
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    books: Mutex<HashMap<SessionId, Book>>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    read: usize,
+    terms: HashMap<u128, Terms>,
+}
+
+/// The stretches of a request's items: `(end, terms)`, ends ascending,
+/// the last at the request's item count; item `i` is folded under the
+/// terms of the first stretch that ends after it.
+pub(crate) type Stretches = Vec<(usize, Terms)>;
+
+/// The terms item `i` is folded under (`ours` past every stretch).
+pub(crate) fn at(s: &[(usize, Terms)], i: usize, ours: Terms) -> Terms {
+    s.iter().find(|(end, _)| *end > i).map_or(ours, |(_, t)| *t)
+}
+
+impl Ledger {
+    /// The stretches of the conversation whose keys are `keys` (the
+    /// preamble's first), recorded in `session`: a record for the whole of
+    /// `keys` is appended when none is there yet, with `ours` (its factor
+    /// at least the last recorded one's).
+    pub(crate) fn stretches(&self, store: &SharedStore, session: &SessionId, keys: &[u128], ours: Terms) -> Result<Stretches, lam_core::Error> {
+        let points = points(keys);
+        let mut books = lock(&self.books);
+        let book = books.entry(session.clone()).or_default();
+        book.refresh(store, session)?;
+        let found = book.found(&points);
+        if found.last().map(|f| f.0) == Some(points.len()) || points.is_empty() {
+            return Ok(found);
+        }
+        let factor = found.last().map_or(ours.factor, |(_, t)| t.factor.max(ours.factor));
+        let ours = Terms { factor, ..ours };
+        let last = points[points.len() - 1];
+        let rec = Record { index: 0, action: format!("{ACTION}{last:032x}"), observation: ours.text().into_bytes(), returncode: None };
+        let mut w = store;
+        w.append(session, &rec, 0)?;
+        book.refresh(store, session)?;
+        Ok(book.found(&points))
+    }
+}
+
+impl Book {
+    /// Read the records appended to `session` since the last read.
+    fn refresh(&mut self, store: &SharedStore, session: &SessionId) -> Result<(), lam_core::Error> {
+        let ids = store.ids(session)?;
+        for id in ids.iter().skip(self.read) {
+            let Some(meta) = store.meta(session, id)? else { continue };
+            let Some(point) = meta.action.strip_prefix(ACTION).and_then(|h| u128::from_str_radix(h, 16).ok()) else { continue };
+            if self.terms.contains_key(&point) {
+                continue;
+            }
+            if let Some(t) = store.get(session, id)?.as_deref().and_then(Terms::parse) {
+                self.terms.insert(point, t);
+            }
+        }
+        self.read = self.read.max(ids.len());
+        Ok(())
+    }
+
+    /// The recorded stretches among `points` (item counts from 1).
+    fn found(&self, points: &[u128]) -> Stretches {
+        points.iter().enumerate().filter_map(|(i, p)| self.terms.get(p).map(|t| (i + 1, *t))).collect()
+    }
+}
+
+/// The point after each item: a hash of the keys up to it (the preamble's first).
+fn points(keys: &[u128]) -> Vec<u128> {
+    let mut h = keys.first().copied().unwrap_or(0);
+    keys.iter()
+        .skip(1)
+        .map(|k| {
+            let mut b = [0u8; 32];
+            b[..16].copy_from_slice(&h.to_le_bytes());
+            b[16..].copy_from_slice(&k.to_le_bytes());
+            h = xxhash_rust::xxh3::xxh3_128(&b);
+            h
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(pre: u64, factor: f64) -> Terms {
+        Terms { pre, factor, budget: Budget::new(1000, None, None).unwrap() }
+    }
+
+    #[test]
+    fn a_record_reads_back_and_anything_else_is_ignored() {
+        let t = terms(1234, 1.46875);
+        assert_eq!(Terms::parse(t.text().as_bytes()), Some(t));
+        for bad in [
+            "",
+            "lam budget/2\npre: 1\n",
+            "lam budget/1\npre: x\nfactor: 1\nbudget: 1 target 1 keep 1\n",
+            "lam budget/1\npre: 1\nfactor: 0.5\nbudget: 1 target 1 keep 1\n",
+        ] {
+            assert_eq!(Terms::parse(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    /// The first record of a point wins; a later process reads the
+    /// stretches as recorded, whatever its own terms.
+    #[test]
+    fn the_first_record_of_a_point_wins_and_stretches_follow_the_records() {
+        let store = SharedStore::new(Box::new(arc_store::MemStore::new()), "mem:".into());
+        let s = SessionId::settings_of("run");
+        let (a, b) = (Ledger::default(), Ledger::default());
+        let keys = [7u128, 1, 2, 3, 4, 5];
+        assert_eq!(a.stretches(&store, &s, &keys[..3], terms(10, 1.0)).unwrap(), [(2, terms(10, 1.0))]);
+        assert_eq!(b.stretches(&store, &s, &keys[..3], terms(99, 2.0)).unwrap(), [(2, terms(10, 1.0))], "adopted");
+        let got = b.stretches(&store, &s, &keys, terms(20, 1.5)).unwrap();
+        assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))]);
+        let got = a.stretches(&store, &s, &keys, terms(30, 1.0)).unwrap();
+        assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))], "read, not decided again");
+        let other = [8u128, 1, 2];
+        assert_eq!(a.stretches(&store, &s, &other, terms(5, 1.0)).unwrap(), [(2, terms(5, 1.0))], "another preamble, another point");
+        let more = [7u128, 1, 2, 3, 4, 5, 6];
+        assert_eq!(a.stretches(&store, &s, &more, terms(1, 1.0)).unwrap()[2], (6, terms(1, 1.5)), "a factor never falls");
+        assert_eq!(at(&got, 1, terms(0, 1.0)), terms(10, 1.0));
+        assert_eq!(at(&got, 2, terms(0, 1.0)), terms(20, 1.5));
+    }
+}

@@ -1,0 +1,156 @@
+//! With `--budget`, replicas of a run on one store, and a proxy restarted
+//! between cuts, forward the same bytes as one proxy: on a real Claude Code
+//! transcript (`shared/corpus/agent-transcripts`, read in place; skipped
+//! when absent), requests in round robin over three replicas, a fresh
+//! proxy after every two cuts, and an upstream whose `usage` counts more
+//! than lam (calibration above 1).
+
+use arc_store::{AnyStore, FileStore};
+use lam_core::wire::Agent;
+use lam_core::{ObsMeta, ObsStore, Record, SessionId};
+use lam_serve::replay::{Call, requests};
+use lam_serve::{Api, Budget, Proxy, ServeConfig};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One file store handle shared by every proxy of a test, as replicas
+/// share one store (a file store has one writer per directory).
+#[derive(Clone)]
+struct Shared(Arc<Mutex<FileStore>>);
+
+impl Shared {
+    fn with<T>(&self, f: impl FnOnce(&mut FileStore) -> T) -> T {
+        f(&mut self.0.lock().unwrap())
+    }
+}
+
+impl ObsStore for Shared {
+    fn append(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<ObsMeta, lam_core::Error> {
+        self.with(|st| ObsStore::append(st, s, r, t))
+    }
+    fn get(&self, s: &SessionId, id: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
+        self.with(|st| ObsStore::get(st, s, id))
+    }
+    fn meta(&self, s: &SessionId, id: &str) -> Result<Option<ObsMeta>, lam_core::Error> {
+        self.with(|st| ObsStore::meta(st, s, id))
+    }
+    fn ids(&self, s: &SessionId) -> Result<Vec<String>, lam_core::Error> {
+        self.with(|st| ObsStore::ids(st, s))
+    }
+    fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
+        self.with(|st| ObsStore::sessions(st))
+    }
+    fn claim(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<Option<ObsMeta>, lam_core::Error> {
+        self.with(|st| ObsStore::claim(st, s, r, t))
+    }
+}
+
+/// The requests Claude Code sent for a real transcript, or `None` when the corpus is absent.
+fn transcript(rel: &str) -> Option<Vec<Vec<u8>>> {
+    let path: PathBuf = lam_core::corpus_dir().join("agent-transcripts").join(rel);
+    if !path.exists() {
+        eprintln!("skipped: {} is absent", path.display());
+        return None;
+    }
+    let t = lam_trajectory::read::read_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).remove(0);
+    let calls: Vec<Call> = t
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default()))
+        .collect();
+    Some(requests(Agent::ClaudeCode, &t.task, &calls))
+}
+
+const BUDGET: u64 = 30_000;
+
+fn proxy(store: &Shared, dir: &Path) -> Proxy {
+    let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
+    cfg.store = arc_store::StoreSpec::Dir(dir.to_path_buf());
+    cfg.run = Some("team".into());
+    cfg.engine.budget = Some(Budget::new(BUDGET, None, None).unwrap());
+    Proxy::open_on(cfg, Box::new(store.clone()) as AnyStore).unwrap()
+}
+
+fn store(dir: &Path) -> Shared {
+    Shared(Arc::new(Mutex::new(FileStore::open(dir).unwrap())))
+}
+
+/// The upstream's count: one token per 3 bytes (more than cl100k's), or none.
+fn usage(calibrated: bool, body: &[u8]) -> Option<u64> {
+    calibrated.then_some(body.len() as u64 / 3)
+}
+
+/// What one proxy forwards for every request, and its cuts after each.
+fn single(reqs: &[Vec<u8>], calibrated: bool) -> (Vec<Vec<u8>>, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path());
+    let p = proxy(&st, dir.path());
+    let mut cuts = Vec::new();
+    let bodies = reqs
+        .iter()
+        .map(|r| {
+            let out = p.try_rewrite(Api::Messages, None, r).unwrap();
+            usage(calibrated, &out.body).into_iter().for_each(|n| out.report_usage(n));
+            cuts.push(p.stats().total().cuts);
+            out.body
+        })
+        .collect();
+    (bodies, cuts)
+}
+
+/// What proxies on one store forward: request `k` goes to the proxy
+/// `pick(k, proxies)` names (a new one when it names none yet).
+fn spread(reqs: &[Vec<u8>], calibrated: bool, mut pick: impl FnMut(usize) -> usize) -> Vec<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path());
+    let mut proxies: Vec<Proxy> = Vec::new();
+    let mut out = Vec::new();
+    for (k, r) in reqs.iter().enumerate() {
+        let i = pick(k);
+        while proxies.len() <= i {
+            proxies.push(proxy(&st, dir.path()));
+        }
+        let rw = proxies[i].try_rewrite(Api::Messages, None, r).unwrap();
+        usage(calibrated, &rw.body).into_iter().for_each(|n| rw.report_usage(n));
+        out.push(rw.body);
+    }
+    out
+}
+
+fn differing(a: &[Vec<u8>], b: &[Vec<u8>]) -> usize {
+    a.iter().zip(b).filter(|(x, y)| x != y).count()
+}
+
+/// Round robin over three replicas, and a restart after every two cuts
+/// (of the single proxy's), with and without calibration.
+fn check(rel: &str) {
+    let Some(reqs) = transcript(rel) else { return };
+    let mut found = Vec::new();
+    for calibrated in [false, true] {
+        let (one, cuts) = single(&reqs, calibrated);
+        let total = *cuts.last().unwrap();
+        assert!(total >= 4, "{rel}: {total} cuts; the test needs several");
+        let rr = spread(&reqs, calibrated, |k| k % 3);
+        let mut restarts = 0;
+        let mut since = 0;
+        let re = spread(&reqs, calibrated, |k| {
+            if k > 0 && cuts[k - 1] - since >= 2 {
+                (since, restarts) = (cuts[k - 1], restarts + 1);
+            }
+            restarts
+        });
+        let (d_rr, d_re) = (differing(&one, &rr), differing(&one, &re));
+        eprintln!(
+            "{rel} (calibrated: {calibrated}): {total} cuts; bodies differing of {}: round robin over 3: {d_rr}, restarted {restarts} times: {d_re}",
+            reqs.len()
+        );
+        found.push((calibrated, d_rr, d_re));
+    }
+    assert!(found.iter().all(|f| (f.1, f.2) == (0, 0)), "{rel}: bodies differing from one proxy's (calibrated, round robin, restarts): {found:?}");
+}
+
+#[test]
+fn replicas_and_restarts_forward_what_one_proxy_forwards() {
+    check("cctrace/main.jsonl");
+}
