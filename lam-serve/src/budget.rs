@@ -7,11 +7,17 @@
 //! cited. Citations of an earlier cut shrink to their line at the next.
 //!
 //! The rule is a fold over the conversation's items: after each item the
-//! input so far (the preamble, every item as forwarded) is checked, and a
-//! cut made there is frozen for good. It depends on the items, their token
-//! counts and the settings alone, never on where requests began or ended,
-//! so a restarted proxy or another replica makes the same cuts and forwards
-//! the same bytes. Between cuts the prefix is byte-stable.
+//! input so far (the preamble, every item as forwarded, each counted in its
+//! identity form, without the client's `cache_control` marks) is checked
+//! against the budget tightened by the calibration factor, and a cut made
+//! there is frozen for good. The items and their counts are the
+//! conversation's; the preamble's tokens, the budget and the factor are
+//! terms that another request or the upstream's answers may change, so each
+//! stretch of items is folded under the terms recorded for it in the store
+//! ([`crate::ledger`]), the first process to forward it having recorded
+//! its own. So a restarted proxy or another replica makes the same cuts and
+//! forwards the same bytes (tested: `tests/replicas.rs`). Between cuts the
+//! prefix is byte-stable.
 //!
 //! After a cut the operator forgets the cited records, so no later stub
 //! names lines only a citation stands for; a result whose stubs name a

@@ -153,4 +153,5 @@ fn check(rel: &str) {
 #[test]
 fn replicas_and_restarts_forward_what_one_proxy_forwards() {
     check("cctrace/main.jsonl");
+    check("spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl");
 }
