@@ -47,6 +47,16 @@
 //! ```
 #![warn(missing_docs)]
 
+/// `eprintln!` that never panics: a line to a closed terminal (its window
+/// shut: EIO) or a closed pipe is lost, never the request or the proxy
+/// task writing it (`lam run` serves the proxy in its own process).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod admission;
 mod api;
 mod budget;

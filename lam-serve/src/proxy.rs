@@ -221,7 +221,7 @@ impl Proxy {
             Err(e) => {
                 c.counts.unparsed.fetch_add(1, Ordering::Relaxed);
                 if self.inner.cfg.log {
-                    eprintln!("lam serve: no session ({e}); forwarding the request as it came");
+                    say!("lam serve: no session ({e}); forwarding the request as it came");
                 }
                 return Ok(Rewritten::as_it_came(body));
             }
@@ -240,7 +240,7 @@ impl Proxy {
         let Ok((out, delta, held)) = rewritten else {
             c.counts.failed_open.fetch_add(1, Ordering::Relaxed);
             lock(&self.inner.sessions).retire(&handle);
-            eprintln!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
+            say!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
             return Ok(Rewritten::as_it_came(body));
         };
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
@@ -257,7 +257,7 @@ impl Proxy {
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
         if delta.over_budget && self.inner.cfg.log {
-            eprintln!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0)));
+            say!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0)));
         }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
         Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })

@@ -87,7 +87,7 @@ impl SharedStore {
             return;
         }
         self.health.outages.fetch_add(1, Ordering::Relaxed);
-        eprintln!(
+        say!(
             "lam serve: the store is out of reach ({why}); new tool results go upstream whole and unarchived until it is back \
              (asked every {} s), and each is archived when a request carries it again",
             PROBE_EVERY.as_secs()
@@ -97,7 +97,7 @@ impl SharedStore {
         if let Err(e) = spawned {
             // No probe: let the next call find out for itself.
             self.health.down.store(false, Ordering::Release);
-            eprintln!("lam serve: could not start the store probe ({e}); the next call tries the store again");
+            say!("lam serve: could not start the store probe ({e}); the next call tries the store again");
         }
     }
 }
@@ -113,7 +113,7 @@ fn probe(store: &Arc<Mutex<AnyStore>>, health: &Health) {
         }
         if lock(store).ids(&SessionId::new(PROBE_SESSION)).is_ok() {
             health.down.store(false, Ordering::Release);
-            eprintln!("lam serve: the store {} is back after {:.1} s; archiving resumes", health.shown, since.elapsed().as_secs_f64());
+            say!("lam serve: the store {} is back after {:.1} s; archiving resumes", health.shown, since.elapsed().as_secs_f64());
             return;
         }
     }

@@ -68,18 +68,18 @@ async fn serve_until_signalled(proxy: Proxy, listener: std::net::TcpListener, mu
         () = signals.next() => {}
     }
     let _ = stop.send(());
-    eprintln!(
+    say!(
         "lam serve: stopping: no new connections; finishing in-flight requests for at most {} s (--drain-timeout-s; a second signal stops now)",
         drain.as_secs_f64()
     );
     tokio::select! {
         r = &mut server => r,
         () = signals.next() => {
-            eprintln!("lam serve: second signal: stopping now, cutting in-flight requests");
+            say!("lam serve: second signal: stopping now, cutting in-flight requests");
             Err(Error::Cut("a second signal"))
         }
         () = tokio::time::sleep(drain) => {
-            eprintln!("lam serve: drain deadline reached: stopping now, cutting in-flight requests");
+            say!("lam serve: drain deadline reached: stopping now, cutting in-flight requests");
             Err(Error::Cut("the drain deadline, --drain-timeout-s"))
         }
     }

@@ -166,12 +166,12 @@ async fn rewritten(
         // Fail open: what lam could not rewrite goes as it came.
         Ok(Err(e)) => {
             app.proxy.count(|c| &c.failed_open);
-            eprintln!("lam serve: rewriting failed ({e}); forwarding the request as it came");
+            say!("lam serve: rewriting failed ({e}); forwarding the request as it came");
             Ok((bytes, None, None, None))
         }
         Err(e) => {
             app.proxy.count(|c| &c.failed_open);
-            eprintln!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
+            say!("lam serve: rewriting failed inside lam ({e}; a bug, please report it); forwarding the request as it came");
             Ok((bytes, None, None, None))
         }
     }
@@ -243,7 +243,7 @@ pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant, receipt: Option<&crate::replay::Receipt>) {
     if app.proxy.config().log {
         let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
-        eprintln!(
+        say!(
             "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent){}",
             parts.method,
             parts.uri.path(),
