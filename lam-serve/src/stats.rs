@@ -41,6 +41,9 @@ macro_rules! proxy_counters {
             pub store_down: bool,
             /// Times the store was marked down since the proxy started.
             pub store_outages: u64,
+            /// The proxy's `--budget` in tokens, when it has one (a request's
+            /// `x-lam-budget` may set its own).
+            pub budget_tokens: Option<u64>,
         }
 
         impl Counters {
@@ -57,6 +60,7 @@ macro_rules! proxy_counters {
                     memory_budget: held.memory_budget,
                     store_down: held.store_down,
                     store_outages: held.store_outages,
+                    budget_tokens: held.budget_tokens,
                 }
             }
         }
@@ -124,6 +128,7 @@ pub(crate) struct Held {
     pub memory_budget: u64,
     pub store_down: bool,
     pub store_outages: u64,
+    pub budget_tokens: Option<u64>,
 }
 
 /// Declares a session's summable counters: the fields of [`SessionStats`],

@@ -17,9 +17,11 @@ mod replay;
 mod run;
 mod serve;
 mod signals;
+mod status;
 mod store;
 #[cfg(unix)]
 mod terminal;
+mod top;
 mod transcript;
 mod view;
 
@@ -39,6 +41,11 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/agents.md).
     Run(run::RunArgs),
+    /// The conversations of a running `lam run` (or `lam serve --proxy URL`): requests, tokens kept out, cuts, input bill vs direct, refreshed every second (docs/agents.md).
+    Top(top::TopArgs),
+    /// One line of what the proxy saved, for an agent's status line (`lam run` registers it).
+    #[command(hide = true)]
+    StatusLine(status::StatusLineArgs),
     /// Replay recorded Claude Code / Codex sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency (docs/agents.md).
     Replay(replay::ReplayArgs),
     /// Print an archived tool output's exact bytes (or one part of it).
@@ -73,6 +80,8 @@ fn main() -> Result<()> {
         Cmd::Run(a) => run::run(a),
         Cmd::Mcp(a) => mcp::run(a),
         Cmd::Replay(a) => replay::run(a),
+        Cmd::Top(a) => top::run(a),
+        Cmd::StatusLine(a) => status::run(a),
     }
 }
 

@@ -454,6 +454,8 @@ impl Launch {
         let mut files = Vec::new();
         let mcp = mcp_args(store, run, &mut files)?;
         let origin = format!("http://{addr}");
+        // `lam top` finds this run's proxy here (`lam-run-PID-proxy`).
+        files.push(private_file("proxy", &origin)?);
         let Some(agent) = agent else {
             say!(
                 "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
@@ -469,6 +471,7 @@ impl Launch {
             Agent::ClaudeCode => claude_flags(&exe, &mcp, &mut files)?,
             Agent::Codex => codex_flags(&exe, &mcp, &base),
         };
+        let flags = [flags, crate::status::agent_flags(agent, &exe, &origin)].concat();
         say!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
         // Claude Code takes its flags after the user's arguments, Codex its `-c` before them.
         let cmd = match agent {
