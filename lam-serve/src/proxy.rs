@@ -273,7 +273,13 @@ impl Proxy {
             Held { sessions: reg.stats(), created: reg.made(), evicted_sessions, evicted, requests, memory_bytes: reg.held() as u64, ..Held::default() }
         };
         let store = &self.inner.engine.store;
-        c.counts.read(Held { memory_budget: self.inner.cfg.max_memory as u64, store_down: store.is_down(), store_outages: store.outages(), budget_tokens: self.inner.cfg.engine.budget.map(|b| b.tokens), ..held })
+        c.counts.read(Held {
+            memory_budget: self.inner.cfg.max_memory as u64,
+            store_down: store.is_down(),
+            store_outages: store.outages(),
+            budget_tokens: self.inner.cfg.engine.budget.map(|b| b.tokens),
+            ..held
+        })
     }
 
     /// The counters in the Prometheus text format (`GET /metrics`).
