@@ -51,7 +51,7 @@ fn help_lists_commands_by_use() {
     let o = lam(&["--help"]);
     assert!(o.status.success());
     let help = text(&o.stdout);
-    let expected = ["compact", "serve", "run", "replay", "recall", "eval", "view", "mcp", "store", "embed", "codec", "costmodel", "help"];
+    let expected = ["compact", "serve", "run", "top", "replay", "recall", "eval", "view", "mcp", "store", "embed", "codec", "costmodel", "help"];
     assert_eq!(commands(&help), expected, "{help}");
 }
 
