@@ -28,7 +28,11 @@ same before and after; the alternate screen left and the cursor shown;
 no process of the run left (cwd in the run's folder, or the proxy's port
 or the store in its environment or command line); no false "went around
 lam" alarm; the way back in through lam printed at exit; lam's figures on
-the status line; after a hang-up, the store flushed.
+the status line (`lam status-line`'s `lam: tool output A -> B tokens ...`,
+read from the screen after the second turn); after a hang-up, the store
+flushed. `lam run` runs without `--log`: its log lines, written into the
+agent's full-screen interface, garble what the agent draws (Claude Code's
+status line among it).
 
 Checks that wait on issue 56 work not landed are listed in PENDING: their
 failures are printed `FAIL (pending: ...)`; any failure makes the exit
@@ -264,7 +268,7 @@ class Run:
         self.up = up or su.Upstream(str(self.work), record=str(root / "upstream.jsonl"), script=script, turns=True).start()
         self.first_seq = len(self.up.seen)
         env = environment(root, agent, bins, self.work)
-        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(self.store), "--upstream", self.up.url, "--",
+        cmd = [lam, "run", "--encoder", encoder, "--store", str(self.store), "--upstream", self.up.url, "--",
                str(bins / agent), *args]
         self.tty = Tty(cmd, self.work, env)
         self.api = "messages" if agent == "claude" else "responses"
@@ -436,14 +440,17 @@ def resume_hint(c, run, sid):
     c.add("resume hint through lam", ok, " | ".join(x.strip() for x in lines) or "no hint with the id")
 
 
-STATUS = re.compile(r"lam\b.*\d")
+# `lam status-line`'s line for the conversation (lam/src/status.rs):
+# `lam: tool output 1.2k -> 0.9k tokens (-26.7%) | ... | input bill ... vs ... direct (...)`.
+STATUS = re.compile(r"lam: tool output [0-9.,]+[kMG]? -> [0-9.,]+[kMG]? tokens")
+LAMISH = re.compile(r"\blam( \(all conversations\))?: ")
 
 
 def status_line(run):
-    """The screen's lines that show lam's figures, not lam run's or the
-    proxy's own output lines."""
-    return [line.strip() for line in run.tty.screen.display
-            if STATUS.search(line) and not re.search(r"lam (run|serve|mcp):|lam recall|lam-run|/lam\b", line)]
+    """The screen's status line with lam's figures for the conversation,
+    and any other line `lam status-line` may have written (`lam: ...`)."""
+    lines = [line.strip() for line in run.tty.screen.display]
+    return [x for x in lines if STATUS.search(x)], [x for x in lines if LAMISH.search(x) and not STATUS.search(x)]
 
 
 # -------------------------------------------------------------- scenarios
@@ -455,8 +462,8 @@ def two_turns(ctx, agent):
     run.turn(1)
     run.turn(2, "look at app.py again and recall")
     run.tty.pump(3.0)
-    shown = status_line(run)
-    ctx.status[agent] = shown or run.tty.screen_text().splitlines()[-4:]
+    shown, other = status_line(run)
+    ctx.status[agent] = shown or other or run.tty.screen_text().splitlines()[-4:]
     run.exit_key("word")
     run.finish()
     common_checks(c, run, "agent")
