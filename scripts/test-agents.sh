@@ -5,9 +5,9 @@
 # conversation, every request through the proxy, admitted = sent, no earlier
 # byte changed, exact recall through lam's MCP tool. Prints a table per
 # agent and writes target/agents-report.json. SKIPPED when npm is unreachable.
-# With LAM_PTY_TEST=1, also the agents driven interactively in a
+# Then the agents driven interactively in a
 # pseudo-terminal (lam/tests/agents/pty_test.py: turns, Esc, exit keys,
-# hang-up, kill, resume; about a minute per agent).
+# hang-up, kill, resume; about a minute per agent; LAM_PTY_TEST=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-agents.sh
@@ -16,7 +16,8 @@ encoder=$(bash scripts/default-encoder.sh)
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-agents-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 python3 lam/tests/agents/real_agents_test.py target/debug/lam target/agents "$work" target/agents-report.json --encoder "$encoder" "$@"
-if [ "${LAM_PTY_TEST:-0}" = 1 ]; then
+# The pseudo-terminal run (pty_test.py): on by default; LAM_PTY_TEST=0 skips it.
+if [ "${LAM_PTY_TEST:-1}" != 0 ]; then
   bash scripts/pty-venv.sh
   py=target/pty-venv/bin/python
   [ -x "$py" ] || py=python3
