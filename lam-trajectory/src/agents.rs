@@ -103,6 +103,13 @@ fn line_error(name: &str, n: usize, message: String) -> ReadError {
     ReadError::Record { path: name.to_string(), record: format!("line {n}"), message }
 }
 
+/// A line's `timestamp` (ISO 8601 / RFC 3339, as Claude Code and Codex
+/// write it), in Unix milliseconds; `None` when absent or unreadable.
+pub fn timestamp(o: &Map<String, Value>) -> Option<i64> {
+    let t = o.get("timestamp")?.as_str()?;
+    chrono::DateTime::parse_from_rfc3339(t).ok().map(|d| d.timestamp_millis())
+}
+
 fn stem(path: &Path) -> String {
     let n = path.file_name().and_then(|n| n.to_str()).unwrap_or("session");
     let n = n.strip_suffix(".gz").unwrap_or(n);
@@ -119,6 +126,9 @@ struct Session {
     calls: HashMap<String, (String, String)>,
     records: Vec<Record>,
     thoughts: Vec<String>,
+    /// The current line's `timestamp` (Unix ms), and each record's.
+    time: Option<i64>,
+    times: Vec<Option<i64>>,
 }
 
 impl Session {
@@ -147,6 +157,7 @@ impl Session {
             None => Default::default(),
         };
         self.thoughts.push(thought);
+        self.times.push(self.time);
         self.records.push(Record { index: self.records.len() as u32, action, observation: observation.into_bytes(), returncode });
     }
 
@@ -164,6 +175,8 @@ impl Session {
             records: self.records,
             thoughts: self.thoughts,
             task: self.task,
+            times: self.times,
+            cache_ttl: None,
         }
     }
 }
@@ -187,6 +200,8 @@ pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, Re
     let mut parts = vec![Part::default()];
     let mut base = None;
     let mut seen = HashSet::new();
+    // Which prompt caches the answers wrote to: [5 minutes, 1 hour].
+    let mut writes = [false; 2];
     for line in objects(bytes, &name) {
         let (n, o) = line?;
         let err = |m: String| line_error(&name, n, m);
@@ -194,6 +209,11 @@ pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, Re
             Some(Value::String(t)) => t.as_str(),
             _ => return Err(err("has no string `type`".into())),
         };
+        if let Some(Value::Object(c)) = o.get("message").and_then(|m| m.get("usage")).and_then(|u| u.get("cache_creation")) {
+            for (k, key) in ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"].iter().enumerate() {
+                writes[k] |= c.get(*key).and_then(Value::as_u64).is_some_and(|t| t > 0);
+            }
+        }
         if ty == "system" && o.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
             parts.push(Part::default());
             continue;
@@ -217,12 +237,22 @@ pub fn read_claude_code(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, Re
         let content = message_content(&o).map_err(err)?;
         let meta = o.get("isMeta").and_then(Value::as_bool) == Some(true);
         let s = &mut part.session;
+        s.time = timestamp(&o);
         if ty == "assistant" { claude_assistant(s, content) } else { claude_user(s, content, meta) }.map_err(err)?;
     }
     let base = base.unwrap_or_else(|| stem(path));
     // After a compaction, a conversation without tool results has nothing to compact.
     let named = parts.into_iter().enumerate().filter(|(k, p)| p.any_message && (*k == 0 || !p.session.records.is_empty()));
-    Ok(named.map(|(k, p)| p.session.finish(path, Format::ClaudeCode, if k == 0 { base.clone() } else { format!("{base}.compact-{k}") })).collect())
+    let cache_ttl = match writes {
+        [true, _] => Some(300),
+        [false, true] => Some(3600),
+        [false, false] => None,
+    };
+    let finish = |(k, p): (usize, Part)| {
+        let t = p.session.finish(path, Format::ClaudeCode, if k == 0 { base.clone() } else { format!("{base}.compact-{k}") });
+        Trajectory { cache_ttl, ..t }
+    };
+    Ok(named.map(finish).collect())
 }
 
 /// One conversation of a transcript: the part before the first compaction,
@@ -351,6 +381,7 @@ pub fn read_codex(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadErro
         let (n, o) = line?;
         let err = |m: String| line_error(&name, n, m);
         let is_first = std::mem::take(&mut first);
+        s.time = timestamp(&o);
         match (o.get("type"), o.get("payload")) {
             (Some(Value::String(t)), Some(p)) => {
                 let p = p.as_object().ok_or_else(|| err(format!("`payload` is {}, not an object", kind(p))))?;

@@ -93,6 +93,8 @@ mod tests {
             records: vec![],
             thoughts: vec![],
             task: String::new(),
+            times: vec![],
+            cache_ttl: None,
         }
     }
 

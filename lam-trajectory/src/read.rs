@@ -211,6 +211,8 @@ pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Tra
         records: p.records,
         thoughts: p.thoughts,
         task: p.task,
+        times: Vec::new(),
+        cache_ttl: None,
     };
     match v {
         Value::Array(msgs) => Ok(mk(Format::OpenAiChat, from_messages(msgs, &name, "messages")?)),
@@ -422,6 +424,8 @@ fn read_jsonl(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
                     records: Vec::new(),
                     thoughts: Vec::new(),
                     task: String::new(),
+                    times: Vec::new(),
+                    cache_ttl: None,
                 });
                 out.last_mut().expect("just pushed")
             }

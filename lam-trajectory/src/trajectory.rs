@@ -22,6 +22,14 @@ pub struct Trajectory {
     pub thoughts: Vec<String>,
     /// The immutable task prefix: system and task messages before the first action (empty when not recorded).
     pub task: String,
+    /// When each record's result was written, Unix milliseconds (parallel to
+    /// `records`; empty, or `None` for a record, when not recorded): Claude
+    /// Code's and Codex's per-line `timestamp`.
+    pub times: Vec<Option<i64>>,
+    /// The prompt-cache TTL, in seconds, the agent's requests asked for, as
+    /// far as the transcript shows it (Claude Code: its `usage` wrote to the
+    /// 1-hour cache only, 3600, or to the 5-minute one, 300); `None` when not recorded.
+    pub cache_ttl: Option<u64>,
 }
 
 impl Trajectory {

@@ -243,3 +243,41 @@ fn a_model_answer_is_told_from_the_agents_own_lines() {
     assert!(model_answered(format!("{meta}\n{asked}\n{call}\n").as_bytes()));
     assert!(!model_answered(b"not json\n"));
 }
+
+/// Each record carries its result line's `timestamp` (Unix ms): Claude
+/// Code's per-line one and Codex's envelope one; a line without one, or
+/// with an unreadable one, gives `None`. Claude Code's TTL comes from which
+/// cache its answers wrote to.
+#[test]
+fn records_carry_their_lines_timestamps() {
+    let tu = |id: &str| format!(r#"{{"type":"tool_use","id":"{id}","name":"Bash","input":{{"command":"ls"}}}}"#);
+    let tr = |id: &str| format!(r#"{{"type":"tool_result","tool_use_id":"{id}","content":"out"}}"#);
+    let claude = [
+        format!(
+            r#"{{"type":"assistant","sessionId":"s","uuid":"a1","timestamp":"2026-01-06T09:15:59.901Z","message":{{"role":"assistant","content":[{}],"usage":{{"cache_creation":{{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":12}}}}}}}}"#,
+            tu("t1")
+        ),
+        format!(r#"{{"type":"user","sessionId":"s","uuid":"u1","timestamp":"2026-01-06T09:16:06.951Z","message":{{"role":"user","content":[{}]}}}}"#, tr("t1")),
+        format!(r#"{{"type":"assistant","sessionId":"s","uuid":"a2","message":{{"role":"assistant","content":[{}]}}}}"#, tu("t2")),
+        format!(r#"{{"type":"user","sessionId":"s","uuid":"u2","timestamp":"not a time","message":{{"role":"user","content":[{}]}}}}"#, tr("t2")),
+        format!(r#"{{"type":"user","sessionId":"s","uuid":"u3","timestamp":"2026-01-06T10:16:06+01:00","message":{{"role":"user","content":[{}]}}}}"#, tr("t1")),
+    ]
+    .join("\n");
+    let t = &read::read_path(&tmp("times.jsonl", &claude)).unwrap()[0];
+    assert_eq!(t.format, Format::ClaudeCode);
+    let base = 1_767_690_966_951; // 2026-01-06T09:16:06.951Z
+    assert_eq!(t.times, [Some(base), None, Some(base - 951)]);
+    assert_eq!(t.cache_ttl, Some(3600), "the answers wrote to the 1-hour cache only");
+
+    let codex = [
+        r#"{"timestamp":"2025-11-01T01:02:58.871Z","type":"session_meta","payload":{"id":"c","cwd":"/r"}}"#,
+        r#"{"timestamp":"2025-11-01T01:03:00.000Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"c1"}}"#,
+        r#"{"timestamp":"2025-11-01T01:03:01.250Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"out"}}"#,
+        r#"{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"again"}}"#,
+    ]
+    .join("\n");
+    let t = &read::read_path(&tmp("rollout-times.jsonl", &codex)).unwrap()[0];
+    assert_eq!(t.format, Format::Codex);
+    assert_eq!(t.times, [Some(1_761_958_981_250), None]);
+    assert_eq!(t.cache_ttl, None);
+}

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 use lam_core::wire::Agent;
-use lam_serve::replay::{self, Call, Pricing, SessionReport};
+use lam_serve::replay::{self, CacheTtl, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
 use lam_trajectory::read::{self, Trajectory};
 use std::io::{BufWriter, Write};
@@ -29,6 +29,9 @@ pub struct ReplayArgs {
     /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
     #[arg(long, value_parser = Pricing::parse)]
     pricing: Option<Pricing>,
+    /// How long the provider keeps a cached prefix after its last use: SECONDS or `none` (never expires). A request sent longer than that after the previous one (the transcript's timestamps) is priced as a cache miss, direct and through lam. Default: the TTL the transcript shows the agent asked for (Claude Code's 1-hour cache), else the provider's: 300 (Anthropic 5 minutes; OpenAI's in-memory retention, 5 to 10 minutes).
+    #[arg(long, value_parser = CacheTtl::parse, value_name = "SECONDS|none")]
+    cache_ttl: Option<CacheTtl>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
     /// Where the replayed tool results are archived (a directory, `postgres://...` where built in); default `mem:` (in memory, gone when it exits).
@@ -107,19 +110,26 @@ fn one(
         Agent::ClaudeCode => Pricing::ANTHROPIC,
         Agent::Codex => Pricing::OPENAI,
     });
+    let ttl = a.cache_ttl.or(t.cache_ttl.map(|s| CacheTtl(Some(s)))).unwrap_or(match agent {
+        Agent::ClaudeCode => CacheTtl::ANTHROPIC,
+        Agent::Codex => CacheTtl::OPENAI,
+    });
     let calls: Vec<Call> = t
         .records
         .iter()
         .enumerate()
-        .map(|(i, r)| Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default()))
+        .map(|(i, r)| Call {
+            time: t.times.get(i).copied().flatten(),
+            ..Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default())
+        })
         .collect();
     let task = if t.task.is_empty() { format!("(task of {})", t.session.0) } else { t.task.clone() };
     if let Some(w) = out {
         write_requests(w, agent, &t.session.0, &task, &calls).context("--requests-out")?;
     }
-    let mut r = replay::replay(proxy, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+    let mut r = replay::replay(proxy, agent, &t.session.0, &task, &calls, (pricing, ttl), &lam_trajectory::Cl100k);
     if let Some(u) = unbounded {
-        let without = replay::replay(u, agent, &t.session.0, &task, &calls, pricing, &lam_trajectory::Cl100k);
+        let without = replay::replay(u, agent, &t.session.0, &task, &calls, (pricing, ttl), &lam_trajectory::Cl100k);
         (r.billed_no_budget, r.peak_no_budget) = (without.billed_lam, without.peak_tokens);
     }
     Ok((agent, r, pricing))
@@ -139,7 +149,7 @@ fn write_requests(w: &mut impl Write, agent: Agent, session: &str, task: &str, c
 fn row(shape: &str, r: &SessionReport) -> String {
     let q = |xs: &[f64], p| replay::quantile(xs, p);
     format!(
-        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>6.1}% {:>4} {:>5} {:>11.0} {:>11.0} {:>6.3} {:>7.2} {:>7.2} {:>7.2}",
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>6.1}% {:>4} {:>5} {:>11.0} {:>11.0} {:>6.3} {:>4} {:>5.1}% {:>7.2} {:>7.2} {:>7.2}",
         truncate(&r.session, 40),
         shape,
         r.requests,
@@ -153,6 +163,8 @@ fn row(shape: &str, r: &SessionReport) -> String {
         r.billed_direct,
         r.billed_lam,
         r.billed_ratio(),
+        r.requests_after_expiry,
+        100.0 * r.expired_share(),
         q(&r.added_ms, 0.5),
         q(&r.added_ms, 0.99),
         q(&overhead(r), 0.5),
@@ -170,7 +182,7 @@ fn truncate(s: &str, n: usize) -> String {
 
 fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) {
     println!(
-        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>5} {:>11} {:>11} {:>6} {:>7} {:>7} {:>7}",
+        "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>5} {:>11} {:>11} {:>6} {:>4} {:>6} {:>7} {:>7} {:>7}",
         "session",
         "shape",
         "req",
@@ -184,6 +196,8 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
         "bill direct",
         "bill lam",
         "ratio",
+        "exp",
+        "exp %",
         "p50 ms",
         "p99 ms",
         "ovh p50"
@@ -199,6 +213,8 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
     println!("chg: earlier items whose bytes changed between requests (must be 0); hid: lines of the tool results shown for the first time that");
     println!("lam did not forward (must be 0; docs/stubs.md); bill: input price units under prompt caching");
     println!("(cached prefix read, rest written; tokens of each item's JSON), direct vs through lam; ratio = lam / direct;");
+    println!("exp: requests sent more than the cache TTL after the previous one (--cache-ttl; priced as cache misses both ways),");
+    println!("exp %: the direct bill's share spent in them;");
     println!("p50/p99 ms: time lam added per request; ovh p50: of it, the part beyond admitting (encoding) the request's new tool results.");
     println!(
         "In total lam removed {:.1} % of tool-result tokens. Tool results are {:.1} % of what the sessions sent and {:.1} % of the direct bill",
@@ -211,6 +227,12 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
         100.0 * total.removal() * total.tool_bill_share(),
         100.0 * total.billed_ratio(),
         100.0 * (1.0 - total.billed_ratio())
+    );
+    println!(
+        "{} of {} requests came after the prompt cache expired ({:.1} % of the direct bill).",
+        total.requests_after_expiry,
+        total.requests,
+        100.0 * total.expired_share()
     );
 }
 
@@ -263,6 +285,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "earlier_changed": r.earlier_changed, "new_lines": r.new_lines, "new_lines_hidden": r.new_lines_hidden, "new_tokens_hidden": r.new_tokens_hidden,
             "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
+            "requests_after_expiry": r.requests_after_expiry, "expired_share": r.expired_share(),
             "cuts": r.cuts, "citations": r.citations, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
             "billed_no_budget": r.billed_no_budget, "peak_no_budget": r.peak_no_budget,
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
@@ -276,6 +299,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             let mut v = summary(r);
             v["shape"] = shape.name().into();
             v["pricing"] = serde_json::json!({"read": p.read, "write": p.write});
+            v["cache_ttl"] = serde_json::json!(r.cache_ttl.0);
             v
         })
         .collect();

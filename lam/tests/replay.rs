@@ -76,3 +76,52 @@ fn bad_pricing_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected anthropic, openai or read=R,write=W"));
 }
+
+/// A Claude Code transcript whose second tool result comes 10 minutes after
+/// the first (and the third a minute later).
+fn gapped_transcript() -> std::path::PathBuf {
+    let mut lines = vec![
+        r#"{"type":"user","sessionId":"gap","uuid":"u0","timestamp":"2026-01-06T09:00:00Z","message":{"role":"user","content":"Fix the test."}}"#.to_string(),
+    ];
+    for (k, at) in ["09:00:10", "09:10:10", "09:11:10"].iter().enumerate() {
+        let out = format!("result {k}\\n{}", "some output line that repeats\\n".repeat(20 + k));
+        lines.push(format!(
+            r#"{{"type":"assistant","sessionId":"gap","uuid":"a{k}","timestamp":"2026-01-06T{at}Z","message":{{"role":"assistant","content":[{{"type":"tool_use","id":"t{k}","name":"Bash","input":{{"command":"make test {k}"}}}}]}}}}"#
+        ));
+        lines.push(format!(
+            r#"{{"type":"user","sessionId":"gap","uuid":"r{k}","timestamp":"2026-01-06T{at}Z","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{k}","content":"{out}"}}]}}}}"#
+        ));
+    }
+    let dir = std::env::temp_dir().join(format!("lam-replay-ttl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("gap.jsonl");
+    std::fs::write(&p, lines.join("\n")).unwrap();
+    p
+}
+
+/// The bill prices time: by default (Claude Code: 300 s) the request after
+/// the 10-minute gap is a cache miss, counted in `requests_after_expiry`
+/// and `expired_share`; `--cache-ttl none` and `--cache-ttl 3600` see none
+/// and bill less; a bad `--cache-ttl` is a usage error.
+#[test]
+fn cache_ttl_prices_the_gap_as_a_miss() {
+    let p = gapped_transcript();
+    let path = p.to_str().unwrap();
+    let total = |args: &[&str]| replay(&[args, &[path]].concat())["total"].clone();
+    let (default, none, hour) = (total(&[]), total(&["--cache-ttl", "none"]), total(&["--cache-ttl", "3600"]));
+    assert_eq!(default["requests"], 4, "{default}");
+    assert_eq!(default["requests_after_expiry"], 1, "{default}");
+    let share = default["expired_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{default}");
+    let s = replay(&[path]);
+    assert_eq!(s["sessions"][0]["cache_ttl"], 300, "Claude Code's default");
+    for t in [&none, &hour] {
+        assert_eq!((t["requests_after_expiry"].as_u64(), t["expired_share"].as_f64()), (Some(0), Some(0.0)), "{t}");
+        for bill in ["billed_direct", "billed_lam"] {
+            assert!(t[bill].as_f64().unwrap() < default[bill].as_f64().unwrap(), "{bill}: {t} vs {default}");
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lam")).args(["replay", "--cache-ttl", "5m", path]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected SECONDS (a whole number) or none"));
+}

@@ -14,7 +14,10 @@
 //! the session (identity: bytes without annotations) are cache reads, the
 //! rest cache writes (or plain input where the provider has no write
 //! premium). Tokens are cl100k of each item's JSON bytes, the same for both
-//! paths, so the ratio is what matters.
+//! paths, so the ratio is what matters. A cached prefix lives for the
+//! provider's TTL after its last use ([`CacheTtl`]): a request sent more than
+//! that after the previous one of its session (the transcript's timestamps,
+//! [`Call::time`]) reads nothing from the cache, and writes its whole prompt.
 
 use crate::Proxy;
 use crate::canon;
@@ -68,6 +71,42 @@ impl Pricing {
     }
 }
 
+/// How long a provider keeps a cached prefix after its last use, in
+/// seconds; `None`: forever (the cache never expires).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheTtl(pub Option<u64>);
+
+impl CacheTtl {
+    /// Anthropic's default: 5 minutes, refreshed at each use; a request may
+    /// ask for 1 hour with `cache_control: {"type": "ephemeral", "ttl": "1h"}`
+    /// (<https://docs.claude.com/en/docs/build-with-claude/prompt-caching>).
+    pub const ANTHROPIC: CacheTtl = CacheTtl(Some(300));
+    /// OpenAI's in-memory retention: cached prefixes stay active for 5 to 10
+    /// minutes of inactivity, up to an hour off-peak; the documented lower
+    /// bound, 5 minutes (<https://developers.openai.com/api/docs/guides/prompt-caching>;
+    /// extended `prompt_cache_retention: "24h"` is not modelled).
+    pub const OPENAI: CacheTtl = CacheTtl(Some(300));
+    /// A cache that never expires (`lam replay`'s pricing before timestamps).
+    pub const NONE: CacheTtl = CacheTtl(None);
+
+    /// `SECONDS` (a whole number) or `none`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "none" => Ok(Self::NONE),
+            t => t.parse::<u64>().map(|n| CacheTtl(Some(n))).map_err(|_| format!("`{s}`: expected SECONDS (a whole number) or none")),
+        }
+    }
+
+    /// Whether a cache last used at `prev` has expired by `now` (Unix ms):
+    /// more than the TTL between them. Unknown times never expire it.
+    pub fn expired(self, prev: Option<i64>, now: Option<i64>) -> bool {
+        match (self.0, prev, now) {
+            (Some(ttl), Some(p), Some(n)) => n.saturating_sub(p) > (ttl as i64).saturating_mul(1000),
+            _ => false,
+        }
+    }
+}
+
 mod requests;
 #[cfg(test)]
 mod tests;
@@ -105,6 +144,13 @@ pub struct SessionReport {
     pub final_prompt_tokens: u64,
     /// Billed input units, direct to the provider.
     pub billed_direct: f64,
+    /// The cache TTL it was priced with.
+    pub cache_ttl: CacheTtl,
+    /// Requests sent more than the cache TTL after the previous one (priced
+    /// as cache misses, both ways).
+    pub requests_after_expiry: u64,
+    /// The part of `billed_direct` spent in those requests.
+    pub billed_direct_expired: f64,
     /// Billed input units through `lam`.
     pub billed_lam: f64,
     /// The part of `billed_direct` for items carrying tool results.
@@ -143,6 +189,11 @@ impl SessionReport {
         if self.billed_direct == 0.0 { 0.0 } else { self.billed_direct_tool / self.billed_direct }
     }
 
+    /// Share of the direct bill spent in requests after the cache expired.
+    pub fn expired_share(&self) -> f64 {
+        if self.billed_direct == 0.0 { 0.0 } else { self.billed_direct_expired / self.billed_direct }
+    }
+
     /// Billed input through `lam` over direct.
     pub fn billed_ratio(&self) -> f64 {
         if self.billed_direct == 0.0 { 1.0 } else { self.billed_lam / self.billed_direct }
@@ -163,6 +214,8 @@ impl SessionReport {
         self.prompt_tokens += o.prompt_tokens;
         self.final_prompt_tokens += o.final_prompt_tokens;
         self.billed_direct += o.billed_direct;
+        self.requests_after_expiry += o.requests_after_expiry;
+        self.billed_direct_expired += o.billed_direct_expired;
         self.billed_lam += o.billed_lam;
         self.billed_direct_tool += o.billed_direct_tool;
         self.cuts += o.cuts;
@@ -201,25 +254,36 @@ pub(crate) struct Bill {
     last: u64,
     peak: u64,
     changed: u64,
+    /// The cache expired before the next request: it reads nothing.
+    expired: bool,
 }
 
 impl Bill {
     /// Add one request's conversation items (raw JSON each) and preamble tokens.
-    fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) {
+    fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) -> f64 {
         let ids: Vec<u128> = items.iter().map(|b| canon::identity_key(b, canon::parse(b).ok().as_ref())).collect();
-        self.add_keyed(&ids, |i| (counter.count(items[i]) as u64, carries_tool_result(items[i])), preamble, pricing);
+        self.add_keyed(&ids, |i| (counter.count(items[i]) as u64, carries_tool_result(items[i])), preamble, pricing)
+    }
+
+    /// The prompt cache expired: the next request reads nothing from it and
+    /// writes its whole prompt, preamble included (earlier items are still
+    /// compared for `changed`).
+    pub(crate) fn expire(&mut self) {
+        self.expired = true;
     }
 
     /// Add one request whose items have identities `ids` (equal identity:
     /// the same item, annotations aside); `size(i)`: item `i`'s tokens and
     /// whether it carries a tool result, asked once per identity. The items
     /// it shares, from the start, with the previous request are cache reads,
-    /// the rest (and the preamble, the first time) writes. Returns what this
-    /// request is billed, in plain-input tokens.
+    /// the rest (and the preamble, the first time or after [`Bill::expire`])
+    /// writes. Returns what this request is billed, in plain-input tokens.
     pub(crate) fn add_keyed(&mut self, ids: &[u128], mut size: impl FnMut(usize) -> (u64, bool), preamble: u64, pricing: Pricing) -> f64 {
         let shared = ids.iter().zip(&self.prev).take_while(|(a, b)| a == b).count();
+        let cold = std::mem::take(&mut self.expired);
         self.changed += (shared..self.prev.len().min(ids.len())).filter(|&i| ids[i] != self.prev[i]).count() as u64;
-        let first = self.prev.is_empty();
+        let shared = if cold { 0 } else { shared };
+        let first = self.prev.is_empty() || cold;
         let mut cached = if first { 0 } else { preamble };
         let mut fresh = if first { preamble } else { 0 };
         for (i, id) in ids.iter().enumerate() {
@@ -327,19 +391,34 @@ fn split(api: lam_core::wire::Api, body: &[u8]) -> (Vec<Box<serde_json::value::R
 }
 
 /// Replay one session through `proxy` (sequentially: the proxy's counters
-/// before and after are this session's).
-pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[Call], pricing: Pricing, counter: &dyn TokenCounter) -> SessionReport {
+/// before and after are this session's). A request sent more than `ttl`
+/// after the previous one (the calls' times; the first request, the task
+/// alone, has none) is priced as a cache miss both ways.
+pub fn replay(
+    proxy: &Proxy,
+    agent: Agent,
+    session: &str,
+    task: &str,
+    calls: &[Call],
+    (pricing, ttl): (Pricing, CacheTtl),
+    counter: &dyn TokenCounter,
+) -> SessionReport {
     let api = agent.api();
     let before = proxy.stats();
     let (mut direct, mut lam) = (Bill::default(), Bill::default());
     let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
-    let mut r = SessionReport { session: session.to_string(), tool_results: sent, ..Default::default() };
+    let mut r = SessionReport { session: session.to_string(), tool_results: sent, cache_ttl: ttl, ..Default::default() };
     let mut admitted_s = totals(&before).1;
     let budget = proxy.config().engine.budget.map(|b| b.tokens);
     // What was forwarded for each tool result the first time: a cut later
     // cites only results the model has answered, so this is what it read.
     let mut first: Vec<String> = Vec::new();
-    for body in requests(agent, task, calls) {
+    // When each request was sent: the task's is not recorded.
+    let times = std::iter::once(None).chain(calls.iter().map(|c| c.time));
+    let mut last_time = None;
+    for (body, time) in requests(agent, task, calls).into_iter().zip(times) {
+        let cold = ttl.expired(last_time, time);
+        last_time = time.or(last_time);
         let t = Instant::now();
         let out = proxy.rewrite(api, None, &body);
         let shown = forwarded_results(agent, &out.body);
@@ -348,10 +427,18 @@ pub fn replay(proxy: &Proxy, agent: Agent, session: &str, task: &str, calls: &[C
         let now = totals(&proxy.stats()).1;
         r.admit_ms.push((now - admitted_s) * 1e3);
         admitted_s = now;
-        for (bill, b) in [(&mut direct, &body), (&mut lam, &out.body)] {
+        let mut billed = [0.0; 2];
+        for ((bill, b), billed) in [(&mut direct, &body), (&mut lam, &out.body)].into_iter().zip(&mut billed) {
             let (items, pre) = split(api, b);
             let raws: Vec<&[u8]> = items.iter().map(|x| x.get().as_bytes()).collect();
-            bill.add(&raws, counter.count(&pre) as u64, pricing, counter);
+            if cold {
+                bill.expire();
+            }
+            *billed = bill.add(&raws, counter.count(&pre) as u64, pricing, counter);
+        }
+        if cold {
+            r.requests_after_expiry += 1;
+            r.billed_direct_expired += billed[0];
         }
         r.over_budget += u64::from(budget.is_some_and(|b| lam.last > b));
         r.requests += 1;

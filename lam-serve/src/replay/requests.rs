@@ -17,6 +17,9 @@ pub struct Call {
     pub output: String,
     /// The model's text before the call.
     pub thought: String,
+    /// When its result was recorded (Unix ms; the transcript's timestamp),
+    /// so when the request that carries it was sent; `None` when not recorded.
+    pub time: Option<i64>,
 }
 
 impl Call {
@@ -27,7 +30,7 @@ impl Call {
             Some((name, args)) => (name.to_string(), args.to_string()),
             None => ("bash".to_string(), json!({ "command": action }).to_string()),
         };
-        Self { name, arguments, output, thought }
+        Self { name, arguments, output, thought, time: None }
     }
 
     /// The arguments as a JSON object, when they are one.

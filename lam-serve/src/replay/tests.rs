@@ -87,3 +87,62 @@ fn every_output_type_of_the_wire_carries_a_tool_result() {
         assert!(!carries_tool_result(other));
     }
 }
+
+#[test]
+fn cache_ttl_parses_seconds_and_none_and_expires_past_it() {
+    assert_eq!(CacheTtl::parse("300"), Ok(CacheTtl(Some(300))));
+    assert_eq!(CacheTtl::parse("none"), Ok(CacheTtl::NONE));
+    for bad in ["5m", "-1", "1.5", ""] {
+        assert!(CacheTtl::parse(bad).is_err(), "{bad}");
+    }
+    let ttl = CacheTtl(Some(300));
+    assert!(!ttl.expired(Some(0), Some(300_000)), "exactly the TTL: still warm");
+    assert!(ttl.expired(Some(0), Some(300_001)));
+    assert!(!ttl.expired(None, Some(10_000_000)) && !ttl.expired(Some(0), None), "unknown times never expire");
+    assert!(!CacheTtl::NONE.expired(Some(0), Some(i64::MAX)), "none never expires");
+}
+
+/// After `expire`, a request reads nothing from the cache: every item and
+/// the preamble are written, while `changed` still compares earlier items.
+#[test]
+fn an_expired_cache_writes_the_whole_prompt() {
+    let counter = lam_core::SimpleCounter;
+    let (x, y): (&[u8], &[u8]) = (b"\"a a\"", b"\"b b\"");
+    let t = |s: &[u8]| counter.count(s) as f64;
+    let mut b = Bill::default();
+    b.add(&[x], 5, Pricing::ANTHROPIC, &counter);
+    b.expire();
+    let billed = b.add(&[x, y], 5, Pricing::ANTHROPIC, &counter);
+    assert!((billed - (5.0 + t(x) + t(y)) * 1.25).abs() < 1e-9, "{billed}");
+    let warm = b.add(&[x, y], 5, Pricing::ANTHROPIC, &counter);
+    assert!((warm - (5.0 + t(x) + t(y)) * 0.1).abs() < 1e-9, "the next one reads again: {warm}");
+    assert_eq!(b.changed, 0);
+}
+
+/// A session replayed with timestamps: the request after a gap longer than
+/// the TTL is a cache miss on both bills; `none` never expires, and a
+/// session without timestamps bills as with `none`.
+#[test]
+fn a_gap_past_the_ttl_makes_the_next_request_a_miss_both_ways() {
+    let counter = lam_core::SimpleCounter;
+    let call = |out: &str, time| Call { time, ..Call::from_action("cat a.py", format!("{out}\nline two of {out}\n"), String::new()) };
+    let minute = 60_000;
+    let timed = [call("one", Some(0)), call("two", Some(minute)), call("three", Some(12 * minute)), call("four", Some(13 * minute))];
+    let untimed: Vec<Call> = timed.iter().map(|c| Call { time: None, ..c.clone() }).collect();
+    for agent in [Agent::ClaudeCode, Agent::Codex] {
+        let pricing = Pricing::ANTHROPIC;
+        let run = |calls: &[Call], ttl| {
+            let proxy = Proxy::open(crate::ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+            replay(&proxy, agent, "s", "task", calls, (pricing, ttl), &counter)
+        };
+        let (warm, cold) = (run(&timed, CacheTtl::NONE), run(&timed, CacheTtl(Some(300))));
+        assert_eq!((warm.requests_after_expiry, cold.requests_after_expiry), (0, 1), "{agent:?}");
+        assert!(cold.billed_direct > warm.billed_direct && cold.billed_lam > warm.billed_lam, "{agent:?}: both bills pay the miss");
+        // The miss re-writes what was read: 1.25x instead of 0.1x for the cached part, on each bill.
+        let extra = cold.billed_direct - warm.billed_direct;
+        assert!(cold.billed_direct_expired > extra && cold.expired_share() > 0.0 && warm.expired_share() == 0.0, "{agent:?}");
+        assert_eq!(cold.earlier_changed, warm.earlier_changed);
+        let untimed = run(&untimed, CacheTtl(Some(300)));
+        assert_eq!((untimed.requests_after_expiry, untimed.billed_direct, untimed.billed_lam), (0, warm.billed_direct, warm.billed_lam), "{agent:?}");
+    }
+}
