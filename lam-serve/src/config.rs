@@ -28,6 +28,9 @@ pub struct ServeConfig {
     pub max_sessions: usize,
     /// One line per request on standard error (method, path, status, session; never headers).
     pub log: bool,
+    /// With `log`: append the lines to this file (created 0600) instead of
+    /// standard error (`lam run` with a full-screen agent on the terminal).
+    pub log_file: Option<std::path::PathBuf>,
     /// Longest wait for the upstream's TCP (and TLS) connection.
     pub connect_timeout: Duration,
     /// Longest silence from the upstream: before its answer's headers, and
@@ -111,6 +114,7 @@ impl ServeConfig {
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
+            log_file: None,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(30),

@@ -68,6 +68,7 @@ mod error;
 mod http;
 mod json;
 mod ledger;
+mod log;
 mod proxy;
 mod registry;
 pub mod replay;

@@ -65,6 +65,8 @@ struct Inner {
     sessions: Mutex<Registry>,
     counters: RouteCounters,
     run: String,
+    /// Where `--log` lines go.
+    log: crate::log::Log,
 }
 
 /// The store session that records the settings of run `name` (`--run`):
@@ -168,12 +170,18 @@ impl Proxy {
             }
         };
         let counters = RouteCounters::default();
-        Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters, run }) })
+        let log = crate::log::Log::open(&cfg)?;
+        Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters, run, log }) })
     }
 
     /// The settings.
     pub fn config(&self) -> &ServeConfig {
         &self.inner.cfg
+    }
+
+    /// Where `--log` lines go.
+    pub(crate) fn log(&self) -> &crate::log::Log {
+        &self.inner.log
     }
 
     /// This proxy's run: the store sessions it names itself are
@@ -220,9 +228,7 @@ impl Proxy {
             Ok(h) => h,
             Err(e) => {
                 c.counts.unparsed.fetch_add(1, Ordering::Relaxed);
-                if self.inner.cfg.log {
-                    say!("lam serve: no session ({e}); forwarding the request as it came");
-                }
+                self.log().line(format_args!("lam serve: no session ({e}); forwarding the request as it came"));
                 return Ok(Rewritten::as_it_came(body));
             }
         };
@@ -256,8 +262,8 @@ impl Proxy {
         }
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
-        if delta.over_budget && self.inner.cfg.log {
-            say!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0)));
+        if delta.over_budget && self.log().on() {
+            self.log().line(format_args!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0))));
         }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
         Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })

@@ -25,9 +25,14 @@ pub struct RunArgs {
     upstream: Option<String>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
-    /// One line per request on standard error (method, path, status, session, time).
+    /// One line per request (method, path, status, session, time, receipt): on standard error, or,
+    /// when that is the terminal of an interactive agent (whose full-screen display the lines would
+    /// garble), appended to $LAM_HOME/logs/run-<unix seconds>-<pid>.log (named at the start).
     #[arg(long)]
     log: bool,
+    /// `--log` to this file (appended to, created 0600).
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
     /// For `claude -p` and `codex exec` (they ask the model at once): when no model request has reached the proxy this many seconds after the agent started, stop the agent (it is not going through lam) and exit non-zero. 0: never.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     first_request_timeout_s: u64,
@@ -87,6 +92,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let server = Server::start(proxy.clone(), pid.clone(), signalled.clone())?;
     say!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
     say!("lam run: store {}", store.shown);
+    if let Some(f) = &proxy.config().log_file {
+        say!("lam run: --log lines go to {} (`tail -f` it)", f.display());
+    }
     say!(
         "lam run: recall an archived tool result with `lam recall --store {} --session S §ID` (S: `lam recall --store {} --list`), or the agent's `lam` MCP tools",
         store.shown,
@@ -301,8 +309,27 @@ fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -
     // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
     let recall = agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool()));
     cfg.engine = a.engine.settings(recall, None)?;
-    cfg.log = a.log;
+    cfg.log_file = log_file(a, agent)?;
+    cfg.log = a.log || cfg.log_file.is_some();
     Ok(cfg)
+}
+
+/// Where `--log` lines go: `--log-file`; with `--log` alone, a file under
+/// `$LAM_HOME/logs` when standard error is the terminal an interactive agent
+/// draws on; else standard error (`None`).
+fn log_file(a: &RunArgs, agent: Option<Agent>) -> Result<Option<PathBuf>> {
+    use std::io::IsTerminal as _;
+    if a.log_file.is_some() || !a.log {
+        return Ok(a.log_file.clone());
+    }
+    let args = a.agent.get(1..).unwrap_or_default();
+    if batch(agent, args) || !std::io::stderr().is_terminal() {
+        return Ok(None);
+    }
+    let dir = lam_encode::lam_home().join("logs");
+    lam_core::fsdir::create_private(&dir).with_context(|| format!("lam run: creating {}", dir.display()))?;
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok(Some(dir.join(format!("run-{secs}-{}.log", std::process::id()))))
 }
 
 /// The proxy served on its own runtime (worker threads in the background).
@@ -471,7 +498,9 @@ impl Launch {
             Agent::ClaudeCode => claude_flags(&exe, &mcp, &mut files)?,
             Agent::Codex => codex_flags(&exe, &mcp, &base),
         };
-        let flags = [flags, crate::status::agent_flags(agent, &exe, &origin)].concat();
+        // The status line shows only in the interactive display: none for `claude -p`, `codex exec`.
+        let status = if batch(Some(agent), args) { Vec::new() } else { crate::status::agent_flags(agent, &exe, &origin) };
+        let flags = [flags, status].concat();
         say!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
         // Claude Code takes its flags after the user's arguments, Codex its `-c` before them.
         let cmd = match agent {

@@ -192,6 +192,25 @@ fn claude_runs_through_the_proxy_with_lam_mcp() {
     check_upstream(&seen, "/v1/messages", &rec["sent"]);
 }
 
+/// `--log-file`: the per-request lines (with their receipts) go to the
+/// file, none to standard error, where a full-screen agent draws.
+#[test]
+fn log_lines_go_to_the_log_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _seen) = upstream();
+    let agent = fake(dir.path(), "claude");
+    let (store, log) = (dir.path().join("store"), dir.path().join("run.log"));
+    let args = ["--store", store.to_str().unwrap(), "--upstream", &up, "--log-file", log.to_str().unwrap(), "--", agent.to_str().unwrap(), "-p", "hi"];
+    let out = lam(dir.path(), &[], &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(!err.contains("lam serve: POST"), "{err}");
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let posts: Vec<&str> = lines.lines().filter(|l| l.starts_with("lam serve: POST /v1/messages -> 200 session ")).collect();
+    assert_eq!(posts.len(), 3, "{lines}");
+    assert!(posts.iter().all(|l| l.contains("would have cost")), "{lines}");
+}
+
 #[test]
 fn codex_runs_through_the_proxy_with_lam_mcp_and_the_inherited_upstream() {
     let dir = tempfile::tempdir().unwrap();

@@ -241,16 +241,16 @@ pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 /// One line per request when `--log` is on: never a header, never a body;
 /// a compacted request's ends with its receipt ([`receipt_text`]).
 fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant, receipt: Option<&crate::replay::Receipt>) {
-    if app.proxy.config().log {
+    if app.proxy.log().on() {
         let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
-        say!(
+        app.proxy.log().line(format_args!(
             "lam serve: {} {} -> {} session {session} in {:.1} ms (headers sent){}",
             parts.method,
             parts.uri.path(),
             resp.status().as_u16(),
             started.elapsed().as_secs_f64() * 1e3,
             receipt.map_or(String::new(), receipt_text)
-        );
+        ));
     }
 }
 
