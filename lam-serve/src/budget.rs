@@ -22,12 +22,125 @@
 //! After a cut the operator forgets the cited records, so no later stub
 //! names lines only a citation stands for; a result whose stubs name a
 //! cited record is cited with it, or, when protected, forwarded whole.
+//!
+//! Cuts are timed by the provider's prompt cache. A cut changes the prompt
+//! from its first changed item on, so the provider re-writes it there at
+//! the write price where it would have read it at the read price.
+//!
+//! - **Cold.** A request that arrives more than the cache's TTL after the
+//!   conversation's previous request finds the cache cold: the provider
+//!   re-writes its whole prompt anyway, so a cut there costs nothing. At
+//!   such a request the input is cut down to the target whenever it is
+//!   above the target, not only above the budget (one cut, at the last item
+//!   of the request; none at its earlier items).
+//! - **Warm.** Otherwise a cut is made only when the input is over the
+//!   budget, and only when it pays back its re-write: with `P` the input
+//!   before the cut, `R` the tokens it removes, `s` the tokens before its
+//!   first changed item, and `w`, `r` the write and read prices, it costs at
+//!   most `(P - s - R) (w - r)` once (what stays after the cut point,
+//!   written instead of read) and saves `R r` on this request and each
+//!   later one, so it pays back after `k = (P - s - R)(w - r) / (R r)`
+//!   requests. A warm cut is made when `k <= 40` ([`PAYBACK_REQUESTS`]:
+//!   about the requests a cut is read before the cache next goes cold or
+//!   the session ends). With the default target (half the budget) a cut
+//!   removes about as much as it keeps, so `k <= 11.5` at Anthropic's
+//!   5-minute prices (`w` 1.25, `r` 0.1) and it is made; a cut that removes
+//!   little next to what it re-writes (a narrow `--budget-target`, a prompt
+//!   mostly uncitable, a cut that would only just reach the budget) waits:
+//!   the input grows until a cut pays back, or the cache goes cold.
+//!
+//! The TTL ([`cache_ttl`]): `--cache-ttl` when given (`none`: the cache
+//! never goes cold); else the longest `cache_control.ttl` the request sets
+//! (Anthropic: `"5m"` or `"1h"`); else the provider's documented default,
+//! 5 minutes for both (Anthropic's default; OpenAI keeps cached prefixes
+//! 5 to 10 minutes of inactivity, the lower bound: [`CacheTtl::OPENAI`]).
+//! The prices are [`crate::replay::Bills::pricing`]'s, with Anthropic's
+//! 1-hour writes at 2x. The time is the request's arrival, given by the
+//! caller ([`crate::Arrival`]: the HTTP layer's clock, `lam replay`'s
+//! transcript timestamps); a request without one is never cold. Whether a
+//! request was cold is recorded with its stretch ([`crate::ledger`]), so a
+//! replica or a restart makes the same cut.
 
 use lam_core::cite;
 use lam_core::cite::PART_TOKENS;
 use lam_core::stub::Recall;
 use lam_core::{ObsId, ObsMeta};
 use lam_operator::Budget;
+
+use crate::replay::{CacheTtl, Pricing};
+
+/// A warm cut is made only when it pays back its re-write within this many
+/// requests (its own included): about the requests a cut is read before the
+/// cache next goes cold or the session ends, where waiting would have made
+/// it free. In the 48 real Claude Code sessions of issue 54 (4,736
+/// requests, about 99 a session) 1 request in 77 comes after a 5-minute
+/// gap: a cut made at a random warm request is read about 40 more times
+/// before either, on average.
+pub(crate) const PAYBACK_REQUESTS: f64 = 40.0;
+
+/// Whether a warm cut pays back its re-write within [`PAYBACK_REQUESTS`]
+/// requests: `input` tokens before it, `removed` by it, `before` ahead of
+/// its first changed item, at `p`'s prices (the module's rule).
+pub(crate) fn pays_back(input: u64, removed: u64, before: u64, p: Pricing) -> bool {
+    if removed == 0 {
+        return false;
+    }
+    let rewrite = input.saturating_sub(before).saturating_sub(removed) as f64 * (p.write - p.read).max(0.0);
+    rewrite <= PAYBACK_REQUESTS * removed as f64 * p.read
+}
+
+/// The prices a cut is weighed at: the provider's for `api`
+/// ([`crate::replay::Bills::pricing`]), Anthropic's writes to the 1-hour
+/// cache at 2x.
+pub(crate) fn pricing(api: crate::Api, ttl: CacheTtl) -> Pricing {
+    let p = crate::replay::Bills::pricing(api);
+    match (api, ttl.0) {
+        (crate::Api::Messages, Some(t)) if t > 300 => Pricing { write: 2.0, ..p },
+        _ => p,
+    }
+}
+
+/// The cache TTL a request is judged by: `given` (`--cache-ttl`), else the
+/// longest `cache_control.ttl` the request sets (`"5m"`, `"1h"`; in the
+/// preamble or on an item), else the provider's default for `api`.
+pub(crate) fn cache_ttl(req: &crate::request::Parsed, given: Option<CacheTtl>) -> CacheTtl {
+    if let Some(t) = given {
+        return t;
+    }
+    let items = req.items.iter().flat_map(|it| it.annotations.iter()).map(|(_, _, v)| ttl_in(v));
+    let set = items.chain(req.preamble_raws().map(ttl_in)).flatten().max();
+    match (set, req.api) {
+        (Some(s), _) => CacheTtl(Some(s)),
+        (None, crate::Api::Messages) => CacheTtl::ANTHROPIC,
+        (None, _) => CacheTtl::OPENAI,
+    }
+}
+
+/// The longest `"ttl": "<n><s|m|h>"` in raw JSON `b`, in seconds.
+fn ttl_in(b: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\"ttl\"";
+    let mut best = None;
+    let mut from = 0;
+    while let Some(k) = b[from..].windows(KEY.len()).position(|w| w == KEY) {
+        from += k + KEY.len();
+        let rest = b[from..].trim_ascii_start();
+        let Some(rest) = rest.strip_prefix(b":") else { continue };
+        let Some(rest) = rest.trim_ascii_start().strip_prefix(b"\"") else { continue };
+        let Some(end) = rest.iter().position(|&c| c == b'"') else { continue };
+        let v = std::str::from_utf8(&rest[..end]).unwrap_or("");
+        let (n, unit) = v.split_at(v.len().saturating_sub(1));
+        let mult = match unit {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            _ => continue,
+        };
+        if let Ok(n) = n.parse::<u64>() {
+            best = best.max(Some(n.saturating_mul(mult)));
+        }
+    }
+    best
+}
 
 /// Longest head (and tail) preview of a citation, in characters: enough to
 /// recognise the output, small next to what it stands for.
@@ -155,6 +268,8 @@ pub(crate) struct Cuts {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CutTotals {
     pub cuts: u64,
+    /// Of `cuts`, those made where the prompt cache was cold.
+    pub cold: u64,
     pub citations: u64,
     /// Tokens the citations kept out (forwarded before the cut minus after).
     pub kept_out: u64,
@@ -256,6 +371,21 @@ impl Cuts {
         input.saturating_sub(all) <= budget.tokens || all >= budget.tokens - budget.target
     }
 
+    /// Whether the cut made now (earlier citations shrunk to their line,
+    /// then results cited to the target) pays back its re-write at `p`'s
+    /// prices ([`pays_back`]; the module's rule).
+    pub(crate) fn pays_back(&self, budget: &Budget, pre: u64, p: Pricing) -> bool {
+        let input = self.input(pre);
+        let (shrunk, shrinks) = self.shrinkable();
+        let over = input.saturating_sub(shrinks).saturating_sub(budget.target) as i64;
+        let plan = if over > 0 { self.plan(budget, |q| self.saving(q) >= over) } else { Plan::default() };
+        let removed = shrinks + self.saving(&plan).max(0) as u64;
+        let first = shrunk.iter().chain(&plan.cite).chain(&plan.expand).map(|&k| self.citable[k].item).min();
+        let Some(first) = first else { return false };
+        let before = pre + self.tokens.iter().take(first).sum::<u64>();
+        pays_back(input, removed, before, p)
+    }
+
     /// The citations of earlier cuts still in full (`before`: cuts before
     /// this one), and what shrinking them to their line would save.
     pub(crate) fn shrinkable(&self) -> (Vec<usize>, u64) {
@@ -325,6 +455,54 @@ mod tests {
         let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], true), (8, 3, &[1], false), (10, 4, &[0], false)]);
         let p = c.plan(&b, |_| false);
         assert_eq!((p.cite, p.expand), (vec![0, 1, 3], vec![4]), "4 (protected) names record 0: it goes whole; 2 is kept");
+    }
+
+    /// The warm rule: a cut pays back when `(P - s - R)(w - r) <= 40 R r`.
+    #[test]
+    fn a_warm_cut_is_made_when_it_pays_back_within_40_requests() {
+        let a = Pricing::ANTHROPIC;
+        // Budget 100k, cut to 50k, 20k ahead of the cut point: 30k re-written
+        // at 1.15 = 34.5k once; saves 50k x 0.1 = 5k a request: k = 6.9.
+        assert!(pays_back(100_000, 50_000, 20_000, a));
+        // The worst case of the default target: nothing ahead, k = 11.5.
+        assert!(pays_back(100_000, 50_000, 0, a));
+        // A narrow target (90k): 10k removed, 90k re-written: k = 103.5.
+        assert!(!pays_back(100_000, 10_000, 0, a));
+        // The bound itself: 40 R r = 40 x 10k x 0.1 = 40k = (P - s - R) x 1.15.
+        let keep = (40_000.0_f64 / 1.15) as u64;
+        assert!(pays_back(10_000 + keep, 10_000, 0, a));
+        assert!(!pays_back(10_000 + keep + 2, 10_000, 0, a));
+        assert!(!pays_back(100_000, 0, 0, a), "a cut that removes nothing never pays back");
+        // OpenAI: no write premium, w - r = 0.9.
+        assert!(pays_back(100_000, 10_000, 75_000, Pricing::OPENAI));
+        assert!(!pays_back(100_000, 10_000, 0, Pricing::OPENAI));
+        // Anthropic's 1-hour writes cost 2x: the same cut may pay back at 5 minutes only.
+        let hour = pricing(crate::Api::Messages, CacheTtl(Some(3600)));
+        assert_eq!(hour, Pricing { read: 0.1, write: 2.0 });
+        assert_eq!(pricing(crate::Api::Messages, CacheTtl(Some(300))), a);
+        assert_eq!(pricing(crate::Api::Responses, CacheTtl(Some(3600))), Pricing::OPENAI);
+        assert!(pays_back(50_000, 10_000, 10_000, a) && !pays_back(50_000, 10_000, 10_000, hour));
+    }
+
+    /// `--cache-ttl` wins; else the longest `cache_control.ttl` of the
+    /// request (items and preamble); else the provider's default.
+    #[test]
+    fn the_ttl_is_the_flag_s_else_the_request_s_else_the_provider_s() {
+        let parse = |api, body: &str| crate::request::Parsed::parse(api, body.as_bytes()).unwrap_or_else(|| panic!("{body}"));
+        let plain = parse(crate::Api::Messages, r#"{"messages":[{"role":"user","content":"hi"}]}"#);
+        assert_eq!(cache_ttl(&plain, None), CacheTtl::ANTHROPIC);
+        assert_eq!(cache_ttl(&plain, Some(CacheTtl::NONE)), CacheTtl::NONE);
+        let hour = r#"{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl" : "1h"}}],
+            "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}"#;
+        assert_eq!(cache_ttl(&parse(crate::Api::Messages, hour), None), CacheTtl(Some(3600)));
+        assert_eq!(cache_ttl(&parse(crate::Api::Messages, hour), Some(CacheTtl(Some(60)))), CacheTtl(Some(60)));
+        let five = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}"#;
+        assert_eq!(cache_ttl(&parse(crate::Api::Messages, five), None), CacheTtl(Some(300)));
+        let text = r#"{"messages":[{"role":"user","content":"the \"ttl\": \"1h\" of a text is no setting"}]}"#;
+        assert_eq!(cache_ttl(&parse(crate::Api::Messages, text), None), CacheTtl::ANTHROPIC);
+        let codex = parse(crate::Api::Responses, r#"{"input":[{"role":"user","content":"hi"}]}"#);
+        assert_eq!(cache_ttl(&codex, None), CacheTtl::OPENAI);
+        assert_eq!((ttl_in(br#"{"ttl":"90s"}"#), ttl_in(br#"{"ttl":"2d"}"#), ttl_in(br#"{"ttl":5}"#)), (Some(90), None, None));
     }
 
     /// Every budget of at least 1 token is valid; the default target is

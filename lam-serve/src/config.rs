@@ -58,6 +58,12 @@ pub struct ServeConfig {
     /// refuses to start otherwise). Default: `serve-<unix seconds>-<pid>`,
     /// this process's own.
     pub run: Option<String>,
+    /// The prompt cache's TTL (`--cache-ttl SECONDS|none`): a request that
+    /// comes more than this after its conversation's previous one finds the
+    /// cache cold, and a budget cuts there to its target (`none`: never
+    /// cold). `None`: the request's `cache_control.ttl`, else the provider's
+    /// default, 5 minutes (`lam_serve::budget`'s rule, docs/serve.md).
+    pub cache_ttl: Option<crate::replay::CacheTtl>,
 }
 
 /// Whether `name` can name a run: 1 to 64 letters, digits, `-`, `_`, `.`.
@@ -122,6 +128,7 @@ impl ServeConfig {
             queue_timeout: Duration::from_secs(30),
             token: None,
             run: None,
+            cache_ttl: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::budget::{Cuts, Form};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use crate::ledger::{self, Stretches, Terms};
+use crate::replay::{CacheTtl, Pricing};
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen, Piece};
 use lam_core::SessionId;
@@ -41,6 +42,9 @@ pub(crate) struct Conversation {
     pending: HashMap<u128, (usize, Vec<Unarchived>)>,
     /// What its requests cost direct and through lam ([`Conversation::bill`]).
     bills: crate::replay::Bills,
+    /// When its last request with a time arrived (Unix ms): with the
+    /// ledger's times, what a request's coldness is judged from.
+    last_at: Option<i64>,
 }
 
 impl Conversation {
@@ -62,6 +66,7 @@ impl Conversation {
             pre: None,
             pending: HashMap::new(),
             bills: crate::replay::Bills::default(),
+            last_at: None,
         }
     }
 
@@ -82,8 +87,16 @@ impl Conversation {
     /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
     /// if new); only items new to the conversation become values.
     /// `budget`: the request's own (`x-lam-budget`), else the engine's;
-    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens it.
-    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, (budget, factor): (Option<lam_operator::Budget>, f64)) -> (Vec<u8>, Delta) {
+    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens it;
+    /// `clock`: when the request arrived (Unix ms) and the prompt cache's
+    /// TTL, which say whether it finds the cache cold ([`crate::budget`]).
+    pub(crate) fn rewrite(
+        &mut self,
+        req: &Parsed,
+        engine: &Engine,
+        (budget, factor): (Option<lam_operator::Budget>, f64),
+        clock: (Option<i64>, CacheTtl),
+    ) -> (Vec<u8>, Delta) {
         let budget = budget.or(engine.budget);
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
@@ -93,7 +106,9 @@ impl Conversation {
         }
         let read = self.cx_keys.len();
         let mut pass = Pass { engine, loan: None, delta: Delta::default(), budget: budget.is_some() };
-        let terms = budget.map(|b| self.terms(req, b, factor, &mut pass));
+        let terms = budget.map(|b| self.terms(req, b, factor, clock, &mut pass));
+        self.last_at = self.last_at.max(clock.0);
+        let prices = crate::budget::pricing(req.api, clock.1);
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let raw = item.raw.get().as_bytes();
@@ -119,11 +134,18 @@ impl Conversation {
             self.archive_late(req, i, &mut pass);
             self.cx_keys.push(keys[i]);
             if let Some((ours, stretches)) = &terms {
-                let t = ledger::at(stretches, i, *ours);
+                let (t, end) = ledger::at(stretches, i, *ours, req.items.len());
                 let (b, pre) = (t.scaled(), t.pre);
                 self.count_item(i, &out, assistant);
-                if self.cuts.input(pre) > b.tokens {
-                    self.cut(req, &mut out, pre, &b, &mut pass);
+                let input = self.cuts.input(pre);
+                // A cold stretch is cut once, at its last item, down to the
+                // target; a warm one at the budget, when the cut pays back.
+                let when = match t.cold {
+                    true => (i + 1 == end && input > b.target).then_some(None),
+                    false => (input > b.tokens).then_some(Some(prices)),
+                };
+                if let Some(warm) = when {
+                    self.cut(req, &mut out, (pre, &b, warm), &mut pass);
                 }
             }
         }
@@ -153,10 +175,17 @@ impl Conversation {
     /// (`budget` tightened by `factor`, the preamble's tokens), and the
     /// stretches recorded for the conversation ([`crate::ledger`]; ours
     /// alone, an error counted, when the store cannot say).
-    fn terms(&mut self, req: &Parsed, budget: lam_operator::Budget, factor: f64, pass: &mut Pass<'_>) -> (Terms, Stretches) {
-        let ours = Terms { pre: self.preamble_tokens(req), factor, budget };
+    fn terms(
+        &mut self,
+        req: &Parsed,
+        budget: lam_operator::Budget,
+        factor: f64,
+        (at, ttl): (Option<i64>, CacheTtl),
+        pass: &mut Pass<'_>,
+    ) -> (Terms, Stretches) {
+        let ours = Terms { pre: self.preamble_tokens(req), factor, budget, at, cold: false };
         let engine = pass.engine;
-        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours) {
+        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours, (ttl, self.last_at)) {
             Ok(s) => (ours, s),
             Err(e) => {
                 pass.delta.errors += 1;
@@ -190,8 +219,13 @@ impl Conversation {
     /// A cut ([`crate::budget`]): cite the oldest citable results until the
     /// input is at or under the target (or nothing more can be cited),
     /// freeze the items that hold them, and make the operator forget them.
-    fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], pre: u64, b: &lam_operator::Budget, pass: &mut Pass<'_>) {
-        if !self.cuts.worth_a_cut(b, pre) {
+    /// `warm`: the cache is warm, and these are its prices: the cut is made
+    /// only when it is worth one and pays back its re-write; `None`: cold,
+    /// any cut is free.
+    fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], (pre, b, warm): (u64, &lam_operator::Budget, Option<Pricing>), pass: &mut Pass<'_>) {
+        if let Some(prices) = warm
+            && !(self.cuts.worth_a_cut(b, pre) && self.cuts.pays_back(b, pre, prices))
+        {
             return;
         }
         let kept_out = self.cuts.totals.kept_out;
@@ -230,8 +264,10 @@ impl Conversation {
         let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
         self.admitter.op.forget(&records);
         self.cuts.totals.cuts += 1;
+        self.cuts.totals.cold += u64::from(warm.is_none());
         self.cuts.totals.citations += cited.len() as u64;
         pass.delta.cut.cuts += 1;
+        pass.delta.cut.cold += u64::from(warm.is_none());
         pass.delta.cut.citations += cited.len() as u64;
         pass.delta.cut.kept_out += self.cuts.totals.kept_out - kept_out;
     }

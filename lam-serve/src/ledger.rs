@@ -18,8 +18,17 @@
 //! processes record the same point, the first in the session's order wins
 //! and the other adopts it. A factor is never below the one recorded
 //! before it in the conversation.
+//!
+//! A record also says when its request arrived and whether it found the
+//! provider's prompt cache cold: more than the cache's TTL after the
+//! conversation's previous recorded request (the latest time among the
+//! records of its earlier points, or this process's last request of it,
+//! whichever is later). A clock is no part of the conversation, so the
+//! process that records the point decides, and every other reads it: a
+//! cold stretch is cut to the target at its last item ([`crate::budget`]).
 
 use crate::engine::lock;
+use crate::replay::CacheTtl;
 use crate::store::SharedStore;
 use lam_core::{ObsStore as _, Record, SessionId};
 use lam_operator::Budget;
@@ -41,6 +50,11 @@ pub(crate) struct Terms {
     pub factor: f64,
     /// The budget as given, before the factor tightens it.
     pub budget: Budget,
+    /// When the request that recorded the stretch arrived (Unix ms; `None`: not known).
+    pub at: Option<i64>,
+    /// Whether that request found the prompt cache cold (arrived more than
+    /// the cache's TTL after the conversation's previous request).
+    pub cold: bool,
 }
 
 impl Terms {
@@ -51,7 +65,11 @@ impl Terms {
 
     fn text(&self) -> String {
         let b = &self.budget;
-        format!("{FORMAT}\npre: {}\nfactor: {}\nbudget: {} target {} keep {}\n", self.pre, self.factor, b.tokens, b.target, b.keep)
+        let at = self.at.map_or("-".to_string(), |t| t.to_string());
+        format!(
+            "{FORMAT}\npre: {}\nfactor: {}\nbudget: {} target {} keep {}\nat: {at}\ncold: {}\n",
+            self.pre, self.factor, b.tokens, b.target, b.keep, self.cold
+        )
     }
 
     /// A record's text read back; `None` when it is not one this version writes.
@@ -66,7 +84,18 @@ impl Terms {
         let nums: Vec<&str> = budget.split(' ').collect();
         let [tokens, "target", target, "keep", keep] = nums[..] else { return None };
         let budget = Budget { tokens: tokens.parse().ok()?, target: target.parse().ok()?, keep: keep.parse().ok()? };
-        (factor.is_finite() && factor >= 1.0).then_some(Self { pre, factor, budget })
+        // `at` and `cold` came later: a record without them arrived at an
+        // unknown time and was warm.
+        let at = match field("at").as_deref() {
+            None | Some("-") => None,
+            Some(t) => Some(t.parse().ok()?),
+        };
+        let cold = match field("cold").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return None,
+        };
+        (factor.is_finite() && factor >= 1.0).then_some(Self { pre, factor, budget, at, cold })
     }
 }
 
@@ -88,17 +117,27 @@ struct Book {
 /// terms of the first stretch that ends after it.
 pub(crate) type Stretches = Vec<(usize, Terms)>;
 
-/// The terms item `i` is folded under (`ours` past every stretch).
-pub(crate) fn at(s: &[(usize, Terms)], i: usize, ours: Terms) -> Terms {
-    s.iter().find(|(end, _)| *end > i).map_or(ours, |(_, t)| *t)
+/// The terms item `i` is folded under (`ours` past every stretch), and
+/// the end of its stretch (`n`, the request's item count, past every one).
+pub(crate) fn at(s: &[(usize, Terms)], i: usize, ours: Terms, n: usize) -> (Terms, usize) {
+    s.iter().find(|(end, _)| *end > i).map_or((ours, n), |(end, t)| (*t, *end))
 }
 
 impl Ledger {
     /// The stretches of the conversation whose keys are `keys` (the
     /// preamble's first), recorded in `session`: a record for the whole of
     /// `keys` is appended when none is there yet, with `ours` (its factor
-    /// at least the last recorded one's).
-    pub(crate) fn stretches(&self, store: &SharedStore, session: &SessionId, keys: &[u128], ours: Terms) -> Result<Stretches, lam_core::Error> {
+    /// at least the last recorded one's; cold when `ttl` expired between
+    /// the previous request, the latest of the recorded times and `last`,
+    /// and `ours.at`).
+    pub(crate) fn stretches(
+        &self,
+        store: &SharedStore,
+        session: &SessionId,
+        keys: &[u128],
+        ours: Terms,
+        (ttl, last): (CacheTtl, Option<i64>),
+    ) -> Result<Stretches, lam_core::Error> {
         let points = points(keys);
         let mut books = lock(&self.books);
         let book = books.entry(session.clone()).or_default();
@@ -108,7 +147,8 @@ impl Ledger {
             return Ok(found);
         }
         let factor = found.last().map_or(ours.factor, |(_, t)| t.factor.max(ours.factor));
-        let ours = Terms { factor, ..ours };
+        let prev = found.iter().filter_map(|(_, t)| t.at).max().max(last);
+        let ours = Terms { factor, cold: ttl.expired(prev, ours.at), ..ours };
         let last = points[points.len() - 1];
         let rec = Record { index: 0, action: format!("{ACTION}{last:032x}"), observation: ours.text().into_bytes(), returncode: None };
         let mut w = store;
@@ -162,8 +202,10 @@ mod tests {
     use super::*;
 
     fn terms(pre: u64, factor: f64) -> Terms {
-        Terms { pre, factor, budget: Budget::new(1000, None, None).unwrap() }
+        Terms { pre, factor, budget: Budget::new(1000, None, None).unwrap(), at: None, cold: false }
     }
+
+    const NO_CLOCK: (CacheTtl, Option<i64>) = (CacheTtl::NONE, None);
 
     #[test]
     fn a_record_reads_back_and_anything_else_is_ignored() {
@@ -187,17 +229,47 @@ mod tests {
         let s = SessionId::settings_of("run");
         let (a, b) = (Ledger::default(), Ledger::default());
         let keys = [7u128, 1, 2, 3, 4, 5];
-        assert_eq!(a.stretches(&store, &s, &keys[..3], terms(10, 1.0)).unwrap(), [(2, terms(10, 1.0))]);
-        assert_eq!(b.stretches(&store, &s, &keys[..3], terms(99, 2.0)).unwrap(), [(2, terms(10, 1.0))], "adopted");
-        let got = b.stretches(&store, &s, &keys, terms(20, 1.5)).unwrap();
+        assert_eq!(a.stretches(&store, &s, &keys[..3], terms(10, 1.0), NO_CLOCK).unwrap(), [(2, terms(10, 1.0))]);
+        assert_eq!(b.stretches(&store, &s, &keys[..3], terms(99, 2.0), NO_CLOCK).unwrap(), [(2, terms(10, 1.0))], "adopted");
+        let got = b.stretches(&store, &s, &keys, terms(20, 1.5), NO_CLOCK).unwrap();
         assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))]);
-        let got = a.stretches(&store, &s, &keys, terms(30, 1.0)).unwrap();
+        let got = a.stretches(&store, &s, &keys, terms(30, 1.0), NO_CLOCK).unwrap();
         assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))], "read, not decided again");
         let other = [8u128, 1, 2];
-        assert_eq!(a.stretches(&store, &s, &other, terms(5, 1.0)).unwrap(), [(2, terms(5, 1.0))], "another preamble, another point");
+        assert_eq!(a.stretches(&store, &s, &other, terms(5, 1.0), NO_CLOCK).unwrap(), [(2, terms(5, 1.0))], "another preamble, another point");
         let more = [7u128, 1, 2, 3, 4, 5, 6];
-        assert_eq!(a.stretches(&store, &s, &more, terms(1, 1.0)).unwrap()[2], (6, terms(1, 1.5)), "a factor never falls");
-        assert_eq!(at(&got, 1, terms(0, 1.0)), terms(10, 1.0));
-        assert_eq!(at(&got, 2, terms(0, 1.0)), terms(20, 1.5));
+        assert_eq!(a.stretches(&store, &s, &more, terms(1, 1.0), NO_CLOCK).unwrap()[2], (6, terms(1, 1.5)), "a factor never falls");
+        assert_eq!(at(&got, 1, terms(0, 1.0), 9), (terms(10, 1.0), 2));
+        assert_eq!(at(&got, 2, terms(0, 1.0), 9), (terms(20, 1.5), 5));
+        assert_eq!(at(&got, 5, terms(0, 1.0), 9), (terms(0, 1.0), 9), "past every stretch: ours, to the request's end");
+    }
+
+    /// A record keeps its arrival time and whether it was cold; a request
+    /// is cold when it comes more than the TTL after the latest recorded
+    /// request of its conversation (or this process's last), and the first
+    /// record's decision is what every later process reads.
+    #[test]
+    fn coldness_is_decided_once_from_the_previous_request_s_time() {
+        let t = Terms { at: Some(1_700_000_000_123), cold: true, ..terms(5, 1.0) };
+        assert_eq!(Terms::parse(t.text().as_bytes()), Some(t));
+        let old = "lam budget/1\npre: 5\nfactor: 1\nbudget: 1000 target 500 keep 3\n";
+        assert_eq!(Terms::parse(old.as_bytes()), Some(terms(5, 1.0)), "a record from before: unknown time, warm");
+        assert_eq!(Terms::parse(format!("{old}at: x\n").as_bytes()), None);
+        let store = SharedStore::new(Box::new(arc_store::MemStore::new()), "mem:".into());
+        let s = SessionId::settings_of("run");
+        let (a, b) = (Ledger::default(), Ledger::default());
+        let ttl = CacheTtl(Some(300));
+        let at = |ms: i64| Terms { at: Some(ms), ..terms(5, 1.0) };
+        let keys = [7u128, 1, 2, 3, 4, 5, 6];
+        assert!(!a.stretches(&store, &s, &keys[..2], at(0), (ttl, None)).unwrap()[0].1.cold, "the first request: nothing before it");
+        assert!(!a.stretches(&store, &s, &keys[..3], at(300_000), (ttl, None)).unwrap()[1].1.cold, "exactly the TTL later: warm");
+        let got = a.stretches(&store, &s, &keys[..5], at(600_001), (ttl, None)).unwrap();
+        assert!(got[2].1.cold && got[2].0 == 4, "more than the TTL after the previous request: cold");
+        let again = b.stretches(&store, &s, &keys[..5], at(600_002), (CacheTtl::NONE, None)).unwrap();
+        assert_eq!(again, got, "another process reads the decision, whatever its clock and TTL");
+        let next = b.stretches(&store, &s, &keys[..6], at(700_000), (ttl, None)).unwrap();
+        assert!(!next[3].1.cold, "100 s after the cold one");
+        let local = b.stretches(&store, &s, &keys, at(1_100_000), (ttl, Some(1_000_000))).unwrap();
+        assert!(!local[4].1.cold, "this process's own last request of it was 100 s before");
     }
 }

@@ -82,5 +82,5 @@ pub use api::{Api, Policy};
 pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
 pub use error::Error;
 pub use http::{run, serve};
-pub use proxy::{Proxy, Rewritten};
+pub use proxy::{Arrival, Proxy, Rewritten};
 pub use stats::{SessionStats, Stats};

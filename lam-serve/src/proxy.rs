@@ -45,6 +45,33 @@ impl Rewritten {
     }
 }
 
+/// When a request arrived, and the prompt cache's TTL to judge it by: a
+/// request more than the TTL after its conversation's previous one finds
+/// the cache cold, where a cut costs nothing ([`crate::budget`]). The time
+/// comes in with the request (the HTTP layer's clock, `lam replay`'s
+/// transcript timestamps), never from a clock read deeper in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// Unix milliseconds; `None`: unknown (the request is never cold).
+    pub at_ms: Option<i64>,
+    /// The TTL in place of the proxy's (`--cache-ttl`, else the request's
+    /// `cache_control.ttl`, else the provider's default).
+    pub ttl: Option<crate::replay::CacheTtl>,
+}
+
+impl Arrival {
+    /// Now, by the system clock.
+    pub fn now() -> Self {
+        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Self { at_ms: Some(ms), ttl: None }
+    }
+
+    /// At `at_ms` (Unix milliseconds).
+    pub fn at(at_ms: Option<i64>) -> Self {
+        Self { at_ms, ttl: None }
+    }
+}
+
 /// The proxy's state: engine, sessions, counters. Cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Proxy {
@@ -212,6 +239,19 @@ impl Proxy {
     /// function of its items and the budget, so a client sends the same
     /// budget with every request of a conversation.
     pub fn try_rewrite_within(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::Budget>) -> Result<Rewritten, Error> {
+        self.try_rewrite_at(api, session, body, budget, Arrival::default())
+    }
+
+    /// [`Proxy::rewrite`] of a request that arrived at `arrival`: with a
+    /// budget, a request that finds the prompt cache cold is cut to the
+    /// target ([`crate::budget`]). Without a time it is never cold.
+    pub fn rewrite_at(&self, api: Api, session: Option<&str>, body: &[u8], arrival: Arrival) -> Rewritten {
+        self.try_rewrite_at(api, session, body, None, arrival).unwrap_or_else(|_| Rewritten::as_it_came(body))
+    }
+
+    /// [`Proxy::try_rewrite_within`] of a request that arrived at `arrival`
+    /// (the HTTP layer: [`Arrival::now`] when the request came).
+    pub fn try_rewrite_at(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::Budget>, arrival: Arrival) -> Result<Rewritten, Error> {
         let c = &self.inner.counters;
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
@@ -239,7 +279,8 @@ impl Proxy {
             // the conversation: its session is dropped (its state may be
             // half-updated) and this request goes as it came.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let (out, delta) = conv.rewrite(&req, &self.inner.engine, (budget, factor));
+                let ttl = crate::budget::cache_ttl(&req, arrival.ttl.or(self.inner.cfg.cache_ttl));
+                let (out, delta) = conv.rewrite(&req, &self.inner.engine, (budget, factor), (arrival.at_ms, ttl));
                 (out, delta, conv.bytes())
             }))
         };
@@ -263,7 +304,10 @@ impl Proxy {
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
         if delta.over_budget && self.log().on() {
-            self.log().line(format_args!("{}", over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0))));
+            self.log().line(format_args!(
+                "{}",
+                over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0))
+            ));
         }
         let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
         Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })

@@ -96,6 +96,11 @@ impl Parsed {
         (!id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())).then_some(id)
     }
 
+    /// The raw JSON of its preamble members (`system`, `instructions`) and `tools`.
+    pub(crate) fn preamble_raws(&self) -> impl Iterator<Item = &[u8]> {
+        self.api.preamble_fields().iter().chain(&["tools"]).filter_map(|f| self.members.raw(f)).map(str::as_bytes)
+    }
+
     /// The body with the conversation replaced by `items` (raw JSON each).
     pub(crate) fn body_with<'a>(&self, items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
         self.members.write_with(self.at, &crate::json::write_array(items))

@@ -227,6 +227,14 @@ session_counters! {
     admit_seconds: f64 => "lam_serve_admit_seconds_total", "Seconds spent admitting observations (encoding included).";
     /// With `--budget`: cuts made (each changes the prefix once).
     cuts: u64 => "lam_serve_cuts_total", "Cuts made to keep a conversation within --budget.";
+    /// Of `cuts`, those made at a request that found the prompt cache cold
+    /// (more than its TTL after the previous one): down to the target,
+    /// whenever the input was above it; free, the whole prompt being
+    /// written anyway.
+    cuts_cold: u64 => "lam_serve_cuts_cold_total", "Cuts made where the prompt cache was cold (free: the whole prompt is re-written anyway).";
+    /// Of `cuts`, those made while the cache was warm: at the budget, when
+    /// the cut pays back its re-write (`cuts = cuts_cold + cuts_warm`).
+    cuts_warm: u64 => "lam_serve_cuts_warm_total", "Cuts made while the prompt cache was warm (at --budget, when the cut pays back its re-write).";
     /// Tool results replaced by ARC citations.
     citations: u64 => "lam_serve_citations_total", "Tool results replaced by ARC citations (--budget).";
     /// Tokens the citations kept out (forwarded before the cut, less after).
@@ -260,6 +268,8 @@ impl SessionStats {
             admission_errors: d.errors,
             admit_seconds: d.totals.seconds(),
             cuts: d.cut.cuts,
+            cuts_cold: d.cut.cold,
+            cuts_warm: d.cut.cuts - d.cut.cold,
             citations: d.cut.citations,
             tokens_cited: d.cut.kept_out,
             over_budget: u64::from(d.over_budget),

@@ -286,7 +286,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
             "requests_after_expiry": r.requests_after_expiry, "expired_share": r.expired_share(),
-            "cuts": r.cuts, "citations": r.citations, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
+            "cuts": r.cuts, "cuts_cold": r.cuts_cold, "cuts_warm": r.cuts_warm, "citations": r.citations, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
             "billed_no_budget": r.billed_no_budget, "peak_no_budget": r.peak_no_budget,
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
             "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),

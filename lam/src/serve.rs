@@ -112,6 +112,9 @@ pub struct ServeArgs {
     /// Name of the run (1-64 letters, digits, `-_.`): every conversation a client does not name is archived in the store session NAME. Give the replicas of a deployment on one store the same name: each observation is then stored once, whichever replica serves it, and `lam mcp --run NAME` recalls every `§id` by the id alone. Replicas of a run must have the same settings (checked at start). Default: serve-<unix seconds>-<pid>, this process's own.
     #[arg(long, value_name = "NAME")]
     run: Option<String>,
+    /// With --budget: how long the provider keeps a cached prompt after its last use, in SECONDS, or `none` (never cold). A request that comes longer than that after its conversation's previous one finds the cache cold, and is cut down to --budget-target whenever it is above it (the whole prompt is re-written anyway); while warm, a cut is made only at --budget, and only when it pays back its re-write. Default: the request's `cache_control.ttl` (`5m`, `1h`), else the provider's: 300 (Anthropic 5 minutes; OpenAI 5 to 10 minutes of inactivity).
+    #[arg(long, value_parser = lam_serve::replay::CacheTtl::parse, value_name = "SECONDS|none")]
+    cache_ttl: Option<lam_serve::replay::CacheTtl>,
 }
 
 /// `512MiB`, `2GiB`, `1G`, `64k`, `1000000`: bytes (K/M/G/T in powers of 1024).
@@ -172,6 +175,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;
     cfg.run = a.run;
+    cfg.cache_ttl = a.cache_ttl;
     let store = cfg.store.display();
     let shown = cfg.upstream_shown();
     let (mib, drain) = (cfg.max_memory >> 20, a.drain_timeout_s);

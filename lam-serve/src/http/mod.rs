@@ -154,7 +154,10 @@ async fn rewritten(
     // The share goes with the work: a client gone meanwhile does not give
     // back room the rewrite still holds.
     let held = share.take();
-    let done = tokio::task::spawn_blocking(move || (p.try_rewrite_within(api, name.as_deref(), &sent, budget), held)).await;
+    // The request's arrival, the one clock reading a cut may depend on
+    // (recorded once: `crate::ledger`).
+    let arrival = crate::Arrival::now();
+    let done = tokio::task::spawn_blocking(move || (p.try_rewrite_at(api, name.as_deref(), &sent, budget, arrival), held)).await;
     match done.map(|(r, held)| {
         *share = held;
         r

@@ -157,6 +157,11 @@ pub struct SessionReport {
     pub billed_direct_tool: f64,
     /// With `--budget`: cuts made and tool results cited.
     pub cuts: u64,
+    /// Of `cuts`, those made at a request after the cache TTL (cold: down
+    /// to the target), and those made while warm (at the budget).
+    pub cuts_cold: u64,
+    /// See `cuts_cold`.
+    pub cuts_warm: u64,
     /// See `cuts`.
     pub citations: u64,
     /// The largest prompt a request forwarded through lam (tokens, as billed here).
@@ -219,6 +224,8 @@ impl SessionReport {
         self.billed_lam += o.billed_lam;
         self.billed_direct_tool += o.billed_direct_tool;
         self.cuts += o.cuts;
+        self.cuts_cold += o.cuts_cold;
+        self.cuts_warm += o.cuts_warm;
         self.citations += o.citations;
         self.peak_tokens = self.peak_tokens.max(o.peak_tokens);
         self.over_budget += o.over_budget;
@@ -420,7 +427,8 @@ pub fn replay(
         let cold = ttl.expired(last_time, time);
         last_time = time.or(last_time);
         let t = Instant::now();
-        let out = proxy.rewrite(api, None, &body);
+        // The proxy's cuts follow the same timestamps and TTL.
+        let out = proxy.rewrite_at(api, None, &body, crate::Arrival { at_ms: time, ttl: Some(ttl) });
         let shown = forwarded_results(agent, &out.body);
         first.extend(shown.into_iter().skip(first.len()));
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
@@ -453,6 +461,7 @@ pub fn replay(
     hidden_lines(&mut r, calls, &first, counter);
     let (b, a) = (before.total(), after.total());
     (r.cuts, r.citations) = (a.cuts - b.cuts, a.citations - b.citations);
+    (r.cuts_cold, r.cuts_warm) = (a.cuts_cold - b.cuts_cold, a.cuts_warm - b.cuts_warm);
     r.peak_tokens = lam.peak;
     r.prompt_tokens = direct.prompt;
     r.final_prompt_tokens = direct.last;
