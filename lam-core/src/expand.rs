@@ -9,7 +9,7 @@
 //!
 //! let first = b"SCALE = 3\nprint(SCALE)\nsave()\n";
 //! let seen = [Seen { call: "cat big.py", residual: first, output: first }];
-//! let next = b"SCALE = 4\n[lam: same as lines 2-3 of `cat big.py`]\n";
+//! let next = b"SCALE = 4\n[lam: lines 2-3 of `cat big.py`]\n";
 //! assert_eq!(expand(next, &seen)?.text, b"SCALE = 4\nprint(SCALE)\nsave()\n");
 //! # Ok::<(), lam_core::expand::ExpandError>(())
 //! ```
@@ -49,19 +49,26 @@ pub struct ExpandError {
 }
 
 /// Read `residual` back, given the outputs before it in the session
-/// (oldest first). A `same as` stub gives the lines it names (of this
-/// output above it, or of the newest earlier output of that name where
-/// those lines are readable text); a `same output as` line gives that
+/// (oldest first). A line stub (`lines 2-3 of `cat a.py``, `lines 7-9
+/// ditto`: of the call the stub line above names) gives the lines it names
+/// (of this output above it, or of the newest earlier output of that name
+/// where those lines are readable text); a `same output as` line gives that
 /// output whole. Refused: a `similar to` stub, a place that is not
 /// readable text.
 pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
     let lines: Vec<&[u8]> = residual.split_inclusive(|&b| b == b'\n').collect();
     let mut out = Reading::default();
+    let mut above: Option<Stub> = None;
     for (i, line) in lines.iter().enumerate() {
         let err = |why: String| ExpandError { line: i + 1, why };
-        match Stub::parse_bytes(line) {
+        let stub = Stub::parse_bytes(line).map(|mut s| (s.follow(above.as_ref()), s));
+        if let Some((_, s)) = &stub {
+            above = Some(s.clone());
+        }
+        match stub.map(|(followed, s)| if followed { Ok(s) } else { Err(s) }) {
             None => out.text.extend_from_slice(line),
-            Some(Stub::Lines(l)) => {
+            Some(Err(s)) => return Err(err(format!("`{s}` has no call named on the stub line above"))),
+            Some(Ok(Stub::Lines(l))) => {
                 let named = match &l.from.of {
                     None => place(&lines[..i], &l.from, l.shift).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
                     Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&split(s.residual), &l.from, l.shift))
@@ -69,13 +76,13 @@ pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandEr
                 };
                 out.text.extend_from_slice(&named);
             }
-            Some(Stub::Repeat(r)) if lines.len() == 1 => {
+            Some(Ok(Stub::Repeat(r))) if lines.len() == 1 => {
                 let whole =
                     newest(earlier, &r.of, &mut out.ambiguous, |s| Some(s.output.to_vec())).ok_or_else(|| err(format!("`{r}` names no earlier output")))?;
                 out.text.extend_from_slice(&whole);
             }
-            Some(Stub::Repeat(r)) => return Err(err(format!("`{r}` is not the only line"))),
-            Some(Stub::Chunks(c)) => return Err(err(format!("`{c}` stands for text that is only similar to the lines it names"))),
+            Some(Ok(Stub::Repeat(r))) => return Err(err(format!("`{r}` is not the only line"))),
+            Some(Ok(Stub::Chunks(c))) => return Err(err(format!("`{c}` stands for text that is only similar to the lines it names"))),
         }
     }
     Ok(out)
@@ -128,31 +135,34 @@ mod tests {
     fn reads_back_lines_of_this_and_earlier_outputs() {
         let a = b"x = 1\ny = 2\nz = 3";
         let seen = [Seen { call: "cat a.py", residual: a, output: a }];
-        let r = expand(b"x = 1\n[lam: same as line 1 of this output]\n[lam: same as lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", &seen).unwrap();
+        let r = expand(b"x = 1\n[lam: line 1 of this output]\n[lam: lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", &seen).unwrap();
         assert_eq!(r.text, b"x = 1\nx = 1\ny = 2\nz = 3\n");
         assert_eq!(expand(b"[lam: same output as `cat a.py` above]\n", &seen).unwrap().text, a);
+        let r = expand(b"[lam: line 1 of `cat a.py`]\nw = 0\n[lam: lines 2-3 ditto]\n", &seen).unwrap();
+        assert_eq!(r.text, b"x = 1\nw = 0\ny = 2\nz = 3\n");
+        assert_eq!(expand(b"x = 1\n[lam: lines 2-3 ditto]\n", &seen).unwrap_err().line, 2, "no call above to repeat");
         let n = "     1→x\n     2→y\n".as_bytes();
         let seen = [Seen { call: "Read a.py", residual: n, output: n }];
-        let r = expand("     1→new\n[lam: same as lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), &seen).unwrap();
+        let r = expand("     1→new\n[lam: lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), &seen).unwrap();
         assert_eq!(r.text, "     1→new\n     2→x\n     3→y\n".as_bytes());
     }
 
     #[test]
     fn refuses_what_cannot_be_read_back() {
-        let a = b"[lam: same as line 1 of `x`]\nb\n";
+        let a = b"[lam: line 1 of `x`]\nb\n";
         let seen = [Seen { call: "cat a.py", residual: a, output: b"x\nb\n" }];
         // A stub line is not readable text.
-        assert_eq!(expand(b"[lam: same as line 1 of `cat a.py`]\n", &seen).unwrap_err().line, 1);
-        assert!(expand(b"q\n[lam: same as lines 1-2 of this output]\n", &seen).is_err());
+        assert_eq!(expand(b"[lam: line 1 of `cat a.py`]\n", &seen).unwrap_err().line, 1);
+        assert!(expand(b"q\n[lam: lines 1-2 of this output]\n", &seen).is_err());
         assert!(expand(b"[lam: similar to line 2 of `cat a.py`]\n", &seen).is_err());
-        assert!(expand(b"[lam: same as line 1 of `ls`]\n", &seen).is_err());
+        assert!(expand(b"[lam: line 1 of `ls`]\n", &seen).is_err());
     }
 
     #[test]
     fn the_newest_output_of_a_name_is_read_and_a_difference_counted() {
         let (a, b) = (b"old\n".as_slice(), b"new\n".as_slice());
         let seen = [Seen { call: "pytest", residual: a, output: a }, Seen { call: "pytest", residual: b, output: b }];
-        let r = expand(b"[lam: same as line 1 of `pytest`]\n", &seen).unwrap();
+        let r = expand(b"[lam: line 1 of `pytest`]\n", &seen).unwrap();
         assert_eq!((r.text.as_slice(), r.ambiguous), (b"new\n".as_slice(), 1));
     }
 }

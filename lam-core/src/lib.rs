@@ -14,7 +14,7 @@
 //! assert!((t.delta() - 0.1f64.sqrt()).abs() < 1e-12);
 //! // Content ids (`§id`) and stubs, written and parsed in one place.
 //! let id = &ObsId::of(b"cat a.py", b"print(1)\n").hex()[..8];
-//! let line = format!("[lam: same as lines 2-4 of `cat src/app.py`; _recall §{id}]");
+//! let line = format!("[lam: lines 2-4 of `cat src/app.py`; _recall §{id}]");
 //! assert_eq!(Stub::parse(&line)?.to_string(), line);
 //! // The deletion-set digest of a run (docs/digest.md).
 //! let mut d = DeletionDigest::new();

@@ -13,8 +13,9 @@
 //! ```text
 //! [lam: similar to lines 12-51 of `cat src/app.py`; _recall §e5f6]
 //! [lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]
-//! [lam: same as lines 40-51 of `cat src/app.py`]
-//! [lam: same as line 7 of this output; _recall §e5f6]
+//! [lam: lines 40-51 of `cat src/app.py`; _recall §e5f6]
+//! [lam: lines 60-72 ditto]
+//! [lam: line 7 of this output]
 //! [lam: same output as `cat src/app.py` above; _recall §91d9]
 //! ```
 //!
@@ -33,8 +34,9 @@ pub const RECALL: &str = "; _recall §";
 pub const REPEAT: &str = "same output as ";
 /// How an L1 stub begins, after [`PREFIX`].
 pub const SIMILAR: &str = "similar to ";
-/// How an L0 stub begins, after [`PREFIX`].
-pub const SAME: &str = "same as ";
+/// What an L0 stub writes instead of ` of `CALL`` when the stub line
+/// above it in the same residual named that call (`lines 60-72 ditto`).
+pub const DITTO: &str = " ditto";
 /// What an L0 stub says when the line numbers it repeats moved, before `+K`.
 pub const SHIFT: &str = " with line numbers ";
 /// How a place names the observation's own output.
@@ -180,6 +182,11 @@ pub struct LineStub {
     /// How far each line's number moved (`with line numbers +1`: a line
     /// was inserted above them; [`crate::newlines::renumber`]); 0: none.
     pub shift: i32,
+    /// Written `lines A-B ditto`: the stub line just above this one in the
+    /// same residual is a line stub naming the same earlier call, which
+    /// `from.of` holds (empty when the line was parsed alone, until
+    /// [`parse_residual`] or [`Stub::follow`] fills it in).
+    pub ditto: bool,
 }
 
 /// An observation whose output repeats an earlier observation's whole: its
@@ -311,6 +318,31 @@ impl Stub {
         }
     }
 
+    /// The call a `ditto` on the next stub line of the residual would mean:
+    /// this stub's, when it is a line stub naming an earlier call by name.
+    pub fn ditto_call(&self) -> Option<&str> {
+        match self {
+            Stub::Lines(l) => l.from.of.as_deref().filter(|c| !c.is_empty()),
+            _ => None,
+        }
+    }
+
+    /// Give a `ditto` stub parsed alone the call of the stub line just above
+    /// it in the same residual (`above`); false when it is a `ditto` and
+    /// `above` names no call ([`Stub::ditto_call`]).
+    pub fn follow(&mut self, above: Option<&Stub>) -> bool {
+        match self {
+            Stub::Lines(l) if l.ditto => match above.and_then(Stub::ditto_call) {
+                Some(call) if l.from.of.as_deref().is_none_or(|c| c.is_empty() || c == call) => {
+                    l.from.of = Some(call.to_string());
+                    true
+                }
+                _ => false,
+            },
+            _ => true,
+        }
+    }
+
     /// Parse one line (without its newline). A line without the recall gets
     /// an empty own id ([`Stub::set_own_id`], [`parse_residual`]).
     pub fn parse(line: &str) -> Result<Stub, StubError> {
@@ -346,10 +378,17 @@ impl Stub {
 
 /// Every stub line of one observation's residual, in order, each with the
 /// observation's own id (taken from the line that carries the recall).
-/// Lines that are not stubs are skipped. Refused: stubs none of which
-/// carries the recall, or recalls of different ids.
+/// Lines that are not stubs are skipped; a `ditto` stub gets the call of
+/// the stub line above it ([`Stub::follow`]). Refused: recalls of
+/// different ids, a `ditto` with no call named on the stub line above.
 pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
     let mut stubs: Vec<Stub> = residual.split(|&b| b == b'\n').filter_map(Stub::parse_bytes).collect();
+    for i in 0..stubs.len() {
+        let (above, here) = stubs.split_at_mut(i);
+        if !here[0].follow(above.last()) {
+            return Err(StubError { line: here[0].to_string(), reason: "`ditto` with no call named on the stub line above" });
+        }
+    }
     let mut own: Option<String> = None;
     for s in stubs.iter().filter(|s| s.recall()) {
         match &own {
@@ -378,17 +417,26 @@ fn number(s: &str) -> Result<u32, &'static str> {
     }
 }
 
-/// `similar to PLACES` or `same as PLACE`.
+/// `similar to PLACES`, or `PLACE` (an L0 stub: `lines 3-9 of `ls``, `line 4 ditto`).
 fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static str> {
     if let Some(places) = head.strip_prefix(SIMILAR) {
         let like = parse_places(places)?;
         return Ok(Stub::Chunks(ChunkStub { id: own.to_string(), like, recall, chunks: None }));
     }
-    let place = head.strip_prefix(SAME).ok_or("not a stub kind")?;
-    let (place, shift) = split_shift(place);
+    if !head.starts_with("line") {
+        return Err("not a stub kind");
+    }
+    let (place, shift) = split_shift(head);
+    if let Some(span) = place.strip_suffix(DITTO) {
+        // `lines A-B ditto`: the call is the one the stub line above names.
+        let mut from = parse_places(&format!("{span} of {THIS}"))?;
+        let from = from.pop().filter(|_| from.is_empty()).ok_or("more than one place")?;
+        let from = Place { of: Some(String::new()), ..from };
+        return Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: true }));
+    }
     let mut from = parse_places(place)?;
     match (from.pop(), from.is_empty()) {
-        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift })),
+        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: false })),
         _ => Err("more than one place"),
     }
 }
@@ -525,17 +573,19 @@ impl LineStub {
     /// Bytes of the line as written with `how` (without a newline),
     /// computed without formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self, how: Recall<'_>) -> usize {
-        line_stub_len(self.from.of.as_deref(), self.from.first, self.from.last, &self.id, self.recall, how, self.shift)
+        line_stub_len(self.from.of.as_deref(), self.ditto, (self.from.first, self.from.last), &self.id, self.recall, how, self.shift)
     }
 }
 
 /// [`LineStub::rendered_len`] of the stub these fields would make (lines
-/// `first..=last` of `of`, see [`Place`]), without building it.
-pub fn line_stub_len(of: Option<&str>, first: u32, last: u32, id: &str, recall: bool, how: Recall<'_>, shift: i32) -> usize {
+/// `first..=last` of `of`, see [`Place`], written `ditto` when `ditto`),
+/// without building it.
+pub fn line_stub_len(of: Option<&str>, ditto: bool, (first, last): (u32, u32), id: &str, recall: bool, how: Recall<'_>, shift: i32) -> usize {
     let recall = if recall { how.len(id) } else { 0 };
     let word = if first == last { "line ".len() } else { "lines ".len() };
     let shift = if shift == 0 { 0 } else { SHIFT.len() + 1 + digits(u64::from(shift.unsigned_abs())) };
-    PREFIX.len() + SAME.len() + word + span_len(first, last) + of_len(of) + shift + recall + 1
+    let of = if ditto { DITTO.len() } else { of_len(of) };
+    PREFIX.len() + word + span_len(first, last) + of + shift + recall + 1
 }
 
 /// Bytes of `first` or `first-last`.
@@ -602,7 +652,18 @@ impl fmt::Display for LineStub {
 
 impl LineStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        write!(f, "{PREFIX}{SAME}{}", self.from)?;
+        f.write_str(PREFIX)?;
+        if self.ditto {
+            let Place { first, last, .. } = self.from;
+            let word = if first == last { "line" } else { "lines" };
+            write!(f, "{word} {first}")?;
+            if last != first {
+                write!(f, "-{last}")?;
+            }
+            f.write_str(DITTO)?;
+        } else {
+            write!(f, "{}", self.from)?;
+        }
         if self.shift != 0 {
             write!(f, "{SHIFT}{:+}", self.shift)?;
         }

@@ -6,7 +6,7 @@
 //! and runs of consecutive replaced lines collapse into one stub line:
 //!
 //! ```text
-//! [lam: same as lines 40-51 of `cat src/app.py`; _recall §e5f6]
+//! [lam: lines 40-51 of `cat src/app.py`; _recall §e5f6]
 //! ```
 //!
 //! Rules (documented in `ARCHITECTURE.md`, invariant "L0 stubs point at text"):
@@ -18,13 +18,14 @@
 //! - blank (whitespace-only) lines are never replaced alone, but blank lines
 //!   between two replaced lines join the run;
 //! - a run repeats one stretch of one residual line for line (blank lines
-//!   where it has blank lines), so its stub names it exactly: `same as lines
+//!   where it has blank lines), so its stub names it exactly: `lines
 //!   40-52 of `cat a.py``. It is the longest such stretch starting at one of
 //!   the newest [`MAX_STARTS`] visible copies of its first line (greedy, line
 //!   by line, like an LZ77 parse over lines): a file read again is one run
 //!   even where some of its lines were first seen in other outputs. Of the
-//!   copies that repeat the whole run the stub names this output's, else the
-//!   call with the shortest name, the newest of equals;
+//!   copies that repeat the whole run the stub names the call the record's
+//!   stub line above named (written `lines 60-72 ditto`), else this
+//!   output's, else the call with the shortest name, the newest of equals;
 //! - a run is replaced only when its stub costs fewer tokens than the run
 //!   (`lam_core::stub::worth_replacing`: by the session's token counter, or
 //!   without one when the run holds at least twice the stub's bytes), so L0
@@ -44,7 +45,7 @@
 //! out.clear();
 //! let st = d.process(1, "e5f6", "git show HEAD:src/lib.rs", &[Segment::Text(file.as_bytes())], &mut out);
 //! assert_eq!(st.lines_replaced, 40);
-//! assert_eq!(out, "[lam: same as lines 1-40 of `cat src/lib.rs`; _recall §e5f6]\n".as_bytes());
+//! assert_eq!(out, "[lam: lines 1-40 of `cat src/lib.rs`; _recall §e5f6]\n".as_bytes());
 //! ```
 #![warn(missing_docs)]
 
@@ -107,6 +108,11 @@ pub struct LineDedup {
     recall: Recall<'static>,
     /// The name group of each call name (`Table::group`).
     groups: HashMap<String, u32>,
+    /// The call the record's last stub line named (`Stub::ditto_call`): a
+    /// stub naming that call again is written `ditto`.
+    above: Option<String>,
+    /// Never write `ditto` ([`LineDedup::without_ditto`]).
+    no_ditto: bool,
 }
 
 /// A residual line is a tag and a number. The tag: [`NONE`] for a stub
@@ -523,6 +529,13 @@ impl LineDedup {
         self
     }
 
+    /// Name every stub's call in full, never `ditto` (the `l0-l1` ablation:
+    /// L1 may drop the stub line a `ditto` refers to).
+    pub fn without_ditto(mut self) -> Self {
+        self.no_ditto = true;
+        self
+    }
+
     /// Forget record `record`'s residual lines: the model no longer sees
     /// them (a context budget cited the observation), so no later stub
     /// names them. A line seen only there is new again when it next comes.
@@ -565,6 +578,7 @@ impl LineDedup {
         }
         this_call.clone_into(&mut self.calls[record as usize]);
         self.stubs.clear();
+        self.above = None;
         if record < self.table.records {
             self.groups.clear();
         }
@@ -590,6 +604,13 @@ impl LineDedup {
     /// written (the first one carries it).
     pub fn last_stubs(&self) -> &[Stub] {
         &self.stubs
+    }
+
+    fn set_above(&mut self, call: Option<&str>) {
+        match call {
+            Some(c) => c.clone_into(self.above.get_or_insert_default()),
+            None => self.above = None,
+        }
     }
 
     fn how(&self) -> How {
@@ -641,6 +662,7 @@ impl Writer<'_> {
     pub fn stub(&mut self, mut stub: Stub) {
         stub.set_recall(self.w.stubs == 0);
         self.w.write_stub(&stub.with(self.d.recall));
+        self.d.set_above(stub.ditto_call());
         self.d.stubs.push(stub);
     }
 
@@ -748,25 +770,28 @@ impl Writer<'_> {
         let newlines = 1 + usize::from(self.w.mid_line());
         // Judged by bytes, a run shorter than twice the shortest stub any place
         // could give stays verbatim: no place need be named.
-        let shortest = line_stub_len(Some("x"), 1, 1, self.id, recall, how.recall, 0);
+        let above = d.above.as_deref().filter(|_| !d.no_ditto);
+        let shortest = line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0);
         let hopeless = how.counter.is_none() && 2 * (shortest + newlines) > body.len();
         let named = d.cands.iter().filter(|c| !hopeless && d.table.names_exactly(c, r.body_lines));
-        let at = pick(named.map(|c| (c.at, c.shift)), self.record, &d.calls);
+        let at = pick(named.map(|c| (c.at, c.shift)), self.record, &d.calls, above);
         let of = at.map(|(at, _)| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
+        let ditto = above.is_some() && of.flatten() == above;
         let make = |(at, shift): (LineLoc, i32), of: Option<&str>| {
             let from = Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1);
-            Stub::Lines(LineStub { id: self.id.to_string(), from, recall, shift })
+            Stub::Lines(LineStub { id: self.id.to_string(), from, recall, shift, ditto })
         };
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
-            let len = line_stub_len(of, at.0.line, at.0.line + r.body_lines as u32 - 1, self.id, recall, how.recall, at.1);
+            let len = line_stub_len(of, ditto, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || make(at, of).with(how.recall).to_string(), newlines, body)
         });
         if let (true, Some(at), Some(of)) = (worth, at, of) {
             body_map.fill(self.w.stub_line());
             let stub = make(at, of);
             self.w.write_stub(&stub.with(how.recall));
+            d.set_above(stub.ditto_call());
             d.stubs.push(stub);
             self.stats.lines_replaced += r.replaced;
             self.stats.bytes_replaced += body.len() as u64;
@@ -833,12 +858,15 @@ impl LineDedup {
 
 /// The place a run's stub names among those it repeats (with the shift of
 /// their line numbers; exact copies first, each kind newest first): one
-/// repeated exactly before one with moved numbers, then this output's,
+/// repeated exactly before one with moved numbers, then one of the call the
+/// stub line above named (`above`: written `ditto`), then this output's,
 /// else the call with the shortest name, the first of equals.
-pub(crate) fn pick(cands: impl IntoIterator<Item = (LineLoc, i32)>, record: u32, calls: &[String]) -> Option<(LineLoc, i32)> {
+pub(crate) fn pick(cands: impl IntoIterator<Item = (LineLoc, i32)>, record: u32, calls: &[String], above: Option<&str>) -> Option<(LineLoc, i32)> {
     let cost = |(c, shift): &(LineLoc, i32)| {
-        let name = match calls[c.record as usize].len() {
-            _ if c.record == record => 0,
+        let call = calls[c.record as usize].as_str();
+        let name = match call.len() {
+            _ if c.record == record => 1,
+            _ if above == Some(call) => 0,
             0 => "an earlier output".len(),
             n => n + 2,
         };

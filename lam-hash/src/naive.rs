@@ -214,10 +214,13 @@ impl NaiveLineDedup {
                 }
             }
             let n = (body_end - i) as u32;
-            let at = pick(cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)), r.record, &self.calls);
+            // The call the stub line above names: named again, it is written `ditto`.
+            let above = stubs.last().and_then(Stub::ditto_call).map(str::to_string);
+            let at = pick(cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)), r.record, &self.calls, above.as_deref());
             let stub = at.map(|(at, shift)| {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
-                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift }
+                let ditto = above.is_some() && of == above;
+                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift, ditto }
             });
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());

@@ -39,8 +39,13 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
 
 /// (cited record, first and last cited line) of an L0 stub line of record
 /// `own`, through the one parser.
-fn parse_stub(line: &[u8], own: usize) -> Option<(usize, usize, usize)> {
-    match Stub::parse_bytes(line)? {
+/// A stub line's source record and lines; `above`: the stub line above it
+/// in the same residual (a `ditto` names its call), then this one.
+fn parse_stub(line: &[u8], own: usize, above: &mut Option<Stub>) -> Option<(usize, usize, usize)> {
+    let mut stub = Stub::parse_bytes(line)?;
+    assert!(stub.follow(above.as_ref()), "a ditto with no call above: {stub}");
+    *above = Some(stub.clone());
+    match stub {
         Stub::Lines(l) => {
             let src = match &l.from.of {
                 None => own,
@@ -57,7 +62,7 @@ fn repeated_file_read_becomes_one_stub() {
     let file = b"def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n\ndef spread(xs):\n    return max(xs) - min(xs)\n";
     let (_, outs) = run(&[file, file]);
     assert_eq!(outs[0], file);
-    assert_eq!(outs[1], "[lam: same as lines 1-9 of `cat file0.py`; _recall §00000001]\n".as_bytes());
+    assert_eq!(outs[1], "[lam: lines 1-9 of `cat file0.py`; _recall §00000001]\n".as_bytes());
 }
 
 #[test]
@@ -78,7 +83,7 @@ fn edited_file_keeps_changed_lines() {
     let (_, outs) = run(&[a, b]);
     let text = String::from_utf8(outs[1].clone()).unwrap();
     assert!(text.contains("gamma = compute_third_value(99)\n"));
-    assert!(text.starts_with("[lam: same as lines 1-2 of `cat file0.py`; _recall §00000001]\n"), "{text}");
+    assert!(text.starts_with("[lam: lines 1-2 of `cat file0.py`; _recall §00000001]\n"), "{text}");
     assert!(text.contains("delta = compute_fourth_value(4)\n"), "single short repeat kept: {text}");
 }
 
@@ -140,8 +145,9 @@ proptest! {
         for (i, (orig, out)) in records.iter().zip(&outs).enumerate() {
             prop_assert!(out.len() <= orig.len() + 1, "L0 lengthened record {}", i);
             let out_lines = lines(out);
+            let mut above = None;
             for l in &out_lines {
-                if let Some((src, first, last)) = parse_stub(l, i) {
+                if let Some((src, first, last)) = parse_stub(l, i, &mut above) {
                     prop_assert!(src <= i && first <= last);
                     for ln in [first, last] {
                         let cited = lines(&outs[src])[ln - 1];
@@ -342,8 +348,8 @@ fn a_file_read_again_after_an_insert_repeats_with_moved_numbers() {
     edited.insert(3, "    inserted = 1".into());
     let (a, b) = (read(&file), read(&edited));
     let (_, outs) = run(&[a.as_bytes(), b.as_bytes()]);
-    let want = "[lam: same as lines 1-3 of `cat file0.py`; _recall §00000001]\n     4→    inserted = 1\n\
-                [lam: same as lines 4-30 of `cat file0.py` with line numbers +1]\n";
+    let want = "[lam: lines 1-3 of `cat file0.py`; _recall §00000001]\n     4→    inserted = 1\n\
+                [lam: lines 4-30 ditto with line numbers +1]\n";
     assert_eq!(String::from_utf8_lossy(&outs[1]), want);
 }
 

@@ -49,8 +49,8 @@ impl FromStr for Order {
 pub enum Residual {
     /// Every line the model has not seen is forwarded verbatim, in place;
     /// only lines equal, line for line, to lines the model can read are
-    /// replaced (by L0's `same as` stubs, or one `same output as` line for
-    /// a byte-identical output). L1 still decides which chunks are
+    /// replaced (by L0's line stubs, ``lines 3-9 of `ls` ``, or one `same
+    /// output as` line for a byte-identical output). L1 still decides which chunks are
     /// near-duplicates (the deletion set, `delta_hat` and the digest are
     /// the paper's); it never hides a line. The default, and the only
     /// residual a live agent is given.

@@ -37,12 +37,12 @@
 //! assert_eq!(again.stubs.len(), 1);
 //! assert_eq!(again.residual, format!("[lam: same output as `pytest` above; _recall §{}]\n", again.id).into_bytes());
 //! // One line edited: it reaches the model verbatim, in place; the lines
-//! // around it are named where the model can read them.
+//! // around it are named where the model can read them (the call once).
 //! let edited = log.replace("tests/test_6.py::test_case PASSED", "tests/test_6.py::test_case FAILED");
 //! let near = s.admit(&mut enc, &Record { index: 2, action: "pytest -k".into(), observation: edited.into_bytes(), returncode: Some(1) })?;
 //! assert_eq!(
 //!     String::from_utf8(near.residual)?,
-//!     format!("[lam: same as lines 1-6 of `pytest`; _recall §{}]\ntests/test_6.py::test_case FAILED\n[lam: same as lines 8-30 of `pytest`]\n", near.id)
+//!     format!("[lam: lines 1-6 of `pytest`; _recall §{}]\ntests/test_6.py::test_case FAILED\n[lam: lines 8-30 ditto]\n", near.id)
 //! );
 //! assert!(s.delta_hat() <= cfg.threshold.delta());
 //! # Ok::<(), Box<dyn std::error::Error>>(())

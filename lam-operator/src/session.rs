@@ -113,7 +113,11 @@ impl<I: CandidateIndex> Session<I> {
             cfg,
             dim,
             greedy: Greedy::new(dim, cfg.threshold, index),
-            l0: LineDedup::new().with_counter(cfg.counter).with_recall(cfg.recall),
+            l0: match LineDedup::new().with_counter(cfg.counter).with_recall(cfg.recall) {
+                // L1 may drop the stub line a `ditto` refers to.
+                l0 if cfg.order == Order::L0L1 => l0.without_ditto(),
+                l0 => l0,
+            },
             book: IdBook::new(),
             ids: Vec::new(),
             calls: Vec::new(),

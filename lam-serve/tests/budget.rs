@@ -171,5 +171,5 @@ fn a_protected_result_naming_a_cited_output_goes_whole() {
     assert_eq!(content(&last[2 * 6 + 2]), rerun, "the newest result named output 5's lines: it goes whole");
     let unbounded = Proxy::open(ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
     let stubbed = items(&unbounded.try_rewrite(Api::ChatCompletions, None, &body(7)).unwrap().body);
-    assert!(content(&stubbed[14]).starts_with("[lam: same as lines 1-40 of `run 5`"), "without a budget it names output 5: {}", content(&stubbed[14]));
+    assert!(content(&stubbed[14]).starts_with("[lam: lines 1-40 of `run 5`"), "without a budget it names output 5: {}", content(&stubbed[14]));
 }

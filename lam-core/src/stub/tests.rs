@@ -21,35 +21,66 @@ fn formats_as_documented() {
     assert_eq!(run.to_string(), "[lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]");
     let grouped = similar(vec![at("ls", 3, 9), at("ls", 12, 12), Place::new(Some(String::new()), 2, 2)], false);
     assert_eq!(grouped.to_string(), "[lam: similar to lines 3-9,12 of `ls`, line 2 of an earlier output]");
-    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0 };
-    assert_eq!(l.to_string(), "[lam: same as lines 40-52 of `cat src/app.py`]");
+    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0, ditto: false };
+    assert_eq!(l.to_string(), "[lam: lines 40-52 of `cat src/app.py`]");
     assert_eq!(l.rendered_len(Recall::ARC), l.to_string().len());
     let l1 = LineStub { from: here(7, 7), recall: true, ..l.clone() };
-    assert_eq!(l1.to_string(), "[lam: same as line 7 of this output; _recall §e5f6]");
+    assert_eq!(l1.to_string(), "[lam: line 7 of this output; _recall §e5f6]");
     assert_eq!(l1.rendered_len(Recall::ARC), l1.to_string().len());
     let moved = LineStub { shift: -12, ..l };
-    assert_eq!(moved.to_string(), "[lam: same as lines 40-52 of `cat src/app.py` with line numbers -12]");
+    assert_eq!(moved.to_string(), "[lam: lines 40-52 of `cat src/app.py` with line numbers -12]");
     assert_eq!(moved.rendered_len(Recall::ARC), moved.to_string().len());
-    assert_eq!(Stub::parse(&moved.to_string()).unwrap(), Stub::Lines(LineStub { id: String::new(), ..moved }));
+    assert_eq!(Stub::parse(&moved.to_string()).unwrap(), Stub::Lines(LineStub { id: String::new(), ..moved.clone() }));
     let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cat src/app.py".into(), recall: true });
     assert_eq!(rp.to_string(), "[lam: same output as `cat src/app.py` above; _recall §91d9]");
     assert_eq!(Stub::Chunks(run).calls(), vec!["pytest -q"], "this output is not a call");
+    let again = LineStub { from: at("cat src/app.py", 60, 72), ditto: true, ..moved.clone() };
+    assert_eq!(again.to_string(), "[lam: lines 60-72 ditto with line numbers -12]");
+    assert_eq!(again.rendered_len(Recall::ARC), again.to_string().len());
+    let one = LineStub { from: at("ls", 9, 9), shift: 0, ..again };
+    assert_eq!(one.to_string(), "[lam: line 9 ditto]");
+    assert_eq!(Stub::Lines(one).calls(), vec!["ls"], "a ditto names the call it stands for");
+}
+
+#[test]
+fn ditto_names_the_call_of_the_stub_line_above() {
+    let res = "[lam: lines 1-5 of `python3 check2.py`; _recall §c1d5]\ntest_case_3 PASSED\n[lam: lines 7-19 ditto]\nx\n[lam: line 21 ditto]\n";
+    let stubs = parse_residual(res.as_bytes()).unwrap();
+    assert_eq!(stubs.len(), 3);
+    for s in &stubs {
+        assert_eq!(s.calls(), vec!["python3 check2.py"]);
+        assert_eq!(s.id(), "c1d5");
+    }
+    let Stub::Lines(l) = &stubs[2] else { unreachable!() };
+    assert!(l.ditto && l.from.first == 21 && l.from.last == 21);
+    assert_eq!(format!("{}", stubs[2]), "[lam: line 21 ditto]", "written back as it was read");
+    // Nothing, this output or a paper stub above: no call to repeat.
+    for bad in
+        ["[lam: lines 7-19 ditto]\n", "[lam: line 1 of this output]\n[lam: lines 7-19 ditto]\n", "[lam: similar to line 1 of `ls`]\n[lam: line 2 ditto]\n"]
+    {
+        assert!(parse_residual(bad.as_bytes()).is_err(), "{bad}");
+    }
+    let mut alone = Stub::parse("[lam: lines 7-19 ditto]").unwrap();
+    assert_eq!(alone.calls(), Vec::<&str>::new(), "parsed alone it names no call yet");
+    assert!(!alone.follow(None));
+    assert!(alone.follow(Some(&stubs[0])));
+    assert_eq!(alone.calls(), vec!["python3 check2.py"]);
 }
 
 #[test]
 fn the_recall_handle_fits_the_surface() {
-    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0 });
+    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0, ditto: false });
     let tool = Recall::parse("mcp__lam__recall").unwrap();
-    assert_eq!(st.with(tool).to_string(), "[lam: same as line 40 of `ls`; mcp__lam__recall §e5f6]");
-    assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: same as line 40 of `ls`; lam recall §e5f6]");
-    assert_eq!(st.with(Recall::None).to_string(), "[lam: same as line 40 of `ls`]", "no handle, no own id");
+    assert_eq!(st.with(tool).to_string(), "[lam: line 40 of `ls`; mcp__lam__recall §e5f6]");
+    assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: line 40 of `ls`; lam recall §e5f6]");
+    assert_eq!(st.with(Recall::None).to_string(), "[lam: line 40 of `ls`]", "no handle, no own id");
     let Stub::Lines(l) = &st else { unreachable!() };
     for how in [Recall::ARC, tool, Recall::None] {
         assert_eq!(l.rendered_len(how), st.with(how).to_string().len());
         let parsed = Stub::parse(&st.with(how).to_string()).unwrap();
         assert_eq!(parsed.recall(), !how.is_none());
     }
-    assert_eq!(Stub::parse("[lam: same as line 40 of `ls`; mcp__lam__recall §e5f6]").unwrap(), st);
+    assert_eq!(Stub::parse("[lam: line 40 of `ls`; mcp__lam__recall §e5f6]").unwrap(), st);
     // A call's name may hold `; ` itself.
     for st in [
         Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cd a; ls".into(), recall: true }),
@@ -68,7 +99,7 @@ fn the_recall_handle_fits_the_surface() {
     for bad in ["", "two  spaces", "semi;colon", "§", &"x".repeat(65)] {
         assert!(Recall::parse(bad).is_err(), "{bad:?}");
     }
-    assert_eq!(parse_residual(b"[lam: same as lines 1-4 of this output]\n").unwrap().len(), 1, "written with no handle");
+    assert_eq!(parse_residual(b"[lam: lines 1-4 of this output]\n").unwrap().len(), 1, "written with no handle");
 }
 
 #[test]
@@ -77,9 +108,9 @@ fn parses_back() {
         "[lam: similar to lines 12-51 of `cat src/app.py`; _recall §e5f6a7b8]",
         "[lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]",
         "[lam: similar to lines 3-9,12 of `ls`, line 2 of an earlier output; _recall §e5f6]",
-        "[lam: same as lines 40-55 of `cat src/app.py`; _recall §e5f6a7b8]",
-        "[lam: same as line 1 of this output; _recall §e5f6a7b8]",
-        "[lam: same as lines 3-9 of an earlier output]",
+        "[lam: lines 40-55 of `cat src/app.py`; _recall §e5f6a7b8]",
+        "[lam: line 1 of this output; _recall §e5f6a7b8]",
+        "[lam: lines 3-9 of an earlier output]",
         "[lam: same output as `pytest -q` above; _recall §91d9]",
     ] {
         let s = Stub::parse(line).unwrap_or_else(|e| panic!("{e}"));
@@ -99,15 +130,21 @@ fn refuses_what_is_not_a_stub() {
         "[lam: similar to lines 1-2,3 of `ls`, lines 4-5 of `ls`]",
         "[lam: similar to line 1 of ``]",
         "[lam: similar to line 1 of `ls`,line 2 of `x`]",
-        "[lam: same as line 0 of `ls`]",
-        "[lam: same as line 04 of `ls`]",
-        "[lam: same as line 4 of `ls` above]",
-        "[lam: same as line 4 of ls]",
-        "[lam: same as line 4 of `ls`; _recall §E5F6]",
-        "[lam: same as line 4294967296 of `ls`]",
-        "[lam: same as lines 4-5 of `ls`, line 7 of this output]",
-        "[lam: same as lines 4-5,7 of `ls`]",
+        "[lam: line 0 of `ls`]",
+        "[lam: line 04 of `ls`]",
+        "[lam: line 4 of `ls` above]",
+        "[lam: line 4 of ls]",
+        "[lam: line 4 of `ls`; _recall §E5F6]",
+        "[lam: line 4294967296 of `ls`]",
+        "[lam: lines 4-5 of `ls`, line 7 of this output]",
+        "[lam: lines 4-5,7 of `ls`]",
         "[lam: 12 lines repeated from lines 40-52 of `ls`]",
+        "[lam: same as lines 40-52 of `ls`]",
+        "[lam: lines 40-52 of `ls` ditto]",
+        "[lam: lines 40-52 of this output ditto]",
+        "[lam: line 4-5 ditto]",
+        "[lam: lines 4-5,7 ditto]",
+        "[lam: ditto]",
         "[lam: chunks 3-6 ~ §a1b2c3d4#1-2,2 §c0ffee00#4; _recall §e5f6a7b8]",
         "[lam: 12 lines from §a1b2c3d4:40; _recall §e5f6a7b8]",
         "plain text",
@@ -119,13 +156,12 @@ fn refuses_what_is_not_a_stub() {
 
 #[test]
 fn a_residual_gives_every_stub_its_own_id() {
-    let res =
-        "text\n[lam: similar to line 1 of this output; _recall §e5f6a7b8]\nmore\n[lam: same as lines 1-4 of this output]\n[lam: similar to line 3 of `ls`]\n";
+    let res = "text\n[lam: similar to line 1 of this output; _recall §e5f6a7b8]\nmore\n[lam: lines 1-4 of this output]\n[lam: similar to line 3 of `ls`]\n";
     let stubs = parse_residual(res.as_bytes()).unwrap();
     assert_eq!(stubs.len(), 3);
     assert!(stubs.iter().all(|s| s.id() == "e5f6a7b8"));
-    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0 }));
-    let two = "[lam: same as line 1 of this output; _recall §e5f6a7b8]\n[lam: same as line 1 of this output; _recall §a1b2c3d4]\n";
+    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0, ditto: false }));
+    let two = "[lam: line 1 of this output; _recall §e5f6a7b8]\n[lam: line 1 of this output; _recall §a1b2c3d4]\n";
     assert!(parse_residual(two.as_bytes()).is_err());
     assert_eq!(parse_residual(b"no stubs\n").unwrap(), vec![]);
 }
@@ -143,7 +179,11 @@ fn arb_stub() -> impl Strategy<Value = Stub> {
     let chunks = (arb_id(), proptest::collection::vec(place(), 1..6), any::<bool>())
         .prop_map(|(id, like, recall)| Stub::Chunks(ChunkStub { id, like, recall, chunks: None }));
     let shift = prop_oneof![Just(0), -2000i32..2000];
-    let lines = (arb_id(), place(), any::<bool>(), shift).prop_map(|(id, from, recall, shift)| Stub::Lines(LineStub { id, from, recall, shift }));
+    let lines = (arb_id(), place(), any::<bool>(), shift, any::<bool>()).prop_map(|(id, from, recall, shift, ditto)| {
+        // Only a named call can be named again by `ditto`.
+        let ditto = ditto && from.of.as_deref().is_some_and(|c| !c.is_empty());
+        Stub::Lines(LineStub { id, from, recall, shift, ditto })
+    });
     let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>())
         .prop_map(|(id, of, recall)| Stub::Repeat(RepeatStub { id, of, recall }));
     prop_oneof![chunks, lines, repeat].prop_filter("a name of an empty referent", |s| s.calls().iter().all(|c| !c.is_empty()))
@@ -157,6 +197,10 @@ proptest! {
         if !stub.recall() {
             prop_assert_eq!(parsed.id(), "");
             parsed.set_own_id(stub.id());
+        }
+        if let Stub::Lines(LineStub { ditto: true, from, .. }) = &stub {
+            let above = Stub::Lines(LineStub { id: String::new(), from: from.clone(), recall: false, shift: 0, ditto: false });
+            prop_assert!(parsed.follow(Some(&above)));
         }
         prop_assert_eq!(&parsed, &stub);
         prop_assert_eq!(parsed.to_string(), line.clone());

@@ -34,6 +34,8 @@ pub struct SettingRow {
     /// avoid (each observation's `_recall §id` once, each L1 representative's
     /// observation id once), as a share of the input tokens: a lower bound.
     pub stub_floor: f64,
+    /// Stub lines written (each line of the residuals that stands in text).
+    pub stub_lines: u64,
     /// The stub lines' tokens by part, as shares of the input tokens.
     pub stub_parts: StubParts,
     /// Input tokens.

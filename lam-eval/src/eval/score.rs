@@ -18,6 +18,8 @@ pub(super) struct Scored {
     pub(super) new_lines: u64,
     pub(super) hidden_lines: u64,
     pub(super) tok_hidden: u64,
+    /// Stub lines written.
+    pub(super) stub_lines: u64,
 }
 
 pub(super) fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -109,7 +111,8 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
     let tok_floor = floor_tokens(memo, stubs, how);
     let tok_parts = part_tokens(memo, stubs, how);
     let (new_lines, hidden_lines, tok_hidden) = hidden(p, memo, residuals);
-    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts, new_lines, hidden_lines, tok_hidden }
+    let stub_lines = stubs.len() as u64;
+    Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts, new_lines, hidden_lines, tok_hidden, stub_lines }
 }
 
 /// The trajectory's new lines, those `residuals` hide, and their tokens
@@ -138,6 +141,7 @@ pub(super) struct Agg {
     pub(super) new_lines: u64,
     pub(super) hidden_lines: u64,
     pub(super) tok_hidden: u64,
+    pub(super) stub_lines: u64,
     pub(super) witnessed: u64,
     pub(super) kept: u64,
     pub(super) recovered: u64,
@@ -171,6 +175,7 @@ impl Agg {
         self.new_lines += s.new_lines;
         self.hidden_lines += s.hidden_lines;
         self.tok_hidden += s.tok_hidden;
+        self.stub_lines += s.stub_lines;
         for (i, &b) in o.budgets.iter().enumerate() {
             if s.tok_net <= b as u64 {
                 self.bfr_fit[i] += 1;
@@ -221,6 +226,7 @@ impl Agg {
             removal_net: self.removal(self.tok_net),
             stub_cost: self.removal(self.tok_gross) - self.removal(self.tok_net),
             stub_floor: share(self.tok_floor),
+            stub_lines: self.stub_lines,
             stub_parts: StubParts {
                 handles: share(self.tok_parts[0]),
                 calls: share(self.tok_parts[1]),
@@ -271,7 +277,7 @@ mod tests {
     #[test]
     fn the_parts_of_the_stub_lines_sum_to_their_tokens() {
         let st = |l: &str| Stub::parse(l).unwrap();
-        let lines = ["[lam: same as lines 94-109 of `sed -n 254 a.py`; _recall §3678]", "[lam: similar to lines 1-12,40 of `ls -la`, line 3 of this output]"];
+        let lines = ["[lam: lines 94-109 of `sed -n 254 a.py`; _recall §3678]", "[lam: similar to lines 1-12,40 of `ls -la`, line 3 of this output]"];
         let mut stubs: Vec<Stub> = lines.iter().map(|l| st(l)).collect();
         stubs[1].set_own_id("3678");
         let mut memo = TokMemo(Default::default());
@@ -280,7 +286,7 @@ mod tests {
         assert_eq!(parts.iter().sum::<u64>(), whole);
         assert_eq!(
             parts[0],
-            whole - memo.count(b"[lam: same as lines 94-109 of `sed -n 254 a.py`]\n") as u64 - memo.count(format!("{}\n", lines[1]).as_bytes()) as u64
+            whole - memo.count(b"[lam: lines 94-109 of `sed -n 254 a.py`]\n") as u64 - memo.count(format!("{}\n", lines[1]).as_bytes()) as u64
         );
         assert!(parts[1] >= 6 && parts[2] >= 4 && parts[3] >= 16, "{parts:?}");
         let none = part_tokens(&mut memo, &stubs, Recall::None);
@@ -294,11 +300,11 @@ mod tests {
         let st = |l: &str| Stub::parse(l).unwrap();
         let mut a1 = st("[lam: similar to line 1 of `ls`, line 2 of this output; _recall §aaaaaaaa]");
         let mut a2 = st("[lam: similar to lines 4-5 of `ls`]");
-        let mut a3 = st("[lam: same as line 7 of `pytest -q`]");
+        let mut a3 = st("[lam: line 7 of `pytest -q`]");
         for s in [&mut a1, &mut a2, &mut a3] {
             s.set_own_id("aaaaaaaa");
         }
-        let d = st("[lam: same as line 1 of this output; _recall §dddddddd]");
+        let d = st("[lam: line 1 of this output; _recall §dddddddd]");
         let mut memo = TokMemo(Default::default());
         let want = memo.count("_recall §aaaaaaaa".as_bytes()) + memo.count(" `ls`".as_bytes()) + memo.count("_recall §dddddddd".as_bytes());
         let all = [a1, a2, a3, d];
