@@ -19,6 +19,24 @@
 //! forwards the same bytes (tested: `tests/replicas.rs`). Between cuts the
 //! prefix is byte-stable.
 //!
+//! **What is cited first.** An output whose lines appear again in a newer
+//! output is *superseded*: a file read again after an edit, a test run
+//! again, a listing repeated. The operator already says so: a newer
+//! output's stubs name the older one's lines (its `refs`,
+//! [`lam_operator::Session::refers`]: L0's line stubs and whole-output
+//! repeats name the call, L1's dropped chunks their representative's
+//! record), read by [`Cuts::superseded`]. [`CiteOrder::Superseded`] cites
+//! superseded results first, then the others, oldest first each;
+//! [`CiteOrder::Oldest`] (the default) cites oldest first. Either is a
+//! function of the citable list, so of the conversation's items. Measured
+//! with `lam replay`'s `cited_then_used` (cited results whose distinctive
+//! lines the agent later quoted, visible nowhere else; `docs/serve.md`) on
+//! the shared real transcripts, the two orders take away the same to
+//! within one result in 400 (`--budget 100000`: 67 of 404 cited oldest
+//! first, 68 of 408 superseded first; 50,000 and 25,000: equal), because a
+//! superseded result's group holds the newer output that names it (cited
+//! with it, or forwarded whole): so oldest first stays the default.
+//!
 //! After a cut the operator forgets the cited records, so no later stub
 //! names lines only a citation stands for; a result whose stubs name a
 //! cited record is cited with it, or, when protected, forwarded whole.
@@ -142,6 +160,37 @@ fn ttl_in(b: &[u8]) -> Option<u64> {
     best
 }
 
+/// What every citation a cut writes begins with (its full form and its
+/// line): how `lam replay` tells a cited result in a forwarded body.
+pub const CITED_LEAD: &str = "[lam: cited to keep the context within its budget]";
+
+/// Which answered results a cut cites first ([`Cuts::plan`]). Measured
+/// on the shared real transcripts by what the agent later quoted of the
+/// results cited (`lam replay`'s `cited_then_used`, docs/serve.md): the
+/// two take away the same to within one result in 400, oldest first the
+/// less, so it is the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CiteOrder {
+    /// Oldest first, whatever the result. The default.
+    #[default]
+    Oldest,
+    /// Superseded results first (a newer result's stubs name their lines:
+    /// [`Cuts::superseded`]), oldest first among them; then the others,
+    /// oldest first (`lam replay --cite-order superseded`).
+    Superseded,
+}
+
+impl std::str::FromStr for CiteOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "superseded" => Ok(Self::Superseded),
+            "oldest" => Ok(Self::Oldest),
+            _ => Err(format!("`{s}`: expected superseded or oldest")),
+        }
+    }
+}
+
 /// Longest head (and tail) preview of a citation, in characters: enough to
 /// recognise the output, small next to what it stands for.
 pub(crate) const PREVIEW_CHARS: usize = 100;
@@ -246,7 +295,7 @@ pub(crate) fn citation(action: &str, observation: &[u8], shown: &str, tokens: us
         head: observation[head].to_vec(),
         tail: observation[tail].to_vec(),
     };
-    let lead = format!("[lam: cited to keep the context within its budget] `{}`", cite::one_line(&lam_core::action::referent(action), 120));
+    let lead = format!("{CITED_LEAD} `{}`", cite::one_line(&lam_core::action::referent(action), 120));
     let (full, line) = (cite::citation(&m, &lead, how, PART_TOKENS, PREVIEW_CHARS), cite::line(&m, &lead, how));
     let count = |s: &str| lam_tokens::count(s.as_bytes()) as u64;
     Cited { full_tokens: count(&full), line_tokens: count(&line), full: full.into(), line: line.into() }
@@ -262,6 +311,8 @@ pub(crate) struct Cuts {
     /// Items before this one have been answered (an assistant item follows).
     answered: usize,
     pub totals: CutTotals,
+    /// Which results a cut cites first (the engine's setting).
+    pub order: CiteOrder,
 }
 
 /// What a conversation's cuts did.
@@ -293,8 +344,8 @@ impl Cuts {
 
     /// Start over (a conversation whose history was rewritten).
     pub(crate) fn reset(&mut self) {
-        let totals = self.totals;
-        *self = Self { totals, ..Self::default() };
+        let (totals, order) = (self.totals, self.order);
+        *self = Self { totals, order, ..Self::default() };
     }
 
     /// The next item: its tokens as forwarded, whether the assistant wrote it.
@@ -318,13 +369,17 @@ impl Cuts {
         self.totals.kept_out += was.saturating_sub(tokens);
     }
 
-    /// What to change now, oldest first, in groups (one result and the
-    /// results whose stubs name it), until `enough` says the input is low
-    /// enough after a group. The first of a group is a candidate: answered,
-    /// not among the newest `keep`, not kept, worth citing. Later members
-    /// answered and not among the newest are cited with it; the others
-    /// (the newest, the unanswered) are forwarded whole instead of their
-    /// residual, so none names lines only a citation stands for.
+    /// What to change now, in groups (one result and the results whose
+    /// stubs name it), until `enough` says the input is low enough after a
+    /// group, oldest first ([`CiteOrder::Superseded`]: superseded results
+    /// first, [`Cuts::superseded`], oldest first among them, then the
+    /// others, oldest first). The first of a group is a candidate:
+    /// answered, not among the newest `keep`, not kept, worth citing. Later
+    /// members answered and not among the newest are cited with it; the
+    /// others (the newest, the unanswered) are forwarded whole instead of
+    /// their residual, so none names lines only a citation stands for.
+    /// The order is a function of the citable list alone, so of the
+    /// conversation's items: replicas and restarts cite the same results.
     pub(crate) fn plan(&self, budget: &Budget, mut enough: impl FnMut(&Plan) -> bool) -> Plan {
         let n = self.citable.len();
         // The newest `keep` results (inputs aside) are never cited.
@@ -336,7 +391,13 @@ impl Cuts {
         };
         let mut chosen = vec![false; n];
         let mut out = Plan::default();
-        for first in 0..n {
+        let mut order: Vec<usize> = (0..n).collect();
+        if self.order == CiteOrder::Superseded {
+            let superseded = self.superseded();
+            // Stable: oldest first within each class.
+            order.sort_by_key(|&i| !superseded[i]);
+        }
+        for first in order {
             if chosen[first] || !citable(first) || self.citable[first].saving() == 0 {
                 continue;
             }
@@ -393,6 +454,23 @@ impl Cuts {
         let which: Vec<usize> = (0..self.citable.len()).filter(|&k| matches!(self.citable[k].form, Form::Full(n) if n < cut)).collect();
         let saves = which.iter().map(|&k| self.citable[k].text.full_tokens.saturating_sub(self.citable[k].text.line_tokens)).sum();
         (which, saves)
+    }
+
+    /// Which citable results are superseded: a newer result's stubs name
+    /// their lines (its `refs`, [`lam_operator::Session::refers`]: L0's
+    /// line stubs and whole-output repeats name the call, L1's dropped
+    /// chunks their representative's record). A file read again after an
+    /// edit, a test run again, a listing repeated: the newer output shows
+    /// what the model still needs of the older one, the rest is stale.
+    pub(crate) fn superseded(&self) -> Vec<bool> {
+        let at: std::collections::HashMap<u32, usize> = self.citable.iter().enumerate().filter_map(|(k, c)| Some((c.record?, k))).collect();
+        let mut out = vec![false; self.citable.len()];
+        for r in self.citable.iter().flat_map(|c| &c.refs) {
+            if let Some(&k) = at.get(r) {
+                out[k] = true;
+            }
+        }
+        out
     }
 
     /// Result `first` and every later uncited one whose stubs name it or
@@ -455,6 +533,39 @@ mod tests {
         let c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], true), (8, 3, &[1], false), (10, 4, &[0], false)]);
         let p = c.plan(&b, |_| false);
         assert_eq!((p.cite, p.expand), (vec![0, 1, 3], vec![4]), "4 (protected) names record 0: it goes whole; 2 is kept");
+    }
+
+    /// A file read (record 1), edited (2), read again (3: its stubs name
+    /// the first read's lines): the first read is superseded, and cited
+    /// before the older unrelated listing (0); oldest first cites the
+    /// listing first. The re-read, the newest, goes whole in its place.
+    #[test]
+    fn a_superseded_read_is_cited_before_an_older_unrelated_output() {
+        let items = [(10, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (100, false), (5, true), (10, false)];
+        // ls (0), Read a.py (1), Edit a.py (2), Read a.py again (3, names 1), the answer's next call (4).
+        let mut c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], false), (6, 2, &[], false), (8, 3, &[1], false), (10, 4, &[], false)]);
+        c.order = CiteOrder::Superseded;
+        assert_eq!(c.superseded(), [false, true, false, false, false], "only the first read is named by a newer output");
+        let b = Budget::new(400, Some(200), Some(2)).unwrap();
+        let one = |c: &Cuts| c.plan(&b, |p| !p.cite.is_empty());
+        let p = one(&c);
+        assert_eq!((p.cite, p.expand), (vec![1], vec![3]), "the first read first; the re-read (kept: newest 2) goes whole");
+        assert_eq!(c.plan(&b, |_| false).cite, [1, 0, 2], "then the others, oldest first");
+        c.order = CiteOrder::Oldest;
+        assert_eq!(one(&c).cite, [0], "oldest first: the listing");
+        assert_eq!(c.plan(&b, |_| false).cite, [0, 1, 2]);
+        // A repeated listing (4 names 0 through a whole-output stub), an
+        // unanswered one, a kept one: the protections stay.
+        let mut c = cuts(&items, &[(2, 0, &[], false), (4, 1, &[], true), (6, 2, &[1], false), (8, 3, &[], false), (10, 4, &[0], false)]);
+        c.order = CiteOrder::Superseded;
+        assert_eq!(c.superseded(), [true, true, false, false, false]);
+        let p = c.plan(&b, |_| false);
+        assert_eq!((p.cite, p.expand), (vec![0, 2], vec![4]), "1 is kept, 3 among the newest 2; 4 is unanswered and names 0: it goes whole");
+        c.order = CiteOrder::Oldest;
+        assert_eq!(c.plan(&b, |_| false).cite, [0, 2], "the same set either way: only the order differs");
+        assert_eq!("oldest".parse(), Ok(CiteOrder::Oldest));
+        assert_eq!("superseded".parse(), Ok(CiteOrder::Superseded));
+        assert!("newest".parse::<CiteOrder>().is_err());
     }
 
     /// The warm rule: a cut pays back when `(P - s - R)(w - r) <= 40 R r`.

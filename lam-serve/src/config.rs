@@ -20,6 +20,9 @@ pub struct ServeConfig {
     pub store: StoreSpec,
     /// What decides the bytes forwarded: threshold, encoder, recall handle, ...
     pub engine: EngineSettings,
+    /// Which results a budget's cut cites first (default: the oldest;
+    /// `lam_serve::budget`). Replicas must agree on it.
+    pub cite_order: crate::CiteOrder,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
@@ -117,6 +120,7 @@ impl ServeConfig {
             upstream: upstream.trim_end_matches('/').to_string(),
             store: StoreSpec::Memory,
             engine: EngineSettings::default(),
+            cite_order: crate::CiteOrder::default(),
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,

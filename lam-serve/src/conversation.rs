@@ -98,6 +98,7 @@ impl Conversation {
         clock: (Option<i64>, CacheTtl),
     ) -> (Vec<u8>, Delta) {
         let budget = budget.or(engine.budget);
+        self.cuts.order = engine.cite_order;
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
@@ -216,7 +217,8 @@ impl Conversation {
         }
     }
 
-    /// A cut ([`crate::budget`]): cite the oldest citable results until the
+    /// A cut ([`crate::budget`]): cite citable results in the plan's
+    /// order (the oldest first: [`Cuts::plan`]) until the
     /// input is at or under the target (or nothing more can be cited),
     /// freeze the items that hold them, and make the operator forget them.
     /// `warm`: the cache is warm, and these are its prices: the cut is made
@@ -231,7 +233,8 @@ impl Conversation {
         let kept_out = self.cuts.totals.kept_out;
         let cut = self.cuts.totals.cuts;
         // The citations of earlier cuts shrink to their line; then the
-        // oldest results still shown are cited until the target is met.
+        // results still shown are cited, in the plan's order, until the
+        // target is met.
         let (shrunk, _) = self.cuts.shrinkable();
         for &k in &shrunk {
             self.cuts.citable[k].form = Form::Line;

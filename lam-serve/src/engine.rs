@@ -107,6 +107,8 @@ pub(crate) struct Engine {
     pub policy: crate::api::Policy,
     /// The bound on a request's input (`--budget`), if any.
     pub budget: Option<lam_operator::Budget>,
+    /// Which results a cut cites first.
+    pub cite_order: crate::CiteOrder,
     /// The terms the budget's cuts were decided under, as recorded ([`crate::ledger`]).
     pub ledger: crate::ledger::Ledger,
 }
@@ -154,6 +156,7 @@ impl Engine {
             model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
             budget: s.budget,
+            cite_order: crate::CiteOrder::default(),
             ledger: crate::ledger::Ledger::default(),
         })
     }

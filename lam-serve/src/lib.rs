@@ -79,6 +79,7 @@ mod store;
 mod usage;
 
 pub use api::{Api, Policy};
+pub use budget::{CITED_LEAD, CiteOrder};
 pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
 pub use error::Error;
 pub use http::{run, serve};

@@ -185,7 +185,8 @@ impl Proxy {
     /// messages): several proxies in one process on one store handle are
     /// replicas of a deployment (tests; a file store has one writer).
     pub fn open_on(cfg: ServeConfig, store: arc_store::AnyStore) -> Result<Self, Error> {
-        let engine = Engine::open(&cfg.engine, store, cfg.store.display())?;
+        let mut engine = Engine::open(&cfg.engine, store, cfg.store.display())?;
+        engine.cite_order = cfg.cite_order;
         let run = match &cfg.run {
             Some(name) => {
                 claim_run(&engine, &cfg, name)?;

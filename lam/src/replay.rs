@@ -43,11 +43,15 @@ pub struct ReplayArgs {
     /// Also write every request it sends to FILE, one JSON object per line (`session`, `agent`, `path`, `body`: the request as the agent would send it), to send them to a deployed proxy (docs/deploy.md).
     #[arg(long, value_name = "FILE")]
     requests_out: Option<PathBuf>,
+    /// Which results a cut cites first: `oldest` (the default) or `superseded` (then the oldest), to measure the two (`cited_then_used`).
+    #[arg(long, hide = true, default_value = "oldest", value_name = "ORDER")]
+    cite_order: lam_serve::CiteOrder,
 }
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1))?;
+    cfg.cite_order = a.cite_order;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     // With a budget, the same sessions go through a second engine without
     // one too, for the bill with no budget.
@@ -286,7 +290,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
             "requests_after_expiry": r.requests_after_expiry, "expired_share": r.expired_share(),
-            "cuts": r.cuts, "cuts_cold": r.cuts_cold, "cuts_warm": r.cuts_warm, "citations": r.citations, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
+            "cuts": r.cuts, "cuts_cold": r.cuts_cold, "cuts_warm": r.cuts_warm, "citations": r.citations, "cited_then_used": r.cited_then_used, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
             "billed_no_budget": r.billed_no_budget, "peak_no_budget": r.peak_no_budget,
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
             "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),

@@ -164,6 +164,10 @@ pub struct SessionReport {
     pub cuts_warm: u64,
     /// See `cuts`.
     pub citations: u64,
+    /// Cited tool results the agent later needed ([`CitedThenUsed`]): a
+    /// later recorded assistant message or tool input quotes a distinctive
+    /// line of one that appears nowhere else in what lam forwarded.
+    pub cited_then_used: u64,
     /// The largest prompt a request forwarded through lam (tokens, as billed here).
     pub peak_tokens: u64,
     /// Requests whose prompt through lam exceeded the budget (0 without one).
@@ -227,6 +231,7 @@ impl SessionReport {
         self.cuts_cold += o.cuts_cold;
         self.cuts_warm += o.cuts_warm;
         self.citations += o.citations;
+        self.cited_then_used += o.cited_then_used;
         self.peak_tokens = self.peak_tokens.max(o.peak_tokens);
         self.over_budget += o.over_budget;
         self.billed_no_budget += o.billed_no_budget;
@@ -423,13 +428,15 @@ pub fn replay(
     // When each request was sent: the task's is not recorded.
     let times = std::iter::once(None).chain(calls.iter().map(|c| c.time));
     let mut last_time = None;
-    for (body, time) in requests(agent, task, calls).into_iter().zip(times) {
+    let mut used = CitedThenUsed::new(calls);
+    for (q, (body, time)) in requests(agent, task, calls).into_iter().zip(times).enumerate() {
         let cold = ttl.expired(last_time, time);
         last_time = time.or(last_time);
         let t = Instant::now();
         // The proxy's cuts follow the same timestamps and TTL.
         let out = proxy.rewrite_at(api, None, &body, crate::Arrival { at_ms: time, ttl: Some(ttl) });
         let shown = forwarded_results(agent, &out.body);
+        used.answer(q, &shown, &out.body);
         first.extend(shown.into_iter().skip(first.len()));
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let now = totals(&proxy.stats()).1;
@@ -458,6 +465,7 @@ pub fn replay(
     r.tool_tokens_in = t1[1] - t0[1];
     r.tool_tokens_out = t1[2] - t0[2];
     r.earlier_changed = lam.changed;
+    r.cited_then_used = used.count();
     hidden_lines(&mut r, calls, &first, counter);
     let (b, a) = (before.total(), after.total());
     (r.cuts, r.citations) = (a.cuts - b.cuts, a.citations - b.citations);
@@ -469,6 +477,129 @@ pub fn replay(
     r.billed_lam = lam.billed;
     r.billed_direct_tool = direct.billed_tool;
     r
+}
+
+/// What a budget's cuts took away that the agent later needed, over one
+/// replayed session: the cited tool results it then used.
+///
+/// A tool result counts when, after the first request that forwards it as
+/// a citation ([`crate::CITED_LEAD`]), the agent's next recorded turn (the
+/// call's thought and its tool input) quotes one of its distinctive lines
+/// that the request the agent answered does not hold anywhere else (every
+/// string of the forwarded body, JSON strings inside strings read too: a
+/// citation's head and tail previews, the other results, the agent's own
+/// earlier turns). A distinctive line: a line of the result, less a line
+/// number prefix (Claude Code's `   12→`, `cat -n`'s `12<tab>`) and
+/// surrounding white space, with at least [`CitedThenUsed::MIN_CHARS`]
+/// non-space characters; quoted: it occurs, as a substring, in one of the
+/// turn's texts. Each result is counted once.
+pub(crate) struct CitedThenUsed<'c> {
+    calls: &'c [Call],
+    /// When each result was first forwarded cited (request index).
+    cited: Vec<Option<usize>>,
+    used: Vec<bool>,
+    /// Each result's distinctive lines, read when first cited.
+    lines: Vec<Vec<String>>,
+}
+
+impl<'c> CitedThenUsed<'c> {
+    /// Non-space characters a line needs to be distinctive.
+    pub(crate) const MIN_CHARS: usize = 20;
+
+    pub(crate) fn new(calls: &'c [Call]) -> Self {
+        let n = calls.len();
+        Self { calls, cited: vec![None; n], used: vec![false; n], lines: vec![Vec::new(); n] }
+    }
+
+    /// Request `q` (the task and `calls[..q]`) was forwarded as `body`, its
+    /// results shown as `shown`; the agent answered it with `calls[q]`.
+    pub(crate) fn answer(&mut self, q: usize, shown: &[String], body: &[u8]) {
+        for (k, s) in shown.iter().enumerate().take(self.calls.len()) {
+            if self.cited[k].is_none() && s.starts_with(crate::CITED_LEAD) {
+                self.cited[k] = Some(q);
+                self.lines[k] = distinctive_lines(&self.calls[k].output);
+            }
+        }
+        let Some(next) = self.calls.get(q) else { return };
+        let said = turn_texts(next);
+        let windows: std::collections::HashSet<&[u8]> = said.iter().flat_map(|t| t.as_bytes().windows(Self::MIN_CHARS)).collect();
+        let mut forwarded: Option<String> = None;
+        for k in 0..self.calls.len() {
+            if self.used[k] || self.cited[k].is_none() {
+                continue;
+            }
+            let quoted = |l: &&String| windows.contains(&l.as_bytes()[..Self::MIN_CHARS]) && said.iter().any(|t| t.contains(l.as_str()));
+            let quoted: Vec<&String> = self.lines[k].iter().filter(quoted).collect();
+            if quoted.is_empty() {
+                continue;
+            }
+            let seen = forwarded.get_or_insert_with(|| body_text(body));
+            if quoted.iter().any(|l| !seen.contains(l.as_str())) {
+                self.used[k] = true;
+            }
+        }
+    }
+
+    /// Results counted.
+    pub(crate) fn count(&self) -> u64 {
+        self.used.iter().filter(|&&u| u).count() as u64
+    }
+}
+
+/// The distinctive lines of a tool result ([`CitedThenUsed`]), each once.
+pub(crate) fn distinctive_lines(output: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in output.lines() {
+        let t = line.trim_start();
+        let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let t = match digits {
+            0 => t,
+            d => t[d..].strip_prefix('→').or_else(|| t[d..].strip_prefix('\t')).unwrap_or(t),
+        };
+        let t = t.trim();
+        if t.chars().filter(|c| !c.is_whitespace()).count() >= CitedThenUsed::MIN_CHARS && !out.iter().any(|l| l == t) {
+            out.push(t.to_string());
+        }
+    }
+    out
+}
+
+/// What the agent wrote in a recorded turn: its thought, and every string
+/// of its tool input (the raw arguments when they are no JSON).
+fn turn_texts(c: &Call) -> Vec<String> {
+    let mut out = vec![c.thought.clone()];
+    match serde_json::from_str::<Value>(&c.arguments) {
+        Ok(v) => strings(&v, &mut out),
+        Err(_) => out.push(c.arguments.clone()),
+    }
+    out
+}
+
+/// Every string of a forwarded body, one per line (JSON held in a string,
+/// such as Codex's `arguments`, read too).
+fn body_text(body: &[u8]) -> String {
+    let mut all = Vec::new();
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        strings(&v, &mut all);
+    }
+    all.join("\n")
+}
+
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => {
+            let t = s.trim_start();
+            if (t.starts_with('{') || t.starts_with('['))
+                && let Ok(inner) = serde_json::from_str::<Value>(t)
+            {
+                strings(&inner, out);
+            }
+            out.push(s.clone());
+        }
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
 }
 
 /// Count the new lines of `calls`' outputs that what was first forwarded

@@ -146,3 +146,49 @@ fn a_gap_past_the_ttl_makes_the_next_request_a_miss_both_ways() {
         assert_eq!((untimed.requests_after_expiry, untimed.billed_direct, untimed.billed_lam), (0, warm.billed_direct, warm.billed_lam), "{agent:?}");
     }
 }
+
+/// `cited_then_used`: a cut cites the first log; the agent's next turns
+/// quote a line of it (counted once), a line another result still shows
+/// (not counted: it is visible) and a short line (not distinctive).
+#[test]
+fn a_cited_line_the_agent_quotes_later_is_counted_once() {
+    let counter = lam_core::SimpleCounter;
+    let needed = "ERROR: the frobnicator failed at step 42 with code 7";
+    let shared = "shared line that the fifth output shows again, verbatim";
+    let log = |tag: &str, extra: &str| -> String {
+        let mut lines: Vec<String> = (0..40).map(|i| format!("{tag} record {i}: value {} of the {tag} series", i * 7 + tag.len())).collect();
+        lines.insert(20, extra.to_string());
+        lines.join("\n") + "\n"
+    };
+    let quote = |thought: &str, cmd: &str| Call::from_action(&format!(r#"Bash({{"command":{}}})"#, serde_json::json!(cmd)), "ok\n".into(), thought.into());
+    let mut calls = vec![
+        Call::from_action("cat first.log", log("alpha", &format!("{needed}\n{shared}")), String::new()),
+        Call::from_action("cat second.log", log("beta", "-"), String::new()),
+        Call::from_action("cat third.log", log("gamma", "-"), String::new()),
+        Call::from_action("cat fourth.log", log("delta", "-"), String::new()),
+        Call::from_action("cat fifth.log", log("epsilon", shared), String::new()),
+    ];
+    calls.push(quote(&format!("The log said `{needed}`, and `{shared}`."), "echo ok"));
+    calls.push(quote("again", &format!("grep -n '{needed}' first.log; echo code 7")));
+    let run = |calls: &[Call], budget: Option<u64>| {
+        let mut cfg = crate::ServeConfig::for_tests("http://127.0.0.1:9");
+        cfg.engine.budget = budget.map(|b| crate::Budget::new(b, None, Some(1)).unwrap());
+        let proxy = Proxy::open(cfg).unwrap();
+        replay(&proxy, Agent::ClaudeCode, "s", "task", calls, (Pricing::ANTHROPIC, CacheTtl::NONE), &counter)
+    };
+    let r = run(&calls, Some(1500));
+    assert!(r.citations >= 1, "the budget cites the first log: {r:?}");
+    assert_eq!(r.cited_then_used, 1, "quoted twice, counted once");
+    assert_eq!(run(&calls, None).cited_then_used, 0, "nothing cited");
+    // Only the line another result shows, and a short one: nothing taken away was used.
+    let mut unused = calls.clone();
+    (unused[5], unused[6]) = (quote(&format!("`{shared}`"), "echo step 42"), quote("no quote", "ls"));
+    let r = run(&unused, Some(1500));
+    assert!(r.citations >= 1);
+    assert_eq!(r.cited_then_used, 0);
+    assert_eq!(
+        distinctive_lines("     1→fn main() { println!(\"hello, world\"); }\n     2→}\n3\tshort\n12\tlet answer_to_everything = 42;\n"),
+        ["fn main() { println!(\"hello, world\"); }", "let answer_to_everything = 42;"],
+        "line numbers are no part of a line; short ones are not distinctive"
+    );
+}
