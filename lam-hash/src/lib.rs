@@ -54,6 +54,7 @@ use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replaci
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::hash::BuildHasherDefault;
 use std::io::Write as _;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -107,12 +108,29 @@ pub struct LineDedup {
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
     /// The name group of each call name (`Table::group`).
-    groups: HashMap<String, u32>,
+    groups: HashMap<String, u32, BuildHasherDefault<NameHasher>>,
     /// The call the record's last stub line named (`Stub::ditto_call`): a
     /// stub naming that call again is written `ditto`.
     above: Option<String>,
     /// Never write `ditto` ([`LineDedup::without_ditto`]).
     no_ditto: bool,
+}
+
+/// Hashes a call name with one xxh3 (SipHash over a long command cost more
+/// than the rest of a record's setup).
+#[derive(Debug, Default, Clone, Copy)]
+struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// A residual line is a tag and a number. The tag: [`NONE`] for a stub
@@ -143,11 +161,46 @@ fn tag(line: &[u8]) -> (u64, u32) {
         (EMPTY, 0)
     } else if is_blank(line) {
         (xxh3_64(line) | 1, 0)
-    } else if let Some(n) = lam_core::newlines::Numbered::of(line) {
+    } else if let Some(n) = numbered_prefix(line) {
         let hollow = if is_blank(&line[n.width..]) { 6 } else { 2 };
         ((xxhash_rust::xxh3::xxh3_64_with_seed(&line[n.field..], n.field as u64) & !7) | hollow, n.number)
     } else {
         ((xxh3_64(line) & !3).max(8), 0)
+    }
+}
+
+/// `lam_core::newlines::Numbered::of`, asked only when the first byte that
+/// is not a space is a digit 1-9 (which a number prefix needs): most lines
+/// are indented code, and their spaces are skipped 8 at a time.
+#[inline]
+fn numbered_prefix(line: &[u8]) -> Option<lam_core::newlines::Numbered> {
+    let mut i = 0;
+    while let Some(w) = line.get(i..i + 8) {
+        let x = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ 0x2020_2020_2020_2020;
+        if x != 0 {
+            i += (x.trailing_zeros() / 8) as usize;
+            break;
+        }
+        i += 8;
+    }
+    while line.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    match line.get(i) {
+        Some(b'1'..=b'9') => lam_core::newlines::Numbered::of(line),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn numbered_prefix_is_numbered_of(line in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'0'), Just(b'7'), Just(b'\t'), Just(0xe2), Just(0x86), Just(0x92), any::<u8>()], 0..40)) {
+            prop_assert_eq!(super::numbered_prefix(&line), lam_core::newlines::Numbered::of(&line));
+        }
     }
 }
 
@@ -241,7 +294,7 @@ impl Table {
     }
 
     /// Set a line's tag and number; `at` is in the last record begun.
-    #[inline]
+    #[inline(always)]
     fn set(&mut self, at: LineLoc, tag: u64, number: u32) {
         let i = self.abs(at);
         match i.cmp(&self.tags.len()) {
@@ -304,6 +357,7 @@ impl Table {
     }
 
     /// [`Self::add`] when the line's newest visible copy (`older`) is known.
+    #[inline]
     fn push(&mut self, t: u64, number: u32, at: LineLoc, older: u32) {
         self.set(at, t, number);
         let c = Cand { at, abs: self.abs(at) as u32, shift: 0 };
@@ -845,14 +899,22 @@ impl LineDedup {
             let i = c.abs as usize + offset as usize;
             tags.get(i) == Some(&t) && (!numbered(t) || i64::from(numbers[i]) + i64::from(c.shift) == i64::from(number))
         };
-        match self.cands.iter().filter(|c| fits(c)).count() {
-            0 => false,
-            n if n == self.cands.len() => true,
-            _ => {
-                self.cands.retain(fits);
-                true
+        // One pass: the places that fit move to the front; none fitting
+        // leaves them as they are (the run's stub is chosen among them).
+        let cands = &mut self.cands;
+        let mut kept = 0;
+        for j in 0..cands.len() {
+            let c = cands[j];
+            if fits(&c) {
+                cands[kept] = c;
+                kept += 1;
             }
         }
+        if kept == 0 {
+            return false;
+        }
+        cands.truncate(kept);
+        true
     }
 }
 
