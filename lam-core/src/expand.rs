@@ -56,6 +56,10 @@ pub struct ExpandError {
 /// output whole. Refused: a `similar to` stub, a place that is not
 /// readable text.
 pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
+    let delta = crate::stub::parse_delta(residual).map_err(|e| ExpandError { line: 1, why: e.to_string() })?;
+    if let Some(d) = delta {
+        return apply_delta(residual, &d, earlier);
+    }
     let lines: Vec<&[u8]> = residual.split_inclusive(|&b| b == b'\n').collect();
     let mut out = Reading::default();
     let mut above: Option<Stub> = None;
@@ -83,8 +87,33 @@ pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandEr
             }
             Some(Ok(Stub::Repeat(r))) => return Err(err(format!("`{r}` is not the only line"))),
             Some(Ok(Stub::Chunks(c))) => return Err(err(format!("`{c}` stands for text that is only similar to the lines it names"))),
+            Some(Ok(Stub::Delta(d))) => return Err(err(format!("`{d}` is not the first line"))),
         }
     }
+    Ok(out)
+}
+
+/// A delta residual read back: the representative (the newest earlier
+/// output of the call named, read back) with each hunk's lines in place of
+/// the lines it removes.
+fn apply_delta(residual: &[u8], d: &crate::stub::DeltaStub, earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
+    let mut out = Reading::default();
+    let base = newest(earlier, &d.of, &mut out.ambiguous, |s| Some(s.output.to_vec()))
+        .ok_or_else(|| ExpandError { line: 1, why: format!("`{d}` names no earlier output") })?;
+    let base = split(&base);
+    let lines = split(residual);
+    let (mut old, mut at) = (0usize, 1usize);
+    for (k, h) in d.hunks.iter().enumerate() {
+        let err = |why: &str| ExpandError { line: at + 1, why: format!("hunk {}: {why}", k + 1) };
+        let keep = base.get(old..h.at as usize).ok_or_else(|| err("past the end of the representative"))?;
+        keep.iter().for_each(|l| out.text.extend_from_slice(l));
+        let ins = lines.get(at + 1..at + 1 + h.ins as usize).ok_or_else(|| err("cut short"))?;
+        ins.iter().for_each(|l| out.text.extend_from_slice(l));
+        old = (h.at + h.del) as usize;
+        at += 1 + h.ins as usize;
+    }
+    let rest = base.get(old..).ok_or_else(|| ExpandError { line: lines.len(), why: "the hunks end past the representative".into() })?;
+    rest.iter().for_each(|l| out.text.extend_from_slice(l));
     Ok(out)
 }
 

@@ -39,6 +39,10 @@ pub const SIMILAR: &str = "similar to ";
 pub const DITTO: &str = " ditto";
 /// What an L0 stub says when the line numbers it repeats moved, before `+K`.
 pub const SHIFT: &str = " with line numbers ";
+/// How a delta stub begins, after [`PREFIX`]: `as `CALL` above except these lines`.
+pub const DELTA: &str = "as ";
+/// How a delta stub's referent ends.
+pub const DELTA_END: &str = " above except these lines";
 /// How a place names the observation's own output.
 pub const THIS: &str = "this output";
 /// How a place names an earlier call that has no name.
@@ -203,6 +207,79 @@ pub struct RepeatStub {
     pub recall: bool,
 }
 
+/// An observation forwarded as its difference from the newest earlier
+/// output of a call (the representative, which the model can read): this
+/// line, then one unified-diff hunk header per changed place, each followed
+/// by the lines of this output it puts there (`@@ -12,2 +12,3 @@`); every
+/// line between hunks is the representative's (`docs/stubs.md`, "Delta").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaStub {
+    /// Visible id of the observation.
+    pub id: String,
+    /// The earlier call whose newest output is the representative
+    /// ([`crate::action::referent`]; not empty, holds no backtick).
+    pub of: String,
+    /// Whether this line carries the observation's `_recall §id`.
+    pub recall: bool,
+    /// The changed places, in order (empty when the line was parsed alone;
+    /// [`parse_residual`] fills them in).
+    pub hunks: Vec<Hunk>,
+}
+
+/// One place where an output differs from its representative: `del` lines
+/// of the representative from line `at + 1` on are replaced by the `ins`
+/// lines of the output from line `new_at + 1` on (0-based `at`, `new_at`).
+/// Written as GNU `diff -u` writes a hunk header, without context lines:
+/// `@@ -A[,N] +C[,M] @@` (`,1` left out; a side with no lines names the
+/// line before the place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hunk {
+    /// Representative lines before the place.
+    pub at: u32,
+    /// Representative lines the hunk removes.
+    pub del: u32,
+    /// Output lines before the place.
+    pub new_at: u32,
+    /// Output lines the hunk writes (they follow its header).
+    pub ins: u32,
+}
+
+impl fmt::Display for Hunk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = |f: &mut fmt::Formatter<'_>, sign: char, at: u32, n: u32| {
+            let start = if n == 0 { at } else { at + 1 };
+            match n {
+                1 => write!(f, "{sign}{start}"),
+                _ => write!(f, "{sign}{start},{n}"),
+            }
+        };
+        f.write_str("@@ ")?;
+        side(f, '-', self.at, self.del)?;
+        f.write_char(' ')?;
+        side(f, '+', self.new_at, self.ins)?;
+        f.write_str(" @@")
+    }
+}
+
+impl Hunk {
+    /// Parse a hunk header in the canonical form [`Hunk`]'s `Display` writes.
+    pub fn parse(line: &str) -> Option<Hunk> {
+        let body = line.strip_prefix("@@ -")?.strip_suffix(" @@")?;
+        let (old, new) = body.split_once(" +")?;
+        let side = |s: &str| -> Option<(u32, u32)> {
+            let (start, n) = s.split_once(',').unwrap_or((s, "1"));
+            let (start, n) = (start.parse::<u32>().ok()?, n.parse::<u32>().ok()?);
+            match n {
+                0 => Some((start, 0)),
+                _ => Some((start.checked_sub(1)?, n)),
+            }
+        };
+        let ((at, del), (new_at, ins)) = (side(old)?, side(new)?);
+        let h = Hunk { at, del, new_at, ins };
+        (del + ins > 0 && h.to_string() == line).then_some(h)
+    }
+}
+
 /// One stub line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stub {
@@ -212,6 +289,8 @@ pub enum Stub {
     Lines(LineStub),
     /// A whole repeated output.
     Repeat(RepeatStub),
+    /// An output forwarded as its difference from an earlier one.
+    Delta(DeltaStub),
 }
 
 /// Why a line is not a stub.
@@ -232,6 +311,7 @@ impl Stub {
             Stub::Chunks(c) => &c.id,
             Stub::Lines(l) => &l.id,
             Stub::Repeat(r) => &r.id,
+            Stub::Delta(d) => &d.id,
         }
     }
 
@@ -241,6 +321,7 @@ impl Stub {
             Stub::Chunks(c) => c.recall,
             Stub::Lines(l) => l.recall,
             Stub::Repeat(r) => r.recall,
+            Stub::Delta(d) => d.recall,
         }
     }
 
@@ -250,6 +331,7 @@ impl Stub {
             Stub::Chunks(c) => c.recall = recall,
             Stub::Lines(l) => l.recall = recall,
             Stub::Repeat(r) => r.recall = recall,
+            Stub::Delta(d) => d.recall = recall,
         }
     }
 
@@ -264,6 +346,7 @@ impl Stub {
             Stub::Chunks(c) => c.write(f, how),
             Stub::Lines(l) => l.write(f, how),
             Stub::Repeat(r) => r.write(f, how),
+            Stub::Delta(d) => d.write(f, how),
         }
     }
 
@@ -281,6 +364,7 @@ impl Stub {
             Stub::Chunks(c) => c.like.iter().filter_map(|p| p.of.as_deref()).collect(),
             Stub::Lines(l) => l.from.of.as_deref().into_iter().collect(),
             Stub::Repeat(r) => vec![r.of.as_str()],
+            Stub::Delta(d) => vec![d.of.as_str()],
         };
         let mut seen = Vec::with_capacity(named.len());
         for c in named {
@@ -312,6 +396,7 @@ impl Stub {
             Stub::Chunks(c) => &mut c.id,
             Stub::Lines(l) => &mut l.id,
             Stub::Repeat(r) => &mut r.id,
+            Stub::Delta(d) => &mut d.id,
         };
         if id.is_empty() {
             *id = own.to_string();
@@ -355,7 +440,9 @@ impl Stub {
             None => (body, Recall::None, None),
         };
         let own = recall.unwrap_or("");
-        let stub = if let Some(rest) = head.strip_prefix(REPEAT) {
+        let stub = if let Some(of) = head.strip_prefix(DELTA).and_then(|r| r.strip_prefix('`')).and_then(|r| r.strip_suffix(DELTA_END)).and_then(|r| r.strip_suffix('`')) {
+            Stub::Delta(DeltaStub { id: own.to_string(), of: of.to_string(), recall: recall.is_some(), hunks: Vec::new() })
+        } else if let Some(rest) = head.strip_prefix(REPEAT) {
             parse_repeat(rest, own, recall.is_some()).map(Stub::Repeat).map_err(fail)?
         } else {
             parse_counted(head, own, recall.is_some()).map_err(fail)?
@@ -382,6 +469,9 @@ impl Stub {
 /// the stub line above it ([`Stub::follow`]). Refused: recalls of
 /// different ids, a `ditto` with no call named on the stub line above.
 pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
+    if let Some(d) = parse_delta(residual)? {
+        return Ok(vec![Stub::Delta(d)]);
+    }
     let mut stubs: Vec<Stub> = residual.split(|&b| b == b'\n').filter_map(Stub::parse_bytes).collect();
     for i in 0..stubs.len() {
         let (above, here) = stubs.split_at_mut(i);
@@ -404,6 +494,30 @@ pub fn parse_residual(residual: &[u8]) -> Result<Vec<Stub>, StubError> {
             Ok(stubs)
         }
     }
+}
+
+/// A residual whose first line is a delta stub: that stub with its hunks
+/// (each header, then the lines it writes; nothing else may follow).
+/// `None` when the first line is not a delta stub.
+pub fn parse_delta(residual: &[u8]) -> Result<Option<DeltaStub>, StubError> {
+    let mut lines = residual.split_inclusive(|&b| b == b'\n');
+    let Some(Stub::Delta(mut d)) = lines.next().and_then(Stub::parse_bytes) else { return Ok(None) };
+    let fail = |line: &[u8], reason| StubError { line: String::from_utf8_lossy(line).chars().take(120).collect(), reason };
+    let (mut old, mut new) = (0u32, 1u32);
+    while let Some(line) = lines.next() {
+        let text = std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)).map_err(|_| fail(line, "not a hunk header"))?;
+        let h = Hunk::parse(text).ok_or_else(|| fail(line, "not a hunk header"))?;
+        if h.at < old || i64::from(h.new_at) - i64::from(new - 1) != i64::from(h.at) - i64::from(old) {
+            return Err(fail(line, "hunk out of order"));
+        }
+        for _ in 0..h.ins {
+            lines.next().ok_or_else(|| fail(line, "hunk cut short"))?;
+        }
+        old = h.at + h.del;
+        new = h.new_at + h.ins + 1;
+        d.hunks.push(h);
+    }
+    Ok(Some(d))
 }
 
 fn check_id(s: &str) -> Option<&str> {
@@ -684,6 +798,19 @@ impl RepeatStub {
         } else {
             write!(f, "{PREFIX}{REPEAT}`{}` above", self.of)?;
         }
+        write_recall(f, self.recall, &self.id, how)
+    }
+}
+
+impl fmt::Display for DeltaStub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, Recall::ARC)
+    }
+}
+
+impl DeltaStub {
+    fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
+        write!(f, "{PREFIX}{DELTA}`{}`{DELTA_END}", self.of)?;
         write_recall(f, self.recall, &self.id, how)
     }
 }

@@ -66,6 +66,7 @@ fn every_call_a_stub_names_is_an_earlier_one_the_model_saw() {
                         Stub::Chunks(c) => c.like.iter().filter(|p| p.of.is_none()).all(|p| p.last < at),
                         Stub::Lines(l) => l.from.of.is_some() || l.from.last < at,
                         Stub::Repeat(r) => !r.of.is_empty() || i > 0,
+                        Stub::Delta(_) => i > 0,
                     };
                     assert!(above, "{format}: record {i}: names text below it: {line}");
                 }

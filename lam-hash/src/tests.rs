@@ -53,7 +53,7 @@ fn parse_stub(line: &[u8], own: usize, above: &mut Option<Stub>) -> Option<(usiz
             };
             Some((src, l.from.first as usize, l.from.last as usize))
         }
-        Stub::Chunks(_) | Stub::Repeat(_) => None,
+        Stub::Chunks(_) | Stub::Repeat(_) | Stub::Delta(_) => None,
     }
 }
 

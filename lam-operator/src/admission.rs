@@ -68,6 +68,9 @@ impl Admission {
 
     /// The residual without its stub lines (for gross removal accounting).
     pub fn residual_without_stubs(&self) -> Vec<u8> {
+        if let [lam_core::Stub::Delta(d)] = &self.stubs[..] {
+            return crate::delta::strip(&self.residual, d);
+        }
         crate::segments::strip_lines(&self.residual, &self.stub_lines())
     }
 

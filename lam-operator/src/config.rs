@@ -143,6 +143,9 @@ impl IndexChoice {
     }
 }
 
+/// Whether [`Config::delta`] is on by default.
+pub const DELTA: bool = false;
+
 /// Operator settings.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -171,6 +174,11 @@ pub struct Config {
     /// How each observation's first stub line says to get its original back
     /// (`lam_core::stub::Recall`; default the ARC view's `_recall §id`).
     pub recall: Recall<'static>,
+    /// Forward an output near the newest earlier output of a call as one
+    /// stub naming that call plus the hunks that differ (`docs/stubs.md`,
+    /// "Delta"), when that costs fewer tokens than L0's residual. Default
+    /// order and faithful residual only.
+    pub delta: bool,
 }
 
 impl Config {
@@ -186,12 +194,19 @@ impl Config {
             count_tokens: false,
             diagnostics: false,
             recall: Recall::ARC,
+            delta: DELTA,
         }
     }
 
     /// Forward dropped chunks as `residual` says.
     pub fn with_residual(mut self, residual: Residual) -> Self {
         self.residual = residual;
+        self
+    }
+
+    /// Forward near-duplicate outputs as their difference ([`Config::delta`]).
+    pub fn with_delta(mut self, on: bool) -> Self {
+        self.delta = on;
         self
     }
 

@@ -60,6 +60,7 @@ mod session;
 #[cfg(feature = "settings")]
 mod settings;
 mod totals;
+mod delta;
 
 pub use admission::{Admission, ChunkOutcome, Tokens};
 #[cfg(feature = "arc")]
@@ -79,6 +80,9 @@ pub use totals::{SessionTotals, removal};
 /// Remove the given stubs' lines, as written with the recall handle `how`,
 /// from a residual (for gross accounting).
 pub fn without_stubs(residual: &[u8], stubs: &[lam_core::Stub], how: lam_core::stub::Recall<'_>) -> Vec<u8> {
+    if let [lam_core::Stub::Delta(d)] = stubs {
+        return delta::strip(residual, d);
+    }
     let lines: Vec<String> = stubs.iter().map(|s| s.with(how).to_string()).collect();
     segments::strip_lines(residual, &lines)
 }

@@ -54,6 +54,9 @@ pub struct Session<I = L1Index> {
     poisoned: Option<u32>,
     /// Records forgotten ([`Session::forget`]).
     forgotten: std::collections::HashSet<u32>,
+    /// The newest record of each call name and its output's line keys: the
+    /// representatives a delta residual may name ([`Config::delta`]).
+    bases: HashMap<String, (u32, Vec<u128>)>,
 }
 
 impl<I: std::fmt::Debug> std::fmt::Debug for Session<I> {
@@ -132,6 +135,7 @@ impl<I: CandidateIndex> Session<I> {
             totals: SessionTotals::default(),
             poisoned: None,
             forgotten: Default::default(),
+            bases: HashMap::new(),
         }
     }
 
@@ -186,7 +190,8 @@ impl<I: CandidateIndex> Session<I> {
         let outputs = self.outputs.capacity() * (std::mem::size_of::<(u128, Vec<u32>)>() + 1) + self.outputs.values().map(|v| v.capacity() * 4).sum::<usize>();
         let newest = self.newest_of.keys().map(|k| k.capacity() + 48).sum::<usize>();
         let homes = self.homes.capacity() * std::mem::size_of::<Home>() + self.output_of.capacity() * 16;
-        self.greedy.heap_bytes() + self.l0.heap_bytes() + strings(&self.ids) + strings(&self.calls) + outputs + newest + homes
+        let bases = self.bases.iter().map(|(k, (_, v))| k.capacity() + 56 + v.capacity() * 16).sum::<usize>();
+        self.greedy.heap_bytes() + self.l0.heap_bytes() + strings(&self.ids) + strings(&self.calls) + outputs + newest + homes + bases
     }
 
     /// Description of the candidate index.
@@ -233,6 +238,7 @@ impl<I: CandidateIndex> Session<I> {
             let of = match stub {
                 Stub::Lines(l) => l.from.of.as_deref(),
                 Stub::Repeat(r) => Some(r.of.as_str()),
+                Stub::Delta(d) => Some(d.of.as_str()),
                 Stub::Chunks(_) => None,
             };
             if let Some(of) = of {
@@ -264,6 +270,7 @@ impl<I: CandidateIndex> Session<I> {
         for same in self.outputs.values_mut() {
             same.retain(|r| !gone.contains(r));
         }
+        self.bases.retain(|_, (r, _)| !gone.contains(r));
     }
 
     /// Admit one arrival, chunking and encoding it with `enc` (Algorithm 1).
@@ -413,7 +420,12 @@ impl<I: CandidateIndex> Session<I> {
         validate(b.record, text.len(), chunks, vectors, self.dim)?;
         let (segs, outcomes) = self.l1(&b, text, chunks, vectors)?;
         let earlier = self.repeated(&rec.observation, b.record);
+        let delta_on = self.cfg.delta && self.cfg.order == Order::L1L0 && self.cfg.residual == Residual::Faithful;
+        let keys = delta_on.then(|| crate::delta::keys(&rec.observation));
         if let Some(stub) = self.whole_repeat(rec, &b, earlier, &outcomes) {
+            if let Some(keys) = keys {
+                self.bases.insert(b.call.clone(), (b.record, keys));
+            }
             return Ok(self.repeat_admission(rec, b, stub, outcomes, vectors));
         }
         let mut residual = Vec::with_capacity(text.len());
@@ -443,7 +455,17 @@ impl<I: CandidateIndex> Session<I> {
                 let mut w = self.l0.writer(b.record, &b.id, &b.call, &mut residual);
                 let c = segments::compose(&r, segs, &mut w, &ranges);
                 let l0 = w.finish();
-                (l0, self.l0.last_stubs().to_vec(), c.plain, c.spans)
+                let mut stubs = self.l0.last_stubs().to_vec();
+                if let Some(keys) = keys {
+                    if let Some((d, text)) = self.delta(rec, &b, &keys, &stubs, &outcomes, &residual) {
+                        // L0 names no line of what it wrote: the model reads the delta.
+                        self.l0.forget(b.record);
+                        residual = text;
+                        stubs = vec![Stub::Delta(d)];
+                    }
+                    self.bases.insert(b.call.clone(), (b.record, keys));
+                }
+                (l0, stubs, c.plain, c.spans)
             }
             Some((r0, l0_stubs, l0)) => {
                 let mut p = Plain::new(&mut residual, self.cfg.recall);
@@ -473,6 +495,44 @@ impl<I: CandidateIndex> Session<I> {
             encode_ns: 0,
             admit_ns,
         })
+    }
+
+    /// The delta residual of a record ([`Config::delta`]), when it costs
+    /// fewer tokens (bytes without a counter) than L0's `residual`: against
+    /// the newest earlier output of its own call, of a call L0's stubs name,
+    /// or of an L1 representative's call, whichever is shortest.
+    fn delta(&self, rec: &Record, b: &Begun, keys: &[u128], stubs: &[Stub], outcomes: &[ChunkOutcome], residual: &[u8]) -> Option<(lam_core::stub::DeltaStub, Vec<u8>)> {
+        let mut calls: Vec<&str> = vec![b.call.as_str()];
+        let reps = outcomes.iter().filter_map(|o| match o.decision {
+            Decision::Dropped { representative, .. } => self.homes.get(representative as usize).map(|h| self.calls[h.record as usize].as_str()),
+            Decision::Retained => None,
+        });
+        for c in stubs.iter().flat_map(|s| s.calls()).chain(reps) {
+            if calls.len() < 4 && !calls.contains(&c) {
+                calls.push(c);
+            }
+        }
+        let lines: Vec<&[u8]> = rec.observation.split_inclusive(|&x| x == b'\n').collect();
+        let mut best: Option<(lam_core::stub::DeltaStub, Vec<u8>)> = None;
+        for call in calls.into_iter().filter(|c| !c.is_empty() && !c.contains('`')) {
+            let Some((r, old)) = self.bases.get(call) else { continue };
+            if *r >= b.record || self.forgotten.contains(r) {
+                continue;
+            }
+            let Some(hunks) = crate::delta::hunks(old, keys, &lines) else { continue };
+            let d = lam_core::stub::DeltaStub { id: b.id.clone(), of: call.to_string(), recall: true, hunks };
+            let mut text = Vec::new();
+            crate::delta::render(&d, self.cfg.recall, &lines, &mut text);
+            if best.as_ref().is_none_or(|(_, t)| text.len() < t.len()) {
+                best = Some((d, text));
+            }
+        }
+        let (d, text) = best?;
+        let cheaper = match self.cfg.counter {
+            Some(c) => c.count(&text) < c.count(residual),
+            None => text.len() < residual.len(),
+        };
+        cheaper.then_some((d, text))
     }
 
     /// The name of an earlier call whose output `observation` repeats whole,

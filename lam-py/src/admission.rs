@@ -110,6 +110,12 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam
             d.set_item("representative", &r.of)?;
             d.set_item("distance", 0.0)?;
         }
+        Stub::Delta(x) => {
+            d.set_item("kind", "delta")?;
+            d.set_item("representative", &x.of)?;
+            d.set_item("distance", py.None())?;
+            d.set_item("hunks", x.hunks.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        }
     }
     Ok(d)
 }

@@ -111,7 +111,8 @@ pub(super) fn score(p: &Prep, memo: &mut TokMemo, residuals: &[&[u8]], gross: Op
     let tok_floor = floor_tokens(memo, stubs, how);
     let tok_parts = part_tokens(memo, stubs, how);
     let (new_lines, hidden_lines, tok_hidden) = hidden(p, memo, residuals);
-    let stub_lines = stubs.len() as u64;
+    // A delta's hunk headers are stub lines too.
+    let stub_lines = stubs.iter().map(|s| if let Stub::Delta(d) = s { 1 + d.hunks.len() as u64 } else { 1 }).sum();
     Scored { tok_gross, tok_net, rec_net, witnessed, kept, recovered, tok_floor, tok_parts, new_lines, hidden_lines, tok_hidden, stub_lines }
 }
 
