@@ -67,6 +67,11 @@ pub struct ServeConfig {
     /// cold). `None`: the request's `cache_control.ttl`, else the provider's
     /// default, 5 minutes (`lam_serve::budget`'s rule, docs/serve.md).
     pub cache_ttl: Option<crate::replay::CacheTtl>,
+    /// The budget a request is held to when neither `engine.budget`
+    /// (`--budget N`) nor its `x-lam-budget` header sets one: resolved from
+    /// its `model` ([`crate::DefaultBudget`]). `lam run` and `lam replay`
+    /// set it unless `--budget off`; `lam serve` only with `--budget auto`.
+    pub default_budget: Option<crate::DefaultBudget>,
 }
 
 /// Whether `name` can name a run: 1 to 64 letters, digits, `-`, `_`, `.`.
@@ -133,6 +138,7 @@ impl ServeConfig {
             token: None,
             run: None,
             cache_ttl: None,
+            default_budget: None,
         }
     }
 

@@ -111,7 +111,10 @@ fn claim_run(engine: &Engine, cfg: &ServeConfig, name: &str) -> Result<(), Error
     if !crate::config::valid_run(name) {
         return Err(Error::Setting(format!("--run `{name}`: expected 1 to 64 letters, digits, `-`, `_` or `.`")));
     }
-    let ours = cfg.engine.identity(&engine.model_id);
+    let mut ours = cfg.engine.identity(&engine.model_id);
+    if let (None, Some(d)) = (cfg.engine.budget, cfg.default_budget) {
+        ours.push_str(&format!("budget: default ceiling {} keep {}\n", d.ceiling, d.keep.unwrap_or(crate::Budget::KEEP)));
+    }
     let session = settings_session(name);
     let rec = Record { index: 0, action: "lam serve --run".into(), observation: ours.clone().into_bytes(), returncode: None };
     let store_err = |e: lam_core::Error| Error::Store { spec: cfg.store.display(), source: Box::new(e.into()) };
@@ -274,6 +277,10 @@ impl Proxy {
             }
         };
         let factor = lock(&handle.stats).calibration;
+        // The default budget, from the request's model, when neither the
+        // header nor `--budget` sets one ([`crate::DefaultBudget`]).
+        let cfg = &self.inner.cfg;
+        let budget = budget.or(cfg.engine.budget).or_else(|| cfg.default_budget.map(|d| d.for_model(req.model().as_deref())));
         let rewritten = {
             let mut conv = lock(&handle.conv);
             // A panic inside admission must not answer 500 for the rest of
@@ -299,6 +306,7 @@ impl Proxy {
         let agent_session = req.agent_session();
         let mut st = lock(&handle.stats);
         st.apply(&delta);
+        st.budget_tokens = budget.map_or(0, |b| b.tokens);
         if agent_session.is_some() {
             st.agent_session = agent_session;
         }

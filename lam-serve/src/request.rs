@@ -96,6 +96,12 @@ impl Parsed {
         (!id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())).then_some(id)
     }
 
+    /// Its `model`, when a string (the default budget is resolved from it:
+    /// [`crate::DefaultBudget`]).
+    pub(crate) fn model(&self) -> Option<String> {
+        self.members.raw("model").and_then(|m| serde_json::from_str::<String>(m).ok())
+    }
+
     /// The raw JSON of its preamble members (`system`, `instructions`) and `tools`.
     pub(crate) fn preamble_raws(&self) -> impl Iterator<Item = &[u8]> {
         self.api.preamble_fields().iter().chain(&["tools"]).filter_map(|f| self.members.raw(f)).map(str::as_bytes)

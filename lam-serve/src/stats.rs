@@ -164,6 +164,10 @@ macro_rules! session_counters {
             /// least 1, and 1 before any answer's `usage`; `--budget` is
             /// tightened by it).
             pub calibration: f64,
+            /// The budget its last request was held to, in tokens (before
+            /// calibration): `--budget`, `x-lam-budget`, or the default for
+            /// its model ([`crate::DefaultBudget`]); 0 with none.
+            pub budget_tokens: u64,
             /// The last admission error.
             pub last_error: Option<String>,
         }
@@ -181,6 +185,7 @@ macro_rules! session_counters {
                     peak_input_tokens: 0,
                     upstream_input_tokens: 0,
                     calibration: 1.0,
+                    budget_tokens: 0,
                     last_error: None,
                 }
             }
@@ -193,6 +198,7 @@ macro_rules! session_counters {
                 self.peak_input_tokens = self.peak_input_tokens.max(o.peak_input_tokens);
                 self.upstream_input_tokens = self.upstream_input_tokens.max(o.upstream_input_tokens);
                 self.calibration = self.calibration.max(o.calibration);
+                self.budget_tokens = self.budget_tokens.max(o.budget_tokens);
                 self.removal = lam_operator::removal(self.tokens_in, self.tokens_out);
             }
 

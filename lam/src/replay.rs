@@ -51,32 +51,38 @@ pub struct ReplayArgs {
 pub fn run(a: ReplayArgs) -> Result<()> {
     let mut cfg = ServeConfig::new("http://replay.invalid");
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, Some(1))?;
+    // `lam run`'s default budget, so the bill is what `lam run` would save.
+    cfg.default_budget = a.engine.default_budget(true)?;
     cfg.cite_order = a.cite_order;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     // With a budget, the same sessions go through a second engine without
     // one too, for the bill with no budget.
-    let unbounded = match cfg.engine.budget {
-        Some(_) => {
+    let unbounded = match (cfg.engine.budget, cfg.default_budget) {
+        (None, None) => None,
+        _ => {
             let mut c = cfg.clone();
-            (c.engine.budget, c.store) = (None, arc_store::StoreSpec::Memory);
+            (c.engine.budget, c.default_budget, c.store) = (None, None, arc_store::StoreSpec::Memory);
             Some(Proxy::open(c).context("lam replay: starting the engine without --budget")?)
         }
-        None => None,
     };
-    let budget = cfg.engine.budget;
+    let budget = (cfg.engine.budget, cfg.default_budget);
     let proxy = Proxy::open(cfg).context("lam replay: starting the proxy engine")?;
     let mut out = match &a.requests_out {
         Some(p) => Some(BufWriter::new(std::fs::File::create(p).with_context(|| format!("--requests-out {}", p.display()))?)),
         None => None,
     };
     let mut sessions = Vec::new();
+    // The budget each session was held to (0: none).
+    let mut budgets = Vec::new();
     for input in read::expand_inputs(&a.paths)? {
         let Some(trajs) = read::read_input(&input)? else {
             eprintln!("note: skipping {} (not a transcript)", input.path.display());
             continue;
         };
         for t in trajs.iter().filter(|t| !t.records.is_empty()) {
+            let created = proxy.stats().sessions_created;
             sessions.push(one((&proxy, unbounded.as_ref()), &a, t, out.as_mut())?);
+            budgets.push(held_to(&proxy, created));
         }
     }
     if let (Some(w), Some(p)) = (out.as_mut(), &a.requests_out) {
@@ -89,14 +95,23 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     let mut total = SessionReport { session: "total".into(), ..Default::default() };
     sessions.iter().for_each(|s| total.absorb(&s.1));
     if a.json {
-        print_json(&sessions, &total)?;
+        print_json(&sessions, &total, (budget, &budgets))?;
     } else {
         print_table(&sessions, &total);
-        if let Some(b) = budget {
-            print_budget(&sessions, &total, b);
+        if budget != (None, None) {
+            print_budget(&sessions, &total, (budget, &budgets));
         }
     }
     Ok(())
+}
+
+/// `--budget N`, or the default budget (`lam run`'s; none with `--budget off`).
+type Held = (Option<lam_serve::Budget>, Option<lam_serve::DefaultBudget>);
+
+/// The budget the proxy sessions started after the `created`-th held
+/// their requests to (the largest; 0: none).
+fn held_to(proxy: &Proxy, created: u64) -> u64 {
+    proxy.stats().sessions.iter().filter(|s| s.conversation > created).map(|s| s.budget_tokens).max().unwrap_or(0)
 }
 
 fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
@@ -240,12 +255,13 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
     );
 }
 
-fn budget_row(r: &SessionReport, shape: &str) -> String {
+fn budget_row(r: &SessionReport, shape: &str, budget: u64) -> String {
     let ratio = |x: f64| if r.billed_direct == 0.0 { 1.0 } else { x / r.billed_direct };
     format!(
-        "{:<40} {:<11} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11.0} {:>11.0} {:>11.0} {:>7.3} {:>7.3} {:>7.3}",
+        "{:<40} {:<11} {:>7} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11.0} {:>11.0} {:>11.0} {:>7.3} {:>7.3} {:>7.3}",
         truncate(&r.session, 40),
         shape,
+        budget,
         r.requests,
         r.cuts,
         r.citations,
@@ -261,18 +277,41 @@ fn budget_row(r: &SessionReport, shape: &str) -> String {
     )
 }
 
-fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, b: lam_serve::Budget) {
+fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, (held, budgets): (Held, &[u64])) {
     println!();
-    println!("--budget {} (cut to {}, the newest {} results kept):", b.tokens, b.target, b.keep);
-    println!(
-        "{:<40} {:<11} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11} {:>11} {:>11} {:>7} {:>7} {:>7}",
-        "session", "shape", "req", "cuts", "cited", "peak", "peak bud", "over", "bill direct", "bill no bud", "bill budget", "nb/dir", "b/dir", "b/nb"
-    );
-    for (shape, r, _) in sessions {
-        println!("{}", budget_row(r, shape.name()));
+    match held {
+        (Some(b), _) => println!("--budget {} (cut to {}, the newest {} results kept):", b.tokens, b.target, b.keep),
+        (None, Some(d)) => println!(
+            "The default budget (`lam run`'s; --budget off: none): the smaller of {} and a level below the agent's own compaction threshold for the model, cut to half, the newest {} results kept:",
+            d.ceiling,
+            d.keep.unwrap_or(lam_serve::Budget::KEEP)
+        ),
+        (None, None) => return,
     }
-    println!("{}", budget_row(total, ""));
+    println!(
+        "{:<40} {:<11} {:>7} {:>4} {:>5} {:>6} {:>9} {:>9} {:>5} {:>11} {:>11} {:>11} {:>7} {:>7} {:>7}",
+        "session",
+        "shape",
+        "budget",
+        "req",
+        "cuts",
+        "cited",
+        "peak",
+        "peak bud",
+        "over",
+        "bill direct",
+        "bill no bud",
+        "bill budget",
+        "nb/dir",
+        "b/dir",
+        "b/nb"
+    );
+    for ((shape, r, _), b) in sessions.iter().zip(budgets) {
+        println!("{}", budget_row(r, shape.name(), *b));
+    }
+    println!("{}", budget_row(total, "", budgets.iter().copied().max().unwrap_or(0)));
     println!();
+    println!("budget: the budget the session was held to, in tokens (the total: the largest);");
     println!("cuts: cuts made (each re-writes the prompt cache from the first cited item on); cited: tool results replaced by citations;");
     println!("peak / peak bud: the largest prompt a request sent through lam without and with the budget (tokens as billed here; total: the");
     println!("largest of any session); over: requests over the budget with it (what cannot be cited exceeded it); bill: input price units,");
@@ -280,7 +319,7 @@ fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRep
     println!("With a budget, chg in the table above counts the items re-written at cuts.");
 }
 
-fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) -> Result<()> {
+fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, (held, budgets): (Held, &[u64])) -> Result<()> {
     let summary = |r: &SessionReport| {
         serde_json::json!({
             "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
@@ -299,14 +338,22 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
     };
     let rows: Vec<_> = sessions
         .iter()
-        .map(|(shape, r, p)| {
+        .zip(budgets)
+        .map(|((shape, r, p), b)| {
             let mut v = summary(r);
+            v["budget"] = serde_json::json!((*b > 0).then_some(*b));
             v["shape"] = shape.name().into();
             v["pricing"] = serde_json::json!({"read": p.read, "write": p.write});
             v["cache_ttl"] = serde_json::json!(r.cache_ttl.0);
             v
         })
         .collect();
-    println!("{}", serde_json::to_string_pretty(&serde_json::json!({"sessions": rows, "total": summary(total)}))?);
+    // How the budget was chosen: `given` (--budget N), `default` (`lam run`'s), or `off`.
+    let budget = match held {
+        (Some(b), _) => serde_json::json!({"mode": "given", "tokens": b.tokens, "target": b.target, "keep": b.keep}),
+        (None, Some(d)) => serde_json::json!({"mode": "default", "ceiling": d.ceiling, "keep": d.keep.unwrap_or(lam_serve::Budget::KEEP)}),
+        (None, None) => serde_json::json!({"mode": "off"}),
+    };
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({"budget": budget, "sessions": rows, "total": summary(total)}))?);
     Ok(())
 }

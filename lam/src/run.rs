@@ -121,7 +121,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         l.clean();
     }
     let status = status?;
-    let ran = Ran { agent, program, batch: batch(agent, args), status, started };
+    let ran = Ran { agent, program, batch: batch(agent, args), status, started, budget: Held::of(proxy.config()) };
     let code = report(&proxy.stats(), &store, &ran);
     stopped.and(closed)?;
     std::process::exit(signalled.exit_code().unwrap_or(code))
@@ -135,12 +135,35 @@ struct Ran<'a> {
     batch: bool,
     status: ExitStatus,
     started: std::time::SystemTime,
+    budget: Held,
+}
+
+/// How the run's budget was set, for the summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// `--budget TOKENS`.
+    Given(u64),
+    /// The default (`lam_serve::DefaultBudget`), with its ceiling.
+    Default(u64),
+    /// `--budget off`.
+    Off,
+}
+
+impl Held {
+    fn of(cfg: &ServeConfig) -> Self {
+        match (cfg.engine.budget, cfg.default_budget) {
+            (Some(b), _) => Self::Given(b.tokens),
+            (None, Some(d)) => Self::Default(d.ceiling),
+            (None, None) => Self::Off,
+        }
+    }
 }
 
 /// The summary, whether requests went around lam, and the way back into
 /// the conversation through lam; the exit code the agent's status makes.
 fn report(stats: &Stats, store: &Store, ran: &Ran<'_>) -> i32 {
     summary(stats, stored(store, stats), store, ran.program, ran.status);
+    say!("lam run: {}", budget_line(&stats.total(), ran.budget, ran.agent, store, stats.sessions.first().map(|s| s.session.as_str())));
     let transcript = ran.agent.filter(|_| !ran.batch).and_then(|ag| crate::transcript::find(ag, ran.started));
     let code = confirmed(stats, ran, exit_code(ran.status), transcript.as_ref());
     if let (Some(ag), Some(crate::transcript::Transcript { answered: true, session: Some(id) })) = (ran.agent, &transcript) {
@@ -312,6 +335,8 @@ fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -
     // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
     let recall = agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool()));
     cfg.engine = a.engine.settings(recall, None)?;
+    // On by default, so the agent never compacts its context on its own.
+    cfg.default_budget = a.engine.default_budget(true)?;
     cfg.cache_ttl = a.cache_ttl;
     cfg.log_file = log_file(a, agent)?;
     cfg.log = a.log || cfg.log_file.is_some();
@@ -615,10 +640,10 @@ fn exit_code(status: ExitStatus) -> i32 {
 fn summary(stats: &Stats, stored: Option<u64>, store: &Store, program: &OsStr, status: ExitStatus) {
     let line = |s: &SessionStats, note: &str| {
         let pct = 100.0 * s.removal;
-        let budget = match s.peak_input_tokens {
-            0 => String::new(),
-            peak => format!(
-                "; budget: {} cuts, {} citations, peak input {peak} (lam's count), {} over, upstream's count of the last {} (x{:.3})",
+        let budget = match (s.budget_tokens, s.peak_input_tokens) {
+            (0, 0) => String::new(),
+            (held, peak) => format!(
+                "; budget: {} cuts, {} citations, peak input {peak} (lam's count), {} over, upstream's count of the last {} (x{:.3}), held to {held}",
                 s.cuts,
                 s.citations,
                 s.over_budget,
@@ -647,6 +672,40 @@ fn summary(stats: &Stats, stored: Option<u64>, store: &Store, program: &OsStr, s
     );
 }
 
+/// The summary's line on the budget: how it was set, the cuts it made, and
+/// how to recall what they cited (`total`: the run's summed counters,
+/// `session`: the first session's name).
+fn budget_line(total: &SessionStats, held: Held, agent: Option<Agent>, store: &Store, session: Option<&str>) -> String {
+    let how = match held {
+        Held::Off => return "budget: off (--budget off): the agent compacts its context on its own, at its own threshold".to_string(),
+        Held::Given(n) => format!("{n} tokens (--budget {n})"),
+        Held::Default(c) => format!(
+            "{}on by default (the smaller of {c} and a level below the agent's own compaction threshold for its model; `--budget off` turns it off)",
+            match total.budget_tokens {
+                0 => String::new(),
+                n => format!("{n} tokens, "),
+            }
+        ),
+    };
+    if total.cuts == 0 {
+        return format!("budget: {how}: no cut made (peak input {} tokens, lam's count)", total.peak_input_tokens);
+    }
+    let plural = |n: u64, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+    let tool = agent.map_or(String::new(), |a| format!("the agent's `{} §ID`, or ", a.recall_tool()));
+    format!(
+        "budget: {how}: {} {} ({} cold, {} warm) cited {} tool {} ({} tokens kept out of the context); each citation names its `§ID`: recall the original exactly with {tool}`lam recall --store {} --session {} §ID`",
+        total.cuts,
+        plural(total.cuts, "cut", "cuts"),
+        total.cuts_cold,
+        total.cuts_warm,
+        total.citations,
+        plural(total.citations, "result", "results"),
+        total.tokens_cited,
+        store.shown,
+        session.unwrap_or("SESSION"),
+    )
+}
+
 /// After the total's observations: how many the store holds when that
 /// differs (a tool result read twice is stored once).
 fn stored_note(observations: u64, stored: Option<u64>) -> String {
@@ -664,6 +723,29 @@ fn stored_note(observations: u64, stored: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary's budget line names the cuts and how to recall what they
+    /// cited; without cuts it says none was made; off, that the agent
+    /// compacts on its own.
+    #[test]
+    fn the_budget_line_names_the_cuts_and_the_way_back() {
+        let store = Store { spec: StoreSpec::Memory, arg: "/s".into(), shown: "/s".into() };
+        let mut t = SessionStats { cuts: 2, cuts_cold: 1, cuts_warm: 1, citations: 7, tokens_cited: 41_000, budget_tokens: 100_000, ..SessionStats::default() };
+        let line = budget_line(&t, Held::Default(100_000), Some(Agent::ClaudeCode), &store, Some("serve-1-2"));
+        assert!(line.starts_with("budget: 100000 tokens, on by default (the smaller of 100000 and a level below"), "{line}");
+        assert!(
+            line.ends_with(": 2 cuts (1 cold, 1 warm) cited 7 tool results (41000 tokens kept out of the context); each citation names its `§ID`: recall the original exactly with the agent's `mcp__lam__recall §ID`, or `lam recall --store /s --session serve-1-2 §ID`"),
+            "{line}"
+        );
+        let given = budget_line(&t, Held::Given(50_000), None, &store, None);
+        assert!(
+            given.starts_with("budget: 50000 tokens (--budget 50000): 2 cuts") && given.contains("exactly with `lam recall --store /s --session SESSION §ID`"),
+            "{given}"
+        );
+        t.cuts = 0;
+        assert!(budget_line(&t, Held::Given(50_000), None, &store, None).ends_with(": no cut made (peak input 0 tokens, lam's count)"));
+        assert!(budget_line(&t, Held::Off, None, &store, None).starts_with("budget: off (--budget off): the agent compacts"));
+    }
 
     #[test]
     fn the_stored_note_counts_repeats() {

@@ -44,15 +44,38 @@ pub struct EngineOpts {
     /// How stubs name the way to get an original back: `none` (no handle), or the agent's name for `lam mcp`'s recall tool (`mcp__lam__recall`). Default: `none`, except `lam run -- claude` and `lam run -- codex`, which register `lam mcp`: `mcp__lam__recall`.
     #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
     recall: Option<lam_core::stub::Recall<'static>>,
-    /// A hard bound on the input tokens a request forwards (cl100k; off by default): past it, the oldest tool results the model has answered become ARC citations (`§id`, the call, size, head and tail, the recall handle) until the input is at or under --budget-target. Each original stays archived, one exact recall away.
+    /// A hard bound on the input tokens a request forwards (cl100k): past it, the oldest tool results the model has answered become ARC citations (`§id`, the call, size, head and tail, the recall handle) until the input is at or under --budget-target. Each original stays archived, one exact recall away. `auto`: the default budget, the smaller of 100000 and a level below the agent's own compaction threshold for the request's model (docs/serve.md, "The default budget"); `off`: none. Default: `auto` for `lam run` and `lam replay`, `off` for `lam serve`.
+    #[arg(long, value_name = "TOKENS|auto|off", value_parser = budget_arg)]
+    budget: Option<BudgetArg>,
+    /// What a cut brings the input down to (default: half of --budget, at least 1). Between cuts the prefix stays byte-stable, so the prompt cache keeps hitting. Only with --budget TOKENS.
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
-    budget: Option<u64>,
-    /// What a cut brings the input down to (default: half of --budget, at least 1). Between cuts the prefix stays byte-stable, so the prompt cache keeps hitting.
-    #[arg(long, value_name = "TOKENS", requires = "budget", value_parser = clap::value_parser!(u64).range(1..))]
     budget_target: Option<u64>,
-    /// With --budget: the newest tool results never cited.
-    #[arg(long, value_name = "N", requires = "budget")]
+    /// With a budget: the newest tool results never cited (default 3).
+    #[arg(long, value_name = "N")]
     keep: Option<u32>,
+}
+
+/// `--budget TOKENS|auto|off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetArg {
+    /// `--budget N`.
+    Tokens(u64),
+    /// `--budget auto`: [`lam_serve::DefaultBudget`].
+    Auto,
+    /// `--budget off`.
+    Off,
+}
+
+fn budget_arg(s: &str) -> Result<BudgetArg, String> {
+    match s.trim() {
+        "auto" => Ok(BudgetArg::Auto),
+        "off" | "none" => Ok(BudgetArg::Off),
+        t => match t.parse::<u64>() {
+            Ok(0) => Err("expected at least 1 token, `auto` or `off`".into()),
+            Ok(n) => Ok(BudgetArg::Tokens(n)),
+            Err(_) => Err(format!("`{s}`: expected a number of tokens, `auto` or `off`")),
+        },
+    }
 }
 
 impl EngineOpts {
@@ -67,8 +90,31 @@ impl EngineOpts {
             user_turns: self.observation_role == ObservationRole::User,
             keep_tools: self.keep_tools.clone(),
             recall: self.recall.unwrap_or(recall),
-            budget: self.budget.map(|b| lam_serve::Budget::new(b, self.budget_target, self.keep)).transpose().map_err(anyhow::Error::msg)?,
+            budget: match self.budget {
+                Some(BudgetArg::Tokens(b)) => Some(lam_serve::Budget::new(b, self.budget_target, self.keep).map_err(anyhow::Error::msg)?),
+                _ => None,
+            },
         })
+    }
+
+    /// The default budget ([`lam_serve::DefaultBudget`], per request from
+    /// its model): with `--budget auto`, or with no `--budget` when
+    /// `by_default` (`lam run`, `lam replay`); `None` with `--budget off`
+    /// or `--budget TOKENS`.
+    pub fn default_budget(&self, by_default: bool) -> Result<Option<lam_serve::DefaultBudget>> {
+        let on = match self.budget {
+            Some(BudgetArg::Tokens(_)) => return Ok(None),
+            Some(BudgetArg::Auto) => true,
+            Some(BudgetArg::Off) => false,
+            None => by_default,
+        };
+        if self.budget_target.is_some() {
+            bail!("--budget-target needs --budget TOKENS (the default budget cuts to half of itself)");
+        }
+        if self.keep.is_some() && !on {
+            bail!("--keep needs a budget (--budget TOKENS or auto)");
+        }
+        Ok(on.then(|| lam_serve::DefaultBudget::new(self.keep)))
     }
 }
 
@@ -171,6 +217,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
     cfg.engine = a.engine.settings(lam_core::stub::Recall::None, None)?;
+    // Off unless asked for: `lam serve` fronts any client, whose own
+    // compaction it does not know (docs/serve.md, "The default budget").
+    cfg.default_budget = a.engine.default_budget(false)?;
     cfg.max_body = (a.max_body_mib as usize) << 20;
     cfg.max_sessions = a.max_sessions as usize;
     cfg.log = a.log;

@@ -40,6 +40,8 @@ pub struct Row {
     pub cuts: u64,
     pub peak_input_tokens: u64,
     pub upstream_input_tokens: u64,
+    /// The budget it was held to (0: none): `--budget`, or the default for its model.
+    pub budget_tokens: u64,
     pub billed_direct: f64,
     pub billed_lam: f64,
 }
@@ -54,6 +56,7 @@ impl Row {
         self.cuts += o.cuts;
         self.peak_input_tokens = self.peak_input_tokens.max(o.peak_input_tokens);
         self.upstream_input_tokens = self.upstream_input_tokens.max(o.upstream_input_tokens);
+        self.budget_tokens = self.budget_tokens.max(o.budget_tokens);
         self.billed_direct += o.billed_direct;
         self.billed_lam += o.billed_lam;
     }
@@ -188,7 +191,9 @@ pub fn line_for(base: Option<&str>, agent: Option<&str>) -> String {
     match snapshot(base) {
         Ok(s) => {
             let (row, matched) = s.conversation(agent);
-            line(&row, s.budget_tokens, matched)
+            // The proxy's `--budget`, else the one the conversation was held to (the default budget).
+            let budget = s.budget_tokens.or((row.budget_tokens > 0).then_some(row.budget_tokens));
+            line(&row, budget, matched)
         }
         Err(e) => format!("lam: proxy {base} unreachable ({})", first_cause(&e)),
     }

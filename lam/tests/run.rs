@@ -603,6 +603,38 @@ fn the_summary_counts_observations_as_stored() {
     assert!(String::from_utf8_lossy(&list.stdout).contains("\t1 observations"), "{list:?}");
 }
 
+/// The budget is on by default (the agents' models here: 100,000, the
+/// ceiling), and the summary says so, how to turn it off, and what it held
+/// the session to; `--budget off` turns it off; `--budget-target` needs a
+/// number.
+#[test]
+fn the_budget_is_on_by_default_and_off_turns_it_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, _seen) = upstream();
+    for name in ["claude", "codex"] {
+        let agent = fake(dir.path(), name);
+        let run = |extra: &[&str]| {
+            let store = dir.path().join(format!("store-{name}-{}", extra.len())).to_string_lossy().into_owned();
+            let args =
+                [&["--store", &store, "--upstream", &up], extra, &["--", agent.to_str().unwrap(), if name == "claude" { "-p" } else { "exec" }, "hi"]].concat();
+            let out = lam(dir.path(), &[], &args);
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let on = run(&[]);
+        let total = on.lines().find(|l| l.starts_with("lam run: total: ")).unwrap_or_else(|| panic!("{on}"));
+        assert!(total.contains("; budget: 0 cuts, 0 citations, peak input ") && total.ends_with(", held to 100000"), "{name}: {total}");
+        assert!(on.contains("lam run: budget: 100000 tokens, on by default (the smaller of 100000 and a level below"), "{name}: {on}");
+        assert!(on.contains("`--budget off` turns it off): no cut made"), "{name}: {on}");
+        let off = run(&["--budget", "off"]);
+        let total = off.lines().find(|l| l.starts_with("lam run: total: ")).unwrap_or_else(|| panic!("{off}"));
+        assert!(!total.contains("budget"), "{name}: {total}");
+        assert!(off.contains("lam run: budget: off (--budget off)"), "{name}: {off}");
+    }
+    let agent = fake(dir.path(), "claude");
+    let out = lam(dir.path(), &[], &["--upstream", &up, "--budget-target", "10", "--", agent.to_str().unwrap(), "-p", "hi"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--budget-target needs --budget TOKENS"), "{out:?}");
+}
+
 /// A pseudo-terminal: (master, slave); `None` when none can be opened.
 fn pty() -> Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use std::os::fd::FromRawFd;

@@ -139,13 +139,14 @@ fn run_agent(name: &str) -> (serde_json::Value, String) {
 }
 
 /// The line names the conversation's figures (as the summary counts them),
-/// the budget-free form, and the bill below direct; another session id gets
+/// the default budget's figures, and the bill below direct; another session id gets
 /// the run's total, said so.
 fn check(rec: &serde_json::Value, err: &str, mine: &str) {
     let (tin, tout) = summary_tokens(err);
     assert!(tout < tin, "the second read was compacted: {err}");
     let line = rec[mine].as_str().unwrap().trim_end();
     assert!(line.starts_with(&format!("lam: tool output {} -> {} tokens (-", short(tin), short(tout))), "{line}\n{err}");
+    assert!(line.contains(" | budget 100.0k: peak "), "the default budget, 100,000: {line}");
     let bill = line.split(" | input bill ").nth(1).unwrap_or_else(|| panic!("{line}"));
     assert!(bill.contains(" direct (-"), "lam's bill is below direct: {line}");
     let other = rec["someone-else"].as_str().unwrap();

@@ -421,7 +421,6 @@ pub fn replay(
     let sent = calls.iter().filter(|c| !c.output.is_empty()).count() as u64;
     let mut r = SessionReport { session: session.to_string(), tool_results: sent, cache_ttl: ttl, ..Default::default() };
     let mut admitted_s = totals(&before).1;
-    let budget = proxy.config().engine.budget.map(|b| b.tokens);
     // What was forwarded for each tool result the first time: a cut later
     // cites only results the model has answered, so this is what it read.
     let mut first: Vec<String> = Vec::new();
@@ -455,6 +454,8 @@ pub fn replay(
             r.requests_after_expiry += 1;
             r.billed_direct_expired += billed[0];
         }
+        // `--budget`, else the default for the request's model.
+        let budget = crate::default_budget::budget_of(proxy.config(), &body).map(|b| b.tokens);
         r.over_budget += u64::from(budget.is_some_and(|b| lam.last > b));
         r.requests += 1;
     }
