@@ -3,7 +3,9 @@
 # run through `lam run` against a scripted loopback upstream on a real
 # folder (lam/tests/agents/real_agents_test.py): one proxy session per
 # conversation, every request through the proxy, admitted = sent, no earlier
-# byte changed, exact recall through lam's MCP tool. Prints a table per
+# byte changed, exact recall through lam's MCP tool; with a budget, the agent
+# never compacts, and across an idle gap longer than --cache-ttl the next
+# request makes a cold cut (the `-budget-cold` runs). Prints a table per
 # agent and writes target/agents-report.json. SKIPPED when npm is unreachable.
 # Then the agents driven interactively in a
 # pseudo-terminal (lam/tests/agents/pty_test.py: turns, Esc, exit keys,

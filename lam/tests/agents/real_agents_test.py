@@ -43,6 +43,13 @@ function tools):
   prefix change a cut lam counted, no compaction request from the agent,
   and the very first output recalled exactly by its citation's `§id`;
   straight to the upstream (`-direct`) the agent does compact.
+- in the cold-cache runs (`claude-code-budget-cold`, `codex-budget-cold`),
+  the agent reads 24 outputs through `lam run --budget 50000 --cache-ttl 3`,
+  and the command of the tenth sleeps 6 s first: the first request after
+  that gap (its input above the target, half the budget, and under the
+  budget) is cut, and the summary counts a cold cut; otherwise the same
+  checks as the budget runs (every prefix change a cut lam counted, none
+  over the budget, no compaction, exact recall, no new line hidden).
 
 Prints one table row per agent (requests, proxy sessions, admitted/sent,
 tool-result tokens in -> forwarded, earlier bytes changed, proxy-added ms
@@ -473,15 +480,17 @@ def budget_files(w):
         (w / ("out_%02d.txt" % k)).write_text("".join(lines))
 
 
-def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0):
+def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0, script=None, lam_args=(), name=None):
     """One run of the budget script by `agent` (claude-code or codex),
     through `lam run --budget` or straight to the upstream; the upstream
     reports honest usage, counting `per_token` bytes a token, and answers
-    the agent's own compaction."""
+    the agent's own compaction. `script`, `lam_args` (more flags of `lam
+    run`) and `name`: another scenario's (the cold-cache one)."""
     w = root / "work"
     w.mkdir(parents=True)
     budget_files(w)
-    script = [("shell", "cat out_%02d.txt" % k) for k in range(BUDGET_FILES)] + ([("recall", None)] if with_lam else [])
+    if script is None:
+        script = [("shell", "cat out_%02d.txt" % k) for k in range(BUDGET_FILES)] + ([("recall", None)] if with_lam else [])
     up = su.Upstream(str(w), record=str(root / "upstream.jsonl"), script=script, honest=per_token).start()
     env = agent_env(root)
     if agent == "claude-code":
@@ -493,7 +502,7 @@ def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0):
         argv, api = [str(bins / "codex"), "exec", "--skip-git-repo-check", "-c", "model_auto_compact_token_limit=67000", BUDGET_TASK], "responses"
     store = root / "store"
     if with_lam:
-        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), "--", *argv]
+        cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), *lam_args, "--", *argv]
     elif agent == "claude-code":
         cmd, env["ANTHROPIC_BASE_URL"] = argv, up.url
     else:
@@ -502,7 +511,7 @@ def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0):
         p = subprocess.run(cmd, cwd=w, env=env, capture_output=True, timeout=600)
     finally:
         up.shutdown()
-    name = agent + (("-budget" if per_token == 4.0 else "-budget-dense") if with_lam else "-direct")
+    name = name or agent + (("-budget" if per_token == 4.0 else "-budget-dense") if with_lam else "-direct")
     return {"name": name, "api": api, "per_token": per_token, "scripts": [script], "rc": p.returncode,
             "stdout": p.stdout.decode("utf-8", "replace"), "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store),
             "work": w}
@@ -538,7 +547,7 @@ def budget_measure(lam, run):
     cuts, citations, lam_peak, _, _, factor = lam_says.groups() if lam_says else (0, 0, 0, 0, 0, "-")
     return {"agent": run["name"], "exit": run["rc"], "requests": len(reqs), "done": "DONE." in run["stdout"],
             "lam_cuts": int(cuts), "citations": int(citations), "lam_peak": int(lam_peak), "calibration": factor,
-            "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(BUDGET_FILES)) / bytes_per_token),
+            "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(run.get("files", BUDGET_FILES))) / bytes_per_token),
             "peak_usage": max(usage), "over_budget": sum(1 for u in usage if u > BUDGET), "prefix_changes": prefix_changes,
             "compactions": sum(1 for e in reqs if e.get("compaction")), "recall_id": rid,
             "recall_exact": any(t.rstrip("\n") == first_output.rstrip("\n") for t in got), "new_lines": new, "new_lines_hidden": len(hidden)}
@@ -595,6 +604,68 @@ def budget_scenario(lam, bins, work, encoder, agent):
     return rows, None
 
 
+# ------------------------------------------- the budget across a cold cache
+
+# The same reads through `lam run --budget 50000 --cache-ttl COLD_TTL`
+# (target: half the budget), the step COLD_AT's command sleeping COLD_GAP
+# seconds first: the next model request comes more than the TTL after the
+# one before, finds the provider's cache cold, and is cut down to the
+# target although its input is under the budget (a warm cut waits for the
+# budget). COLD_FILES outputs (~72,000 tokens on the upstream's count) are
+# more than the window the agent compacts in (67,000), so later the warm
+# cuts keep it under the budget too.
+COLD_TTL = 3
+COLD_GAP = 6
+COLD_AT = 9
+COLD_FILES = 24
+COLD = re.compile(r"\((\d+) cold, (\d+) warm\)")
+
+
+def cold_script():
+    step = lambda k: ("shell", ("sleep %d && " % COLD_GAP if k == COLD_AT else "") + "cat out_%02d.txt" % k)
+    return [step(k) for k in range(COLD_FILES)] + [("recall", None)]
+
+
+def cold_measure(lam, run):
+    """budget_measure's figures, and across the gap: the seconds between the
+    requests before and after it (`gap_s`), whether the one after it changed
+    the forwarded prefix (`gap_cut`), the upstream's count of the one before
+    (`before_gap`), and `lam run`'s count of cold cuts (`cuts_cold`; None
+    where its summary does not say)."""
+    m = budget_measure(lam, run)
+    reqs = [e for e in model_requests(run) if su.tool_list(json.loads(e["body"])) or json.loads(e["body"]).get("tools")]
+    reqs = [e for e in reqs if not own_compaction(run, e["body"])]
+    k = lambda e: len(tool_results(run, conversation(run, e["body"])))
+    after = next(i for i, e in enumerate(reqs) if k(e) == COLD_AT + 1)
+    before = max(i for i, e in enumerate(reqs[:after]) if k(e) == COLD_AT)
+    prev, raw = raw_conversation(run, reqs[before]["body"]), raw_conversation(run, reqs[after]["body"])
+    cold = COLD.search(run["stderr"][run["stderr"].find("lam run: `"):])
+    m.update(gap_s=reqs[after]["at"] - reqs[before]["at"], gap_cut=raw[:len(prev)] != prev, before_gap=reqs[before]["usage"],
+             cuts_cold=int(cold.group(1)) if cold else None, cuts_warm=int(cold.group(2)) if cold else None)
+    return m
+
+
+def cold_check(m):
+    what = f"{m['agent']}: "
+    budget_check(m, {"exit": 0, "compactions": 1})  # the agent compacts without lam: the -direct runs
+    assert m["gap_s"] > COLD_TTL, what + f"the requests around the gap came {m['gap_s']:.1f} s apart, the TTL is {COLD_TTL} s"
+    assert m["before_gap"] < BUDGET, what + f"the request before the gap was already over the budget ({m['before_gap']}): a cut after it need not be cold"
+    assert m["gap_cut"], what + f"the first request after a {m['gap_s']:.1f} s gap (TTL {COLD_TTL} s) was not cut, its input under the budget but above the target"
+    assert m["cuts_cold"] is None or m["cuts_cold"] >= 1, what + f"lam run counted {m['cuts_cold']} cold cuts"
+
+
+def cold_scenario(lam, bins, work, encoder, agent):
+    root = Path(tempfile.mkdtemp(prefix="budget-cold-", dir=work))
+    run = budget_run(lam, bins, root, encoder, agent, True, script=cold_script(), lam_args=["--cache-ttl", str(COLD_TTL)], name=agent + "-budget-cold")
+    run["files"] = COLD_FILES
+    try:
+        m = cold_measure(lam, run)
+        cold_check(m)
+    except Exception as e:  # noqa: BLE001 - the run's output says why
+        return None, f"FAIL {run['name']}: {e!r}\n{traceback.format_exc()}\n{run['stderr'][-3000:]}\n{run['stdout'][-1000:]}"
+    return m, None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lam")
@@ -639,6 +710,19 @@ def main():
         for m in rows_of[:-1]:
             print(f"ok: {m['agent']}: {m['requests']} requests, 0 over {BUDGET} tokens on the upstream's count (calibration x{m['calibration']}), "
                   f"{m['prefix_changes']} cuts, 0 compactions (direct: {rows_of[-1]['compactions']}), recall §{m['recall_id']} exact", flush=True)
+    for agent in ("claude-code", "codex"):
+        if a.only and agent + "-budget-cold" not in a.only.split(","):
+            continue
+        m, failure = cold_scenario(a.lam, bins, a.work, a.encoder, agent)
+        if failure:
+            failures.append(failure)
+            print(failure, flush=True)
+            continue
+        budget_rows.append(m)
+        cold = "?" if m["cuts_cold"] is None else m["cuts_cold"]
+        print(f"ok: {m['agent']}: {m['requests']} requests, a {m['gap_s']:.1f} s gap (--cache-ttl {COLD_TTL}) at {m['before_gap']} tokens (under {BUDGET}): "
+              f"the next request cut; {m['prefix_changes']} cuts ({cold} cold), 0 over, 0 compactions, recall §{m['recall_id']} exact, "
+              f"0 of {m['new_lines']} new lines hidden", flush=True)
     Path(a.report).write_text(json.dumps({"encoder": a.encoder, "agents": rows, "budget": budget_rows}, indent=2, default=str))
     print(table(rows))
     if budget_rows:

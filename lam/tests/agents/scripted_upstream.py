@@ -398,8 +398,9 @@ def text_events(api, model, seq, pieces, usage=10):
 
 class Upstream(http.server.ThreadingHTTPServer):
     """The scripted upstream on 127.0.0.1 (a free port); `seen` holds every
-    request: method, path, headers (no secrets), body text, and the seconds
-    the handler took (parse to answer written)."""
+    request: method, path, headers (no secrets), body text, when it came
+    (`at`, Unix seconds) and the seconds the handler took (parse to answer
+    written)."""
     daemon_threads = True
 
     def __init__(self, workdir, record=None, script=SCRIPT, honest=None, turns=False):
@@ -445,7 +446,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def entry(self, raw):
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in SECRET_HEADERS}
         return self.server.log({"method": self.command, "path": self.path, "headers": headers,
-                                "body": raw.decode("utf-8", "replace"), "handler_s": 0.0})
+                                "body": raw.decode("utf-8", "replace"), "handler_s": 0.0,
+                                "at": time.time()})
 
     def send(self, code, ctype, data):
         self.send_response(code)
