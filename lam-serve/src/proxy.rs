@@ -530,8 +530,34 @@ mod tests {
         with_budget.engine.budget = crate::Budget::new(4000, None, None).ok();
         let err = Proxy::open(with_budget).unwrap_err().to_string();
         assert!(err.contains("(differs: budget: 4000 target 2000 keep 3 (the run's: (not set)));"), "{err}");
+        // `lam serve --budget auto` (the default budget) is a setting too.
+        let mut auto = cfg(0.95);
+        auto.default_budget = Some(crate::DefaultBudget::new(None));
+        let err = Proxy::open(auto).unwrap_err().to_string();
+        assert!(err.contains("(differs: budget: default ceiling 100000 keep 3 (the run's: (not set)));"), "{err}");
         let bad = Proxy::open(ServeConfig { run: Some("a@b".into()), ..cfg(0.95) }).unwrap_err().to_string();
         assert!(bad.contains("--run `a@b`"), "{bad}");
+    }
+
+    /// The default budget is resolved per request from its `model`: the
+    /// ceiling, or the model's level when lower; `--budget` comes first.
+    #[test]
+    fn the_default_budget_follows_the_request_s_model() {
+        let held = |default: Option<crate::DefaultBudget>, budget: Option<crate::Budget>, model: &str| {
+            let mut c = ServeConfig::for_tests("http://127.0.0.1:9");
+            (c.default_budget, c.engine.budget) = (default, budget);
+            let p = Proxy::open(c).unwrap();
+            let body = serde_json::json!({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+            p.try_rewrite(Api::Messages, None, &serde_json::to_vec(&body).unwrap()).unwrap();
+            p.stats().sessions[0].budget_tokens
+        };
+        let high = Some(crate::DefaultBudget { ceiling: 500_000, keep: None });
+        assert_eq!(held(high, None, "claude-sonnet-4-5-20250929"), 133_000);
+        assert_eq!(held(high, None, "claude-opus-4-7"), 500_000);
+        assert_eq!(held(high, None, "gpt-5-codex"), 195_000);
+        assert_eq!(held(Some(crate::DefaultBudget::new(None)), None, "claude-sonnet-4-5"), crate::DefaultBudget::CEILING);
+        assert_eq!(held(high, crate::Budget::new(4000, None, None).ok(), "claude-sonnet-4-5"), 4000);
+        assert_eq!(held(None, None, "claude-sonnet-4-5"), 0, "no budget");
     }
 
     #[test]

@@ -86,7 +86,10 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
             return error(StatusCode::BAD_REQUEST, "lam_bad_session", &why);
         }
     };
-    let budget = match request_budget(&parts.headers, app.proxy.config().engine.budget) {
+    // A header's budget keeps `--keep` results, of `--budget` or the default budget.
+    let cfg = app.proxy.config();
+    let keep_from = cfg.engine.budget.or_else(|| cfg.default_budget.map(|d| d.for_model(None)));
+    let budget = match request_budget(&parts.headers, keep_from) {
         Ok(b) => b,
         Err(why) => {
             app.proxy.count(|c| &c.refused);
