@@ -5,9 +5,10 @@
 # (lam-serve/tests/sdk/deploy_test.py): the bytes forwarded equal one
 # replica's, every cited §id recalls exactly from the shared store, and a
 # replica killed with SIGKILL mid-stream loses nothing and the retry gets the
-# same bytes. Installs haproxy (and PostgreSQL, scripts/test-postgres.sh)
-# from the distribution's packages when allowed (CI=true or
-# LAM_TEST_SYSTEM=1); otherwise SKIPPED.
+# same bytes; then the budget in the same deployment (deploy_budget_test.py:
+# replicas and restarts forward identical bytes across cuts). Installs
+# haproxy (and PostgreSQL, scripts/test-postgres.sh) from the distribution's
+# packages when allowed (CI=true or LAM_TEST_SYSTEM=1); otherwise SKIPPED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v haproxy >/dev/null; then
@@ -29,3 +30,12 @@ transcripts="$corpus/agent-transcripts"
 bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_test.py target/debug/lam "$corpus" "$work" --encoder "$encoder" \
   --transcripts "$transcripts/spotter/4d5611e5-241a-462a-8d15-5122611a9569" "$transcripts/cctrace" \
   "$transcripts/openprintkit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl" --per-session 40
+# The budget in the same deployment (lam-serve/tests/sdk/deploy_budget_test.py):
+# a real Claude Code session's first 90 requests through `lam serve --budget
+# 20000 --cache-ttl 5` (several cuts, one after an idle gap longer than the TTL,
+# so cold), against an upstream whose `usage` counts 3 bytes a token (the
+# calibration is above 1): three replicas behind HAProxy, and one `lam serve`
+# SIGKILLed and restarted after every cut, forward the bytes one `lam serve`
+# alone forwards (0 bodies differ).
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work" --encoder "$encoder" \
+  --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000
