@@ -6,7 +6,7 @@
 //! observations may cite it) but forwarded whole.
 
 use crate::api::Slot;
-use crate::budget::Citable;
+use crate::budget::{Admitted, Archived, Citable, Place};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
 use lam_core::{Record, SessionId};
@@ -191,22 +191,9 @@ impl Admitter {
             });
             match archived {
                 Ok(meta) => {
-                    let text = crate::budget::citation(&action, &rec.observation, &meta.shown, tokens, engine.operator.recall);
-                    let (pointer, inner) = (s.pointer.clone(), inner.clone());
-                    citable.push(Citable {
-                        item,
-                        pointer,
-                        inner,
-                        record: None,
-                        refs: Vec::new(),
-                        text,
-                        kept: false,
-                        form: crate::budget::Form::Shown,
-                        shown_tokens: tokens as u64,
-                        whole_tokens: tokens as u64,
-                        id: meta.shown.as_str().into(),
-                        input: true,
-                    });
+                    let place = Place { item, pointer: s.pointer.clone(), inner: inner.clone() };
+                    let archived = Archived { action: &action, observation: &rec.observation, id: &meta.shown, tokens };
+                    citable.push(Citable::new(place, archived, None, engine.operator.recall));
                 }
                 Err(e) if e.is_unavailable() => d.unarchived.push(Unarchived::Input(s.clone(), inner.clone())),
                 Err(e) => {
@@ -252,25 +239,14 @@ impl Admitter {
     /// `whole`: it is forwarded whole (a kept tool's, or archived late).
     fn citable(&self, item: usize, s: &Slot, rec: &Record, a: &Admission, engine: &Engine, whole: bool) -> Citable {
         let tokens = a.tokens.map_or_else(|| lam_tokens::count(&rec.observation), |t| t.input);
-        let text = crate::budget::citation(&rec.action, &rec.observation, &a.id, tokens, engine.operator.recall);
         let shown_tokens = match whole {
             true => tokens,
             false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
         } as u64;
-        Citable {
-            item,
-            pointer: s.pointer.clone(),
-            inner: None,
-            record: Some(a.record),
-            refs: self.op.refers(a),
-            text,
-            kept: s.keep,
-            form: crate::budget::Form::Shown,
-            shown_tokens,
-            whole_tokens: tokens as u64,
-            id: a.id.as_str().into(),
-            input: false,
-        }
+        let place = Place { item, pointer: s.pointer.clone(), inner: None };
+        let archived = Archived { action: &rec.action, observation: &rec.observation, id: &a.id, tokens };
+        let admitted = Admitted { record: a.record, refs: self.op.refers(a), shown_tokens, kept: s.keep };
+        Citable::new(place, archived, Some(admitted), engine.operator.recall)
     }
 }
 

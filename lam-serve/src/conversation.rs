@@ -6,11 +6,10 @@
 
 use crate::admission::{Admitter, Delta, Unarchived};
 use crate::api::{Api, Context, Observations as _};
-use crate::budget::{Cuts, Form};
+use crate::budget::{Reach, Stage};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
-use crate::ledger::{self, Stretches, Terms};
-use crate::replay::{CacheTtl, Pricing};
+use crate::replay::CacheTtl;
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen, Piece};
 use lam_core::SessionId;
@@ -30,10 +29,9 @@ pub(crate) struct Conversation {
     /// a request that extends them is read from its first new item on.
     cx: Context,
     cx_keys: Vec<u128>,
-    /// With `--budget`: every item's tokens and what the cuts did.
-    cuts: Cuts,
-    /// The store session that records the terms of its cuts ([`crate::ledger`]).
-    ledger: SessionId,
+    /// With `--budget`: the budget stage (every item's tokens, what the
+    /// cuts did, their ledger: [`crate::budget`]).
+    budget: Stage,
     /// The last preamble counted: its hash and tokens.
     pre: Option<(u64, u64)>,
     /// Items (by key) that went upstream whole with observations the store
@@ -42,9 +40,6 @@ pub(crate) struct Conversation {
     pending: HashMap<u128, (usize, Vec<Unarchived>)>,
     /// What its requests cost direct and through lam ([`Conversation::bill`]).
     bills: crate::replay::Bills,
-    /// When its last request with a time arrived (Unix ms): with the
-    /// ledger's times, what a request's coldness is judged from.
-    last_at: Option<i64>,
 }
 
 impl Conversation {
@@ -61,12 +56,10 @@ impl Conversation {
             frozen_bytes: 0,
             cx: Context::default(),
             cx_keys: Vec::new(),
-            cuts: Cuts::default(),
-            ledger: SessionId::settings_of(run),
+            budget: Stage::new(run),
             pre: None,
             pending: HashMap::new(),
             bills: crate::replay::Bills::default(),
-            last_at: None,
         }
     }
 
@@ -76,7 +69,7 @@ impl Conversation {
     pub(crate) fn bytes(&self) -> usize {
         let map = self.forwarded.capacity() * (std::mem::size_of::<(u128, Frozen)>() + 1);
         let pending = self.pending.len() * 256 + self.bills.heap_bytes();
-        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.cuts.heap_bytes() + pending + 512
+        self.frozen_bytes + map + self.admitter.op.heap_bytes() + self.cx.heap_bytes() + self.cx_keys.capacity() * 16 + self.budget.heap_bytes() + pending + 512
     }
 
     /// The body to forward for `req`: every item forwarded before in this
@@ -98,18 +91,16 @@ impl Conversation {
         clock: (Option<i64>, CacheTtl),
     ) -> (Vec<u8>, Delta) {
         let budget = budget.or(engine.budget);
-        self.cuts.order = engine.cite_order;
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
             (self.cx, self.cx_keys) = (Context::default(), Vec::new());
-            self.cuts.reset();
+            self.budget.reset();
         }
         let read = self.cx_keys.len();
         let mut pass = Pass { engine, loan: None, delta: Delta::default(), budget: budget.is_some() };
-        let terms = budget.map(|b| self.terms(req, b, factor, clock, &mut pass));
-        self.last_at = self.last_at.max(clock.0);
-        let prices = crate::budget::pricing(req.api, clock.1);
+        let terms = budget.map(|b| (b, self.preamble_tokens(req)));
+        let fold = self.budget.begin(req, engine, (terms, factor), clock, &mut pass.delta);
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let raw = item.raw.get().as_bytes();
@@ -134,27 +125,15 @@ impl Conversation {
             });
             self.archive_late(req, i, &mut pass);
             self.cx_keys.push(keys[i]);
-            if let Some((ours, stretches)) = &terms {
-                let (t, end) = ledger::at(stretches, i, *ours, req.items.len());
-                let (b, pre) = (t.scaled(), t.pre);
-                self.count_item(i, &out, assistant);
-                let input = self.cuts.input(pre);
-                // A cold stretch is cut once, at its last item, down to the
-                // target; a warm one at the budget, when the cut pays back.
-                let when = match t.cold {
-                    true => (i + 1 == end && input > b.target).then_some(None),
-                    false => (input > b.tokens).then_some(Some(prices)),
-                };
-                if let Some(warm) = when {
-                    self.cut(req, &mut out, (pre, &b, warm), &mut pass);
-                }
+            if let Some(fold) = &fold {
+                let (store, session) = (&engine.store, &self.admitter.store_session);
+                let reach = Reach { out: &mut out, store, session, op: &mut self.admitter.op, delta: &mut pass.delta };
+                let changed = self.budget.after_item(fold, (i, assistant), reach);
+                self.freeze(req, &out, &changed);
             }
         }
-        if let Some((ours, stretches)) = &terms {
-            let t = stretches.last().map_or(*ours, |s| s.1);
-            let (b, pre) = (t.scaled(), t.pre);
-            let input = self.cuts.input(pre);
-            (pass.delta.input_tokens, pass.delta.over_budget) = (Some(input), input > b.tokens);
+        if let Some(fold) = &fold {
+            self.budget.finish(fold, &mut pass.delta);
         }
         pass.delta.receipt = Some(self.bill(req, &out));
         (rewrite::body(req, &out), pass.delta)
@@ -172,30 +151,6 @@ impl Conversation {
         self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::replay::Bills::pricing(req.api))
     }
 
-    /// The terms this request's items are folded under: this process's
-    /// (`budget` tightened by `factor`, the preamble's tokens), and the
-    /// stretches recorded for the conversation ([`crate::ledger`]; ours
-    /// alone, an error counted, when the store cannot say).
-    fn terms(
-        &mut self,
-        req: &Parsed,
-        budget: lam_operator::Budget,
-        factor: f64,
-        (at, ttl): (Option<i64>, CacheTtl),
-        pass: &mut Pass<'_>,
-    ) -> (Terms, Stretches) {
-        let ours = Terms { pre: self.preamble_tokens(req), factor, budget, at, cold: false };
-        let engine = pass.engine;
-        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours, (ttl, self.last_at)) {
-            Ok(s) => (ours, s),
-            Err(e) => {
-                pass.delta.errors += 1;
-                pass.delta.last_error = Some(format!("the budget's ledger in store session `{}` could not be read or written: {e}", self.ledger));
-                (ours, Vec::new())
-            }
-        }
-    }
-
     /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.
     fn preamble_tokens(&mut self, req: &Parsed) -> u64 {
         let bytes = req.body_with(std::iter::empty());
@@ -210,122 +165,16 @@ impl Conversation {
         }
     }
 
-    /// Count item `i` (forwarded as `out[i]`) unless an earlier request did.
-    fn count_item(&mut self, i: usize, out: &[Piece<'_>], assistant: bool) {
-        if i == self.cuts.len() {
-            self.cuts.push(bare_tokens(out[i].as_ref()), assistant);
-        }
-    }
-
-    /// A cut ([`crate::budget`]): cite citable results in the plan's
-    /// order (the oldest first: [`Cuts::plan`]) until the
-    /// input is at or under the target (or nothing more can be cited),
-    /// freeze the items that hold them, and make the operator forget them.
-    /// `warm`: the cache is warm, and these are its prices: the cut is made
-    /// only when it is worth one and pays back its re-write; `None`: cold,
-    /// any cut is free.
-    fn cut(&mut self, req: &Parsed, out: &mut [Piece<'_>], (pre, b, warm): (u64, &lam_operator::Budget, Option<Pricing>), pass: &mut Pass<'_>) {
-        if let Some(prices) = warm
-            && !(self.cuts.worth_a_cut(b, pre) && self.cuts.pays_back(b, pre, prices))
-        {
-            return;
-        }
-        let kept_out = self.cuts.totals.kept_out;
-        let cut = self.cuts.totals.cuts;
-        // The citations of earlier cuts shrink to their line; then the
-        // results still shown are cited, in the plan's order, until the
-        // target is met.
-        let (shrunk, _) = self.cuts.shrinkable();
-        for &k in &shrunk {
-            self.cuts.citable[k].form = Form::Line;
-        }
-        self.cite(req, out, &shrunk, pass);
-        let mut cited = Vec::new();
-        while self.cuts.input(pre) > b.target {
-            let plan = {
-                let (cuts, over) = (&self.cuts, (self.cuts.input(pre) - b.target) as i64);
-                cuts.plan(b, |p| cuts.saving(p) >= over)
-            };
-            if plan.is_empty() {
-                break;
-            }
-            for &k in &plan.cite {
-                self.cuts.citable[k].form = Form::Full(cut);
-            }
-            for &k in &plan.expand {
-                let c = &mut self.cuts.citable[k];
-                (c.form, c.shown_tokens) = (Form::Whole, c.whole_tokens);
-                c.refs.clear();
-            }
-            let changed: Vec<usize> = plan.cite.iter().chain(&plan.expand).copied().collect();
-            self.cite(req, out, &changed, pass);
-            cited.extend(plan.cite);
-        }
-        if cited.is_empty() && shrunk.is_empty() {
-            return;
-        }
-        let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
-        self.admitter.op.forget(&records);
-        self.cuts.totals.cuts += 1;
-        self.cuts.totals.cold += u64::from(warm.is_none());
-        self.cuts.totals.citations += cited.len() as u64;
-        pass.delta.cut.cuts += 1;
-        pass.delta.cut.cold += u64::from(warm.is_none());
-        pass.delta.cut.citations += cited.len() as u64;
-        pass.delta.cut.kept_out += self.cuts.totals.kept_out - kept_out;
-    }
-
-    /// Put the forms `which` are now in (a citation, or the archived
-    /// original) in the items that hold them, and freeze those items so
-    /// (an item that cannot be read, which admission never yields, keeps
-    /// its bytes; an original the store cannot give is counted an error).
-    fn cite(&mut self, req: &Parsed, out: &mut [Piece<'_>], which: &[usize], pass: &mut Pass<'_>) {
-        let keys = &req.keys[1..];
-        let mut texts: Vec<(usize, String)> = Vec::with_capacity(which.len());
-        for &k in which {
-            let c = &self.cuts.citable[k];
-            match c.citation() {
-                Some(t) => texts.push((k, t.to_string())),
-                None => match lam_core::ObsStore::get(&&pass.engine.store, &self.admitter.store_session, &c.id) {
-                    Ok(Some(b)) => texts.push((k, String::from_utf8_lossy(&b).into_owned())),
-                    other => {
-                        pass.delta.errors += 1;
-                        pass.delta.last_error = Some(format!("§{}: the original for a cut could not be read: {other:?}", c.id));
-                    }
-                },
-            }
-        }
-        let mut items: Vec<usize> = texts.iter().map(|(k, _)| self.cuts.citable[*k].item).collect();
-        items.sort_unstable();
-        items.dedup();
-        for it in items {
-            let now = out[it].as_ref();
-            let Ok(tree) = canon::parse(now) else { continue };
-            // Each string changed, by its pointer: the new text, or (JSON-string
-            // arguments) the texts at pointers within it.
-            let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
-            for (k, t) in &texts {
-                let c = &self.cuts.citable[*k];
-                if c.item == it {
-                    at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), t));
-                }
-            }
-            let edits: Vec<_> = at
-                .into_iter()
-                .filter_map(|(pointer, cites)| {
-                    let node = canon::find(&tree, pointer)?;
-                    let text = cited_string(&now[node.span.clone()], &cites)?;
-                    Some((node.span.clone(), crate::admission::json_string(text.into_bytes())))
-                })
-                .collect();
-            let bytes: Arc<[u8]> = rewrite::spliced(now, edits).into();
+    /// Freeze the bytes a cut put in `items` (`out`'s), so every later
+    /// request forwards them.
+    fn freeze(&mut self, req: &Parsed, out: &[Piece<'_>], items: &[usize]) {
+        for &it in items {
+            let Piece::Frozen(bytes) = &out[it] else { continue };
             let frozen = Frozen::edited(bytes.clone(), req.items[it].annotations.clone(), None);
             self.frozen_bytes += frozen.heap_bytes();
-            if let Some(old) = self.forwarded.insert(keys[it], frozen) {
+            if let Some(old) = self.forwarded.insert(req.keys[1 + it], frozen) {
                 self.frozen_bytes = self.frozen_bytes.saturating_sub(old.heap_bytes());
             }
-            self.cuts.recount(it, bare_tokens(&bytes));
-            out[it] = Piece::Frozen(bytes);
         }
     }
 
@@ -336,7 +185,7 @@ impl Conversation {
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
         if let (true, Some(_)) = (pass.budget, tree) {
             let inputs = crate::api::citable_inputs(api, value);
-            self.admitter.archive_inputs(value, &inputs, engine, &mut pass.delta, at, &mut self.cuts.citable);
+            self.admitter.archive_inputs(value, &inputs, engine, &mut pass.delta, at, self.budget.citable());
         }
         let edits = match tree {
             Some(tree) => {
@@ -345,7 +194,7 @@ impl Conversation {
                     Vec::new()
                 } else {
                     let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
-                    let citable = pass.budget.then_some(&mut self.cuts.citable);
+                    let citable = pass.budget.then(|| self.budget.citable());
                     self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, ((at, citable), false))
                 }
             }
@@ -406,10 +255,7 @@ impl Conversation {
             }
         });
         if pass.budget {
-            for c in late {
-                let pos = self.cuts.citable.partition_point(|x| x.item <= c.item);
-                self.cuts.citable.insert(pos, c);
-            }
+            self.budget.add_late(late);
         }
         let still = pass.delta.unarchived.len() as u64;
         pass.delta.archived_late += count - still;
@@ -431,31 +277,4 @@ struct Pass<'e> {
 /// the items before it have been answered.
 fn is_assistant(api: Api, v: &Value) -> bool {
     lam_core::wire::role(v) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
-}
-
-/// Tokens of an item's bytes as forwarded, read in their identity form
-/// ([`canon::identity`]: minified, without the client's annotations, a
-/// one-text-block `content` as its string). Claude Code marks the last
-/// item only and writes one item in either form; a cut decides by the same
-/// count whichever request carried the item first, as its last or not.
-fn bare_tokens(bytes: &[u8]) -> u64 {
-    let Ok(tree) = canon::parse(bytes) else { return lam_tokens::count(bytes) as u64 };
-    let mut out = Vec::with_capacity(bytes.len());
-    canon::identity(bytes, &tree, &mut out);
-    lam_tokens::count(&out) as u64
-}
-
-/// The string literal `lit` with its citations in place: the whole string
-/// (`None` pointer), or strings at pointers within the JSON it holds,
-/// written back compactly (JSON-string arguments).
-fn cited_string(lit: &[u8], cites: &[(Option<&str>, &str)]) -> Option<String> {
-    if let [(None, text)] = cites {
-        return Some(text.to_string());
-    }
-    let s: String = serde_json::from_slice(lit).ok()?;
-    let mut v: Value = serde_json::from_str(&s).ok()?;
-    for (inner, text) in cites {
-        *v.pointer_mut(inner.unwrap_or(""))? = Value::String(text.to_string());
-    }
-    serde_json::to_string(&v).ok()
 }

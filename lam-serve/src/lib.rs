@@ -16,7 +16,8 @@
 //! parsed once: members, items, keys), `registry` (which conversation),
 //! `conversation` (frozen items, what is new), `admission` (archive and
 //! admit each new observation), `budget` (with `--budget`: cuts, after
-//! each item), `rewrite` (the bytes forwarded) and `stats` (what is
+//! each item; one stage that owns the plan, the cut, what may be cited and
+//! the calibration), `rewrite` (the bytes forwarded) and `stats` (what is
 //! counted); `usage` reads the upstream's count from its answer. `api` says, per API, which items are tool calls and
 //! results; `canon` reads an item's identity and annotations from its bytes;
 //! `engine` holds the store, the encoders and the operator settings.

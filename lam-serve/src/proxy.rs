@@ -276,7 +276,9 @@ impl Proxy {
                 return Ok(Rewritten::as_it_came(body));
             }
         };
-        let factor = lock(&handle.stats).calibration;
+        // The calibration its answers gave so far: this request's own
+        // terms, which reach the bytes only as the ledger records them.
+        let factor = handle.calibration.get();
         // The default budget, from the request's model, when neither the
         // header nor `--budget` sets one ([`crate::DefaultBudget`]).
         let cfg = &self.inner.cfg;

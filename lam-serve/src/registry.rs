@@ -8,6 +8,7 @@
 //! The store session a new proxy session archives in is named here too.
 
 use crate::Error;
+use crate::budget::Calibration;
 use crate::conversation::Conversation;
 use crate::engine::{Engine, lock};
 use crate::request::Parsed;
@@ -16,12 +17,22 @@ use lam_core::wire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// A session: its conversation (locked while a request of it is rewritten)
-/// and its counters (locked only to read or add).
+/// A session: its conversation (locked while a request of it is
+/// rewritten), its counters (locked only to read or add) and its budget's
+/// calibration (raised by the upstream's answers, read when a request
+/// comes: [`crate::budget::Calibration`]).
 #[derive(Debug)]
 pub(crate) struct Handle {
     pub conv: Mutex<Conversation>,
     pub stats: Mutex<SessionStats>,
+    pub calibration: Calibration,
+}
+
+impl Handle {
+    /// Its counters as reported, the calibration with them.
+    pub(crate) fn report(&self) -> SessionStats {
+        SessionStats { calibration: self.calibration.get(), ..lock(&self.stats).clone() }
+    }
 }
 
 #[derive(Debug)]
@@ -104,7 +115,7 @@ impl Registry {
         };
         self.evicted += 1;
         self.held -= e.bytes;
-        self.retired.absorb(&lock(&e.handle.stats));
+        self.retired.absorb(&e.handle.report());
     }
 
     /// Record that `h`'s conversation now holds `bytes`, then drop the least
@@ -135,7 +146,7 @@ impl Registry {
             },
         };
         self.held -= e.bytes;
-        self.retired.absorb(&lock(&e.handle.stats));
+        self.retired.absorb(&e.handle.report());
     }
 
     /// The unnamed session whose keys `keys` extend the furthest: its
@@ -194,7 +205,7 @@ impl Registry {
     pub(crate) fn stats(&self) -> Vec<SessionStats> {
         let mut named: Vec<_> = self.named.iter().collect();
         named.sort_by(|a, b| a.0.cmp(b.0));
-        self.open.iter().chain(named.into_iter().map(|(_, e)| e)).map(|e| lock(&e.handle.stats).clone()).collect()
+        self.open.iter().chain(named.into_iter().map(|(_, e)| e)).map(|e| e.handle.report()).collect()
     }
 }
 
@@ -227,7 +238,7 @@ pub(crate) fn find_or_start(reg: &Mutex<Registry>, engine: &Engine, run: &str, n
 /// A new session of `conv`, archiving in the store session `session`.
 fn start(reg: &mut Registry, name: Option<&str>, keys: &[u128], conv: Conversation, session: String, max: usize) -> Arc<Handle> {
     let stats = SessionStats { conversation: reg.made() + 1, session, name: name.map(str::to_string), ..SessionStats::default() };
-    let h = Arc::new(Handle { conv: Mutex::new(conv), stats: Mutex::new(stats) });
+    let h = Arc::new(Handle { conv: Mutex::new(conv), stats: Mutex::new(stats), calibration: Calibration::default() });
     reg.insert(name, keys, h.clone(), max);
     h
 }

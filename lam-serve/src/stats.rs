@@ -162,7 +162,9 @@ macro_rules! session_counters {
             pub upstream_input_tokens: u64,
             /// Upstream tokens per token lam counts, the largest seen (at
             /// least 1, and 1 before any answer's `usage`; `--budget` is
-            /// tightened by it).
+            /// tightened by it). Reported only: the budget's state is the
+            /// session's calibration (`budget::Calibration`), copied here when
+            /// the counters are read.
             pub calibration: f64,
             /// The budget its last request was held to, in tokens (before
             /// calibration): `--budget`, `x-lam-budget`, or the default for

@@ -1,6 +1,11 @@
 //! The upstream's own count of a request's input, read from the `usage` of
 //! its answer as it streams back, and the calibration it gives a budget.
 //!
+//! What it changes is the conversation's calibration, in memory, and
+//! nothing else: it reaches the forwarded bytes only as the next request's
+//! terms, recorded in the ledger before any cut is made under them
+//! ([`crate::budget`]'s `calibration.rs`, [`crate::ledger`]).
+//!
 //! Anthropic reports `input_tokens` without the cached prefix, which it
 //! reports apart (`cache_read_input_tokens`, `cache_creation_input_tokens`):
 //! the input is their sum. OpenAI Responses reports `input_tokens`, Chat
@@ -136,29 +141,15 @@ pub(crate) struct Sink {
 
 impl Sink {
     /// The upstream counted `upstream` tokens for a request lam counted as
-    /// `local`: note it, and raise the conversation's calibration when the
-    /// upstream counts more.
+    /// `local`: note it (a reported figure), and raise the conversation's
+    /// calibration when the upstream counts more. Nothing else: no bytes
+    /// already forwarded, no state the rewrite reads but the calibration,
+    /// which the next request reads as its terms and the ledger records
+    /// before any cut is made under it ([`crate::budget::Calibration`]).
     pub(crate) fn report(&self, upstream: u64) {
-        let mut st = lock(&self.handle.stats);
-        st.upstream_input_tokens = upstream;
-        if self.local > 0 {
-            st.calibration = st.calibration.max(factor(upstream, self.local));
-        }
+        lock(&self.handle.stats).upstream_input_tokens = upstream;
+        self.handle.calibration.raise(upstream, self.local);
     }
-}
-
-/// The most a calibration tightens a budget: no provider's tokenizer counts
-/// text at twice what cl100k does (the real agents' runs read 1.09 to 1.47,
-/// docs/serve.md), so a larger ratio means the `usage` counts something
-/// else, and one bad answer must not make a conversation cut on every request.
-pub(crate) const MAX_CALIBRATION: f64 = 2.0;
-
-/// Upstream tokens per local token, rounded up to 1/32, from 1 to
-/// [`MAX_CALIBRATION`]: a budget is only ever tightened by what the
-/// upstream counts, and at most so much.
-pub(crate) fn factor(upstream: u64, local: u64) -> f64 {
-    let k = upstream as f64 / local.max(1) as f64;
-    ((k * 32.0).ceil() / 32.0).clamp(1.0, MAX_CALIBRATION)
 }
 
 #[cfg(test)]
@@ -181,7 +172,6 @@ mod tests {
         let mut s = Scan::new(Api::ChatCompletions);
         s.feed(br#"{"usage":{"prompt_tokens":77,"completion_tokens":5}}"#);
         assert_eq!(s.input(), Some(77));
-        assert_eq!((factor(1000, 1000), factor(900, 1000), factor(1100, 1000)), (1.0, 1.0, 1.125));
     }
 
     /// Only JSON integers count: a string, a float, a negative or too large
@@ -189,6 +179,7 @@ mod tests {
     /// ignored; a count of 10^12 tightens the budget by the ceiling at most.
     #[test]
     fn usage_counts_only_as_json_integers_and_calibration_has_a_ceiling() {
+        use crate::budget::Calibration;
         let read = |api: Api, chunks: &[&[u8]]| {
             let mut s = Scan::new(api);
             chunks.iter().for_each(|c| s.feed(c));
@@ -206,6 +197,8 @@ mod tests {
         assert_eq!(read(Api::ChatCompletions, &[a, b]), Some(77), "a body split across chunks");
         let sse: &[&[u8]] = &[b"data: {\"usage\":{\"input_tokens\":4", b"0}}\n\ndata: {\"usage\":{\"input_tokens\":\"9\"}}\n\ndata: {broken\n\n"];
         assert_eq!(read(Api::Responses, sse), Some(40));
-        assert_eq!(factor(1_000_000_000_000, 1537), MAX_CALIBRATION);
+        let c = Calibration::default();
+        c.raise(1_000_000_000_000, 1537);
+        assert_eq!(c.get(), 2.0, "the ceiling");
     }
 }

@@ -1,0 +1,313 @@
+//! The cut, and the fold that makes it: a conversation's budget stage
+//! ([`Stage`]: its [`Cuts`], the store session its ledger is recorded in,
+//! when its last request came). Per request, [`Stage::begin`] reads the
+//! terms each stretch of its items is folded under ([`crate::ledger`]);
+//! the conversation calls [`Stage::after_item`] after each item, which
+//! counts it and cuts when the terms say (cold: at the stretch's last item,
+//! down to the target; warm: at the budget, when the cut is worth one and
+//! pays back its re-write); [`Stage::finish`] reports the input forwarded.
+//! A cut shrinks earlier citations to their line, cites results in the
+//! plan's order until the input is at or under the target, writes the
+//! citations (or, for a result whose residual names a cited record, the
+//! archived original) into the items that hold them, and makes the
+//! operator forget the cited records. The conversation freezes the items
+//! it changed.
+
+use super::citable::{Citable, Form};
+use super::plan::Cuts;
+use super::timing::pricing;
+use crate::admission::Delta;
+use crate::canon;
+use crate::engine::Engine;
+use crate::ledger::{self, Stretches, Terms};
+use crate::replay::{CacheTtl, Pricing};
+use crate::request::Parsed;
+use crate::rewrite::{self, Piece};
+use crate::store::SharedStore;
+use lam_core::SessionId;
+use lam_operator::Budget;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A conversation's budget stage: every item's tokens and what the cuts
+/// did, the store session that records the terms of its cuts
+/// ([`crate::ledger`]), and when its last request with a time arrived
+/// (Unix ms): with the ledger's times, what a request's coldness is judged from.
+#[derive(Debug, Clone)]
+pub(crate) struct Stage {
+    cuts: Cuts,
+    ledger: SessionId,
+    last_at: Option<i64>,
+}
+
+/// One request's terms: this process's, the stretches recorded for the
+/// conversation, the prices a warm cut is weighed at, and the request's
+/// item count.
+pub(crate) struct Fold {
+    ours: Terms,
+    stretches: Stretches,
+    prices: Pricing,
+    items: usize,
+}
+
+/// What a cut reaches beyond the stage: the pieces forwarded for the
+/// request so far, the store and session holding the originals,
+/// the conversation's operator (which forgets what is cited), and what the
+/// request changed.
+pub(crate) struct Reach<'r, 'p> {
+    pub out: &'r mut [Piece<'p>],
+    pub store: &'r SharedStore,
+    pub session: &'r SessionId,
+    pub op: &'r mut lam_operator::Session,
+    pub delta: &'r mut Delta,
+}
+
+impl Stage {
+    /// The stage of a conversation of run `run` (its ledger in the run's
+    /// settings session, [`SessionId::settings_of`]).
+    pub(crate) fn new(run: &str) -> Self {
+        Self { cuts: Cuts::default(), ledger: SessionId::settings_of(run), last_at: None }
+    }
+
+    /// Bytes it holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.cuts.heap_bytes()
+    }
+
+    /// Start over (a conversation whose history was rewritten): what the
+    /// cuts did stays counted.
+    pub(crate) fn reset(&mut self) {
+        self.cuts.reset();
+    }
+
+    /// The list admission adds what a cut may cite to.
+    pub(crate) fn citable(&mut self) -> &mut Vec<Citable> {
+        &mut self.cuts.citable
+    }
+
+    /// Entries archived late (after an outage), each in its item's place.
+    pub(crate) fn add_late(&mut self, late: Vec<Citable>) {
+        for c in late {
+            let pos = self.cuts.citable.partition_point(|x| x.item <= c.item);
+            self.cuts.citable.insert(pos, c);
+        }
+    }
+
+    /// A request begins: with `terms` (the budget, the preamble's tokens)
+    /// tightened by `factor` ([`super::calibration`]), the terms its items
+    /// are folded under: this process's, and the stretches recorded for the
+    /// conversation (ours alone, an error counted, when the store cannot
+    /// say); `clock`: when it arrived and the prompt cache's TTL.
+    pub(crate) fn begin(
+        &mut self,
+        req: &Parsed,
+        engine: &Engine,
+        (terms, factor): (Option<(Budget, u64)>, f64),
+        (at, ttl): (Option<i64>, CacheTtl),
+        delta: &mut Delta,
+    ) -> Option<Fold> {
+        self.cuts.order = engine.cite_order;
+        let fold = terms.map(|(budget, pre)| {
+            let ours = Terms { pre, factor, budget, at, cold: false };
+            let stretches = self.stretches(req, engine, ours, ttl, delta);
+            Fold { ours, stretches, prices: pricing(req.api, ttl), items: req.items.len() }
+        });
+        self.last_at = self.last_at.max(at);
+        fold
+    }
+
+    /// The stretches recorded for the request's items ([`crate::ledger`]).
+    fn stretches(&self, req: &Parsed, engine: &Engine, ours: Terms, ttl: CacheTtl, delta: &mut Delta) -> Stretches {
+        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours, (ttl, self.last_at)) {
+            Ok(s) => s,
+            Err(e) => {
+                delta.errors += 1;
+                delta.last_error = Some(format!("the budget's ledger in store session `{}` could not be read or written: {e}", self.ledger));
+                Vec::new()
+            }
+        }
+    }
+
+    /// The entry point: item `i` (the assistant's when `assistant`) is
+    /// forwarded as `r.out[i]`. Count it unless an earlier request did, and
+    /// cut when its stretch's terms say: a cold stretch once, at its last
+    /// item, down to the target; a warm one at the budget, when the cut
+    /// pays back. Returns the items whose bytes the cut changed, ascending.
+    pub(crate) fn after_item(&mut self, fold: &Fold, (i, assistant): (usize, bool), mut r: Reach<'_, '_>) -> Vec<usize> {
+        let (t, end) = ledger::at(&fold.stretches, i, fold.ours, fold.items);
+        let (b, pre) = (t.scaled(), t.pre);
+        if i == self.cuts.len() {
+            self.cuts.push(bare_tokens(r.out[i].as_ref()), assistant);
+        }
+        let input = self.cuts.input(pre);
+        let when = match t.cold {
+            true => (i + 1 == end && input > b.target).then_some(None),
+            false => (input > b.tokens).then_some(Some(fold.prices)),
+        };
+        when.map_or_else(Vec::new, |warm| self.cut(&mut r, (pre, &b, warm)))
+    }
+
+    /// The request's input as forwarded, and whether it is over the budget
+    /// of its last stretch.
+    pub(crate) fn finish(&self, fold: &Fold, delta: &mut Delta) {
+        let t = fold.stretches.last().map_or(fold.ours, |s| s.1);
+        let (b, pre) = (t.scaled(), t.pre);
+        let input = self.cuts.input(pre);
+        (delta.input_tokens, delta.over_budget) = (Some(input), input > b.tokens);
+    }
+
+    /// A cut: cite citable results in the plan's order (the oldest first:
+    /// [`Cuts::plan`]) until the input is at or under the target (or
+    /// nothing more can be cited), and make the operator forget them.
+    /// `warm`: the cache is warm, and these are its prices: the cut is made
+    /// only when it is worth one and pays back its re-write; `None`: cold,
+    /// any cut is free. Returns the items changed.
+    fn cut(&mut self, r: &mut Reach<'_, '_>, (pre, b, warm): (u64, &Budget, Option<Pricing>)) -> Vec<usize> {
+        if let Some(prices) = warm
+            && !(self.cuts.worth_a_cut(b, pre) && self.cuts.pays_back(b, pre, prices))
+        {
+            return Vec::new();
+        }
+        let kept_out = self.cuts.totals.kept_out;
+        let cut = self.cuts.totals.cuts;
+        // The citations of earlier cuts shrink to their line; then the
+        // results still shown are cited, in the plan's order, until the
+        // target is met.
+        let (shrunk, _) = self.cuts.shrinkable();
+        for &k in &shrunk {
+            self.cuts.citable[k].form = Form::Line;
+        }
+        let mut changed = self.cite(r, &shrunk);
+        let mut cited = Vec::new();
+        while self.cuts.input(pre) > b.target {
+            let plan = {
+                let (cuts, over) = (&self.cuts, (self.cuts.input(pre) - b.target) as i64);
+                cuts.plan(b, |p| cuts.saving(p) >= over)
+            };
+            if plan.is_empty() {
+                break;
+            }
+            for &k in &plan.cite {
+                self.cuts.citable[k].form = Form::Full(cut);
+            }
+            for &k in &plan.expand {
+                let c = &mut self.cuts.citable[k];
+                (c.form, c.shown_tokens) = (Form::Whole, c.whole_tokens);
+                c.refs.clear();
+            }
+            let which: Vec<usize> = plan.cite.iter().chain(&plan.expand).copied().collect();
+            changed.extend(self.cite(r, &which));
+            cited.extend(plan.cite);
+        }
+        changed.sort_unstable();
+        changed.dedup();
+        if cited.is_empty() && shrunk.is_empty() {
+            return changed;
+        }
+        let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
+        r.op.forget(&records);
+        self.count(r.delta, cited.len() as u64, warm.is_none(), kept_out);
+        changed
+    }
+
+    /// Count a cut that cited `citations` results (`cold`: where the cache
+    /// was cold), the cuts' totals at `kept_out` before it.
+    fn count(&mut self, delta: &mut Delta, citations: u64, cold: bool, kept_out: u64) {
+        let t = &mut self.cuts.totals;
+        t.cuts += 1;
+        t.cold += u64::from(cold);
+        t.citations += citations;
+        delta.cut.cuts += 1;
+        delta.cut.cold += u64::from(cold);
+        delta.cut.citations += citations;
+        delta.cut.kept_out += t.kept_out - kept_out;
+    }
+
+    /// Put the forms `which` are now in (a citation, or the archived
+    /// original) in the items that hold them (an item that cannot be read,
+    /// which admission never yields, keeps its bytes; an original the store
+    /// cannot give is counted an error). Returns the items changed.
+    fn cite(&mut self, r: &mut Reach<'_, '_>, which: &[usize]) -> Vec<usize> {
+        let texts = self.texts(r, which);
+        let mut items: Vec<usize> = texts.iter().map(|(k, _)| self.cuts.citable[*k].item).collect();
+        items.sort_unstable();
+        items.dedup();
+        items.retain(|&it| self.splice(r, it, &texts));
+        items
+    }
+
+    /// What each of `which` is forwarded as now: its citation, or the
+    /// archived original.
+    fn texts(&self, r: &mut Reach<'_, '_>, which: &[usize]) -> Vec<(usize, String)> {
+        let mut texts: Vec<(usize, String)> = Vec::with_capacity(which.len());
+        for &k in which {
+            let c = &self.cuts.citable[k];
+            match c.citation() {
+                Some(t) => texts.push((k, t.to_string())),
+                None => match lam_core::ObsStore::get(&r.store, r.session, &c.id) {
+                    Ok(Some(b)) => texts.push((k, String::from_utf8_lossy(&b).into_owned())),
+                    other => {
+                        r.delta.errors += 1;
+                        r.delta.last_error = Some(format!("§{}: the original for a cut could not be read: {other:?}", c.id));
+                    }
+                },
+            }
+        }
+        texts
+    }
+
+    /// Write `texts` into item `it` (those of its strings), recount it;
+    /// false when its bytes cannot be read.
+    fn splice(&mut self, r: &mut Reach<'_, '_>, it: usize, texts: &[(usize, String)]) -> bool {
+        let now = r.out[it].as_ref();
+        let Ok(tree) = canon::parse(now) else { return false };
+        // Each string changed, by its pointer: the new text, or (JSON-string
+        // arguments) the texts at pointers within it.
+        let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
+        for (k, t) in texts {
+            let c = &self.cuts.citable[*k];
+            if c.item == it {
+                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), t));
+            }
+        }
+        let edits: Vec<_> = at
+            .into_iter()
+            .filter_map(|(pointer, cites)| {
+                let node = canon::find(&tree, pointer)?;
+                let text = cited_string(&now[node.span.clone()], &cites)?;
+                Some((node.span.clone(), crate::admission::json_string(text.into_bytes())))
+            })
+            .collect();
+        let bytes: Arc<[u8]> = rewrite::spliced(now, edits).into();
+        self.cuts.recount(it, bare_tokens(&bytes));
+        r.out[it] = Piece::Frozen(bytes);
+        true
+    }
+}
+
+/// Tokens of an item's bytes as forwarded, read in their identity form
+/// ([`canon::identity`]: minified, without the client's annotations, a
+/// one-text-block `content` as its string). Claude Code marks the last
+/// item only and writes one item in either form; a cut decides by the same
+/// count whichever request carried the item first, as its last or not.
+fn bare_tokens(bytes: &[u8]) -> u64 {
+    let Ok(tree) = canon::parse(bytes) else { return lam_tokens::count(bytes) as u64 };
+    let mut out = Vec::with_capacity(bytes.len());
+    canon::identity(bytes, &tree, &mut out);
+    lam_tokens::count(&out) as u64
+}
+
+/// The string literal `lit` with its citations in place: the whole string
+/// (`None` pointer), or strings at pointers within the JSON it holds,
+/// written back compactly (JSON-string arguments).
+fn cited_string(lit: &[u8], cites: &[(Option<&str>, &str)]) -> Option<String> {
+    if let [(None, text)] = cites {
+        return Some(text.to_string());
+    }
+    let s: String = serde_json::from_slice(lit).ok()?;
+    let mut v: Value = serde_json::from_str(&s).ok()?;
+    for (inner, text) in cites {
+        *v.pointer_mut(inner.unwrap_or(""))? = Value::String(text.to_string());
+    }
+    serde_json::to_string(&v).ok()
+}
