@@ -47,7 +47,7 @@ function tools):
   the agent reads 24 outputs through `lam run --budget 50000 --cache-ttl 3`,
   and the command of the tenth sleeps 6 s first: the first request after
   that gap (its input above the target, half the budget, and under the
-  budget) is cut, and the summary counts a cold cut; otherwise the same
+  budget) is cut, and the summary counts a cold cut (`C cold`); otherwise the same
   checks as the budget runs (every prefix change a cut lam counted, none
   over the budget, no compaction, exact recall, no new line hidden).
 
@@ -575,7 +575,8 @@ def budget_table(rows):
         rec = ("exact" if m["recall_exact"] else "NO") if lam_run else "-"
         over = m["over_budget"] if lam_run else "(no budget)"
         peak = f"{m['peak_usage']:,} / {m['lam_peak']:,}" if m["lam_peak"] else f"{m['peak_usage']:,}"
-        out.append(f"| {m['agent']} | {m['requests']} | {m['tool_outputs']:,} | {peak} | {over} | {m['prefix_changes']} ({m['citations']}) | {m['calibration']} "
+        cold = f", {m['cuts_cold']} cold" if m.get("cuts_cold") is not None else ""
+        out.append(f"| {m['agent']} | {m['requests']} | {m['tool_outputs']:,} | {peak} | {over} | {m['prefix_changes']} ({m['citations']}){cold} | {m['calibration']} "
                    f"| {m['compactions']} | {rec} |")
     return "\n".join(out)
 
@@ -630,8 +631,9 @@ def cold_measure(lam, run):
     """budget_measure's figures, and across the gap: the seconds between the
     requests before and after it (`gap_s`), whether the one after it changed
     the forwarded prefix (`gap_cut`), the upstream's count of the one before
-    (`before_gap`), and `lam run`'s count of cold cuts (`cuts_cold`; None
-    where its summary does not say)."""
+    (`before_gap`), and `lam run`'s count of cold cuts (`cuts_cold`, from
+    its summary's budget line, `N cuts (C cold, W warm)`; None where it
+    does not say)."""
     m = budget_measure(lam, run)
     reqs = [e for e in model_requests(run) if su.tool_list(json.loads(e["body"])) or json.loads(e["body"]).get("tools")]
     reqs = [e for e in reqs if not own_compaction(run, e["body"])]
@@ -651,7 +653,8 @@ def cold_check(m):
     assert m["gap_s"] > COLD_TTL, what + f"the requests around the gap came {m['gap_s']:.1f} s apart, the TTL is {COLD_TTL} s"
     assert m["before_gap"] < BUDGET, what + f"the request before the gap was already over the budget ({m['before_gap']}): a cut after it need not be cold"
     assert m["gap_cut"], what + f"the first request after a {m['gap_s']:.1f} s gap (TTL {COLD_TTL} s) was not cut, its input under the budget but above the target"
-    assert m["cuts_cold"] is None or m["cuts_cold"] >= 1, what + f"lam run counted {m['cuts_cold']} cold cuts"
+    assert m["cuts_cold"] is not None, what + "lam run's summary does not say how many cuts were cold"
+    assert m["cuts_cold"] >= 1, what + f"lam run counted {m['cuts_cold']} cold cuts"
 
 
 def cold_scenario(lam, bins, work, encoder, agent):
