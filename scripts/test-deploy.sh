@@ -32,7 +32,7 @@ bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/test
   "$transcripts/openprintkit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl" --per-session 40
 # The budget in the same deployment (lam-serve/tests/sdk/deploy_budget_test.py):
 # a real Claude Code session's first 90 requests through `lam serve --budget
-# 20000 --cache-ttl 5` (several cuts, one after an idle gap longer than the TTL,
+# 20000 --cache-ttl 8` (several cuts, one after an idle gap longer than the TTL,
 # so cold), against an upstream whose `usage` counts 3 bytes a token (the
 # calibration is above 1): three replicas behind HAProxy, and one `lam serve`
 # SIGKILLed and restarted after every cut, forward the bytes one `lam serve`

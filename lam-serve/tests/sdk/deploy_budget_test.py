@@ -46,8 +46,8 @@ import sdk_test as sdk
 from raw_json import identity, raw_items
 
 BYTES_PER_TOKEN = 3
-TTL = 5
-GAP = 7
+TTL = 8
+GAP = 10
 
 
 class Dense(http.server.ThreadingHTTPServer):
@@ -59,6 +59,7 @@ class Dense(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), DenseHandler)
         self.lock = threading.Lock()
         self.seen = []  # (path, headers, body bytes)
+        self.at = []  # when each came (monotonic seconds)
 
     @property
     def url(self):
@@ -75,6 +76,7 @@ class DenseHandler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         with self.server.lock:
             self.server.seen.append((self.path, dict(self.headers), body))
+            self.server.at.append(time.monotonic())
         n = len(body) // BYTES_PER_TOKEN
         msg = {"id": "msg_dense", "type": "message", "role": "assistant", "content": [], "model": "stub", "stop_reason": None,
                "stop_sequence": None, "usage": {"input_tokens": n, "output_tokens": 1}}
@@ -135,8 +137,10 @@ def flags(args, run):
 def send(url_of, reqs, up, gap_at, after=None):
     """Each request in order (`url_of(i)`: where to send request i), the
     idle gap before request `gap_at`; `after(i, forwarded bodies so far)`
-    runs after each. Returns what the upstream got for each."""
-    got = []
+    runs after each. Returns what the upstream got for each, and the
+    longest time between two requests' arrivals upstream but across the
+    gap (a cold cut elsewhere would be the clock's, not lam's, doing)."""
+    got, at = [], []
     with httpx.Client(timeout=120) as c:
         for i, (_, agent, path, body) in enumerate(reqs):
             if i == gap_at:
@@ -145,9 +149,12 @@ def send(url_of, reqs, up, gap_at, after=None):
             r = c.post(url_of(i) + path, content=body, headers=dt.HEADERS[agent])
             assert r.status_code == 200, f"request {i}: {r.status_code} {r.text[:300]}"
             got.append(up.seen[n][2])
+            at.append(up.at[n])
             if after:
                 after(i, got)
-    return got
+    spacing = max(b - a for k, (a, b) in enumerate(zip(at, at[1:])) if k + 1 != gap_at)
+    assert spacing < TTL, f"two requests came {spacing:.1f} s apart, more than the TTL ({TTL} s), away from the gap: the machine is too slow for this test"
+    return got, spacing
 
 
 def totals(servers):
@@ -190,12 +197,12 @@ def main():
           f"a {GAP} s gap before request {gap_at}; the upstream counts {BYTES_PER_TOKEN} bytes a token; --encoder {args.encoder}")
     ref_store = work / "ref-budget"
     ref = sdk.Serve(args.lam, up.url, ref_store, args.encoder, extra=flags(args, "ref"))
-    want = send(lambda i: ref.url, reqs, up, gap_at)
+    want, spacing = send(lambda i: ref.url, reqs, up, gap_at)
     t = totals([ref])
     ref.stop()
     cuts = cuts_on_wire(reqs, want)
     print(f"  reference (one lam serve): {len(cuts)} cuts on the wire (lam: {t['cuts']}, {t['cuts_cold']} cold) at requests {cuts}, "
-          f"calibration x{t['calibration']:.3f}")
+          f"calibration x{t['calibration']:.3f}; requests at most {spacing:.1f} s apart but across the gap")
     assert len(cuts) >= 3 and len(cuts) == t["cuts"], f"{len(cuts)} prefix changes on the wire, lam counted {t['cuts']}: several cuts wanted"
     assert t["cuts_cold"] >= 1 and gap_at in cuts, f"no cold cut after the gap (cuts at {cuts}, {t['cuts_cold']} cold)"
     assert t["calibration"] > 1.0, f"calibration x{t['calibration']}: the upstream counts more than lam, it should be above 1"
@@ -204,14 +211,15 @@ def main():
     reps = [sdk.Serve(args.lam, up.url, pg, args.encoder, extra=flags(args, run), log=work / f"budget-replica{i}.log", cache=pg) for i in range(dt.REPLICAS)]
     lb = dt.Balancer([r.port for r in reps], work)
     try:
-        got = send(lambda i: lb.url, reqs, up, gap_at)
+        got, spacing = send(lambda i: lb.url, reqs, up, gap_at)
         served = [sum(s["requests"] for s in r.stats()["sessions"]) for r in reps]
     finally:
         lb.stop()
         for r in reps:
             r.stop()
     bad = differing(got, want)
-    print(f"  {dt.REPLICAS} replicas behind HAProxy (requests per replica {served}): {len(bad)} of {len(got)} bodies differ from the reference's")
+    print(f"  {dt.REPLICAS} replicas behind HAProxy (requests per replica {served}, at most {spacing:.1f} s apart but across the gap): "
+          f"{len(bad)} of {len(got)} bodies differ from the reference's")
     assert all(k > 0 for k in served), f"requests per replica {served}: the balancer did not rotate"
     assert not bad, f"{len(bad)} of {len(got)} bodies differ; first: " + dt.first_difference(reqs, got, want, bad[0])
     n = check_recall(args, pg, run, ref_store, got, reqs)
@@ -231,12 +239,13 @@ def main():
             restarts.append(i)
 
     try:
-        got = send(lambda i: box[0].url, reqs, up, gap_at, after=restart_after_cut)
+        got, spacing = send(lambda i: box[0].url, reqs, up, gap_at, after=restart_after_cut)
     finally:
         if box[0].p.poll() is None:
             box[0].stop()
     bad = differing(got, want)
-    print(f"  one lam serve SIGKILLed and restarted after every cut ({len(restarts)} restarts, after requests {restarts}): "
+    print(f"  one lam serve SIGKILLed and restarted after every cut ({len(restarts)} restarts, after requests {restarts}; "
+          f"requests at most {spacing:.1f} s apart, restarts included, but across the gap): "
           f"{len(bad)} of {len(got)} bodies differ from the reference's")
     assert len(restarts) >= 2, f"{len(restarts)} restarts"
     assert not bad, f"{len(bad)} of {len(got)} bodies differ; first: " + dt.first_difference(reqs, got, want, bad[0])
