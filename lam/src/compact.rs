@@ -107,7 +107,7 @@ impl Enc {
             Some(p) => Enc::Pre(PrecomputedEncoder::open(p)?),
             // Online and batch forms share one memo, persisted between runs: each chunk is encoded once.
             None => {
-                let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == lam_encode::Backend::Hashing)?;
+                let (c, path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.backend() == lam_encode::Backend::Hashing)?;
                 Enc::Cached(Box::new(c), path)
             }
         })

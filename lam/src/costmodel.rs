@@ -461,7 +461,7 @@ fn replay(c: CostCmd) -> Result<()> {
     let CostCmd::Replay { paths, device, model, policy, opts: popts, kv_growth, prefix_cache, encoder, encoder_model, json } = c else {
         unreachable!("called for the replay subcommand only")
     };
-    let enc = crate::opts::EncoderOpts { encoder, model: encoder_model, batch: 32 };
+    let enc = crate::opts::EncoderOpts { encoder: Some(encoder), model: encoder_model, batch: 32 };
     let settings = popts.settings(32);
     let mut r = Roofline::arc(Deployment::new(Device::preset(&device)?, Model::preset(&model)?, 0.0)?);
     if kv_growth {

@@ -111,7 +111,7 @@ fn mean_unit<'a>(rows: impl Iterator<Item = &'a [f32]>, dim: usize) -> Result<Ve
 
 fn info(o: &EncoderOpts, enc: &dyn lam_core::Encoder) -> Result<()> {
     let i = enc.info();
-    let (pooling, max_seq) = match o.encoder {
+    let (pooling, max_seq) = match o.backend() {
         Backend::Bert => {
             let p = match lam_encode::BertEncoder::load(&o.spec().model_dir())?.pooling() {
                 lam_encode::Pooling::Mean => "mean",

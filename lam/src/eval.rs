@@ -110,7 +110,7 @@ impl Progress for Bar {
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
-    let (enc, cache_path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.encoder == lam_encode::Backend::Hashing)?;
+    let (enc, cache_path) = a.enc.load_cached(&a.cache, a.no_cache || a.enc.backend() == lam_encode::Backend::Hashing)?;
     // Saved every 2,048 new embeddings (~5 MB), so an interrupted run keeps its work.
     let mut enc = match &cache_path {
         Some(p) => enc.autosave(p, 2048),

@@ -82,10 +82,13 @@ impl EngineOpts {
     /// The engine's settings; `recall` when `--recall` is not given, `encoders` when `--encoders` is not.
     pub fn settings(&self, recall: lam_core::stub::Recall<'static>, encoders: Option<usize>) -> anyhow::Result<EngineSettings> {
         let d = EngineSettings::default();
+        let encoder = self.enc.spec_or(crate::opts::WIRE_ENCODER);
+        // Hashing computes an embedding faster than a cache reads it: no cache file for it.
+        let cacheless = encoder.backend == lam_encode::Backend::Hashing && self.cache.is_none();
         Ok(EngineSettings {
             threshold: self.threshold,
-            encoder: self.enc.spec(),
-            cache: crate::opts::cache_choice(&self.cache, self.no_cache)?,
+            encoder,
+            cache: crate::opts::cache_choice(&self.cache, self.no_cache || cacheless)?,
             encoders: self.encoders.map(|n| n as usize).or(encoders).unwrap_or(d.encoders),
             user_turns: self.observation_role == ObservationRole::User,
             keep_tools: self.keep_tools.clone(),

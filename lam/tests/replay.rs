@@ -155,3 +155,26 @@ fn cache_ttl_prices_the_gap_as_a_miss() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected SECONDS (a whole number) or none"));
 }
+
+/// The wire's default encoder is hashing (no model needed), the papers'
+/// commands' is BERT: with an empty `$LAM_HOME`, `lam replay` without
+/// `--encoder` runs and forwards what `--encoder hashing` forwards, while
+/// `lam compact` without it looks for the BERT model.
+#[test]
+fn the_wire_default_encoder_is_hashing_and_the_papers_is_bert() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lam"));
+        c.args(args).env("LAM_HOME", home.path()).env_remove("LAM_MODEL").stdin(Stdio::null()).output().unwrap()
+    };
+    let cc = fixtures("claude-code");
+    let default = run(&["replay", "--json", &cc]);
+    assert!(default.status.success(), "{}", String::from_utf8_lossy(&default.stderr));
+    let hashing = run(&["replay", "--json", "--encoder", "hashing", &cc]);
+    let total = |o: &std::process::Output| serde_json::from_slice::<Value>(&o.stdout).unwrap()["total"]["tool_tokens_out"].clone();
+    assert_eq!(total(&default), total(&hashing));
+    assert!(!home.path().join("cache").exists(), "no embedding cache written for hashing");
+    let compact = run(&["compact", &cc]);
+    let err = String::from_utf8_lossy(&compact.stderr);
+    assert!(!compact.status.success() && err.contains("all-MiniLM-L6-v2"), "{err}");
+}
