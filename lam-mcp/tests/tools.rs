@@ -50,19 +50,30 @@ fn config(dir: &std::path::Path) -> Config {
     c
 }
 
+/// How long any one exchange with the server may take before the test
+/// fails naming it (a hang is a failure, not a stalled CI).
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 async fn connect(archive: Archive) -> Client {
-    let (c, s) = tokio::io::duplex(1 << 16);
+    // Larger than any answer here (the big observation's is ~75 KB): with a
+    // 64 KiB pipe, the server's write of that answer waited for the client to
+    // read, and in about 1 run in 15 on a loaded 2-core machine the two never
+    // met (the test hung in CI; rmcp client and server share one runtime).
+    let (c, s) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = RecallServer::new(Arc::new(archive)).serve(s).await {
             let _ = running.waiting().await;
         }
     });
-    ().serve(c).await.expect("client handshake")
+    tokio::time::timeout(WAIT, ().serve(c)).await.expect("no handshake within WAIT").expect("client handshake")
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let p = CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().expect("object").clone());
-    client.call_tool(p).await.expect("a tool result, not a protocol error")
+    tokio::time::timeout(WAIT, client.call_tool(p))
+        .await
+        .unwrap_or_else(|_| panic!("no answer to {tool} {args} within {WAIT:?}"))
+        .expect("a tool result, not a protocol error")
 }
 
 fn texts(r: &CallToolResult) -> Vec<String> {
@@ -86,7 +97,7 @@ async fn recall_is_exact_and_errors_are_tool_errors() {
     let ids = fill(dir.path());
     let client = connect(Archive::open(config(dir.path())).unwrap()).await;
 
-    let tools = client.list_all_tools().await.unwrap();
+    let tools = tokio::time::timeout(WAIT, client.list_all_tools()).await.expect("no tool list within WAIT").unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
     assert_eq!(names, ["catalog", "recall", "recall_meta"]);
@@ -139,9 +150,11 @@ async fn recall_is_exact_and_errors_are_tool_errors() {
     // Arguments that miss the schema are tool errors too; an unknown tool is a protocol error; neither drops the connection.
     assert!(err_text(&call(&client, "recall", json!({"part": 1})).await).contains("missing field `id`"));
     assert!(err_text(&call(&client, "catalog", json!({"page": "two"})).await).contains("failed to deserialize"));
-    assert!(client.call_tool(CallToolRequestParams::new("no_such_tool")).await.is_err());
+    assert!(
+        tokio::time::timeout(WAIT, client.call_tool(CallToolRequestParams::new("no_such_tool"))).await.expect("no answer to no_such_tool within WAIT").is_err()
+    );
     assert_eq!(ok_text(&call(&client, "recall", json!({"id": ids[0]})).await), "hello\n");
-    client.cancel().await.unwrap();
+    tokio::time::timeout(WAIT, client.cancel()).await.expect("the client did not close within WAIT").unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,7 +211,7 @@ async fn meta_and_catalog() {
     // Without a session: the sessions.
     let list = ok_text(&call(&client, "catalog", json!({})).await);
     assert!(list.contains("\na (44 observations)\n") && list.contains("\nb (1 observation)\n"), "{list}");
-    client.cancel().await.unwrap();
+    tokio::time::timeout(WAIT, client.cancel()).await.expect("the client did not close within WAIT").unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,7 +227,7 @@ async fn a_scoped_server_serves_one_session() {
     let e = err_text(&call(&client, "recall", json!({"id": ids[3], "session": "a"})).await);
     assert!(e.contains("scoped to session `b`"), "{e}");
     assert!(ok_text(&call(&client, "catalog", json!({})).await).starts_with("[catalog page 1/1: 1 of 1 archived observations"));
-    client.cancel().await.unwrap();
+    tokio::time::timeout(WAIT, client.cancel()).await.expect("the client did not close within WAIT").unwrap();
 }
 
 #[test]
