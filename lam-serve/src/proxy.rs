@@ -205,6 +205,13 @@ impl Proxy {
         Ok(Self { inner: Arc::new(Inner { cfg, engine, sessions: Mutex::new(Registry::default()), counters, run, log }) })
     }
 
+    /// The exact bytes archived under `shown` (`§id`, with or without the
+    /// `§`), from whichever session holds them (`arc_store::find`).
+    pub fn recall(&self, shown: &str) -> Result<Vec<u8>, Error> {
+        let store = &self.inner.engine.store;
+        arc_store::find(&store, None, shown).map(|f| f.bytes).map_err(|e| Error::Store { spec: self.inner.cfg.store.display(), source: Box::new(e) })
+    }
+
     /// The settings.
     pub fn config(&self) -> &ServeConfig {
         &self.inner.cfg

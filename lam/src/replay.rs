@@ -310,6 +310,14 @@ fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRep
         println!("{}", budget_row(r, shape.name(), *b));
     }
     println!("{}", budget_row(total, "", budgets.iter().copied().max().unwrap_or(0)));
+    println!(
+        "cuts: {} cold (after the cache TTL), {} warm; cited, then used: {}; cited ids recalled exactly: {} of {} (must be all)",
+        total.cuts_cold,
+        total.cuts_warm,
+        total.cited_then_used,
+        total.cited_recalled - total.cited_recall_wrong,
+        total.cited_recalled
+    );
     println!();
     println!("budget: the budget the session was held to, in tokens (the total: the largest);");
     println!("cuts: cuts made (each re-writes the prompt cache from the first cited item on); cited: tool results replaced by citations;");
@@ -329,7 +337,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "prompt_tokens": r.prompt_tokens, "final_prompt_tokens": r.final_prompt_tokens, "tool_share": r.tool_share(), "billed_direct_tool": r.billed_direct_tool, "tool_bill_share": r.tool_bill_share(),
             "billed_direct": r.billed_direct, "billed_lam": r.billed_lam, "billed_ratio": r.billed_ratio(),
             "requests_after_expiry": r.requests_after_expiry, "expired_share": r.expired_share(),
-            "cuts": r.cuts, "cuts_cold": r.cuts_cold, "cuts_warm": r.cuts_warm, "citations": r.citations, "cited_then_used": r.cited_then_used, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
+            "cuts": r.cuts, "cuts_cold": r.cuts_cold, "cuts_warm": r.cuts_warm, "citations": r.citations, "cited_then_used": r.cited_then_used, "cited_recalled": r.cited_recalled, "cited_recall_wrong": r.cited_recall_wrong, "peak_tokens": r.peak_tokens, "over_budget": r.over_budget,
             "billed_no_budget": r.billed_no_budget, "peak_no_budget": r.peak_no_budget,
             "added_ms_p50": replay::quantile(&r.added_ms, 0.5), "added_ms_p99": replay::quantile(&r.added_ms, 0.99),
             "admit_ms_p50": replay::quantile(&r.admit_ms, 0.5), "admit_ms_p99": replay::quantile(&r.admit_ms, 0.99),

@@ -25,6 +25,7 @@ fn check_sessions(v: &Value) {
             assert_eq!(s["earlier_changed"], 0, "{name}: earlier bytes changed");
         }
         assert_eq!(s["new_lines_hidden"], 0, "{name}: lines the model had not seen were withheld");
+        assert_eq!(s["cited_recall_wrong"], 0, "{name}: a cited id did not recall its tool result exactly");
         assert!(s["tool_results"] == 0 || s["new_lines"].as_u64().unwrap() > 0, "{name}: new lines counted");
         assert_eq!(s["admitted"], s["tool_results"], "{name}: each tool result admitted once");
         assert!(s["billed_lam"].as_f64().unwrap() <= s["billed_direct"].as_f64().unwrap() + 1e-9, "{name}: lam billed more");
@@ -64,6 +65,7 @@ fn every_real_agent_transcript_replays_as_its_agent_sends_it() {
     assert_eq!(v["budget"]["mode"], "default", "{}", v["budget"]);
     assert!(sessions.iter().all(|s| s["budget"] == 100_000), "{v}");
     assert!(t["cuts"].as_u64().unwrap() > 0 && t["billed_ratio"].as_f64().unwrap() <= 0.70, "{t}");
+    assert!(t["cited_recalled"].as_u64().unwrap() > 0 && t["cited_recall_wrong"] == 0, "every cited id recalls exactly: {t}");
     assert!(t["billed_lam"].as_f64().unwrap() < t["billed_no_budget"].as_f64().unwrap(), "{t}");
 }
 

@@ -168,6 +168,12 @@ pub struct SessionReport {
     /// later recorded assistant message or tool input quotes a distinctive
     /// line of one that appears nowhere else in what lam forwarded.
     pub cited_then_used: u64,
+    /// Cited tool results whose `§id` was recalled from the archive when the
+    /// citation was first forwarded, and of them those whose bytes were not
+    /// the tool result's exactly (a check: must read 0).
+    pub cited_recalled: u64,
+    /// See `cited_recalled`.
+    pub cited_recall_wrong: u64,
     /// The largest prompt a request forwarded through lam (tokens, as billed here).
     pub peak_tokens: u64,
     /// Requests whose prompt through lam exceeded the budget (0 without one).
@@ -232,6 +238,8 @@ impl SessionReport {
         self.cuts_warm += o.cuts_warm;
         self.citations += o.citations;
         self.cited_then_used += o.cited_then_used;
+        self.cited_recalled += o.cited_recalled;
+        self.cited_recall_wrong += o.cited_recall_wrong;
         self.peak_tokens = self.peak_tokens.max(o.peak_tokens);
         self.over_budget += o.over_budget;
         self.billed_no_budget += o.billed_no_budget;
@@ -428,6 +436,7 @@ pub fn replay(
     let times = std::iter::once(None).chain(calls.iter().map(|c| c.time));
     let mut last_time = None;
     let mut used = CitedThenUsed::new(calls);
+    let mut recalled = vec![false; calls.len()];
     for (q, (body, time)) in requests(agent, task, calls).into_iter().zip(times).enumerate() {
         let cold = ttl.expired(last_time, time);
         last_time = time.or(last_time);
@@ -436,6 +445,7 @@ pub fn replay(
         let out = proxy.rewrite_at(api, None, &body, crate::Arrival { at_ms: time, ttl: Some(ttl) });
         let shown = forwarded_results(agent, &out.body);
         used.answer(q, &shown, &out.body);
+        recall_cited(proxy, calls, &shown, &mut recalled, &mut r);
         first.extend(shown.into_iter().skip(first.len()));
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let now = totals(&proxy.stats()).1;
@@ -478,6 +488,31 @@ pub fn replay(
     r.billed_lam = lam.billed;
     r.billed_direct_tool = direct.billed_tool;
     r
+}
+
+/// Recall each tool result forwarded as a citation for the first time by
+/// the citation's `§id` and compare the bytes with the result's (counted in
+/// `r`: `cited_recalled`, `cited_recall_wrong`; an id the archive cannot
+/// answer counts as wrong).
+fn recall_cited(proxy: &Proxy, calls: &[Call], shown: &[String], done: &mut [bool], r: &mut SessionReport) {
+    for (k, s) in shown.iter().enumerate().take(calls.len()) {
+        if done[k] || !s.starts_with(crate::CITED_LEAD) {
+            continue;
+        }
+        done[k] = true;
+        let id = cited_id(s);
+        let exact = id.and_then(|id| proxy.recall(id).ok()).is_some_and(|b| b == calls[k].output.as_bytes());
+        r.cited_recalled += 1;
+        r.cited_recall_wrong += u64::from(!exact);
+    }
+}
+
+/// The first `§id` of a citation's text.
+fn cited_id(citation: &str) -> Option<&str> {
+    let at = citation.find('§')? + '§'.len_utf8();
+    let rest = &citation[at..];
+    let end = rest.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(rest.len());
+    (end >= 4).then(|| &rest[..end])
 }
 
 /// What a budget's cuts took away that the agent later needed, over one
