@@ -440,7 +440,9 @@ impl Stub {
             None => (body, Recall::None, None),
         };
         let own = recall.unwrap_or("");
-        let stub = if let Some(of) = head.strip_prefix(DELTA).and_then(|r| r.strip_prefix('`')).and_then(|r| r.strip_suffix(DELTA_END)).and_then(|r| r.strip_suffix('`')) {
+        let stub = if let Some(of) =
+            head.strip_prefix(DELTA).and_then(|r| r.strip_prefix('`')).and_then(|r| r.strip_suffix(DELTA_END)).and_then(|r| r.strip_suffix('`'))
+        {
             Stub::Delta(DeltaStub { id: own.to_string(), of: of.to_string(), recall: recall.is_some(), hunks: Vec::new() })
         } else if let Some(rest) = head.strip_prefix(REPEAT) {
             parse_repeat(rest, own, recall.is_some()).map(Stub::Repeat).map_err(fail)?

@@ -54,13 +54,13 @@ mod admission;
 mod arc;
 mod batch;
 mod config;
+mod delta;
 mod error;
 mod segments;
 mod session;
 #[cfg(feature = "settings")]
 mod settings;
 mod totals;
-mod delta;
 
 pub use admission::{Admission, ChunkOutcome, Tokens};
 #[cfg(feature = "arc")]

@@ -501,7 +501,15 @@ impl<I: CandidateIndex> Session<I> {
     /// fewer tokens (bytes without a counter) than L0's `residual`: against
     /// the newest earlier output of its own call, of a call L0's stubs name,
     /// or of an L1 representative's call, whichever is shortest.
-    fn delta(&self, rec: &Record, b: &Begun, keys: &[u128], stubs: &[Stub], outcomes: &[ChunkOutcome], residual: &[u8]) -> Option<(lam_core::stub::DeltaStub, Vec<u8>)> {
+    fn delta(
+        &self,
+        rec: &Record,
+        b: &Begun,
+        keys: &[u128],
+        stubs: &[Stub],
+        outcomes: &[ChunkOutcome],
+        residual: &[u8],
+    ) -> Option<(lam_core::stub::DeltaStub, Vec<u8>)> {
         let mut calls: Vec<&str> = vec![b.call.as_str()];
         let reps = outcomes.iter().filter_map(|o| match o.decision {
             Decision::Dropped { representative, .. } => self.homes.get(representative as usize).map(|h| self.calls[h.record as usize].as_str()),
