@@ -5,13 +5,14 @@
 //! is recorded once, so replicas in round robin and a proxy restarted
 //! before every request forward the same bytes.
 
-use arc_store::{AnyStore, FileStore};
-use lam_core::{ObsMeta, ObsStore, Record, SessionId};
+use arc_store::AnyStore;
 use lam_serve::replay::CacheTtl;
 use lam_serve::{Api, Arrival, Budget, Proxy, ServeConfig};
 use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+
+mod shared_store;
+use shared_store::Shared;
 
 /// Turn `k`'s output: distinct lines (~1000 cl100k tokens).
 fn output(k: usize) -> String {
@@ -28,41 +29,6 @@ fn body(n: usize) -> Vec<u8> {
         m.push(json!({"role": "tool", "tool_call_id": id, "content": output(k)}));
     }
     serde_json::to_vec(&json!({"model": "m", "messages": m})).unwrap()
-}
-
-/// One file store handle shared by every proxy of a test, as replicas
-/// share one store (a file store has one writer per directory).
-#[derive(Clone)]
-struct Shared(Arc<Mutex<FileStore>>);
-
-impl Shared {
-    fn new(dir: &Path) -> Self {
-        Self(Arc::new(Mutex::new(FileStore::open(dir).unwrap())))
-    }
-    fn with<T>(&self, f: impl FnOnce(&mut FileStore) -> T) -> T {
-        f(&mut self.0.lock().unwrap())
-    }
-}
-
-impl ObsStore for Shared {
-    fn append(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<ObsMeta, lam_core::Error> {
-        self.with(|st| ObsStore::append(st, s, r, t))
-    }
-    fn get(&self, s: &SessionId, id: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
-        self.with(|st| ObsStore::get(st, s, id))
-    }
-    fn meta(&self, s: &SessionId, id: &str) -> Result<Option<ObsMeta>, lam_core::Error> {
-        self.with(|st| ObsStore::meta(st, s, id))
-    }
-    fn ids(&self, s: &SessionId) -> Result<Vec<String>, lam_core::Error> {
-        self.with(|st| ObsStore::ids(st, s))
-    }
-    fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
-        self.with(|st| ObsStore::sessions(st))
-    }
-    fn claim(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<Option<ObsMeta>, lam_core::Error> {
-        self.with(|st| ObsStore::claim(st, s, r, t))
-    }
 }
 
 const BUDGET: u64 = 8000;

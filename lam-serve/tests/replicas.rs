@@ -5,45 +5,14 @@
 //! proxy after every two cuts, and an upstream whose `usage` counts more
 //! than lam (calibration above 1).
 
-use arc_store::{AnyStore, FileStore};
+use arc_store::AnyStore;
 use lam_core::wire::Agent;
-use lam_core::{ObsMeta, ObsStore, Record, SessionId};
 use lam_serve::replay::{Call, requests};
 use lam_serve::{Api, Budget, Proxy, ServeConfig};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-/// One file store handle shared by every proxy of a test, as replicas
-/// share one store (a file store has one writer per directory).
-#[derive(Clone)]
-struct Shared(Arc<Mutex<FileStore>>);
-
-impl Shared {
-    fn with<T>(&self, f: impl FnOnce(&mut FileStore) -> T) -> T {
-        f(&mut self.0.lock().unwrap())
-    }
-}
-
-impl ObsStore for Shared {
-    fn append(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<ObsMeta, lam_core::Error> {
-        self.with(|st| ObsStore::append(st, s, r, t))
-    }
-    fn get(&self, s: &SessionId, id: &str) -> Result<Option<Vec<u8>>, lam_core::Error> {
-        self.with(|st| ObsStore::get(st, s, id))
-    }
-    fn meta(&self, s: &SessionId, id: &str) -> Result<Option<ObsMeta>, lam_core::Error> {
-        self.with(|st| ObsStore::meta(st, s, id))
-    }
-    fn ids(&self, s: &SessionId) -> Result<Vec<String>, lam_core::Error> {
-        self.with(|st| ObsStore::ids(st, s))
-    }
-    fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
-        self.with(|st| ObsStore::sessions(st))
-    }
-    fn claim(&mut self, s: &SessionId, r: &Record, t: u32) -> Result<Option<ObsMeta>, lam_core::Error> {
-        self.with(|st| ObsStore::claim(st, s, r, t))
-    }
-}
+mod shared_store;
+use shared_store::Shared;
 
 /// The requests Claude Code sent for a real transcript, or `None` when the corpus is absent.
 fn transcript(rel: &str) -> Option<Vec<Vec<u8>>> {
@@ -75,7 +44,7 @@ fn proxy(store: &Shared, dir: &Path) -> Proxy {
 }
 
 fn store(dir: &Path) -> Shared {
-    Shared(Arc::new(Mutex::new(FileStore::open(dir).unwrap())))
+    Shared::new(dir)
 }
 
 /// The upstream's count: one token per 3 bytes (more than cl100k's), or none.
