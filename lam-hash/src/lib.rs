@@ -364,6 +364,11 @@ impl Table {
         assert!(u32::try_from(self.copies.len()).is_ok(), "fewer than 4 G lines in a session");
         self.copies.push((c, older));
         if numbered(t) {
+            if self.nseen.capacity() == 0 {
+                // A session with numbered lines (`cat -n`, an editor's view) has hundreds.
+                self.nseen.reserve(1024);
+                self.ncopies.reserve(1024);
+            }
             let older = self.nseen.insert(t, self.ncopies.len() as u32).unwrap_or(u32::MAX);
             self.ncopies.push((c, older));
         }
@@ -534,13 +539,16 @@ impl Out<'_> {
     fn stub_line(&self) -> u32 {
         self.line + 1 + u32::from(self.mid_line())
     }
-    fn write_stub(&mut self, stub: &impl std::fmt::Display) {
+    fn write_stub(&mut self, stub: &Stub, how: Recall<'_>) {
         if self.mid_line() {
             self.buf.push(b'\n');
             self.line += 1;
         }
-        // Formatted straight into the residual (no intermediate String).
-        write!(self.buf, "{stub}").expect("writing to a Vec cannot fail");
+        // Written straight into the residual (no intermediate String).
+        match stub {
+            Stub::Lines(l) => l.write_bytes(self.buf, how),
+            other => write!(self.buf, "{}", other.with(how)).expect("writing to a Vec cannot fail"),
+        }
         self.buf.push(b'\n');
         self.line += 1;
         self.stubs += 1;
@@ -715,7 +723,7 @@ impl Writer<'_> {
     /// the record's recall when it is the record's first stub line.
     pub fn stub(&mut self, mut stub: Stub) {
         stub.set_recall(self.w.stubs == 0);
-        self.w.write_stub(&stub.with(self.d.recall));
+        self.w.write_stub(&stub, self.d.recall);
         self.d.set_above(stub.ditto_call());
         self.d.stubs.push(stub);
     }
@@ -844,7 +852,7 @@ impl Writer<'_> {
         if let (true, Some(at), Some(of)) = (worth, at, of) {
             body_map.fill(self.w.stub_line());
             let stub = make(at, of);
-            self.w.write_stub(&stub.with(how.recall));
+            self.w.write_stub(&stub, how.recall);
             d.set_above(stub.ditto_call());
             d.stubs.push(stub);
             self.stats.lines_replaced += r.replaced;

@@ -206,6 +206,12 @@ proptest! {
         prop_assert_eq!(parsed.to_string(), line.clone());
         if let Stub::Lines(l) = &stub {
             prop_assert_eq!(l.rendered_len(Recall::ARC), line.len());
+            for how in [Recall::ARC, Recall::None, Recall::Via("lam recall")] {
+                let mut bytes = b"above".to_vec();
+                l.write_bytes(&mut bytes, how);
+                let written = stub.with(how).to_string();
+                prop_assert_eq!(&bytes[5..], written.as_bytes());
+            }
         }
         // At most one id, the observation's own, in its recall.
         prop_assert!(line.matches('§').count() <= 1, "{}", line);
