@@ -1,4 +1,4 @@
-//! The agents' wire: the three APIs agents send their conversations on,
+//! The agents' wire: the four APIs agents send their conversations on,
 //! which items of each are tool calls (id, name with its namespace,
 //! arguments) and which hold tool results, and the two agents lam knows by
 //! name ([`Agent`]).
@@ -30,18 +30,46 @@ pub enum Api {
     Messages,
     /// OpenAI `POST /v1/responses`: `input` items, `function_call_output`.
     Responses,
+    /// Google Gemini `POST /v1beta/models/MODEL:generateContent` and
+    /// `:streamGenerateContent`: `contents`, `functionCall` parts in `model`
+    /// turns, `functionResponse` parts in `user` turns.
+    Gemini,
 }
 
 impl Api {
     /// Every API, in the order the proxy registers their routes.
-    pub const ALL: [Api; 3] = [Api::ChatCompletions, Api::Messages, Api::Responses];
+    pub const ALL: [Api; 4] = [Api::ChatCompletions, Api::Messages, Api::Responses, Api::Gemini];
 
-    /// The request path.
+    /// The request path. Gemini's names the model: its streaming method's,
+    /// with `{model}` standing for the model (Gemini CLI sends it with
+    /// `?alt=sse`; [`Api::route`] is where the proxy answers).
     pub fn path(self) -> &'static str {
         match self {
             Api::ChatCompletions => "/v1/chat/completions",
             Api::Messages => "/v1/messages",
             Api::Responses => "/v1/responses",
+            Api::Gemini => "/v1beta/models/{model}:streamGenerateContent",
+        }
+    }
+
+    /// Where the proxy answers the API, as an axum route: its [`Api::path`],
+    /// or for Gemini every model's path (`/v1beta/models/{model}`, the last
+    /// segment `MODEL:METHOD`), whose conversations
+    /// [`Api::carries_conversation`] tells apart.
+    pub fn route(self) -> &'static str {
+        match self {
+            Api::Gemini => "/v1beta/models/{model}",
+            _ => self.path(),
+        }
+    }
+
+    /// Whether a request on the API's route at `path` holds a conversation:
+    /// always, but for Gemini only a method in [`GEMINI_METHODS`]
+    /// (`:countTokens` and the others pass through unchanged).
+    pub fn carries_conversation(self, path: &str) -> bool {
+        match self {
+            Api::Gemini => path.rsplit_once(':').is_some_and(|(_, m)| GEMINI_METHODS.contains(&m)),
+            _ => true,
         }
     }
 
@@ -51,6 +79,7 @@ impl Api {
             Api::ChatCompletions => "chat",
             Api::Messages => "messages",
             Api::Responses => "responses",
+            Api::Gemini => "gemini",
         }
     }
 
@@ -59,6 +88,7 @@ impl Api {
         match self {
             Api::ChatCompletions | Api::Messages => "messages",
             Api::Responses => "input",
+            Api::Gemini => "contents",
         }
     }
 
@@ -68,18 +98,25 @@ impl Api {
             Api::ChatCompletions => &[],
             Api::Messages => &["system"],
             Api::Responses => &["instructions"],
+            Api::Gemini => &["systemInstruction"],
         }
     }
 }
 
+/// The methods of a Gemini model whose body is a conversation (`POST
+/// /v1beta/models/MODEL:METHOD`).
+pub const GEMINI_METHODS: [&str; 2] = ["generateContent", "streamGenerateContent"];
+
 /// One tool call, as an item of a conversation makes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call<'a> {
-    /// The id its result names (`tool_call_id`, `tool_use_id`, `call_id`).
+    /// The id its result names (`tool_call_id`, `tool_use_id`, `call_id`,
+    /// Gemini's `functionCall.id`).
     pub id: &'a str,
     /// The tool, with its namespace (`mcp__lam__recall`; `tool` when unnamed).
     pub name: String,
-    /// Its arguments as sent (a JSON string for OpenAI, an object for Anthropic).
+    /// Its arguments as sent (a JSON string for OpenAI, an object for
+    /// Anthropic and Gemini, whose `args` they are).
     pub arguments: Option<&'a Value>,
 }
 
@@ -102,9 +139,18 @@ pub fn role(v: &Value) -> Option<&str> {
 
 /// Whether item `v` is a message (a turn of text), not a Responses item of
 /// another type (a call, an output, reasoning): every item of the other
-/// two APIs is one.
+/// APIs is one.
 pub fn is_message(api: Api, v: &Value) -> bool {
     api != Api::Responses || matches!(v.as_object().and_then(|o| str_at(o, "type")), None | Some("message"))
+}
+
+/// Whether the model wrote item `v`: role `assistant`, Gemini's `model`.
+pub fn is_model_turn(api: Api, v: &Value) -> bool {
+    match role(v) {
+        Some("assistant") => true,
+        Some("model") => api == Api::Gemini,
+        _ => false,
+    }
 }
 
 /// The tool call one Anthropic content block makes (`tool_use`, and the
@@ -129,6 +175,7 @@ pub fn calls(api: Api, v: &Map<String, Value>) -> Vec<Call<'_>> {
         }
         Api::Messages => v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object).filter_map(block_call).collect(),
         Api::Responses => responses_calls(v),
+        Api::Gemini => gemini_parts(v).filter_map(|(_, p)| gemini_call(p)).collect(),
     }
 }
 
@@ -180,7 +227,8 @@ pub struct Output<'a> {
 /// content string or `text` parts; Anthropic: each `tool_result` block's
 /// string, `text` blocks and the `text` blocks of its `search_result`s;
 /// Responses: an output item's string or text parts, and the `stdout` /
-/// `stderr` of each chunk of a `shell_call_output`.
+/// `stderr` of each chunk of a `shell_call_output`; Gemini: each
+/// `functionResponse` part's `response` strings ([`GEMINI_RESPONSE_TEXTS`]).
 pub fn outputs(api: Api, v: &Map<String, Value>) -> Vec<Output<'_>> {
     let content = v.get("content").unwrap_or(&Value::Null);
     let with = |call_id, ptrs: Vec<String>| ptrs.into_iter().map(move |pointer| Output { call_id, pointer });
@@ -204,6 +252,12 @@ pub fn outputs(api: Api, v: &Map<String, Value>) -> Vec<Output<'_>> {
             }
             _ => Vec::new(),
         },
+        Api::Gemini => gemini_responses(v)
+            .flat_map(|(k, id, r)| {
+                let filled = move |m: &&&str| r.and_then(|r| str_at(r, m)).is_some_and(|t| !t.is_empty());
+                GEMINI_RESPONSE_TEXTS.iter().filter(filled).map(move |m| Output { call_id: id, pointer: format!("/parts/{k}/functionResponse/response/{m}") })
+            })
+            .collect(),
     }
 }
 
@@ -289,7 +343,46 @@ pub fn result_ids(api: Api, v: &Map<String, Value>) -> Vec<&str> {
             Some(t) if RESPONSES_OUTPUTS.contains(&t) => output_call_id(v).into_iter().collect(),
             _ => Vec::new(),
         },
+        Api::Gemini => gemini_responses(v).filter_map(|(_, id, _)| id).collect(),
     }
+}
+
+/// The members of a Gemini `functionResponse.response` that hold its text,
+/// each an observation when a non-empty string: `output` (Gemini CLI's
+/// results), `error` (its failed calls), `result` (what the Gemini SDKs'
+/// automatic function calling sends).
+pub const GEMINI_RESPONSE_TEXTS: [&str; 3] = ["output", "error", "result"];
+
+/// The parts of a Gemini `Content` (`parts`), with their positions.
+fn gemini_parts(v: &Map<String, Value>) -> impl Iterator<Item = (usize, &Map<String, Value>)> {
+    let parts = v.get("parts").and_then(Value::as_array).into_iter().flatten().enumerate();
+    parts.filter_map(|(k, p)| Some((k, p.as_object()?)))
+}
+
+/// The tool call one Gemini part makes (`functionCall`: `id`, `name`,
+/// `args`), under its `id`, or under its name where it has none (the
+/// Gemini API then pairs a call with the `functionResponse` of that name).
+pub fn gemini_call(p: &Map<String, Value>) -> Option<Call<'_>> {
+    let f = p.get("functionCall")?.as_object()?;
+    let name = str_at(f, "name");
+    Some(Call { id: str_at(f, "id").or(name)?, name: name.unwrap_or("tool").to_string(), arguments: f.get("args") })
+}
+
+/// The `functionResponse` parts of a Gemini `Content`: position, the call
+/// it answers (its `id`, else its `name`: [`gemini_call`]) and its `response`.
+fn gemini_responses(v: &Map<String, Value>) -> impl Iterator<Item = (usize, Option<&str>, Option<&Map<String, Value>>)> {
+    gemini_parts(v).filter_map(|(k, p)| {
+        let f = p.get("functionResponse")?.as_object()?;
+        Some((k, str_at(f, "id").or_else(|| str_at(f, "name")), f.get("response").and_then(Value::as_object)))
+    })
+}
+
+/// Pointers to the non-empty `text` of each part of a Gemini `Content`
+/// (`/parts/K/text`), its thoughts (`thought: true`) left out.
+pub fn gemini_texts(v: &Map<String, Value>) -> Vec<String> {
+    let thought = |p: &Map<String, Value>| p.get("thought").and_then(Value::as_bool) == Some(true);
+    let filled = |p: &Map<String, Value>| str_at(p, "text").is_some_and(|t| !t.is_empty());
+    gemini_parts(v).filter(|(_, p)| filled(p) && !thought(p)).map(|(k, _)| format!("/parts/{k}/text")).collect()
 }
 
 /// The agents lam knows by name: what `lam run` launches and configures,
@@ -425,6 +518,83 @@ mod tests {
         let result = obj(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"f","content":""},{"type":"text","text":"x"}]}));
         assert_eq!(result_ids(Api::Messages, &result), ["f"]);
         assert_eq!(result_ids(Api::Responses, &obj(json!({"type":"function_call_output","call_id":"s","output":""}))), ["s"]);
+    }
+
+    /// Gemini CLI 0.61.0's request (docs/agents.md, "Gemini CLI 0.61.0",
+    /// trimmed): calls are `functionCall` parts of `model` turns, results
+    /// `functionResponse` parts of `user` turns, paired by `id`.
+    fn gemini_request() -> Value {
+        json!({"contents":[
+          {"role":"user","parts":[{"text":"<session_context>\nThis is the Gemini CLI. ..."},{"text":"Look at app.py and run check.py"}]},
+          {"role":"model","parts":[{"functionCall":{"id":"run_shell_command_1796538409209_0","name":"run_shell_command",
+             "args":{"command":"cat app.py","description":"Show app.py"}},"thoughtSignature":"skip_thought_signature_validator"}]},
+          {"role":"user","parts":[{"functionResponse":{"id":"run_shell_command_1796538409209_0","name":"run_shell_command",
+             "response":{"output":"<untrusted_context>\nOutput: def f1(x): ...\nProcess Group PGID: 24310\n</untrusted_context>"}}}]},
+          {"role":"model","parts":[{"text":"Reading it.","thought":true},{"functionCall":{"id":"read_file_1796538411322_0","name":"read_file","args":{"file_path":"/abs/app.py"}}},
+             {"functionCall":{"id":"mcp_lam_recall_1796538411322_1","name":"mcp_lam_recall","args":{"id":"a1b2c3d4"}}}]},
+          {"role":"user","parts":[{"functionResponse":{"id":"read_file_1796538411322_0","name":"read_file","response":{"output":"def f1(x): ..."}}},
+             {"functionResponse":{"id":"mcp_lam_recall_1796538411322_1","name":"mcp_lam_recall","response":{"error":"no §a1b2c3d4 in the archive"}}}]}],
+         "systemInstruction":{"parts":[{"text":"You are Gemini CLI, an autonomous CLI agent ..."}]},
+         "tools":[{"functionDeclarations":[{"name":"run_shell_command","description":"...","parametersJsonSchema":{"type":"object"}}]}]})
+    }
+
+    #[test]
+    fn gemini_calls_and_results() {
+        let body = gemini_request();
+        let items: Vec<Map<String, Value>> = body[Api::Gemini.list_field()].as_array().unwrap().iter().map(|v| obj(v.clone())).collect();
+        let actions: Vec<(&str, String)> = items.iter().flat_map(|v| calls(Api::Gemini, v)).map(|c| (c.id, c.action())).collect();
+        assert_eq!(
+            actions,
+            [
+                ("run_shell_command_1796538409209_0", r#"run_shell_command({"command":"cat app.py","description":"Show app.py"})"#.to_string()),
+                ("read_file_1796538411322_0", r#"read_file({"file_path":"/abs/app.py"})"#.to_string()),
+                ("mcp_lam_recall_1796538411322_1", r#"mcp_lam_recall({"id":"a1b2c3d4"})"#.to_string()),
+            ]
+        );
+        let outs: Vec<Output<'_>> = items.iter().flat_map(|v| outputs(Api::Gemini, v)).collect();
+        let got: Vec<(Option<&str>, &str)> = outs.iter().map(|o| (o.call_id, o.pointer.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Some("run_shell_command_1796538409209_0"), "/parts/0/functionResponse/response/output"),
+                (Some("read_file_1796538411322_0"), "/parts/0/functionResponse/response/output"),
+                (Some("mcp_lam_recall_1796538411322_1"), "/parts/1/functionResponse/response/error"),
+            ]
+        );
+        let item = Value::Object(items[2].clone());
+        assert!(item.pointer(&outs[0].pointer).and_then(Value::as_str).is_some_and(|t| t.starts_with("<untrusted_context>")));
+        assert_eq!(result_ids(Api::Gemini, &items[4]), ["read_file_1796538411322_0", "mcp_lam_recall_1796538411322_1"]);
+        assert!(calls(Api::Gemini, &items[2]).is_empty() && outputs(Api::Gemini, &items[1]).is_empty());
+        assert_eq!(gemini_texts(&items[0]), ["/parts/0/text", "/parts/1/text"]);
+        assert!(gemini_texts(&items[3]).is_empty(), "a thought is no text of the turn");
+        let turns: Vec<bool> = body["contents"].as_array().unwrap().iter().map(|v| is_model_turn(Api::Gemini, v)).collect();
+        assert_eq!(turns, [false, true, false, true, false]);
+        assert!(!is_model_turn(Api::Messages, &json!({"role": "model"})));
+    }
+
+    /// Without ids (the Gemini API does not require them) a call and its
+    /// result pair by name; an empty or non-string response is no text.
+    #[test]
+    fn gemini_pairs_by_name_without_ids() {
+        let call = obj(json!({"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Oslo"}}}]}));
+        assert_eq!(calls(Api::Gemini, &call)[0].id, "get_weather");
+        let result =
+            obj(json!({"role":"user","parts":[{"functionResponse":{"name":"get_weather","response":{"result":"sunny","output":"","error":{"code":1}}}}]}));
+        let outs = outputs(Api::Gemini, &result);
+        assert_eq!(outs, [Output { call_id: Some("get_weather"), pointer: "/parts/0/functionResponse/response/result".into() }]);
+    }
+
+    #[test]
+    fn gemini_routes_and_methods() {
+        assert_eq!(Api::Gemini.list_field(), "contents");
+        assert_eq!(Api::Gemini.preamble_fields(), ["systemInstruction"]);
+        assert_eq!(Api::Gemini.name(), "gemini");
+        assert_eq!(Api::Messages.route(), Api::Messages.path());
+        assert!(Api::Gemini.carries_conversation("/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"));
+        assert!(Api::Gemini.carries_conversation("/v1beta/models/gemini-3.5-flash-lite:generateContent"));
+        assert!(!Api::Gemini.carries_conversation("/v1beta/models/gemini-3.8-flash:countTokens"));
+        assert!(!Api::Gemini.carries_conversation("/v1beta/models/gemini-3.8-flash"));
+        assert!(Api::Responses.carries_conversation("/v1/responses"));
     }
 
     #[test]

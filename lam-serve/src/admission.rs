@@ -210,7 +210,8 @@ impl Admitter {
 /// (`content of Write /repo/a.py`), never the arguments themselves, which
 /// hold the input again.
 fn input_action(call: &str, pointer: &str, inner: Option<&str>) -> String {
-    let field = inner.unwrap_or_else(|| pointer.rsplit_once("/input").map_or(pointer, |(_, f)| f)).trim_start_matches('/');
+    let args = pointer.rsplit_once("/input").or_else(|| pointer.rsplit_once("/functionCall/args"));
+    let field = inner.unwrap_or_else(|| args.map_or(pointer, |(_, f)| f)).trim_start_matches('/');
     let field = if field.is_empty() { "input" } else { field };
     match lam_core::action::parse(call) {
         // JSON arguments: the call as stubs name it (its main argument).

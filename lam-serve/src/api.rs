@@ -1,4 +1,4 @@
-//! The three APIs whose conversations the proxy compacts: where each keeps
+//! The four APIs whose conversations the proxy compacts: where each keeps
 //! its conversation, which parts of it are observations, and what action
 //! produced each one.
 
@@ -64,8 +64,8 @@ impl Context {
             self.actions.insert(c.id.to_string(), c.action());
             self.names.insert(c.id.to_string(), c.name);
         }
-        if wire::role(v) == Some("assistant") {
-            self.said = Arc::from(action::of_message(v));
+        if wire::is_model_turn(api, v) {
+            self.said = Arc::from(said(api, v));
         }
         self.noted += 1;
     }
@@ -109,10 +109,24 @@ impl Observations for Api {
         if !user_obs {
             return Vec::new();
         }
-        let types: &[&str] = if self == Api::Messages { &["text"] } else { &["text", "input_text"] };
-        let content = v.get("content").unwrap_or(&Value::Null);
-        wire::texts(content, "/content", types).into_iter().map(|pointer| Slot { pointer, action: said(), keep: false, recall: false }).collect()
+        let pointers = match self {
+            Api::Gemini => wire::gemini_texts(obj),
+            Api::Messages => wire::texts(v.get("content").unwrap_or(&Value::Null), "/content", &["text"]),
+            _ => wire::texts(v.get("content").unwrap_or(&Value::Null), "/content", &["text", "input_text"]),
+        };
+        pointers.into_iter().map(|pointer| Slot { pointer, action: said(), keep: false, recall: false }).collect()
     }
+}
+
+/// The action of a message the model wrote ([`action::of_message`]); a
+/// Gemini turn's is its calls' actions, else the text of its parts.
+fn said(api: Api, v: &Value) -> String {
+    let Some(obj) = v.as_object().filter(|_| api == Api::Gemini) else { return action::of_message(v) };
+    let calls = wire::calls(api, obj);
+    if !calls.is_empty() {
+        return action::join(calls.iter().map(wire::Call::action));
+    }
+    wire::gemini_texts(obj).iter().filter_map(|p| v.pointer(p).and_then(Value::as_str)).collect::<String>().trim().to_string()
 }
 
 /// Tool-call inputs of at least this many bytes may be cited by a budget.
@@ -123,7 +137,9 @@ pub(crate) const CITABLE_INPUT_BYTES: usize = 1024;
 /// `tool_use` (or `server_tool_use`: `wire::block_call`) input (a `Write`'s `content`, an `Edit`'s `old_string` and
 /// `new_string`), in the JSON-string arguments of a Chat Completions tool
 /// call or a Responses `function_call` (Codex's `apply_patch` through its
-/// shell tool), and a Responses `custom_tool_call`'s free-form `input`.
+/// shell tool), a Responses `custom_tool_call`'s free-form `input`, and in
+/// the `args` of a Gemini `functionCall` part (`write_file`'s `content`,
+/// `replace`'s `old_string` and `new_string`).
 /// Each is a slot and, inside JSON-string arguments, the pointer within them.
 pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<String>)> {
     let Some(obj) = v.as_object() else { return Vec::new() };
@@ -151,6 +167,13 @@ pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<String>)>
                 Some("function_call") => out.extend(in_arguments(&v["arguments"], "/arguments", |p| slot(p, id))),
                 Some("custom_tool_call") => out.extend(big_strings(&v["input"], "/input").into_iter().map(|p| (slot(p, id), None))),
                 _ => {}
+            }
+        }
+        Api::Gemini => {
+            for (k, p) in blocks("parts") {
+                let Some(call) = p.as_object().and_then(wire::gemini_call) else { continue };
+                let at = format!("/parts/{k}/functionCall/args");
+                out.extend(big_strings(&p["functionCall"]["args"], &at).into_iter().map(|p| (slot(p, Some(call.id)), None)));
             }
         }
     }
@@ -328,6 +351,37 @@ mod tests {
         ];
         assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false, recall: false })]);
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
+    }
+
+    /// Gemini: `functionResponse` results named by their `functionCall`
+    /// (by `id`), the recall tool's kept whole, a later user text turn an
+    /// observation with `user_turns` (a thought of the model's never), a
+    /// large `args` string citable.
+    #[test]
+    fn gemini_parts() {
+        let p = Policy { recall_tool: Some("mcp_lam_recall".into()), user_turns: true, ..Policy::default() };
+        let big = "x".repeat(CITABLE_INPUT_BYTES);
+        let items = [
+            json!({"role":"user","parts":[{"text":"<session_context>..."},{"text":"Look at app.py"}]}),
+            json!({"role":"model","parts":[{"text":"hm","thought":true},{"functionCall":{"id":"r1","name":"read_file","args":{"file_path":"a.py"}}},
+                {"functionCall":{"id":"m1","name":"mcp_lam_recall","args":{"id":"7cfd"}}}]}),
+            json!({"role":"user","parts":[{"functionResponse":{"id":"r1","name":"read_file","response":{"output":"def f(): ..."}}},
+                {"functionResponse":{"id":"m1","name":"mcp_lam_recall","response":{"output":"orig"}}}]}),
+            json!({"role":"user","parts":[{"text":"now run it"}]}),
+            json!({"role":"model","parts":[{"functionCall":{"id":"w1","name":"write_file","args":{"file_path":"b.py","content":big}}}]}),
+        ];
+        let slots = read(Api::Gemini, &items, &p);
+        let got: Vec<(usize, &str, &str, bool)> = slots.iter().map(|(i, s)| (*i, s.pointer.as_str(), s.action.as_str(), s.keep)).collect();
+        assert_eq!(
+            got,
+            [
+                (2, "/parts/0/functionResponse/response/output", r#"read_file({"file_path":"a.py"})"#, false),
+                (2, "/parts/1/functionResponse/response/output", r#"mcp_lam_recall({"id":"7cfd"})"#, true),
+                (3, "/parts/0/text", r#"read_file({"file_path":"a.py"}); mcp_lam_recall({"id":"7cfd"})"#, false),
+            ]
+        );
+        let inputs: Vec<String> = citable_inputs(Api::Gemini, &items[4]).into_iter().map(|(s, _)| s.pointer).collect();
+        assert_eq!(inputs, ["/parts/0/functionCall/args/content"]);
     }
 
     /// A large input of a server tool's call (`server_tool_use`) is as

@@ -276,5 +276,5 @@ struct Pass<'e> {
 /// Whether the assistant wrote item `v` (a message of its, or a tool call):
 /// the items before it have been answered.
 fn is_assistant(api: Api, v: &Value) -> bool {
-    lam_core::wire::role(v) == Some("assistant") || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
+    lam_core::wire::is_model_turn(api, v) || v.as_object().is_some_and(|o| !lam_core::wire::calls(api, o).is_empty())
 }

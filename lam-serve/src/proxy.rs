@@ -81,7 +81,7 @@ pub struct Proxy {
 /// The requests per compacted route and every other proxy-wide counter.
 #[derive(Debug, Default)]
 struct RouteCounters {
-    requests: [AtomicU64; 3],
+    requests: [AtomicU64; Api::ALL.len()],
     counts: Counters,
 }
 

@@ -9,7 +9,11 @@
 //! Anthropic reports `input_tokens` without the cached prefix, which it
 //! reports apart (`cache_read_input_tokens`, `cache_creation_input_tokens`):
 //! the input is their sum. OpenAI Responses reports `input_tokens`, Chat
-//! Completions `prompt_tokens`, both with the cached part included.
+//! Completions `prompt_tokens`, both with the cached part included. Gemini
+//! reports `usageMetadata` (not `usage`): `promptTokenCount` with the cached
+//! part included (`cachedContentTokenCount` is a part of it, and
+//! `candidatesTokenCount` the output), in a JSON answer and in every SSE
+//! chunk of a streamed one.
 
 use crate::api::Api;
 use crate::engine::lock;
@@ -22,6 +26,15 @@ fn fields(api: Api) -> &'static [&'static str] {
         Api::Messages => &["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"],
         Api::Responses => &["input_tokens"],
         Api::ChatCompletions => &["prompt_tokens"],
+        Api::Gemini => &["promptTokenCount"],
+    }
+}
+
+/// The member that holds an answer's counts, by API.
+fn usage_key(api: Api) -> &'static str {
+    match api {
+        Api::Gemini => "usageMetadata",
+        _ => "usage",
     }
 }
 
@@ -109,14 +122,15 @@ impl Scan {
     fn usages(&mut self, v: &serde_json::Value) {
         match v {
             serde_json::Value::Object(o) => {
-                if let Some(u) = o.get("usage").and_then(serde_json::Value::as_object) {
+                let key = usage_key(self.api);
+                if let Some(u) = o.get(key).and_then(serde_json::Value::as_object) {
                     for (k, f) in fields(self.api).iter().enumerate() {
                         if let Some(n) = u.get(*f).and_then(serde_json::Value::as_u64) {
                             self.seen[k] = self.seen[k].max(n);
                         }
                     }
                 }
-                o.iter().filter(|(k, _)| *k != "usage").for_each(|(_, x)| self.usages(x));
+                o.iter().filter(|(k, _)| *k != key).for_each(|(_, x)| self.usages(x));
             }
             serde_json::Value::Array(a) => a.iter().for_each(|x| self.usages(x)),
             _ => {}
@@ -172,6 +186,27 @@ mod tests {
         let mut s = Scan::new(Api::ChatCompletions);
         s.feed(br#"{"usage":{"prompt_tokens":77,"completion_tokens":5}}"#);
         assert_eq!(s.input(), Some(77));
+    }
+
+    /// Gemini's `usageMetadata`, in SSE chunks (`\r\n` line ends, as the
+    /// Gemini API sends them) and in a JSON answer: `promptTokenCount` is
+    /// the input, its cached part (`cachedContentTokenCount`) not added
+    /// again, the output (`candidatesTokenCount`) not counted, and a
+    /// `usage` member (another API's) ignored.
+    #[test]
+    fn gemini_usage_metadata_is_read() {
+        let sse = b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ok\"}],\"role\":\"model\"},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":9012,\"cachedContentTokenCount\":8000,\"candidatesTokenCount\":1,\"totalTokenCount\":9013},\"modelVersion\":\"gemini-3.1-pro-preview\"}\r\n\r\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\" done\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":9012,\"cachedContentTokenCount\":8000,\"candidatesTokenCount\":3,\"totalTokenCount\":9015}}\r\n\r\n";
+        let mut s = Scan::new(Api::Gemini);
+        for c in sse.chunks(11) {
+            s.feed(c);
+        }
+        assert_eq!(s.input(), Some(9012));
+        let mut s = Scan::new(Api::Gemini);
+        s.feed(br#"{"candidates":[],"usageMetadata":{"promptTokenCount":321,"candidatesTokenCount":7},"usage":{"prompt_tokens":5}}"#);
+        assert_eq!(s.input(), Some(321));
+        let mut s = Scan::new(Api::ChatCompletions);
+        s.feed(br#"{"usageMetadata":{"promptTokenCount":321}}"#);
+        assert_eq!(s.input(), None, "usageMetadata is Gemini's alone");
     }
 
     /// Only JSON integers count: a string, a float, a negative or too large

@@ -50,15 +50,25 @@ fn body(api: Api, t: &lam_trajectory::read::Trajectory, k: usize) -> Vec<u8> {
                 items.push(json!({"type": "function_call", "call_id": id, "name": "bash", "arguments": args}));
                 items.push(json!({"type": "function_call_output", "call_id": id, "output": obs}));
             }
+            // Gemini CLI's shape (docs/agents.md): the call's part carries its thought signature.
+            Api::Gemini => {
+                let call = json!({"functionCall": {"id": id, "name": "run_shell_command", "args": {"command": r.action}}, "thoughtSignature": "skip_thought_signature_validator"});
+                items.push(json!({"role": "model", "parts": [call]}));
+                items.push(json!({"role": "user", "parts": [{"functionResponse": {"id": id, "name": "run_shell_command", "response": {"output": obs}}}]}));
+            }
         }
     }
-    let field = if api == Api::Responses { "input" } else { "messages" };
+    if api == Api::Gemini {
+        items[0] = json!({"role": "user", "parts": [{"text": task}]});
+        return serde_json::to_vec(&json!({"contents": items, "systemInstruction": {"parts": [{"text": "be brief"}]}})).unwrap();
+    }
+    let field = api.list_field();
     serde_json::to_vec(&json!({"model": "stub", "system": "be brief", field: items})).unwrap()
 }
 
 /// The forwarded conversation items, as raw bytes.
 fn items(api: Api, forwarded: &[u8]) -> Vec<String> {
-    let field = if api == Api::Responses { "input" } else { "messages" };
+    let field = api.list_field();
     // Raw bytes of the body itself, not of a re-serialisation.
     let members: std::collections::BTreeMap<String, Box<RawValue>> = serde_json::from_slice(forwarded).unwrap();
     let list: Vec<Box<RawValue>> = serde_json::from_str(members[field].get()).unwrap();
@@ -73,6 +83,7 @@ fn observations(api: Api, item: &str) -> Vec<String> {
         Api::ChatCompletions if v["role"] == "tool" => s(&v["content"]).into_iter().collect(),
         Api::Messages => v["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "tool_result").filter_map(|b| s(&b["content"])).collect(),
         Api::Responses if v["type"] == "function_call_output" => s(&v["output"]).into_iter().collect(),
+        Api::Gemini => v["parts"].as_array().into_iter().flatten().filter_map(|p| s(&p["functionResponse"]["response"]["output"])).collect(),
         _ => Vec::new(),
     }
 }

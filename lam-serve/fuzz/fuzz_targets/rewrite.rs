@@ -43,6 +43,7 @@ fn tool_text(api: Api, items: &[Value], path: &[String]) -> bool {
         Api::Responses => {
             (is(item, "type", "function_call_output") || is(item, "type", "custom_tool_call_output")) && matches!(p[..], ["output"] | ["output", _, "text"])
         }
+        Api::Gemini => matches!(p[..], ["parts", _, "functionResponse", "response", "output" | "error" | "result"]),
     }
 }
 
@@ -82,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
         let (Ok(sent), Ok(fwd)) = (serde_json::from_slice::<Value>(data), serde_json::from_slice::<Value>(&out.body)) else {
             panic!("forwarded a body that is not JSON");
         };
-        let field = if api == Api::Responses { "input" } else { "messages" };
+        let field = api.list_field();
         let items = sent.get(field).and_then(Value::as_array).cloned().unwrap_or_default();
         let mut diffs = Vec::new();
         diff(&sent, &fwd, &mut Vec::new(), &mut diffs);

@@ -41,7 +41,7 @@ pub(crate) struct App {
 pub(crate) fn router(app: App) -> Router {
     let mut r = Router::new();
     for api in Api::ALL {
-        r = r.route(api.path(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
+        r = r.route(api.route(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
     }
     r.route("/lam/stats", get(stats))
         .route("/metrics", get(metrics))
@@ -50,7 +50,12 @@ pub(crate) fn router(app: App) -> Router {
         .with_state(app)
 }
 
+/// A request on an API's route: its conversation compacted, or (a route
+/// of Gemini's that holds none, `:countTokens`) passed through.
 async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
+    if !api.carries_conversation(req.uri().path()) {
+        return passthrough(State(app), req).await;
+    }
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let max = app.proxy.config().max_body;
