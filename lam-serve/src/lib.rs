@@ -1,9 +1,10 @@
-//! `lam serve`: a drop-in OpenAI/Anthropic-compatible HTTP proxy that keeps
+//! `lam serve`: a drop-in OpenAI/Anthropic/Gemini-compatible HTTP proxy that keeps
 //! an agent's context small without breaking provider prompt caches.
 //!
 //! Point an agent's base URL at the proxy. For OpenAI `POST
-//! /v1/chat/completions` and `POST /v1/responses` and Anthropic `POST
-//! /v1/messages` (streaming or not) it archives every tool result verbatim
+//! /v1/chat/completions` and `POST /v1/responses`, Anthropic `POST
+//! /v1/messages` and Gemini `POST /v1beta/models/MODEL:generateContent` and
+//! `:streamGenerateContent` (streaming or not) it archives every tool result verbatim
 //! (`arc-store`), admits it once with the LAM operator (`lam-operator`), and
 //! forwards the residual in its place, in that request and every later one of
 //! the session. Every item a session has forwarded is forwarded byte for byte

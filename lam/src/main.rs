@@ -37,7 +37,7 @@ enum Cmd {
     // Ordered by use: what a new user runs first comes first.
     /// Compact recorded agent sessions: remove repeated and near-duplicate tool output, keep it recoverable (LAM: L1 then L0, online and batch).
     Compact(compact::CompactArgs),
-    /// Proxy between an agent and its model API (OpenAI/Anthropic compatible): archive every tool result, send a compacted one (docs/serve.md).
+    /// Proxy between an agent and its model API (OpenAI/Anthropic/Gemini compatible): archive every tool result, send a compacted one (docs/serve.md).
     Serve(serve::ServeArgs),
     /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/agents.md).
     Run(run::RunArgs),

@@ -1,4 +1,4 @@
-//! `lam serve`: the OpenAI/Anthropic-compatible proxy (`lam-serve`); this
+//! `lam serve`: the OpenAI/Anthropic/Gemini-compatible proxy (`lam-serve`); this
 //! module only turns flags into a `ServeConfig`.
 
 use anyhow::{Context, Result, bail};
@@ -126,7 +126,7 @@ pub struct ServeArgs {
     /// Address to listen on (loopback by default; any other address needs a token).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
-    /// Upstream origin, e.g. https://api.openai.com or https://api.anthropic.com (request paths are appended as they come).
+    /// Upstream origin, e.g. https://api.openai.com, https://api.anthropic.com or https://generativelanguage.googleapis.com (request paths are appended as they come).
     #[arg(long)]
     upstream: String,
     /// Store every original is archived in first: a directory (or `postgres://...` where built in).
