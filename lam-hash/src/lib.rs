@@ -54,7 +54,6 @@ use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replaci
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::hash::BuildHasherDefault;
 use std::io::Write as _;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -95,8 +94,11 @@ pub struct L0Stats {
 #[derive(Debug, Default, Clone)]
 pub struct LineDedup {
     table: Table,
-    /// How stubs name each record's call (`lam_core::action::referent`).
-    calls: Vec<String>,
+    /// Each record's call name (`lam_core::action::referent`), as its
+    /// index in `names` (`u32::MAX`: not written).
+    calls: Vec<u32>,
+    /// Every distinct call name of the session, once.
+    names: Vec<String>,
     stubs: Vec<Stub>,
     /// The places the open run may repeat, newest first (scratch).
     cands: Vec<Cand>,
@@ -107,30 +109,14 @@ pub struct LineDedup {
     run_numbers: Vec<u32>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
-    /// The name group of each call name (`Table::group`).
-    groups: HashMap<String, u32, BuildHasherDefault<NameHasher>>,
+    /// Each distinct call name's index in `names` (its group,
+    /// `Table::group`), by the name's xxh3.
+    groups: HashMap<u64, u32, BuildNoHashHasher<u64>>,
     /// The call the record's last stub line named (`Stub::ditto_call`): a
     /// stub naming that call again is written `ditto`.
     above: Option<String>,
     /// Never write `ditto` ([`LineDedup::without_ditto`]).
     no_ditto: bool,
-}
-
-/// Hashes a call name with one xxh3 (SipHash over a long command cost more
-/// than the rest of a record's setup).
-#[derive(Debug, Default, Clone, Copy)]
-struct NameHasher(u64);
-
-impl std::hash::Hasher for NameHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
 }
 
 /// A residual line is a tag and a number. The tag: [`NONE`] for a stub
@@ -357,7 +343,7 @@ impl Table {
     }
 
     /// [`Self::add`] when the line's newest visible copy (`older`) is known.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, t: u64, number: u32, at: LineLoc, older: u32) {
         self.set(at, t, number);
         let c = Cand { at, abs: self.abs(at) as u32, shift: 0 };
@@ -569,7 +555,7 @@ impl LineDedup {
     /// Bytes this L0 holds on the heap (its line table, call names, name
     /// groups), from capacities: what a memory budget counts.
     pub fn heap_bytes(&self) -> usize {
-        let names: usize = self.calls.iter().map(|c| c.capacity() + 24).sum::<usize>() + self.groups.keys().map(|k| k.capacity() + 40).sum::<usize>();
+        let names: usize = self.names.iter().map(|c| c.capacity() + 24).sum::<usize>() + self.calls.capacity() * 4 + self.groups.capacity() * 13;
         self.table.heap_bytes() + names + self.stubs.capacity() * std::mem::size_of::<Stub>()
     }
 
@@ -612,7 +598,7 @@ impl LineDedup {
 
     /// How stubs name record `record`'s call (empty: not seen, or no name).
     pub fn call(&self, record: u32) -> &str {
-        self.calls.get(record as usize).map_or("", String::as_str)
+        self.calls.get(record as usize).and_then(|&g| self.names.get(g as usize)).map_or("", String::as_str)
     }
 
     /// Process the surviving text of record `record` (visible id `this_id`,
@@ -636,19 +622,12 @@ impl LineDedup {
     /// line written so far ([`Writer::lines`]).
     pub fn writer<'w>(&'w mut self, record: u32, this_id: &'w str, this_call: &str, out: &'w mut Vec<u8>) -> Writer<'w> {
         if self.calls.len() <= record as usize {
-            self.calls.resize(record as usize + 1, String::new());
+            self.calls.resize(record as usize + 1, u32::MAX);
         }
-        this_call.clone_into(&mut self.calls[record as usize]);
+        let group = self.group_of(this_call);
+        self.calls[record as usize] = group;
         self.stubs.clear();
         self.above = None;
-        if record < self.table.records {
-            self.groups.clear();
-        }
-        let next = self.groups.len() as u32;
-        let group = match self.groups.get(this_call) {
-            Some(&g) => g,
-            None => *self.groups.entry(this_call.to_string()).or_insert(next),
-        };
         self.table.begin(record, group);
         let start = out.len();
         Writer {
@@ -666,6 +645,23 @@ impl LineDedup {
     /// written (the first one carries it).
     pub fn last_stubs(&self) -> &[Stub] {
         &self.stubs
+    }
+
+    /// The index of call name `call` in `names`, added when new.
+    fn group_of(&mut self, call: &str) -> u32 {
+        let next = self.names.len() as u32;
+        let g = *self.groups.entry(xxh3_64(call.as_bytes())).or_insert(next);
+        if g != next && self.names[g as usize] == call {
+            return g;
+        }
+        // New, or (never seen yet) another name with the same hash: scanned for.
+        match self.names.iter().position(|n| n == call) {
+            Some(i) => i as u32,
+            None => {
+                self.names.push(call.to_string());
+                next
+            }
+        }
     }
 
     fn set_above(&mut self, call: Option<&str>) {
@@ -836,8 +832,9 @@ impl Writer<'_> {
         let shortest = line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0);
         let hopeless = how.counter.is_none() && 2 * (shortest + newlines) > body.len();
         let named = d.cands.iter().filter(|c| !hopeless && d.table.names_exactly(c, r.body_lines));
-        let at = pick(named.map(|c| (c.at, c.shift)), self.record, &d.calls, above);
-        let of = at.map(|(at, _)| (at.record != self.record).then(|| d.calls[at.record as usize].as_str()));
+        let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
+        let at = pick(named.map(|c| (c.at, c.shift)), self.record, name, above);
+        let of = at.map(|(at, _)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
         let make = |(at, shift): (LineLoc, i32), of: Option<&str>| {
             let from = Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1);
@@ -931,9 +928,14 @@ impl LineDedup {
 /// repeated exactly before one with moved numbers, then one of the call the
 /// stub line above named (`above`: written `ditto`), then this output's,
 /// else the call with the shortest name, the first of equals.
-pub(crate) fn pick(cands: impl IntoIterator<Item = (LineLoc, i32)>, record: u32, calls: &[String], above: Option<&str>) -> Option<(LineLoc, i32)> {
+pub(crate) fn pick<'n>(
+    cands: impl IntoIterator<Item = (LineLoc, i32)>,
+    record: u32,
+    name: impl Fn(u32) -> &'n str,
+    above: Option<&str>,
+) -> Option<(LineLoc, i32)> {
     let cost = |(c, shift): &(LineLoc, i32)| {
-        let call = calls[c.record as usize].as_str();
+        let call = name(c.record);
         let name = match call.len() {
             _ if c.record == record => 1,
             _ if above == Some(call) => 0,

@@ -216,7 +216,12 @@ impl NaiveLineDedup {
             let n = (body_end - i) as u32;
             // The call the stub line above names: named again, it is written `ditto`.
             let above = stubs.last().and_then(Stub::ditto_call).map(str::to_string);
-            let at = pick(cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)), r.record, &self.calls, above.as_deref());
+            let at = pick(
+                cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)),
+                r.record,
+                |k| self.calls[k as usize].as_str(),
+                above.as_deref(),
+            );
             let stub = at.map(|(at, shift)| {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
                 let ditto = above.is_some() && of == above;
