@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The real Claude Code and Codex (pinned, from npm: scripts/install-agents.sh)
-# run through `lam run` against a scripted loopback upstream on a real
-# folder (lam/tests/agents/real_agents_test.py): one proxy session per
+# The real Claude Code, Codex, Gemini CLI and opencode (pinned, from npm:
+# scripts/install-agents.sh) run through `lam run` against a scripted
+# loopback upstream (Messages, Responses, Gemini API) on a real folder
+# (lam/tests/agents/real_agents_test.py): one proxy session per
 # conversation, every request through the proxy, admitted = sent, no earlier
-# byte changed, exact recall through lam's MCP tool; with a budget, the agent
-# never compacts, and across an idle gap longer than --cache-ttl the next
-# request makes a cold cut (the `-budget-cold` runs). Prints a table per
-# agent and writes target/agents-report.json. SKIPPED when npm is unreachable.
+# byte changed, an edited file read again with every changed line reaching
+# the model, exact recall through lam's MCP tool; with a budget, the agent
+# never compacts (and does without lam), and across an idle gap longer than
+# --cache-ttl the next request makes a cold cut (the `-budget-cold` runs of
+# Claude Code and Codex). Prints a table per agent and writes
+# target/agents-report.json. SKIPPED (per agent) when npm is unreachable.
 # Then the agents driven interactively in a
 # pseudo-terminal (lam/tests/agents/pty_test.py: turns, Esc, exit keys,
 # hang-up, kill, resume; about a minute per agent; LAM_PTY_TEST=0 skips it).

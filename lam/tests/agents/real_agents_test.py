@@ -1,16 +1,22 @@
-"""The real Claude Code and Codex binaries (pinned, installed from npm by
-scripts/install-agents.sh) run through `lam run` against a scripted loopback
-upstream (scripted_upstream.py) on a real folder: the agent really runs
-`cat`, `Read`, `ls`, `python3`, reads a file twice and a near copy of it, and
-finally calls lam's MCP `recall` on a `§id` from a stub it was sent.
+"""The real Claude Code, Codex, Gemini CLI and opencode (pinned, installed
+from npm by scripts/install-agents.sh) run through `lam run` against a
+scripted loopback upstream (scripted_upstream.py) on a real folder: the
+agent really runs `cat`, `Read`, `ls`, `python3`, reads a file twice and a
+near copy of it, and finally calls lam's MCP `recall` on a `§id` from a stub
+it was sent.
 
 Checked for each agent (Claude Code; Codex in its default code mode, where
 tools run inside a JavaScript `exec`; Codex with a model that gets plain
-function tools):
+function tools; Gemini CLI, `gemini -p TASK --yolo --skip-trust`, on the
+Gemini API, and opencode, `opencode run --auto TASK`, on Messages: each in
+its `-changes` run and its budget run):
 
 - the agent and `lam run` exit 0, and the scripted conversation completes;
 - every model request reached the upstream through the proxy (the agent is
-  never told the upstream's address) and made one proxy session;
+  never told the upstream's address), and each conversation made one proxy
+  session: a request the agent sends on its own beside its conversation
+  (opencode's title, Gemini CLI's routing classifier: `side`) is a
+  conversation, and a session, of its own;
 - observations admitted = non-empty tool-result texts sent;
 - no earlier item changed from one request to the next (apart from what
   the client itself rewrites: moved `cache_control` marks and a one-block
@@ -36,13 +42,15 @@ function tools):
   as in the parent's continuation.
 
 - in the budget runs (`claude-code-budget`, `claude-code-budget-dense`,
-  `codex-budget`), each agent reads 40 outputs totalling 1.8 times the
-  window it compacts in, through `lam run --budget 50000`, against an
-  upstream that reports honest `usage` and answers the agent's own
-  compaction: no request over the budget on the upstream's count, every
-  prefix change a cut lam counted, no compaction request from the agent,
-  and the very first output recalled exactly by its citation's `§id`;
-  straight to the upstream (`-direct`) the agent does compact.
+  `codex-budget`, `gemini-budget`, `opencode-budget`), each agent reads 40
+  outputs totalling 1.8 times the window it compacts in, through `lam run
+  --budget 50000`, against an upstream that reports honest `usage` and
+  answers the agent's own compaction: no request over the budget on the
+  upstream's count, every prefix change a cut lam counted, no compaction
+  from the agent (Gemini CLI: neither a compression request nor a masked
+  tool output), and the very first output recalled exactly by its
+  citation's `§id`; straight to the upstream (`-direct`) the agent does
+  compact.
 - in the cold-cache runs (`claude-code-budget-cold`, `codex-budget-cold`),
   the agent reads 24 outputs through `lam run --budget 50000 --cache-ttl 3`,
   and the command of the tenth sleeps 6 s first: the first request after
@@ -55,18 +63,21 @@ Prints one table row per agent (requests, proxy sessions, admitted/sent,
 tool-result tokens in -> forwarded, earlier bytes changed, proxy-added ms
 p50/p99) and writes them to REPORT (JSON).
 
-usage: real_agents_test.py LAM AGENTS_DIR WORK REPORT [--encoder bert|hashing]
-Exits 0 with a line starting `SKIPPED` when the agents are not installed.
+usage: real_agents_test.py LAM AGENTS_DIR WORK REPORT [--encoder bert|hashing] [--only RUN,...]
+Exits 0 with a line starting `SKIPPED` when no agent is installed; the
+runs of an agent that is not installed print `SKIPPED` and are left out.
 """
 
 import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -83,10 +94,26 @@ BUDGET_LINE = re.compile(r"lam run: total: .*; budget: (\d+) cuts, (\d+) citatio
                          r"upstream's count of the last (\d+) \(x([0-9.]+)\)")
 
 
+# The agents each run needs installed (the runs of an agent that is not are
+# skipped, saying so); the runs not named here need Claude Code or Codex.
+NEEDS = {"gemini": "gemini", "opencode": "opencode"}
+
+
+def needs(name):
+    """The program a run needs: its name's first word."""
+    first = name.split("-")[0]
+    return NEEDS.get(first, "claude" if first == "claude" else "codex")
+
+
 def agents(bin_dir):
     claude, codex = str(bin_dir / "claude"), str(bin_dir / "codex")
     allowed = ["--allowedTools", "Bash,Read,Agent,mcp__lam__recall"]
     one = [su.SCRIPT]
+    # Each new agent's own request beside its conversation (`side`): Gemini
+    # CLI's routing classifier, opencode's title; each a proxy conversation
+    # of its own.
+    gemini = {"api": "gemini", "cmd": [str(bin_dir / "gemini"), "-p", TASK, "--yolo", "--skip-trust"], "side": 1}
+    opencode = {"api": "messages", "cmd": [str(bin_dir / "opencode"), "run", "--auto", TASK], "side": 1}
     return {
         "claude-code": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": one},
         "claude-code-subagent": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.WITH_SUBAGENT, su.SUBAGENT_SCRIPT]},
@@ -98,6 +125,8 @@ def agents(bin_dir):
         "claude-code-fork": {"api": "messages", "cmd": [claude, "-p", TASK, *allowed], "scripts": [su.WITH_FORK, su.FORK_SCRIPT]},
         "codex-fork": {"api": "responses", "cmd": [codex, "exec", "--enable", "multi_agent_v2", "--skip-git-repo-check", TASK],
                        "scripts": [su.WITH_FORK_WAIT, su.FORK_SCRIPT]},
+        "gemini-changes": dict(gemini, scripts=[su.CHANGES]),
+        "opencode-changes": dict(opencode, scripts=[su.CHANGES]),
     }
 
 
@@ -130,16 +159,45 @@ def workdir(root):
     return w
 
 
+# opencode's model, in the user's config file: the one its Anthropic
+# provider is asked for (the title goes to the provider's small model).
+OPENCODE_MODEL = "claude-sonnet-4-5"
+
+
 def agent_env(root):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "CLAUDE_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "CLAUDE_", "GEMINI_", "GOOGLE_", "OPENCODE_", "XDG_"))}
     # lam's model and cache stay where they are installed; the agents get a fresh home.
     env["LAM_HOME"] = os.environ.get("LAM_HOME") or str(Path.home() / ".cache" / "lam")
     home = root / "home"
     (root / "codex-home").mkdir()
     home.mkdir()
+    xdg = {k: str(home / d) for k, d in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                                         ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"))}
     env.update(HOME=str(home), CODEX_HOME=str(root / "codex-home"), ANTHROPIC_API_KEY="sk-ant-lam-test-not-a-key",
-               OPENAI_API_KEY="sk-lam-test-not-a-key", DISABLE_AUTOUPDATER="1", NO_COLOR="1")
+               OPENAI_API_KEY="sk-lam-test-not-a-key", GEMINI_API_KEY="lam-test-not-a-key", DISABLE_AUTOUPDATER="1", NO_COLOR="1",
+               OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1", **xdg)
+    # Each run's folder (run_agent, budget_run): opencode takes its project from PWD, not from the cwd.
+    env["PWD"] = str(root / "work")
+    gemini_settings(env, {})
+    opencode_config(env, {})
     return env
+
+
+def gemini_settings(env, settings):
+    """Gemini CLI's user settings (`~/.gemini/settings.json`) in the run's home."""
+    d = Path(env["HOME"]) / ".gemini"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "settings.json").write_text(json.dumps(settings))
+
+
+def opencode_config(env, config):
+    """opencode's user config (`$XDG_CONFIG_HOME/opencode/opencode.json`):
+    its model, no sharing, no update, and `config` over them."""
+    d = Path(env["XDG_CONFIG_HOME"]) / "opencode"
+    d.mkdir(parents=True, exist_ok=True)
+    base = {"model": "anthropic/" + OPENCODE_MODEL, "autoupdate": False, "share": "disabled"}
+    (d / "opencode.json").write_text(json.dumps(dict(base, **config)))
 
 
 def run_agent(lam, name, spec, root, encoder):
@@ -148,22 +206,57 @@ def run_agent(lam, name, spec, root, encoder):
     store = root / "store"
     cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--", *spec["cmd"]]
     try:
-        p = subprocess.run(cmd, cwd=work, env=agent_env(root), capture_output=True, timeout=300)
+        rc, out, err = run_bounded(cmd, work, agent_env(root), 180)
     finally:
         up.shutdown()
-    return {"name": name, "api": spec["api"], "scripts": spec["scripts"], "rc": p.returncode, "stdout": p.stdout.decode("utf-8", "replace"),
-            "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store)}
+    return {"name": name, "api": spec["api"], "scripts": spec["scripts"], "side": spec.get("side", 0), "rc": rc,
+            "stdout": out, "stderr": err, "seen": list(up.seen), "store": str(store)}
+
+
+def run_bounded(cmd, cwd, env, limit):
+    """(exit code, stdout, stderr) of `cmd` in a process group of its own,
+    which is killed after `limit` seconds (the code is then "killed after
+    LIMIT s"), so that an agent that hangs fails its run, not the test."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=limit)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        rc = f"killed after {limit} s"
+    return rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 # -------------------------------------------------------------- measuring
 
+# Per API: the body's conversation list and what sets it up outside it.
+FIELD = {"messages": "messages", "responses": "input", "gemini": "contents"}
+PREAMBLE = {"messages": "system", "responses": "instructions", "gemini": "systemInstruction"}
+GEMINI_MODEL_PATH = re.compile(r"/models/[^/]+:(?:stream)?[gG]enerateContent$")
+
+
+def model_path(api, path):
+    """Whether a request path (query aside) is one of the API's model requests."""
+    path = path.split("?")[0]
+    if api == "gemini":
+        return bool(GEMINI_MODEL_PATH.search(path))
+    return path.endswith("/messages" if api == "messages" else "/responses")
+
+
 def model_requests(run):
-    suffix = "/messages" if run["api"] == "messages" else "/responses"
-    return [e for e in run["seen"] if e["method"] == "POST" and e["path"].split("?")[0].endswith(suffix)]
+    return [e for e in run["seen"] if e["method"] == "POST" and model_path(run["api"], e["path"])]
+
+
+def offers_tools(run, body):
+    """Whether a request offers the agent's tools (a conversation's, not a
+    title, a routing classifier or a quota probe)."""
+    b = json.loads(body)
+    return bool(su.gemini_tools(b) if run["api"] == "gemini" else su.tool_list(b) or b.get("tools"))
 
 
 def conversation(run, body):
-    return json.loads(body)["messages" if run["api"] == "messages" else "input"]
+    return json.loads(body)[FIELD[run["api"]]]
 
 
 def text_slots(content, types):
@@ -174,11 +267,22 @@ def text_slots(content, types):
     return []
 
 
+def gemini_result(part):
+    """(call id, [text]) of a `functionResponse` part: its `response.output`
+    (or `error`), the text the agent sent."""
+    fr = part["functionResponse"]
+    r = fr.get("response") if isinstance(fr.get("response"), dict) else {}
+    text = r.get("output", r.get("error"))
+    return fr.get("id") or fr.get("name"), [text] if isinstance(text, str) and text else []
+
+
 def tool_results(run, items):
     """(call id, [texts]) of every tool result of a conversation, in order."""
     out = []
     for it in items:
-        if run["api"] == "messages":
+        if run["api"] == "gemini":
+            out += [gemini_result(p) for p in it.get("parts") or [] if isinstance(p, dict) and "functionResponse" in p]
+        elif run["api"] == "messages":
             for b in it.get("content") if isinstance(it.get("content"), list) else []:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
                     out.append((b["tool_use_id"], text_slots(b.get("content"), ("text",))))
@@ -190,9 +294,14 @@ def tool_results(run, items):
 def recall_call(run, items):
     """The call id of the scripted recall call in a conversation."""
     for it in items:
-        if run["api"] == "messages":
+        if run["api"] == "gemini":
+            for p in it.get("parts") or []:
+                fc = p.get("functionCall") if isinstance(p, dict) else None
+                if fc and fc.get("name") in su.RECALL_TOOLS:
+                    return fc.get("id") or fc["name"], fc["args"]["id"]
+        elif run["api"] == "messages":
             for b in it.get("content") if isinstance(it.get("content"), list) else []:
-                if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == "mcp__lam__recall":
+                if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in su.RECALL_TOOLS:
                     return b["id"], b["input"]["id"]
         elif it.get("type") == "custom_tool_call" and "mcp__lam__recall" in it.get("input", ""):
             return it["call_id"], re.search(r'"id": "([0-9a-f]+)"', it["input"]).group(1)
@@ -203,8 +312,10 @@ def recall_call(run, items):
 
 def recall_listed(run, first_body):
     body = json.loads(first_body)
+    if run["api"] == "gemini":
+        return bool(set(su.RECALL_TOOLS) & set(su.gemini_tools(body)))
     if run["api"] == "messages":
-        return "mcp__lam__recall" in {t.get("name") for t in body.get("tools", [])}
+        return bool(set(su.RECALL_TOOLS) & {t.get("name") for t in body.get("tools", [])})
     if ("mcp__lam", "recall") in su.tool_list(body):
         return True
     # Code mode lists MCP servers as deferred namespaces in a developer message.
@@ -214,7 +325,7 @@ def recall_listed(run, first_body):
 def raw_conversation(run, body):
     """A request's conversation items as the proxy's identity reads them
     (`raw_json.identity`: marks and the one-block shorthand aside)."""
-    return [identity(x) for x in raw_items(body, "messages" if run["api"] == "messages" else "input")]
+    return [identity(x) for x in raw_items(body, FIELD[run["api"]])]
 
 
 def is_fork(run, e):
@@ -223,10 +334,12 @@ def is_fork(run, e):
 
 def conversations(run, reqs):
     """The requests of each conversation (a subagent's is its own, and so is
-    a fork's), in order: grouped by their first item and by branch."""
+    a fork's, and a request on its own such as opencode's title or Gemini
+    CLI's routing classifier), in order: grouped by their preamble, their
+    first item and by branch."""
     out = {}
     for e in reqs:
-        out.setdefault((raw_conversation(run, e["body"])[0], is_fork(run, e)), []).append(e)
+        out.setdefault((preamble(run, e["body"]), raw_conversation(run, e["body"])[0], is_fork(run, e)), []).append(e)
     return list(out.values())
 
 
@@ -245,7 +358,7 @@ def fork_at(run, items):
 def preamble(run, body):
     """What sets a conversation up outside its list (`system`,
     `instructions`), as the proxy's identity reads it."""
-    v = json.loads(body).get("system" if run["api"] == "messages" else "instructions")
+    v = json.loads(body).get(PREAMBLE[run["api"]])
     return identity(json.dumps(v))
 
 
@@ -311,7 +424,7 @@ def earlier_changed(run, reqs):
 
 def added_ms(run, reqs):
     logged = [float(m.group(5)) for m in LOG.finditer(run["stderr"]) if m.group(1) == "POST" and m.group(3) == "200"
-              and m.group(2).endswith(("/messages", "/responses"))]
+              and model_path(run["api"], m.group(2))]
     assert len(logged) == len(reqs), f"{len(logged)} logged model requests, {len(reqs)} upstream"
     return [max(0.0, ms - e["handler_s"] * 1e3) for ms, e in zip(logged, reqs)]
 
@@ -319,6 +432,9 @@ def added_ms(run, reqs):
 def measure(lam, run):
     reqs = model_requests(run)
     err = run["stderr"]
+    assert any(offers_tools(run, e["body"]) for e in reqs), \
+        f"{run['name']}: exit {run['rc']}, no model request of the conversation reached the upstream " \
+        f"(paths: {sorted({e['path'] for e in run['seen']})})\n{err[-3000:]}\n--- agent stdout ---\n{run['stdout'][-1000:]}"
     total = TOTAL.search(err)
     assert total, f"no summary from lam run:\n{err[-3000:]}"
     sessions, n_req, admitted, tin, tout = (int(x) for x in total.groups())
@@ -342,7 +458,7 @@ def measure(lam, run):
         "agent": run["name"], "exit": run["rc"], "requests": len(reqs), "conversations": len(convs), "proxy_requests": n_req, "proxy_sessions": sessions,
         "tool_results": steps, "sent_texts": sent, "fork_shared_items": shared, "fork_shared_changed": shared_changed, "fork_shared_stubs": shared_stubs, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
         "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(len(STUB_LINE.findall(x)) for _, t in results for x in t),
-        "recall_listed": recall_listed(run, reqs[0]["body"]), "recall_id": rid,
+        "recall_listed": recall_listed(run, next((e["body"] for e in reqs if offers_tools(run, e["body"])), "{}")), "recall_id": rid,
         "recall_exact": recalled is not None and len(recalled) > 0 and recalled in got,
         "new_lines": new, "new_lines_hidden": hidden, "changed_sent": sent_changed, "changed_reached": sent_changed - len(missing), "changed_missing": missing, "rereads_cut": len(fell),
         "done": "DONE." in run["stdout"], "added_ms_p50": statistics.median(ms), "added_ms_p99": max(ms) if len(ms) < 100 else sorted(ms)[int(len(ms) * 0.99)],
@@ -363,6 +479,11 @@ def script_results(run, convs):
 
 STUB_LINE = re.compile(r"^\[lam: .*\]$", re.M)
 NUMBERED = re.compile(r"^ *[1-9][0-9]{0,8}(?:\t|\u2192)")
+# What an agent writes before a line of its own tools' output: opencode's
+# `read` numbers lines `12: ` (lam does not read that as a number), Gemini
+# CLI's shell opens its output with `Output: `; only the changed-line check
+# takes these off.
+COLON_NUMBERED = re.compile(r"^(?:[1-9][0-9]{0,8}: |Output: )")
 
 
 def key(line):
@@ -406,7 +527,7 @@ def changed_lines(run, results):
     steps = [t for _, t in results]
     sent, missing = 0, []
     for k, lines in CHANGED:
-        shown = {key(x) for t in steps[k] for x in t.split("\n")} if k < len(steps) else set()
+        shown = {COLON_NUMBERED.sub("", key(x)) for t in steps[k] for x in t.split("\n")} if k < len(steps) else set()
         sent += len(lines)
         missing += [x for x in lines if x not in shown]
     return sent, missing
@@ -426,12 +547,14 @@ def check(m, run):
     tail = run["stderr"][-4000:] + "\n--- agent stdout ---\n" + run["stdout"][-2000:]
     scripts = run["scripts"]
     steps = sum(len(s) for s in scripts)
+    # The conversations: the script's, and the agent's requests on their own (`side`).
+    convs = len(scripts) + run["side"]
     assert m["exit"] == 0, what + f"lam run exited {m['exit']}\n{tail}"
     assert m["done"], what + "the scripted conversation did not finish\n" + tail
-    assert m["conversations"] == len(scripts), what + f"{m['conversations']} conversations upstream, the script has {len(scripts)}"
-    assert m["requests"] == steps + len(scripts), what + f"{m['requests']} model requests upstream, the script needs {steps + len(scripts)}"
-    assert m["proxy_requests"] == m["requests"], what + f"the proxy saw {m['proxy_requests']} model requests, the upstream {m['requests']}"
-    assert m["proxy_sessions"] == len(scripts), what + f"{m['proxy_sessions']} proxy sessions for {len(scripts)} conversations\n{tail}"
+    assert m["conversations"] == convs, what + f"{m['conversations']} conversations upstream, the script has {len(scripts)} (+{run['side']} on their own)"
+    assert m["requests"] == steps + convs, what + f"{m['requests']} model requests upstream, the script needs {steps + convs}"
+    assert m["proxy_requests"] == m["requests"], what + f"the proxy saw {m['proxy_requests']} model requests, the upstream {m['requests']}\n{tail}"
+    assert m["proxy_sessions"] == convs, what + f"{m['proxy_sessions']} proxy sessions for {convs} conversations\n{tail}"
     forks = sum(1 for s in scripts if s is su.FORK_SCRIPT)
     assert m["tool_results"] == steps + forks, what + f"{m['tool_results']} tool results in the conversations' last requests, the script has {steps} (+{forks} fork answers)"
     assert m["fork_shared_changed"] == 0 and (m["fork_shared_items"] > 0) == (forks > 0), \
@@ -481,7 +604,7 @@ def budget_files(w):
 
 
 def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0, script=None, lam_args=(), name=None):
-    """One run of the budget script by `agent` (claude-code or codex),
+    """One run of the budget script by `agent` (claude-code, codex, gemini, opencode),
     through `lam run --budget` or straight to the upstream; the upstream
     reports honest usage, counting `per_token` bytes a token, and answers
     the agent's own compaction. `script`, `lam_args` (more flags of `lam
@@ -493,39 +616,67 @@ def budget_run(lam, bins, root, encoder, agent, with_lam, per_token=4.0, script=
         script = [("shell", "cat out_%02d.txt" % k) for k in range(BUDGET_FILES)] + ([("recall", None)] if with_lam else [])
     up = su.Upstream(str(w), record=str(root / "upstream.jsonl"), script=script, honest=per_token).start()
     env = agent_env(root)
-    if agent == "claude-code":
-        # The window Claude Code compacts in: it compacts at 100,000 - 20,000 - 13,000 = 67,000.
-        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = BUDGET_WINDOW
-        argv, api = [str(bins / "claude"), "-p", BUDGET_TASK, "--allowedTools", "Bash,mcp__lam__recall"], "messages"
-    else:
-        # Codex compacts at this many tokens (the setting can lower its limit, not raise it).
-        argv, api = [str(bins / "codex"), "exec", "--skip-git-repo-check", "-c", "model_auto_compact_token_limit=67000", BUDGET_TASK], "responses"
+    argv, api = budget_agent(agent, bins, env, None if with_lam else up.url)
     store = root / "store"
     if with_lam:
         cmd = [lam, "run", "--log", "--encoder", encoder, "--store", str(store), "--upstream", up.url, "--budget", str(BUDGET), *lam_args, "--", *argv]
-    elif agent == "claude-code":
-        cmd, env["ANTHROPIC_BASE_URL"] = argv, up.url
     else:
-        cmd = [argv[0], "-c", 'openai_base_url="%s/v1"' % up.url, *argv[1:]]
+        cmd = argv
     try:
-        p = subprocess.run(cmd, cwd=w, env=env, capture_output=True, timeout=600)
+        rc, out, err = run_bounded(cmd, w, env, 600)
     finally:
         up.shutdown()
     name = name or agent + (("-budget" if per_token == 4.0 else "-budget-dense") if with_lam else "-direct")
-    return {"name": name, "api": api, "per_token": per_token, "scripts": [script], "rc": p.returncode,
-            "stdout": p.stdout.decode("utf-8", "replace"), "stderr": p.stderr.decode("utf-8", "replace"), "seen": list(up.seen), "store": str(store),
-            "work": w}
+    return {"name": name, "api": api, "per_token": per_token, "scripts": [script], "rc": rc,
+            "stdout": out, "stderr": err, "seen": list(up.seen), "store": str(store), "work": w}
+
+
+def budget_agent(agent, bins, env, direct):
+    """(argv, api) of `agent` in the budget scenario, each made to compact
+    its own context at 67,000 tokens; `direct`: the upstream's URL when the
+    agent is pointed straight at it (no lam), set up as the user would."""
+    if agent == "claude-code":
+        # The window Claude Code compacts in: it compacts at 100,000 - 20,000 - 13,000 = 67,000.
+        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = BUDGET_WINDOW
+        if direct:
+            env["ANTHROPIC_BASE_URL"] = direct
+        return [str(bins / "claude"), "-p", BUDGET_TASK, "--allowedTools", "Bash,mcp__lam__recall"], "messages"
+    if agent == "codex":
+        # Codex compacts at this many tokens (the setting can lower its limit, not raise it).
+        via = ["-c", 'openai_base_url="%s/v1"' % direct] if direct else []
+        return [str(bins / "codex"), *via, "exec", "--skip-git-repo-check", "-c", "model_auto_compact_token_limit=67000", BUDGET_TASK], "responses"
+    if agent == "gemini":
+        # Gemini CLI compresses its history when the upstream's count passes
+        # compressionThreshold x 1,048,576, but only at a user message that
+        # is not a tool result: never inside one `-p` turn. There it masks
+        # older tool outputs instead (`<tool_output_masked>`), once its own
+        # estimate of them passes 50,000 + 30,000 tokens, whatever the
+        # upstream counts: the 40 outputs here (~115,000) pass it.
+        settings = {}
+        if direct:
+            env["GOOGLE_GEMINI_BASE_URL"] = direct
+            settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+        gemini_settings(env, settings)
+        return [str(bins / "gemini"), "-p", BUDGET_TASK, "--yolo", "--skip-trust"], "gemini"
+    # opencode compacts at the model's limit.input - min(20,000, max output) = 67,000.
+    anthropic = {"models": {OPENCODE_MODEL: {"limit": {"context": 200000, "input": 87000, "output": 64000}}}}
+    if direct:
+        anthropic["options"] = {"baseURL": direct + "/v1"}
+    opencode_config(env, {"provider": {"anthropic": anthropic}})
+    return [str(bins / "opencode"), "run", "--auto", BUDGET_TASK], "messages"
 
 
 def own_compaction(run, body):
     """Whether a request is (or follows) the agent's own compaction."""
     b = json.loads(body)
-    return (su.compaction_kind(b) if run["api"] == "messages" else su.responses_compaction_kind(b)) is not None
+    kind = {"messages": su.compaction_kind, "responses": su.responses_compaction_kind, "gemini": su.gemini_compaction_kind}[run["api"]]
+    return kind(b) is not None
 
 
 def budget_measure(lam, run):
     # The agent's conversation (not a title or quota probe, which offers no tools).
-    reqs = [e for e in model_requests(run) if su.tool_list(json.loads(e["body"])) or json.loads(e["body"]).get("tools")]
+    # (Gemini CLI's compression requests offer none, and count.)
+    reqs = [e for e in model_requests(run) if offers_tools(run, e["body"]) or e.get("compaction")]
     first_seen, prefix_changes, prev = {}, 0, None
     for e in reqs:
         items = conversation(run, e["body"])
@@ -537,6 +688,9 @@ def budget_measure(lam, run):
             prefix_changes += 1
         prev = raw
     usage = [e["usage"] for e in reqs]
+    # Gemini CLI's tool-output masking, the requests in which it masked more outputs.
+    masked = [e.get("masked", 0) for e in reqs]
+    maskings = sum(1 for a, b in zip([0] + masked, masked) if b > a)
     bytes_per_token = run["per_token"]
     firsts = list(first_seen.values())
     call, rid = recall_call(run, conversation(run, reqs[-1]["body"]))
@@ -549,7 +703,7 @@ def budget_measure(lam, run):
             "lam_cuts": int(cuts), "citations": int(citations), "lam_peak": int(lam_peak), "calibration": factor,
             "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(run.get("files", BUDGET_FILES))) / bytes_per_token),
             "peak_usage": max(usage), "over_budget": sum(1 for u in usage if u > BUDGET), "prefix_changes": prefix_changes,
-            "compactions": sum(1 for e in reqs if e.get("compaction")), "recall_id": rid,
+            "compactions": sum(1 for e in reqs if e.get("compaction")) + maskings, "recall_id": rid,
             "recall_exact": any(t.rstrip("\n") == first_output.rstrip("\n") for t in got), "new_lines": new, "new_lines_hidden": len(hidden)}
 
 
@@ -563,7 +717,7 @@ def budget_check(m, direct):
     assert m["recall_exact"], what + f"recall of §{m['recall_id']} did not return the first output's exact bytes"
     assert m["new_lines"] > 0 and m["new_lines_hidden"] == 0, what + f"{m['new_lines_hidden']} of {m['new_lines']} new lines withheld"
     assert direct["exit"] == 0 and direct["compactions"] >= 1, \
-        f"claude-code-direct: exit {direct['exit']}, {direct['compactions']} compactions: the scenario must make the agent compact on its own"
+        f"{direct.get('agent', 'direct')}: exit {direct['exit']}, {direct['compactions']} compactions: the scenario must make the agent compact on its own"
 
 
 def budget_table(rows):
@@ -635,8 +789,7 @@ def cold_measure(lam, run):
     its summary's budget line, `N cuts (C cold, W warm)`; None where it
     does not say)."""
     m = budget_measure(lam, run)
-    reqs = [e for e in model_requests(run) if su.tool_list(json.loads(e["body"])) or json.loads(e["body"]).get("tools")]
-    reqs = [e for e in reqs if not own_compaction(run, e["body"])]
+    reqs = [e for e in model_requests(run) if offers_tools(run, e["body"]) and not own_compaction(run, e["body"])]
     k = lambda e: len(tool_results(run, conversation(run, e["body"])))
     after = next(i for i, e in enumerate(reqs) if k(e) == COLD_AT + 1)
     before = max(i for i, e in enumerate(reqs[:after]) if k(e) == COLD_AT)
@@ -680,14 +833,26 @@ def main():
     a = ap.parse_args()
     a.lam = os.path.abspath(a.lam)
     bins = Path(a.agents_dir).resolve() / "node_modules" / ".bin"
-    if not ((bins / "claude").exists() and (bins / "codex").exists()):
-        print(f"SKIPPED: real-agent tests: Claude Code and Codex are not installed in {a.agents_dir} "
+    missing = [p for p in ("claude", "codex", "gemini", "opencode") if not (bins / p).exists()]
+    if len(missing) == 4:
+        print(f"SKIPPED: real-agent tests: no agent is installed in {a.agents_dir} "
               "(scripts/install-agents.sh installs them from npm; the npm registry was unreachable?)")
         return 0
     rows, failures = [], []
-    for name, spec in agents(bins).items():
+
+    def wanted(name):
+        """Whether to run `name`: asked for (--only), and its agent installed (else say why not)."""
         if a.only and name not in a.only.split(","):
+            return False
+        if needs(name) in missing:
+            print(f"SKIPPED: {name}: `{needs(name)}` is not installed in {a.agents_dir} (scripts/install-agents.sh; the npm registry was unreachable?)", flush=True)
+            return False
+        return True
+
+    for name, spec in agents(bins).items():
+        if not wanted(name):
             continue
+        t0 = time.monotonic()
         root = Path(tempfile.mkdtemp(prefix=name + "-", dir=a.work))
         run = run_agent(a.lam, name, spec, root, a.encoder)
         try:
@@ -695,15 +860,19 @@ def main():
             rows.append(m)
             check(m, run)
             print(f"ok: {name}: {m['requests']} requests, {m['conversations']} conversations = {m['proxy_sessions']} proxy sessions, admitted {m['admitted']} = sent {m['sent_texts']}, "
-                  f"tokens {m['tokens_in']} -> {m['tokens_out']}, 0 earlier bytes changed, recall §{m['recall_id']} exact"
+                  f"tokens {m['tokens_in']} -> {m['tokens_out']}, 0 earlier bytes changed, recall §{m['recall_id']} exact, {time.monotonic() - t0:.0f} s"
                   + (f", fork: {m['fork_shared_items']} shared history items ({m['fork_shared_stubs']} stubs) forwarded the same to both branches" if m["fork_shared_items"] else ""), flush=True)
         except AssertionError as e:
             failures.append(f"FAIL {e}")
             print(f"FAIL {e}", flush=True)
+        except Exception as e:  # noqa: BLE001 - a run the measures cannot read fails, the others go on
+            failures.append(f"FAIL {name}: {e!r}\n{traceback.format_exc()}\n{run['stderr'][-3000:]}")
+            print(failures[-1], flush=True)
     budget_rows = []
-    for agent in ("claude-code", "codex"):
-        if a.only and agent + "-budget" not in a.only.split(","):
+    for agent in ("claude-code", "codex", "gemini", "opencode"):
+        if not wanted(agent + "-budget"):
             continue
+        t0 = time.monotonic()
         rows_of, failure = budget_scenario(a.lam, bins, a.work, a.encoder, agent)
         budget_rows += rows_of
         if failure:
@@ -712,9 +881,10 @@ def main():
             continue
         for m in rows_of[:-1]:
             print(f"ok: {m['agent']}: {m['requests']} requests, 0 over {BUDGET} tokens on the upstream's count (calibration x{m['calibration']}), "
-                  f"{m['prefix_changes']} cuts, 0 compactions (direct: {rows_of[-1]['compactions']}), recall §{m['recall_id']} exact", flush=True)
+                  f"{m['prefix_changes']} cuts, 0 compactions (direct: {rows_of[-1]['compactions']}), recall §{m['recall_id']} exact "
+                  f"({time.monotonic() - t0:.0f} s with the direct run)", flush=True)
     for agent in ("claude-code", "codex"):
-        if a.only and agent + "-budget-cold" not in a.only.split(","):
+        if not wanted(agent + "-budget-cold"):
             continue
         m, failure = cold_scenario(a.lam, bins, a.work, a.encoder, agent)
         if failure:

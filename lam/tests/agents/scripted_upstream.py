@@ -1,19 +1,23 @@
-"""A loopback stand-in for the Anthropic and OpenAI APIs that answers the
-real agents (Claude Code, Codex) with scripted tool calls, so that the agent
-really runs its tools on a real folder, and records every request it gets.
+"""A loopback stand-in for the Anthropic, OpenAI and Gemini APIs that
+answers the real agents (Claude Code, Codex, opencode, Gemini CLI) with
+scripted tool calls, so that the agent really runs its tools on a real
+folder, and records every request it gets.
 
 The script is a list of steps, each a tool the agent offers, named by role:
 
 - `("shell", "cat app.py")`: the agent's shell tool: Claude Code's `Bash`;
-  Codex's `exec_command` (or `shell_command`, `shell`, whichever it offers),
-  or in Codex's code mode (a custom tool `exec` that runs JavaScript) a
-  script calling `tools.exec_command`;
-- `("read", "app.py")`: Claude Code's `Read` (path made absolute in the
-  workdir); for Codex a `cat` through its shell tool;
+  opencode's `bash`; Gemini CLI's `run_shell_command`; Codex's
+  `exec_command` (or `shell_command`, `shell`, whichever it offers), or in
+  Codex's code mode (a custom tool `exec` that runs JavaScript) a script
+  calling `tools.exec_command`;
+- `("read", "app.py")`: Claude Code's `Read`, opencode's `read`, Gemini
+  CLI's `read_file` (path made absolute in the workdir); for Codex a `cat`
+  through its shell tool;
 - `("recall", None)`: the `lam` MCP server's `recall` tool as the agent lists
-  it (Claude Code `mcp__lam__recall`; Codex the function `recall` in the
-  namespace `mcp__lam`, or `tools.mcp__lam__recall` in code mode), called
-  with the first `§id` of a stub the agent has sent;
+  it (Claude Code `mcp__lam__recall`; opencode `lam_recall`; Gemini CLI
+  `mcp_lam_recall`; Codex the function `recall` in the namespace
+  `mcp__lam`, or `tools.mcp__lam__recall` in code mode), called with the
+  first `§id` of a stub the agent has sent;
 - `("agent", task)`: Claude Code's `Agent` with a fresh subagent;
 - `("fork", task)`: a fork that starts from the whole conversation (Claude
   Code's `Agent` with `subagent_type: "fork"`; Codex's `spawn_agent` in the
@@ -43,7 +47,10 @@ the scripts above does, so the default behaviour is unchanged):
 - `("fail", then)`: once, a 500 (an `api_error` / `server_error` body,
   recorded `failed`), then the step `then` for the retried request. Answers
 stream as SSE (Anthropic Messages with `tool_use` blocks; OpenAI Responses
-with `function_call` / `custom_tool_call` items). WebSocket upgrades are
+with `function_call` / `custom_tool_call` items; the Gemini API's
+`models/M:streamGenerateContent?alt=sse` as `data:` lines of
+GenerateContentResponse with a `functionCall` part, `:generateContent` as
+one JSON, `:countTokens` with the request's count). WebSocket upgrades are
 answered 426, as an HTTPS-only endpoint does.
 
 Run alone: `scripted_upstream.py PORT_FILE RECORD WORKDIR` writes its port to
@@ -60,6 +67,9 @@ import time
 SECRET_HEADERS = {"authorization", "x-api-key", "cookie"}
 STUB_ID = re.compile(r"§([0-9a-f]{4,})")
 SHELL_TOOLS = ["exec_command", "shell_command", "shell"]
+# The `lam` MCP server's recall tool as each agent names it to the model:
+# Claude Code, opencode, Gemini CLI (Codex: `recall` in namespace `mcp__lam`).
+RECALL_TOOLS = ["mcp__lam__recall", "lam_recall", "mcp_lam_recall"]
 
 SCRIPT = [
     ("shell", "cat app.py"),
@@ -174,15 +184,18 @@ def anthropic_step(body, body_text, workdir, script):
     if role in ("agent", "fork"):
         kind = "general-purpose" if role == "agent" else "fork"
         return "Agent", {"description": "scripted " + role, "prompt": arg, "subagent_type": kind, "run_in_background": False}
-    if role == "shell":
-        return "Bash", {"command": arg, "description": "scripted step %d" % k}
-    if role == "read":
-        return "Read", {"file_path": "%s/%s" % (workdir, arg)}
     names = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
+    # Claude Code's tools are `Bash` and `Read`; opencode's `bash` and `read {filePath}`.
+    bash, read = ("Bash", "Read") if "Bash" in names or "bash" not in names else ("bash", "read")
+    if role == "shell":
+        return bash, {"command": arg, "description": "scripted step %d" % k}
+    if role == "read":
+        return read, {("file_path" if read == "Read" else "filePath"): "%s/%s" % (workdir, arg)}
     ids = STUB_ID.findall(body_text)
-    if "mcp__lam__recall" not in names or not ids:
-        return "Bash", {"command": "echo no-recall-tool-or-no-stub", "description": "scripted fallback"}
-    return "mcp__lam__recall", {"id": ids[0]}
+    tool = next((n for n in RECALL_TOOLS if n in names), None)
+    if tool is None or not ids:
+        return bash, {"command": "echo no-recall-tool-or-no-stub", "description": "scripted fallback"}
+    return tool, {"id": ids[0]}
 
 
 # Claude Code's own compaction: the request that asks for a summary, and
@@ -192,13 +205,18 @@ CONTINUED = "This session is being continued from a previous conversation"
 SUMMARY = "Summary: the scripted session read files; nothing is left to do."
 
 
+# opencode's: a request whose system prompt is its summarizer's; the
+# conversation goes on from the summary it was answered.
+OPENCODE_COMPACTION = "You are a context summarization agent"
+
+
 def compaction_kind(body):
-    """'compaction' for Claude Code's request for a summary, 'continued' for
-    the conversation that goes on after it, else None."""
+    """'compaction' for Claude Code's or opencode's request for a summary,
+    'continued' for the conversation that goes on after it, else None."""
     msgs = body.get("messages") or [{}]
-    if COMPACTION in json.dumps(msgs[-1]):
+    if COMPACTION in json.dumps(msgs[-1]) or OPENCODE_COMPACTION in json.dumps(body.get("system")):
         return "compaction"
-    if CONTINUED in json.dumps(msgs[0]):
+    if CONTINUED in json.dumps(msgs[0]) or SUMMARY in json.dumps(msgs):
         return "continued"
     return None
 
@@ -350,6 +368,99 @@ def responses_sse(call, model, seq, usage=10, compaction=False):
 
 
 
+# --------------------------------------------------------------------- Gemini
+
+# Gemini CLI's tools (`run_shell_command`, `read_file`) and its own
+# compaction, of two kinds: compression, two `:generateContent` calls whose
+# last part asks for a `<state_snapshot>`, then a history that opens with
+# the snapshot and the model's "Got it. Thanks for the additional context!";
+# and tool-output masking, older `functionResponse` outputs replaced in
+# place by a `<tool_output_masked>` preview (no request of its own).
+GEMINI_COMPACTION = "<state_snapshot>"
+GEMINI_CONTINUED = "Got it. Thanks for the additional context!"
+GEMINI_MASKED = "<tool_output_masked>"
+GEMINI_SUMMARY = "<state_snapshot>\n" + SUMMARY + "\n</state_snapshot>"
+# What a utility call without tools gets (the routing classifier asks for
+# this JSON; the others read the text).
+GEMINI_UTILITY = '{"complexity_reasoning": "Scripted.", "complexity_score": 10}'
+
+
+def gemini_parts(body):
+    for c in body.get("contents", []):
+        for p in (c.get("parts") if isinstance(c, dict) else None) or []:
+            if isinstance(p, dict):
+                yield p
+
+
+def gemini_results(body):
+    return sum(1 for p in gemini_parts(body) if "functionResponse" in p)
+
+
+def gemini_tools(body):
+    """The names of the function declarations a request offers."""
+    return [f.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+            for f in t.get("functionDeclarations") or [] if isinstance(f, dict)]
+
+
+def gemini_masked(body):
+    """How many of a request's tool outputs Gemini CLI has masked."""
+    return sum(1 for p in gemini_parts(body) if GEMINI_MASKED in json.dumps(p.get("functionResponse", "")))
+
+
+def gemini_compaction_kind(body):
+    """'compaction' for Gemini CLI's request for a snapshot (its last part),
+    'continued' for the history rebuilt around it or holding masked tool
+    outputs, else None."""
+    parts = list(gemini_parts(body))
+    if parts and GEMINI_COMPACTION in str(parts[-1].get("text", "")):
+        return "compaction"
+    if any(GEMINI_CONTINUED == p.get("text") for p in parts) or gemini_masked(body):
+        return "continued"
+    return None
+
+
+def gemini_step(body, body_text, workdir, script):
+    """(name, args) of the functionCall to answer with, or None for the final text."""
+    k = gemini_results(body)
+    step = script_step("gemini", body, script, k)
+    if step is None:
+        return None
+    role, arg = step
+    names = gemini_tools(body)
+    if role == "read" and "read_file" in names:
+        return "read_file", {"file_path": "%s/%s" % (workdir, arg)}
+    if role == "read":
+        role, arg = "shell", "cat " + arg
+    ids = STUB_ID.findall(body_text)
+    if role == "recall" and ids and "mcp_lam_recall" in names:
+        return "mcp_lam_recall", {"id": ids[0]}
+    if role == "recall":
+        role, arg = "shell", "echo no-recall-tool-or-no-stub"
+    if role != "shell":
+        raise ValueError("Gemini CLI: no scripted answer for the step %r" % (step,))
+    return "run_shell_command", {"command": arg, "description": "scripted step %d" % k}
+
+
+def gemini_response(call, seq, usage=10, text="DONE."):
+    """A GenerateContentResponse: one functionCall part, or a text part."""
+    part = {"text": text} if call is None else {"functionCall": {"name": call[0], "args": call[1]}}
+    return {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": usage, "candidatesTokenCount": 5, "totalTokenCount": usage + 5},
+            "modelVersion": "scripted", "responseId": "resp_scripted_%d" % seq}
+
+
+def gemini_sse(call, seq, usage=10, text="DONE."):
+    """The answer of `:streamGenerateContent?alt=sse`: the text in two
+    chunks, or the call in one, then the finish with the usage."""
+    r = gemini_response(call, seq, usage, text)
+    if call is None and len(text) > 1:
+        head = gemini_response(None, seq, usage, text[:len(text) // 2])
+        del head["candidates"][0]["finishReason"], head["usageMetadata"]
+        r["candidates"][0]["content"]["parts"][0]["text"] = text[len(text) // 2:]
+        return b"".join(b"data: " + json.dumps(x).encode() + b"\r\n\r\n" for x in (head, r))
+    return b"data: " + json.dumps(r).encode() + b"\r\n\r\n"
+
+
 # ------------------------------------------------------------ interactive runs
 
 TURN = re.compile(r"LAMTURN-(\d+)")
@@ -488,6 +599,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         text, model, wd = raw.decode("utf-8", "replace"), body.get("model", "scripted"), self.server.workdir
         if path.endswith("/messages/count_tokens"):
             return self.send(200, "application/json", b'{"input_tokens":100}')
+        if ":" in path.rsplit("/", 1)[-1]:
+            return self.gemini(path.rsplit(":", 1)[1], raw, body, text, seq, entry)
         api = "messages" if path.endswith("/messages") else "responses" if path.endswith("/responses") else None
         tools = api == "messages" and body.get("tools") or api == "responses" and tool_list(body)
         if api and tools and (self.server.turns or any(r in FAULTS for r, _ in self.server.script)):
@@ -510,6 +623,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
             call = responses_step(body, text, wd, self.server.script) if tool_list(body) and kind is None else None
             return self.send(200, "text/event-stream", responses_sse(call, model, seq, usage, kind == "compaction"))
         self.send(404, "application/json", b'{"error":{"type":"not_found","message":"scripted upstream"}}')
+
+    def gemini(self, method, raw, body, text, seq, entry):
+        """Answer the Gemini API (`models/M:streamGenerateContent?alt=sse`,
+        `:generateContent`, `:countTokens`): a conversation's request by the
+        script, Gemini CLI's compression with a snapshot, a utility call
+        without tools (the routing classifier) with its JSON."""
+        usage = int(len(raw) / self.server.honest) if self.server.honest else 10
+        if method == "countTokens":
+            return self.send(200, "application/json", json.dumps({"totalTokens": usage}).encode())
+        if method not in ("streamGenerateContent", "generateContent"):
+            return self.send(404, "application/json", b'{"error":{"code":404,"status":"NOT_FOUND","message":"scripted upstream"}}')
+        kind = gemini_compaction_kind(body) if self.server.honest else None
+        if entry is not None:
+            entry["usage"], entry["compaction"], entry["masked"] = usage, kind == "compaction", gemini_masked(body)
+        tools = gemini_tools(body)
+        call = gemini_step(body, text, self.server.workdir, self.server.script) if tools and kind is None else None
+        say = GEMINI_SUMMARY if kind == "compaction" else "DONE." if tools else GEMINI_UTILITY
+        if method == "generateContent":
+            return self.send(200, "application/json", json.dumps(gemini_response(call, seq, usage, say)).encode())
+        return self.send(200, "text/event-stream", gemini_sse(call, seq, usage, say))
 
     def interactive(self, api, body, text, model, seq, entry):
         """Answer a conversation's request in turns mode, or at a fault step."""
