@@ -459,7 +459,7 @@ def measure(lam, run):
         "tool_results": steps, "sent_texts": sent, "fork_shared_items": shared, "fork_shared_changed": shared_changed, "fork_shared_stubs": shared_stubs, "admitted": admitted, "tokens_in": tin, "tokens_out": tout,
         "earlier_changed": sum(earlier_changed(run, c) for c in convs), "stubs": sum(len(STUB_LINE.findall(x)) for _, t in results for x in t),
         "recall_listed": recall_listed(run, next((e["body"] for e in reqs if offers_tools(run, e["body"])), "{}")), "recall_id": rid,
-        "recall_exact": recalled is not None and len(recalled) > 0 and recalled in got,
+        "recall_exact": recalled is not None and len(recalled) > 0 and recalled in [unwrap(t) for t in got],
         "new_lines": new, "new_lines_hidden": hidden, "changed_sent": sent_changed, "changed_reached": sent_changed - len(missing), "changed_missing": missing, "rereads_cut": len(fell),
         "done": "DONE." in run["stdout"], "added_ms_p50": statistics.median(ms), "added_ms_p99": max(ms) if len(ms) < 100 else sorted(ms)[int(len(ms) * 0.99)],
         "upstream_paths": sorted({e["method"] + " " + e["path"].split("?")[0] for e in run["seen"]}),
@@ -531,6 +531,22 @@ def changed_lines(run, results):
         sent += len(lines)
         missing += [x for x in lines if x not in shown]
     return sent, missing
+
+
+# Gemini CLI hands the model an MCP tool's text inside this envelope, with
+# the closing tag escaped inside it (its `wrapUntrusted`).
+UNTRUSTED = ("<untrusted_context>\n", "\n</untrusted_context>")
+UNTRUSTED_ESCAPED = ("</untrusted_context>", "&lt;/untrusted_context&gt;")
+
+
+def unwrap(text):
+    """A tool result's text as the tool returned it: Gemini CLI's envelope
+    around an MCP tool's text taken off and its escape undone, byte for
+    byte (a text holding the escape itself would not come back)."""
+    head, tail = UNTRUSTED
+    if not (text.startswith(head) and text.endswith(tail) and len(text) >= len(head) + len(tail)):
+        return text
+    return text[len(head):len(text) - len(tail)].replace(UNTRUSTED_ESCAPED[1], UNTRUSTED_ESCAPED[0])
 
 
 def recall(lam, run, rid):
@@ -695,6 +711,7 @@ def budget_measure(lam, run):
     firsts = list(first_seen.values())
     call, rid = recall_call(run, conversation(run, reqs[-1]["body"]))
     got = dict(tool_results(run, conversation(run, reqs[-1]["body"]))).get(call, [])
+    # The first output, as the file holds it and as the agent sent it (Gemini CLI wraps its shell's).
     first_output = (run["work"] / "out_00.txt").read_text()
     new, hidden = hidden_lines(lam, run, [x for t in firsts for x in t]) if rid else (0, [])
     lam_says = BUDGET_LINE.search(run["stderr"])
@@ -704,7 +721,8 @@ def budget_measure(lam, run):
             "tool_outputs": int(sum(len((run["work"] / ("out_%02d.txt" % k)).read_bytes()) for k in range(run.get("files", BUDGET_FILES))) / bytes_per_token),
             "peak_usage": max(usage), "over_budget": sum(1 for u in usage if u > BUDGET), "prefix_changes": prefix_changes,
             "compactions": sum(1 for e in reqs if e.get("compaction")) + maskings, "recall_id": rid,
-            "recall_exact": any(t.rstrip("\n") == first_output.rstrip("\n") for t in got), "new_lines": new, "new_lines_hidden": len(hidden)}
+            "recall_exact": any(unwrap(t).rstrip("\n") == x.rstrip("\n") for t in got for x in [first_output, *firsts[0]]) if firsts else False,
+            "new_lines": new, "new_lines_hidden": len(hidden)}
 
 
 def budget_check(m, direct):
