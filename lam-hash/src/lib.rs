@@ -99,7 +99,7 @@ pub struct LineDedup {
     calls: Vec<u32>,
     /// Every distinct call name of the session, once.
     names: Vec<String>,
-    stubs: Vec<Stub>,
+    stubs: Stubs,
     /// The places the open run may repeat, newest first (scratch).
     cands: Vec<Cand>,
     /// The open run's line tags (scratch), so a run kept verbatim is not
@@ -556,7 +556,7 @@ impl LineDedup {
     /// groups), from capacities: what a memory budget counts.
     pub fn heap_bytes(&self) -> usize {
         let names: usize = self.names.iter().map(|c| c.capacity() + 24).sum::<usize>() + self.calls.capacity() * 4 + self.groups.capacity() * 13;
-        self.table.heap_bytes() + names + self.stubs.capacity() * std::mem::size_of::<Stub>()
+        self.table.heap_bytes() + names + self.stubs.all.capacity() * std::mem::size_of::<Stub>()
     }
 
     /// An empty session; stubs are judged by bytes (no token counter).
@@ -626,7 +626,7 @@ impl LineDedup {
         }
         let group = self.group_of(this_call);
         self.calls[record as usize] = group;
-        self.stubs.clear();
+        self.stubs.live = 0;
         self.above = None;
         self.table.begin(record, group);
         let start = out.len();
@@ -637,6 +637,7 @@ impl LineDedup {
             w: Out { buf: out, start, line: 0, stubs: 0 },
             stats: L0Stats::default(),
             map: LineMap { on: true, lines: Vec::new() },
+            shortest: [None; 4],
         }
     }
 
@@ -644,7 +645,7 @@ impl LineDedup {
     /// own line stubs and the stubs it was given, each with the recall as
     /// written (the first one carries it).
     pub fn last_stubs(&self) -> &[Stub] {
-        &self.stubs
+        &self.stubs.all[..self.stubs.live]
     }
 
     /// The index of call name `call` in `names`, added when new.
@@ -684,6 +685,9 @@ pub struct Writer<'w> {
     w: Out<'w>,
     stats: L0Stats,
     map: LineMap,
+    /// The shortest stub line any place could give, by recall and `ditto`
+    /// (computed when first needed).
+    shortest: [Option<usize>; 4],
 }
 
 /// The residual line of every input line of a record, when kept
@@ -721,7 +725,7 @@ impl Writer<'_> {
         stub.set_recall(self.w.stubs == 0);
         self.w.write_stub(&stub, self.d.recall);
         self.d.set_above(stub.ditto_call());
-        self.d.stubs.push(stub);
+        self.d.stubs.push(Ok(stub));
     }
 
     /// Whether the residual so far ends within a line (a stub written now
@@ -829,29 +833,30 @@ impl Writer<'_> {
         // Judged by bytes, a run shorter than twice the shortest stub any place
         // could give stays verbatim: no place need be named.
         let above = d.above.as_deref().filter(|_| !d.no_ditto);
-        let shortest = line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0);
-        let hopeless = how.counter.is_none() && 2 * (shortest + newlines) > body.len();
+        let shortest = self.shortest[usize::from(recall) * 2 + usize::from(above.is_some())]
+            .get_or_insert_with(|| line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0));
+        let hopeless = how.counter.is_none() && 2 * (*shortest + newlines) > body.len();
         let named = d.cands.iter().filter(|c| !hopeless && d.table.names_exactly(c, r.body_lines));
         let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
         let at = pick(named.map(|c| (c.at, c.shift)), self.record, name, above);
         let of = at.map(|(at, _)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
-        let make = |(at, shift): (LineLoc, i32), of: Option<&str>| {
-            let from = Place::new(of.map(str::to_string), at.line, at.line + r.body_lines as u32 - 1);
-            Stub::Lines(LineStub { id: self.id.to_string(), from, recall, shift, ditto })
-        };
+        let fields =
+            |(at, shift): (LineLoc, i32), of| LineFields { id: self.id, of, first: at.line, last: at.line + r.body_lines as u32 - 1, recall, shift, ditto };
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
             let len = line_stub_len(of, ditto, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
-            worth_replacing(how.counter, len, || make(at, of).with(how.recall).to_string(), newlines, body)
+            worth_replacing(how.counter, len, || fields(at, of).stub().with(how.recall).to_string(), newlines, body)
         });
         if let (true, Some(at), Some(of)) = (worth, at, of) {
             body_map.fill(self.w.stub_line());
-            let stub = make(at, of);
-            self.w.write_stub(&stub, how.recall);
-            d.set_above(stub.ditto_call());
-            d.stubs.push(stub);
+            let stub = d.stubs.push(Err(fields(at, of)));
+            self.w.write_stub(stub, how.recall);
+            match stub.ditto_call() {
+                Some(c) => c.clone_into(d.above.get_or_insert_default()),
+                None => d.above = None,
+            }
             self.stats.lines_replaced += r.replaced;
             self.stats.bytes_replaced += body.len() as u64;
             self.stats.stubs += 1;
@@ -945,6 +950,58 @@ pub(crate) fn pick<'n>(
         (*shift != 0, name)
     };
     cands.into_iter().min_by_key(cost)
+}
+
+/// The last record's stub lines, `all[..live]`; the slots after them are
+/// kept so that their strings are reused.
+#[derive(Debug, Default, Clone)]
+struct Stubs {
+    all: Vec<Stub>,
+    live: usize,
+}
+
+impl Stubs {
+    /// Add a stub line: given whole, or (`Err`) a line stub's fields,
+    /// written into a spare slot's strings when there is one.
+    fn push(&mut self, stub: Result<Stub, LineFields<'_>>) -> &Stub {
+        match (stub, self.all.get_mut(self.live)) {
+            (Err(f), Some(Stub::Lines(l))) => f.write_into(l),
+            (Ok(stub), Some(slot)) => *slot = stub,
+            (Err(f), Some(slot)) => *slot = f.stub(),
+            (Ok(stub), None) => self.all.push(stub),
+            (Err(f), None) => self.all.push(f.stub()),
+        }
+        self.live += 1;
+        &self.all[self.live - 1]
+    }
+}
+
+/// The fields of a line stub L0 writes (`LineStub`), borrowed.
+struct LineFields<'a> {
+    id: &'a str,
+    of: Option<&'a str>,
+    first: u32,
+    last: u32,
+    recall: bool,
+    shift: i32,
+    ditto: bool,
+}
+
+impl LineFields<'_> {
+    fn stub(&self) -> Stub {
+        let from = Place::new(self.of.map(str::to_string), self.first, self.last);
+        Stub::Lines(LineStub { id: self.id.to_string(), from, recall: self.recall, shift: self.shift, ditto: self.ditto })
+    }
+
+    /// Overwrite `l` with these fields, reusing its strings.
+    fn write_into(&self, l: &mut LineStub) {
+        self.id.clone_into(&mut l.id);
+        match (self.of, &mut l.from.of) {
+            (Some(of), Some(was)) => of.clone_into(was),
+            (of, was) => *was = of.map(str::to_string),
+        }
+        (l.from.first, l.from.last, l.recall, l.shift, l.ditto) = (self.first, self.last, self.recall, self.shift, self.ditto);
+    }
 }
 
 /// How L0 judges and writes a stub: the token counter and the recall handle.
