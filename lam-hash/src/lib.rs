@@ -319,14 +319,13 @@ impl Table {
         self.base = self.tags.len();
         assert!(u32::try_from(self.base).is_ok(), "fewer than 4 G lines in a session");
         self.records = record.saturating_add(1);
-        self.bases.resize(self.records as usize, self.base as u32);
+        // Records skipped have no lines and no group.
+        put(&mut self.bases, record, self.base as u32, self.base as u32);
         if self.group_newest.len() <= group as usize {
             self.group_newest.resize(group as usize + 1, u32::MAX);
         }
-        self.group.resize(self.records as usize, u32::MAX);
-        self.group[record as usize] = group;
-        self.prev_same.resize(self.records as usize, u32::MAX);
-        self.prev_same[record as usize] = self.group_newest[group as usize];
+        put(&mut self.group, record, group, u32::MAX);
+        put(&mut self.prev_same, record, self.group_newest[group as usize], u32::MAX);
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
             self.seen.reserve(4096);
@@ -422,6 +421,21 @@ impl Table {
             unlink(&mut self.ncopies, &mut self.nseen, tag, at);
         }
     }
+}
+
+/// Set `v[i]` to `x`, first filling any gap before it with `fill` (records
+/// come in order: almost always one push).
+#[inline]
+fn put(v: &mut Vec<u32>, i: u32, x: u32, fill: u32) {
+    let i = i as usize;
+    if i < v.len() {
+        v[i] = x;
+        return;
+    }
+    if i > v.len() {
+        v.resize(i, fill);
+    }
+    v.push(x);
 }
 
 /// Drop the newest visible copy of `tag` when it is the one at `at` (the last added).
@@ -621,11 +635,8 @@ impl LineDedup {
     /// `record`'s residual, which also tells the residual line of every
     /// line written so far ([`Writer::lines`]).
     pub fn writer<'w>(&'w mut self, record: u32, this_id: &'w str, this_call: &str, out: &'w mut Vec<u8>) -> Writer<'w> {
-        if self.calls.len() <= record as usize {
-            self.calls.resize(record as usize + 1, u32::MAX);
-        }
         let group = self.group_of(this_call);
-        self.calls[record as usize] = group;
+        put(&mut self.calls, record, group, u32::MAX);
         self.stubs.live = 0;
         self.above = None;
         self.table.begin(record, group);
