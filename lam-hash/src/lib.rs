@@ -847,9 +847,9 @@ impl Writer<'_> {
         let shortest = self.shortest[usize::from(recall) * 2 + usize::from(above.is_some())]
             .get_or_insert_with(|| line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0));
         let hopeless = how.counter.is_none() && 2 * (*shortest + newlines) > body.len();
-        let named = d.cands.iter().filter(|c| !hopeless && d.table.names_exactly(c, r.body_lines));
+        let named = d.cands.iter().filter(|c| d.table.names_exactly(c, r.body_lines));
         let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
-        let at = pick(named.map(|c| (c.at, c.shift)), self.record, name, above);
+        let at = if hopeless { None } else { pick(named.map(|c| (c.at, c.shift)), self.record, name, above) };
         let of = at.map(|(at, _)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
         let fields =
