@@ -143,8 +143,10 @@ impl IndexChoice {
     }
 }
 
-/// Whether [`Config::delta`] is on by default.
-pub const DELTA: bool = false;
+/// Whether [`Config::delta`] is on by default: on since issue 55
+/// (`docs/eval.md`, "Stubs v7"); [`Config::with_delta`]`(false)` (`lam
+/// compact --no-delta`, `lam eval --no-delta`) writes the v6 form.
+pub const DELTA: bool = true;
 
 /// Operator settings.
 #[derive(Debug, Clone, Copy)]
@@ -177,7 +179,7 @@ pub struct Config {
     /// Forward an output near the newest earlier output of a call as one
     /// stub naming that call plus the hunks that differ (`docs/stubs.md`,
     /// "Delta"), when that costs fewer tokens than L0's residual. Default
-    /// order and faithful residual only.
+    /// order and faithful residual only. On by default ([`DELTA`]).
     pub delta: bool,
 }
 

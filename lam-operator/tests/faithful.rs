@@ -205,3 +205,35 @@ fn reported_cases_reach_the_model() {
     let hidden: usize = [&edited, &rows, &checks].iter().map(|c| paper_hides(&mut bert(), &records(c))).sum();
     assert!(hidden > 0, "the paper's residual was expected to hide lines here");
 }
+
+/// The difference form is on by default (issue 55): a file read again
+/// after three edits is one stub naming the earlier read plus a hunk per
+/// edited line, reads back exactly, and costs fewer tokens than the line
+/// stubs `with_delta(false)` writes for it.
+#[test]
+fn a_file_read_again_is_one_stub_and_its_difference_by_default() {
+    let edits = [5, 15, 25].map(|at| Step::Edit { at, value: 1 });
+    let steps: Vec<Step> = [Step::Read { numbered: false }].into_iter().chain(edits).chain([Step::Read { numbered: false }]).collect();
+    let recs = records(&play(&steps));
+    let mut enc = HashingEncoder::default();
+    let on = config(0.95, false, true);
+    assert!(on.delta, "the difference form is the default");
+    let off = on.with_delta(false);
+    for cfg in [on, off] {
+        check_faithful(cfg, &mut enc, &recs).unwrap_or_else(|e| panic!("delta {}: {e}", cfg.delta));
+    }
+    let run = |cfg: Config| -> Vec<Vec<u8>> {
+        let mut s = Session::new(cfg, enc.info().dim).unwrap();
+        let mut enc = HashingEncoder::default();
+        recs.iter().map(|r| s.admit(&mut enc, r).unwrap().residual).collect()
+    };
+    let (with, without) = (run(on), run(off));
+    let deltas = |res: &[Vec<u8>]| res.iter().filter(|r| lam_core::stub::parse_delta(r).unwrap().is_some()).count();
+    assert!(deltas(&with) >= 1, "no difference form:\n{}", String::from_utf8_lossy(with.last().unwrap()));
+    assert_eq!(deltas(&without), 0);
+    let tokens = |res: &[Vec<u8>]| res.iter().map(|r| lam_core::TokenCounter::count(&lam_core::SimpleCounter, r)).sum::<usize>();
+    assert!(tokens(&with) < tokens(&without), "{} vs {} tokens", tokens(&with), tokens(&without));
+    let last = String::from_utf8_lossy(with.last().unwrap()).into_owned();
+    assert!(last.starts_with("[lam: as `cat big.py` above except these lines; _recall §"), "{last}");
+    assert_eq!(last.lines().filter(|l| l.starts_with("@@ -")).count(), 3, "{last}");
+}

@@ -40,6 +40,11 @@ pub struct CompactArgs {
     /// How stubs name the way to get an original back: `_recall` (default, the ARC view's action), `lam recall` (an agent with a shell and this store), `recall` or another tool name (`lam mcp`), or `none`.
     #[arg(long, value_parser = crate::opts::recall, default_value = "_recall", value_name = "HANDLE")]
     recall: lam_core::stub::Recall<'static>,
+    /// Write every repeated run as a line stub of its own (the v6 form),
+    /// never one stub plus the difference for a near-duplicate output
+    /// (docs/stubs.md, "Delta").
+    #[arg(long)]
+    no_delta: bool,
     /// Print one JSON object per trajectory.
     #[arg(long)]
     json: bool,
@@ -201,7 +206,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
 
 /// The operator settings `a` asks for at threshold `t`.
 fn config(a: &CompactArgs, t: Threshold) -> Config {
-    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual);
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual).with_delta(!a.no_delta);
     cfg.order = match a.order {
         OrderArg::L1L0 => Order::L1L0,
         OrderArg::L0L1 => Order::L0L1,

@@ -41,6 +41,11 @@ pub struct EvalArgs {
     /// How stubs name the way to get an original back (the stub cost depends on it): `_recall` (default, the ARC view's action), `recall`, `lam recall`, a tool name, or `none`.
     #[arg(long, value_parser = crate::opts::recall, default_value = "_recall", value_name = "HANDLE")]
     recall: lam_core::stub::Recall<'static>,
+    /// Write every repeated run as a line stub of its own (the v6 form),
+    /// never one stub plus the difference for a near-duplicate output
+    /// (docs/stubs.md, "Delta"): for comparison with the default.
+    #[arg(long)]
+    no_delta: bool,
     /// SemDeDup seeds.
     #[arg(long, default_value_t = 5)]
     seeds: u64,
@@ -126,6 +131,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         locomo: a.locomo.clone(),
         controls: a.controls && !a.no_locomo,
         recall: a.recall,
+        delta: !a.no_delta,
         ..Options::default()
     };
     let mut bar = Bar { bar: None, quiet: a.quiet, lines: None };

@@ -46,6 +46,10 @@ pub struct Options {
     /// How stubs write their recall handle (`lam_core::stub::Recall`):
     /// stub cost and net removal depend on it.
     pub recall: lam_core::stub::Recall<'static>,
+    /// Forward a near-duplicate output as one stub and its difference
+    /// (`lam_operator::Config::delta`; default on). Off: every repeated run
+    /// is a line stub of its own (the v6 form, for comparison).
+    pub delta: bool,
 }
 
 impl Default for Options {
@@ -68,6 +72,7 @@ impl Default for Options {
             controls: false,
             taus: vec![1.0, 0.999, 0.99, 0.95],
             recall: lam_core::stub::Recall::ARC,
+            delta: true,
         }
     }
 }

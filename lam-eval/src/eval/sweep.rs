@@ -240,7 +240,8 @@ impl Sweep {
     fn orders(&mut self, p: &Prep, ti: usize, th: Threshold, enc: &mut dyn Encoder, memo: &mut TokMemo, o: &Options) -> Result<report::Run> {
         let mut first = None;
         for (order, residual) in [(Order::L1L0, Residual::Paper), (Order::L1L0, Residual::Faithful), (Order::L0L1, Residual::Paper)] {
-            let mut cfg = Config::new(th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall).with_diagnostics().with_residual(residual);
+            let mut cfg =
+                Config::new(th).with_counter(&lam_trajectory::Cl100k).with_recall(o.recall).with_diagnostics().with_residual(residual).with_delta(o.delta);
             cfg.order = order;
             let run = report::run(cfg, &mut *enc, &p.traj, false).with_context(|| format!("session {} at t={}", p.traj.session, th.cosine()))?;
             let a = &mut self.acc[ti];
