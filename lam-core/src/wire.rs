@@ -1,7 +1,8 @@
 //! The agents' wire: the four APIs agents send their conversations on,
 //! which items of each are tool calls (id, name with its namespace,
-//! arguments) and which hold tool results, and the two agents lam knows by
-//! name ([`Agent`]).
+//! arguments) and which hold tool results. What lam knows of each agent
+//! (launch, requests, transcripts, compaction, forks) is in its room,
+//! `lam_trajectory::agents`.
 //!
 //! One module, so one tool call is read the same way everywhere: by the
 //! transcript readers (`lam_trajectory::agents`, for `lam compact`), by the proxy
@@ -307,29 +308,6 @@ fn shell_texts(output: &Value) -> Vec<String> {
     chunks.flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| filled(c, f)).map(move |f| format!("/output/{k}/{f}"))).collect()
 }
 
-/// Whether `call` forks the agent: a subagent that starts from the whole
-/// conversation so far rather than a fresh one (Claude Code's `Agent` or
-/// `Task` with `subagent_type: "fork"`, Codex's `spawn_agent` with
-/// `fork_turns` other than `"none"`, bare or in any namespace: Codex offers
-/// it as `collaboration__spawn_agent`, and the namespace is a setting,
-/// `features.multi_agent_v2.tool_namespace`). The fork's requests carry the
-/// parent's history, so the proxy gives it a conversation of its own that
-/// starts from the parent's.
-pub fn is_fork(call: &Call<'_>) -> bool {
-    let args = match call.arguments {
-        Some(Value::String(s)) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
-        Some(v) => v.clone(),
-        None => Value::Null,
-    };
-    let field = |k: &str| args.get(k).and_then(Value::as_str);
-    let name = call.name.as_str();
-    match name {
-        "Agent" | "Task" => field("subagent_type") == Some("fork"),
-        _ if name == "spawn_agent" || name.ends_with("__spawn_agent") => field("fork_turns").is_some_and(|t| t != "none"),
-        _ => false,
-    }
-}
-
 /// The ids of the calls whose results conversation item `v` carries (empty
 /// results included).
 pub fn result_ids(api: Api, v: &Map<String, Value>) -> Vec<&str> {
@@ -385,92 +363,6 @@ pub fn gemini_texts(v: &Map<String, Value>) -> Vec<String> {
     gemini_parts(v).filter(|(_, p)| filled(p) && !thought(p)).map(|(k, _)| format!("/parts/{k}/text")).collect()
 }
 
-/// The agents lam knows by name: what `lam run` launches and configures,
-/// what `lam replay` writes requests as, and what their transcripts are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Agent {
-    /// Claude Code: Anthropic `POST /v1/messages`; transcripts in `~/.claude/projects`.
-    ClaudeCode,
-    /// Codex CLI: OpenAI `POST /v1/responses`; rollouts in `~/.codex/sessions`.
-    Codex,
-}
-
-impl Agent {
-    /// Both agents.
-    pub const ALL: [Agent; 2] = [Agent::ClaudeCode, Agent::Codex];
-
-    /// Its name: `claude-code`, `codex`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => "claude-code",
-            Agent::Codex => "codex",
-        }
-    }
-
-    /// The API it sends its conversation on.
-    pub fn api(self) -> Api {
-        match self {
-            Agent::ClaudeCode => Api::Messages,
-            Agent::Codex => Api::Responses,
-        }
-    }
-
-    /// The agent a program is, by its file name (`claude`, `codex`).
-    pub fn of_program(file_name: &str) -> Option<Self> {
-        match file_name {
-            "claude" => Some(Agent::ClaudeCode),
-            "codex" => Some(Agent::Codex),
-            _ => None,
-        }
-    }
-
-    /// The name it gives `lam mcp`'s recall tool, registered as server
-    /// `lam` (Codex's function call carries it as namespace `mcp__lam` and
-    /// name `recall`, [`crate::action::namespaced`]).
-    pub fn recall_tool(self) -> &'static str {
-        "mcp__lam__recall"
-    }
-
-    /// The environment variable it reads its API base URL from.
-    pub fn base_url_env(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => "ANTHROPIC_BASE_URL",
-            Agent::Codex => "OPENAI_BASE_URL",
-        }
-    }
-
-    /// The base URL it is given for a proxy at `origin` (`http://127.0.0.1:PORT`):
-    /// Claude Code appends `/v1/messages` to the origin, Codex `/responses`
-    /// to a base that ends in `/v1`.
-    pub fn base_url(self, origin: &str) -> String {
-        match self {
-            Agent::ClaudeCode => origin.to_string(),
-            Agent::Codex => format!("{origin}/v1"),
-        }
-    }
-
-    /// Its provider's origin, when the environment names none.
-    pub fn default_upstream(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => "https://api.anthropic.com",
-            Agent::Codex => "https://api.openai.com",
-        }
-    }
-}
-
-impl std::str::FromStr for Agent {
-    type Err = String;
-
-    /// `claude-code` (or `claude`), `codex`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "claude-code" | "claude" => Ok(Agent::ClaudeCode),
-            "codex" => Ok(Agent::Codex),
-            _ => Err(format!("`{s}`: expected claude-code or codex")),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,24 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn forks_are_told_apart_from_fresh_subagents() {
-        let claude =
-            |t: &str| obj(json!({"role":"assistant","content":[{"type":"tool_use","id":"f","name":"Agent","input":{"prompt":"p","subagent_type":t}}]}));
-        assert!(calls(Api::Messages, &claude("fork")).iter().all(is_fork));
-        assert!(!calls(Api::Messages, &claude("general-purpose")).iter().any(is_fork));
-        let codex = |turns: &str| {
-            obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","arguments":format!("{{\"message\":\"m\",\"fork_turns\":\"{turns}\"}}")}))
-        };
-        assert!(calls(Api::Responses, &codex("all")).iter().all(is_fork));
-        assert!(!calls(Api::Responses, &codex("none")).iter().any(is_fork));
-        // As Codex 0.171.0 sends it with `--enable multi_agent_v2`.
-        let namespaced = obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","namespace":"collaboration",
-            "arguments":"{\"task_name\": \"t\", \"message\": \"m\", \"fork_turns\": \"all\"}"}));
-        assert!(calls(Api::Responses, &namespaced).iter().all(is_fork));
-        // Another namespace (`features.multi_agent_v2.tool_namespace`).
-        let renamed = obj(json!({"type":"function_call","call_id":"s","name":"spawn_agent","namespace":"team",
-            "arguments":"{\"message\": \"m\", \"fork_turns\": \"all\"}"}));
-        assert!(calls(Api::Responses, &renamed).iter().all(is_fork));
+    fn result_ids_name_the_answered_calls() {
         let result = obj(json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"f","content":""},{"type":"text","text":"x"}]}));
         assert_eq!(result_ids(Api::Messages, &result), ["f"]);
         assert_eq!(result_ids(Api::Responses, &obj(json!({"type":"function_call_output","call_id":"s","output":""}))), ["s"]);
@@ -595,15 +470,5 @@ mod tests {
         assert!(!Api::Gemini.carries_conversation("/v1beta/models/gemini-3.8-flash:countTokens"));
         assert!(!Api::Gemini.carries_conversation("/v1beta/models/gemini-3.8-flash"));
         assert!(Api::Responses.carries_conversation("/v1/responses"));
-    }
-
-    #[test]
-    fn agents_by_name_and_program() {
-        for a in Agent::ALL {
-            assert_eq!(a.name().parse::<Agent>(), Ok(a));
-        }
-        assert_eq!(Agent::of_program("claude"), Some(Agent::ClaudeCode));
-        assert_eq!(Agent::of_program("aider"), None);
-        assert!("gpt".parse::<Agent>().is_err());
     }
 }

@@ -28,7 +28,7 @@ pub struct EngineSettings {
     /// Default `Recall::None`: through the proxy the agent usually has no
     /// recall tool, so stubs carry no handle; with `lam mcp` configured in
     /// the agent, name its tool as the agent sees it (`mcp__lam__recall`,
-    /// `lam_core::wire::Agent::recall_tool`).
+    /// `lam_trajectory::agents::Agent::recall_tool`).
     pub recall: lam_core::stub::Recall<'static>,
     /// A hard bound on the input a request forwards (`--budget`): none by default.
     pub budget: Option<Budget>,

@@ -77,14 +77,7 @@ impl Trajectory {
 }
 
 fn format_name(f: lam_trajectory::Format) -> &'static str {
-    match f {
-        lam_trajectory::Format::MiniSweAgent => "mini-swe-agent",
-        lam_trajectory::Format::SweAgent => "swe-agent",
-        lam_trajectory::Format::OpenAiChat => "openai-chat",
-        lam_trajectory::Format::LamJsonl => "lam-jsonl",
-        lam_trajectory::Format::ClaudeCode => "claude-code",
-        lam_trajectory::Format::Codex => "codex",
-    }
+    f.name()
 }
 
 fn convert(t: lam_trajectory::Trajectory) -> Trajectory {

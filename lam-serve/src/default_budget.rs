@@ -30,7 +30,7 @@ pub struct DefaultBudget {
 
 /// Tokens kept free below the agent's compaction threshold: a fifth of it,
 /// for what the agent adds to its count after the last forwarded input
-/// (the answer's output tokens, up to 32,000 for Claude Code's models, and
+/// (the answer's output tokens, up to 32,000 for the agents' models, and
 /// the tool results it appends before the next request) and for the
 /// tokenizer gap before the upstream's first `usage` calibrates the budget.
 const HEADROOM_PERCENT: u64 = 20;
@@ -69,68 +69,18 @@ pub fn budget_of(cfg: &crate::ServeConfig, body: &[u8]) -> Option<Budget> {
     })
 }
 
-/// The context window the agents' own catalogs give `model`, with the
-/// agent whose rule compacts it (docs/agents.md): Claude Code, 200,000 for
-/// haiku-4-5, sonnet-4-x and opus-4-0 to 4-6 (and the Claude 3 models),
-/// 1,000,000 for newer models and `[1m]` names; Codex, 272,000 for the
-/// gpt-5 family and `*codex*` names. `None` for a model neither table
-/// names (a proxy alias, another vendor's model).
-pub fn context_window(model: &str) -> Option<(Family, u64)> {
-    let m = model.trim().to_ascii_lowercase();
-    if let Some(at) = m.find("claude-") {
-        if m.contains("[1m]") {
-            return Some((Family::Claude, 1_000_000));
-        }
-        return claude_window(&m[at + "claude-".len()..]).map(|w| (Family::Claude, w));
-    }
-    let name = m.rsplit('/').next().unwrap_or(&m);
-    (name.starts_with("gpt-5") || name.contains("codex")).then_some((Family::Codex, 272_000))
-}
-
-/// Which agent's compaction rule applies to a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Claude Code: compacts at the window less min(max output, 20,000) less 13,000.
-    Claude,
-    /// Codex: compacts at 90 % of the window.
-    Codex,
-}
-
-/// `rest` after `claude-`: `sonnet-4-5-20250929`, `opus-4-6`,
-/// `3-7-sonnet-latest`, `opus-4-20250514`.
-fn claude_window(rest: &str) -> Option<u64> {
-    let mut parts = rest.split(['-', '.', '@', ':']);
-    let first = parts.next()?;
-    if first.starts_with('3') {
-        return Some(200_000);
-    }
-    // A version part is a short number; a date (8 digits) is not one.
-    let num = |p: Option<&str>| p.filter(|p| p.len() <= 2).and_then(|p| p.parse::<u32>().ok());
-    let major = num(parts.next())?;
-    let minor = num(parts.next()).unwrap_or(0);
-    let small = match first {
-        "haiku" => major < 4 || (major == 4 && minor <= 5),
-        "sonnet" => major <= 4,
-        "opus" => major < 4 || (major == 4 && minor <= 6),
-        _ => return None,
-    };
-    Some(if small { 200_000 } else { 1_000_000 })
-}
-
-/// The agent's own compaction threshold for `model`, in tokens: Claude
-/// Code's `window - 20,000 - 13,000` (167,000 on a 200k model, 967,000 on
-/// a 1M one), Codex's 90 % of the window (244,800 of 272,000).
+/// The threshold at which the agent compacts its context on its own for
+/// `model`, in tokens: the lowest any agent's room gives
+/// (`lam_trajectory::agents::compaction_threshold`, docs/agents.md); `None`
+/// for a model no room names (a proxy alias, another vendor's model).
 pub fn compaction_threshold(model: &str) -> Option<u64> {
-    context_window(model).map(|(family, w)| match family {
-        Family::Claude => w - 20_000 - 13_000,
-        Family::Codex => w / 10 * 9,
-    })
+    lam_trajectory::agents::compaction_threshold(model)
 }
 
 /// A level below the agent's compaction threshold for `model`: the
 /// threshold less a fifth (`HEADROOM_PERCENT`), rounded down to a
-/// thousand: 133,000 on a 200k Claude model, 773,000 on a 1M one, 195,000
-/// on Codex's 272k; `None` for a model the tables do not name.
+/// thousand (133,000 of 167,000, 195,000 of 244,800); `None` for a model
+/// the tables do not name.
 pub fn level(model: &str) -> Option<u64> {
     compaction_threshold(model).map(|t| t * (100 - HEADROOM_PERCENT) / 100 / 1000 * 1000)
 }
@@ -142,7 +92,6 @@ mod tests {
     #[test]
     fn a_200k_claude_model_is_held_below_claude_code_s_167k_threshold() {
         for m in ["claude-sonnet-4-5-20250929", "claude-opus-4-6", "claude-haiku-4-5", "claude-opus-4-20250514", "claude-3-7-sonnet-latest"] {
-            assert_eq!(context_window(m), Some((Family::Claude, 200_000)), "{m}");
             assert_eq!(compaction_threshold(m), Some(167_000), "{m}");
             assert_eq!(level(m), Some(133_000), "{m}");
         }
@@ -157,7 +106,6 @@ mod tests {
     #[test]
     fn a_1m_model_compacts_near_967k_so_the_ceiling_decides() {
         for m in ["claude-opus-4-7", "claude-sonnet-5", "claude-sonnet-4-6[1m]"] {
-            assert_eq!(context_window(m), Some((Family::Claude, 1_000_000)), "{m}");
             assert_eq!(compaction_threshold(m), Some(967_000), "{m}");
             assert_eq!(level(m), Some(773_000), "{m}");
         }

@@ -243,7 +243,7 @@ fn start(reg: &mut Registry, name: Option<&str>, keys: &[u128], conv: Conversati
     h
 }
 
-/// Forks. An agent that forks a subagent (`lam_core::wire::is_fork`) makes
+/// Forks. An agent that forks a subagent (`lam_trajectory::agents::is_fork`) makes
 /// two conversations that both extend the parent's: the fork's (the
 /// parent's history, then its own items) and the parent's (the fork call
 /// answered). Whichever request comes first through the fork call: the
@@ -259,7 +259,7 @@ fn fork(reg: &mut Registry, req: &Parsed, max: usize) -> Option<Arc<Handle>> {
     let call = new.iter().find_map(|it| {
         let v = it.value();
         let obj = v.as_object()?;
-        wire::calls(req.api, obj).into_iter().find(wire::is_fork).map(|c| c.id.to_string())
+        wire::calls(req.api, obj).into_iter().find(lam_trajectory::agents::is_fork).map(|c| c.id.to_string())
     })?;
     if !reg.branch(&h, &call) {
         return None;

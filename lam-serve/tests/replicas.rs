@@ -6,9 +6,9 @@
 //! than lam (calibration above 1).
 
 use arc_store::AnyStore;
-use lam_core::wire::Agent;
 use lam_serve::replay::{Call, requests};
 use lam_serve::{Api, Budget, Proxy, ServeConfig};
+use lam_trajectory::agents::Agent;
 use std::path::{Path, PathBuf};
 
 mod shared_store;

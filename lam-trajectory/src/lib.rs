@@ -4,10 +4,14 @@
 //!   OpenAI chat-completions message lists and lam's JSON Lines
 //!   (`docs/trajectory-format.md`) into [`Trajectory`]s of
 //!   [`lam_core::Record`]s. Every error names the file and the record.
-//! - [`agents`]: coding agents' session logs, told apart from lam JSONL by
-//!   their first line: Claude Code transcripts (`~/.claude/projects`) and
-//!   Codex CLI rollouts (`~/.codex/sessions`), one record per tool result,
-//!   its action the call named by [`lam_core::action`].
+//! - [`agents`]: the coding agents lam knows, one room each
+//!   ([`agents::Agent`]): how `lam run` launches one through the proxy, the
+//!   requests `lam replay` writes as it, its transcripts (told apart from
+//!   lam JSONL by their first line; one record per tool result, its action
+//!   the call named by [`lam_core::action`]), how it compacts and forks.
+//! - Feature `readers` (default): `read` and the agents' transcript readers
+//!   (with `flate2`, `rusqlite`); without it, the agents' rooms' facts
+//!   only, which the proxy uses.
 //! - [`trajectory`]: what every reader produces ([`Trajectory`], [`Format`],
 //!   [`ReadError`]); `read` and `agents` both build on it, and `read`
 //!   dispatches to `agents`, never the reverse.
@@ -35,10 +39,12 @@
 
 pub mod agents;
 pub mod names;
+#[cfg(feature = "readers")]
 pub mod read;
 pub mod trajectory;
 
 pub use names::SessionNames;
+#[cfg(feature = "readers")]
 pub use read::{Input, JsonlRecord};
 pub use trajectory::{Format, ReadError, Trajectory};
 

@@ -1,8 +1,7 @@
 //! Trajectory readers: mini-swe-agent `.traj.json(.gz)`, SWE-agent `.traj(.gz)`,
 //! OpenAI chat-completions message lists, lam's canonical JSON Lines
 //! (`docs/trajectory-format.md`), and the coding agents' session logs
-//! ([`crate::agents`]: Claude Code transcripts, Codex CLI rollouts). Every
-//! error names the file and the record.
+//! ([`crate::agents`]). Every error names the file and the record.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -24,11 +23,12 @@ struct Parsed {
 fn is_trajectory_file(p: &Path) -> bool {
     let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let n = n.strip_suffix(".gz").unwrap_or(n);
-    n.ends_with(".traj") || n.ends_with(".traj.json") || n.ends_with(".jsonl") || n.ends_with(".json")
+    n.ends_with(".traj") || n.ends_with(".traj.json") || n.ends_with(".jsonl") || n.ends_with(".json") || crate::agents::is_database(p)
 }
 
 /// Expand files and folders (recursively, sorted) into trajectory files.
-/// Folders contribute `*.traj`, `*.traj.json`, `*.json`, `*.jsonl` (optionally `.gz`).
+/// Folders contribute `*.traj`, `*.traj.json`, `*.json`, `*.jsonl` (optionally `.gz`),
+/// and the agents' session databases ([`crate::agents::is_database`]).
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     Ok(expand_inputs(paths)?.into_iter().map(|i| i.path).collect())
 }
@@ -41,7 +41,7 @@ pub struct Input {
     /// Found by scanning a folder for a plain `.json` or a `.jsonl` name: such
     /// a file may be metadata rather than a trajectory, and is skipped (with
     /// a warning) when it is not one (a `.jsonl` one when its first line is
-    /// neither lam JSONL, a Claude Code transcript nor a Codex rollout; once
+    /// neither lam JSONL nor an agent's transcript; once
     /// recognised it is strict). Named files and trajectory names are strict.
     pub optional: bool,
 }
@@ -150,8 +150,12 @@ pub fn read_input(input: &Input) -> Result<Option<Vec<Trajectory>>, ReadError> {
     }
 }
 
-/// Read a file (gzip by `.gz` suffix) into trajectories; JSONL files may hold several sessions.
+/// Read a file (gzip by `.gz` suffix) into trajectories; JSONL files and
+/// an agent's session database may hold several sessions.
 pub fn read_path(path: &Path) -> Result<Vec<Trajectory>, ReadError> {
+    if let Some(agent) = crate::agents::database_of(path) {
+        return agent.read(&[], path);
+    }
     read_bytes(&read_file(path)?, path)
 }
 
@@ -170,8 +174,8 @@ fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
 }
 
 /// Read the (decompressed) contents of the file `path` names: JSON Lines when
-/// the name ends in `.jsonl` (or `.jsonl.gz`), read as a Claude Code
-/// transcript or a Codex rollout when its first non-blank line is one
+/// the name ends in `.jsonl` (or `.jsonl.gz`), read as an agent's
+/// transcript when its first non-blank line is one
 /// ([`crate::agents::detect`]), else as lam JSONL; otherwise one JSON document
 /// whose format is recognised by its content. `path` names the input in errors and
 /// gives the default session name; nothing is read from it.
@@ -180,8 +184,7 @@ pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadErro
     let stem = name.trim_end_matches(".gz");
     if stem.ends_with(".jsonl") {
         return match crate::agents::detect(bytes) {
-            Some(Format::ClaudeCode) => crate::agents::read_claude_code(bytes, path),
-            Some(Format::Codex) => crate::agents::read_codex(bytes, path),
+            Some(Format::Agent(agent)) => agent.read(bytes, path),
             _ => read_jsonl(bytes, path),
         };
     }

@@ -3,8 +3,10 @@
 //! the record. Both the generic readers ([`crate::read`]) and the coding
 //! agents' readers ([`crate::agents`]) build on this module, and neither on
 //! the other's internals: `read` dispatches to `agents`, never the reverse.
+//! This module names an agent by the plain enum of `agents/agent.rs`, which
+//! imports nothing of the crate, so no module points back at itself.
 
-use serde_json::Value;
+use crate::agents::agent::Agent;
 use std::path::PathBuf;
 
 /// One agent session's tool observations, in arrival order.
@@ -40,8 +42,7 @@ impl Trajectory {
 }
 
 /// Supported trajectory formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// mini-swe-agent `{messages, trajectory_format: "mini-swe-agent-1"}`.
     MiniSweAgent,
@@ -51,20 +52,37 @@ pub enum Format {
     OpenAiChat,
     /// lam trajectory JSON Lines v1.
     LamJsonl,
-    /// Claude Code session transcript (`~/.claude/projects/<project>/<session>.jsonl`).
-    ClaudeCode,
-    /// Codex CLI rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
-    Codex,
+    /// A coding agent's own transcript ([`crate::agents`]).
+    Agent(Agent),
 }
 
 impl Format {
-    /// The agent whose transcripts these are (Claude Code, Codex), if any.
-    pub fn agent(self) -> Option<lam_core::wire::Agent> {
+    /// The agent whose transcripts these are, if any.
+    pub fn agent(self) -> Option<Agent> {
         match self {
-            Format::ClaudeCode => Some(lam_core::wire::Agent::ClaudeCode),
-            Format::Codex => Some(lam_core::wire::Agent::Codex),
+            Format::Agent(a) => Some(a),
             _ => None,
         }
+    }
+
+    /// Its name: `mini-swe-agent`, `swe-agent`, `openai-chat`, `lam-jsonl`,
+    /// or the agent's ([`Agent::name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::MiniSweAgent => "mini-swe-agent",
+            Format::SweAgent => "swe-agent",
+            Format::OpenAiChat => "openai-chat",
+            Format::LamJsonl => "lam-jsonl",
+            Format::Agent(a) => a.name(),
+        }
+    }
+}
+
+impl serde::Serialize for Format {
+    /// As its [`Format::name`] (`open-ai-chat` for OpenAI chat).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // As serde's kebab-case wrote it when this was derived.
+        s.serialize_str(if *self == Format::OpenAiChat { "open-ai-chat" } else { self.name() })
     }
 }
 
@@ -114,7 +132,9 @@ pub enum ReadError {
 }
 
 /// How a JSON value is named in an error: "a string", "an array".
-pub(crate) fn kind(v: &Value) -> &'static str {
+#[cfg(feature = "readers")]
+pub(crate) fn kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -3,6 +3,7 @@
 //! PROVENANCE.md). Record counts were checked by an independent count over the
 //! files (`tool_result` blocks; `*_call_output` items).
 
+use lam_trajectory::agents::Agent;
 use lam_trajectory::read::{self, Format, Input};
 use std::path::{Path, PathBuf};
 
@@ -31,7 +32,7 @@ fn claude_code_session_reads_every_tool_result() {
     let t = read::read_path(&claude_main()).unwrap();
     assert_eq!(t.len(), 1);
     let t = &t[0];
-    assert_eq!(t.format, Format::ClaudeCode);
+    assert_eq!(t.format, Format::Agent(Agent::ClaudeCode));
     assert_eq!(t.session.0, SID);
     assert_eq!(t.records.len(), 10);
     assert_eq!(t.thoughts.len(), 10);
@@ -92,7 +93,7 @@ fn a_claude_code_project_folder_reads_transcripts_and_skips_metadata() {
 fn codex_rollout_reads_every_call_output() {
     let p = fixtures().join(format!("codex/sessions/2025/10/29/rollout-2025-10-29T00-59-38-{CODEX_SID}.jsonl"));
     let t = &read::read_path(&p).unwrap()[0];
-    assert_eq!(t.format, Format::Codex);
+    assert_eq!(t.format, Format::Agent(Agent::Codex));
     assert_eq!(t.session.0, CODEX_SID);
     assert_eq!(t.records.len(), 6);
     assert_eq!(t.task, "The test for add() fails. Fix calc.py.");
@@ -114,7 +115,7 @@ fn codex_rollout_reads_every_call_output() {
 fn legacy_codex_rollout_without_envelopes() {
     let p = fixtures().join(format!("codex/sessions/rollout-2025-05-07T17-24-21-{LEGACY_SID}.jsonl"));
     let t = &read::read_path(&p).unwrap()[0];
-    assert_eq!(t.format, Format::Codex);
+    assert_eq!(t.format, Format::Agent(Agent::Codex));
     assert_eq!(t.session.0, LEGACY_SID);
     assert_eq!(t.records.len(), 3);
     assert_eq!(t.records[0].action, r#"shell({"command":["bash","-lc","ls"]})"#);
@@ -264,7 +265,7 @@ fn records_carry_their_lines_timestamps() {
     ]
     .join("\n");
     let t = &read::read_path(&tmp("times.jsonl", &claude)).unwrap()[0];
-    assert_eq!(t.format, Format::ClaudeCode);
+    assert_eq!(t.format, Format::Agent(Agent::ClaudeCode));
     let base = 1_767_690_966_951; // 2026-01-06T09:16:06.951Z
     assert_eq!(t.times, [Some(base), None, Some(base - 951)]);
     assert_eq!(t.cache_ttl, Some(3600), "the answers wrote to the 1-hour cache only");
@@ -277,7 +278,7 @@ fn records_carry_their_lines_timestamps() {
     ]
     .join("\n");
     let t = &read::read_path(&tmp("rollout-times.jsonl", &codex)).unwrap()[0];
-    assert_eq!(t.format, Format::Codex);
+    assert_eq!(t.format, Format::Agent(Agent::Codex));
     assert_eq!(t.times, [Some(1_761_958_981_250), None]);
     assert_eq!(t.cache_ttl, None);
 }

@@ -5,6 +5,7 @@
 //! `user` lines (a repeated `uuid` once), split at `compact_boundary` lines;
 //! `*_call_output` items of `response_item` lines.
 
+use lam_trajectory::agents::Agent;
 use lam_trajectory::read::{self, Format, Trajectory};
 use std::path::PathBuf;
 
@@ -33,7 +34,7 @@ fn claude_code_transcripts_read_every_tool_result() {
     let sub = &read("spotter/subagent.jsonl")[0];
     assert!(sub.task.starts_with("/handgemacht:create-beads websearch to learn how to fastest setup credo"), "{:?}", sub.task);
     for t in read("cctrace/main.jsonl").iter().chain(&read("spotter/subagent.jsonl")) {
-        assert_eq!(t.format, Format::ClaudeCode);
+        assert_eq!(t.format, Format::Agent(Agent::ClaudeCode));
         assert!(!t.task.is_empty() && !t.task.starts_with("<"), "{}: task {:?}", t.session.0, t.task);
         assert!(t.records.iter().all(|r| r.action.contains('(')), "every result found its call");
     }
@@ -68,7 +69,7 @@ fn codex_rollouts_read_every_output_and_the_plan_updates() {
     let a = read(&format!("{dir}/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl"));
     assert_eq!(a.len(), 1);
     let t = &a[0];
-    assert_eq!((t.format, t.session.0.as_str(), t.records.len()), (Format::Codex, "c61729d4-da6d-46a4-9a29-ec2c614e5e23", 400));
+    assert_eq!((t.format, t.session.0.as_str(), t.records.len()), (Format::Agent(Agent::Codex), "c61729d4-da6d-46a4-9a29-ec2c614e5e23", 400));
     assert_eq!(t.task, "Can we continue from where we left off?", "the environment context is not the task");
     let plans: Vec<_> = t.records.iter().filter(|r| r.action.starts_with("update_plan(")).collect();
     assert_eq!(plans.len(), 3);

@@ -1,11 +1,12 @@
 //! `lam replay`: recorded sessions sent through `lam serve`'s engine the way
-//! Claude Code or Codex sends them, and what they would have cost with and
+//! their agent sends them, and what they would have cost with and
 //! without `lam` (`lam_serve::replay`).
 
 use anyhow::{Context, Result, bail};
-use lam_core::wire::Agent;
+use lam_core::wire::Api;
 use lam_serve::replay::{self, CacheTtl, Call, Pricing, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
+use lam_trajectory::agents::Agent;
 use lam_trajectory::read::{self, Trajectory};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -114,8 +115,9 @@ fn held_to(proxy: &Proxy, created: u64) -> u64 {
     proxy.stats().sessions.iter().filter(|s| s.conversation > created).map(|s| s.budget_tokens).max().unwrap_or(0)
 }
 
+/// `--shape`, else the transcript's agent, else the first agent lam knows.
 fn agent_of(a: &ReplayArgs, t: &Trajectory) -> Agent {
-    a.shape.0.or_else(|| t.format.agent()).unwrap_or(Agent::ClaudeCode)
+    a.shape.0.or_else(|| t.format.agent()).unwrap_or(Agent::ALL[0])
 }
 
 fn one(
@@ -125,14 +127,10 @@ fn one(
     out: Option<&mut BufWriter<std::fs::File>>,
 ) -> Result<(Agent, SessionReport, Pricing)> {
     let agent = agent_of(a, t);
-    let pricing = a.pricing.unwrap_or(match agent {
-        Agent::ClaudeCode => Pricing::ANTHROPIC,
-        Agent::Codex => Pricing::OPENAI,
-    });
-    let ttl = a.cache_ttl.or(t.cache_ttl.map(|s| CacheTtl(Some(s)))).unwrap_or(match agent {
-        Agent::ClaudeCode => CacheTtl::ANTHROPIC,
-        Agent::Codex => CacheTtl::OPENAI,
-    });
+    // The provider's, by the API the agent speaks.
+    let anthropic = agent.api() == Api::Messages;
+    let pricing = a.pricing.unwrap_or(if anthropic { Pricing::ANTHROPIC } else { Pricing::OPENAI });
+    let ttl = a.cache_ttl.or(t.cache_ttl.map(|s| CacheTtl(Some(s)))).unwrap_or(if anthropic { CacheTtl::ANTHROPIC } else { CacheTtl::OPENAI });
     let calls: Vec<Call> = t
         .records
         .iter()

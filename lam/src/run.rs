@@ -1,11 +1,12 @@
 //! `lam run -- AGENT ARGS...`: the proxy (`lam-serve`) on a free loopback
-//! port, the agent run through it with `lam mcp` registered (Claude Code,
-//! Codex), and what the proxy saved printed when the agent exits.
+//! port, the agent run through it with `lam mcp` registered (an agent lam
+//! knows: what its room, `lam_trajectory::agents`, says to set), and what
+//! the proxy saved printed when the agent exits.
 
 use anyhow::{Context, Result, bail};
 use arc_store::StoreSpec;
-use lam_core::wire::Agent;
 use lam_serve::{Proxy, ServeConfig, SessionStats, Stats};
+use lam_trajectory::agents::{self, Agent};
 use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ pub struct RunArgs {
     /// Store the tool results are archived in: a directory (or `postgres://...` where built in); default $LAM_HOME/runs/<unix seconds>-<pid>.
     #[arg(long)]
     store: Option<String>,
-    /// Upstream origin; default $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL when set, else https://api.anthropic.com (claude) or https://api.openai.com (codex).
+    /// Upstream origin; default: the base URL the agent is configured with ($ANTHROPIC_BASE_URL, $OPENAI_BASE_URL, its configuration), else its vendor's (https://api.anthropic.com, https://api.openai.com).
     #[arg(long)]
     upstream: Option<String>,
     #[command(flatten)]
@@ -36,7 +37,7 @@ pub struct RunArgs {
     /// `--log` to this file (appended to, created 0600).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
-    /// For `claude -p` and `codex exec` (they ask the model at once): when no model request has reached the proxy this many seconds after the agent started, stop the agent (it is not going through lam) and exit non-zero. 0: never.
+    /// For an agent's batch form (`claude -p`, `codex exec`, ...: it asks the model at once): when no model request has reached the proxy this many seconds after the agent started, stop the agent (it is not going through lam) and exit non-zero. 0: never.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     first_request_timeout_s: u64,
     /// After the agent exits, how long requests still in flight through the proxy (a subprocess
@@ -48,7 +49,7 @@ pub struct RunArgs {
     /// only (another run's archive in a shared store stays out of reach); `store`, every session.
     #[arg(long, value_enum, default_value_t = RecallScope::Run)]
     recall_scope: RecallScope,
-    /// The agent and its arguments, after `--`: `lam run -- claude`, `lam run -- codex exec "fix the tests"`.
+    /// The agent and its arguments, after `--`: `lam run -- claude`, `lam run -- codex exec "fix the tests"` (docs/agents.md lists the agents lam knows).
     #[arg(last = true, required = true, value_name = "AGENT ARGS")]
     agent: Vec<OsString>,
 }
@@ -62,7 +63,7 @@ enum RecallScope {
     Store,
 }
 
-/// The agent a program is, by its file name (`claude`, `codex`); `None`
+/// The agent a program is, by its file name ([`Agent::of_program`]); `None`
 /// for any other agent (base URLs set, nothing registered).
 fn agent_of(program: &OsStr) -> Option<Agent> {
     Path::new(program).file_name().and_then(OsStr::to_str).and_then(Agent::of_program)
@@ -86,7 +87,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         std::process::exit(127);
     }
     let agent = agent_of(program);
-    let (upstream, from) = upstream(a.upstream.as_deref(), agent)?;
+    let (upstream, from) = upstream(a.upstream.as_deref(), agent, args)?;
     let store = Store::resolve(a.store.as_deref())?;
     let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())?).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
@@ -104,7 +105,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         store.shown
     );
     let run = (a.recall_scope == RecallScope::Run).then(|| proxy.run_id());
-    let launch = Launch::new(agent, program, args, server.addr, &store, run);
+    let launch = Launch::new(agent, program, args, server.addr, &store, Held::of(proxy.config()).tokens(), run);
     let first = first_request(&a, agent, args);
     let seen = || proxy.stats().model_requests() > 0;
     #[cfg(unix)]
@@ -131,7 +132,7 @@ pub fn run(a: RunArgs) -> Result<()> {
 struct Ran<'a> {
     agent: Option<Agent>,
     program: &'a OsStr,
-    /// `claude -p`, `codex exec`: they ask the model at once.
+    /// The agent's batch form (`claude -p`, `codex exec`): it asks the model at once.
     batch: bool,
     status: ExitStatus,
     started: std::time::SystemTime,
@@ -150,6 +151,15 @@ enum Held {
 }
 
 impl Held {
+    /// The tokens it holds a request to at most: the budget, or the
+    /// default's ceiling; `None` when off.
+    fn tokens(self) -> Option<u64> {
+        match self {
+            Self::Given(n) | Self::Default(n) => Some(n),
+            Self::Off => None,
+        }
+    }
+
     fn of(cfg: &ServeConfig) -> Self {
         match (cfg.engine.budget, cfg.default_budget) {
             (Some(b), _) => Self::Given(b.tokens),
@@ -167,10 +177,7 @@ fn report(stats: &Stats, store: &Store, ran: &Ran<'_>) -> i32 {
     let transcript = ran.agent.filter(|_| !ran.batch).and_then(|ag| crate::transcript::find(ag, ran.started));
     let code = confirmed(stats, ran, exit_code(ran.status), transcript.as_ref());
     if let (Some(ag), Some(crate::transcript::Transcript { answered: true, session: Some(id) })) = (ran.agent, &transcript) {
-        let own = match ag {
-            Agent::ClaudeCode => "Claude Code's own `claude --resume` line goes around lam, with an MCP config file that is gone",
-            Agent::Codex => "Codex's own `codex resume` line goes around lam",
-        };
+        let own = ag.resume(id).1;
         say!("lam run: to go on with this conversation through lam: {} ({own}: use this one)", crate::transcript::resume_command(ag, &store.shown, id));
     }
     code
@@ -188,27 +195,22 @@ fn stored(store: &Store, stats: &Stats) -> Option<u64> {
     names.into_iter().try_fold(0, |n, name| Some(n + s.ids(&lam_core::SessionId::new(name)).ok()?.len() as u64))
 }
 
-/// How long a non-interactive Claude Code (`-p`, `--print`) or Codex
-/// (`exec`) may run before its first model request must have reached the
-/// proxy; `None` for interactive runs (the user may not have typed yet),
-/// other agents, and `--first-request-timeout-s 0`.
+/// How long an agent run in its batch form ([`batch`]) may run before its
+/// first model request must have reached the proxy; `None` for interactive
+/// runs (the user may not have typed yet), other agents, and
+/// `--first-request-timeout-s 0`.
 fn first_request(a: &RunArgs, agent: Option<Agent>, args: &[OsString]) -> Option<std::time::Duration> {
     (batch(agent, args) && a.first_request_timeout_s > 0).then(|| std::time::Duration::from_secs(a.first_request_timeout_s))
 }
 
-/// Whether the agent runs non-interactively, asking the model at once:
-/// Claude Code with `-p`/`--print`, Codex with `exec`.
+/// Whether the agent runs non-interactively, asking the model at once
+/// ([`Agent::batch`]); never for an agent lam does not know.
 fn batch(agent: Option<Agent>, args: &[OsString]) -> bool {
-    let has = |flags: &[&str]| args.iter().any(|x| flags.iter().any(|f| x == f));
-    match agent {
-        Some(Agent::ClaudeCode) => has(&["-p", "--print"]),
-        Some(Agent::Codex) => has(&["exec"]),
-        None => false,
-    }
+    agent.is_some_and(|a| a.batch(args))
 }
 
 /// The exit code, after checking that the agent's model requests came
-/// through the proxy. When none did: an interactive Claude Code or Codex
+/// through the proxy. When none did: an interactive agent lam knows
 /// whose transcript of this run holds no model answer made none (the user
 /// left at once, or was not logged in): one plain line. Otherwise (a batch
 /// run, which always asks the model, or a transcript with an answer) the
@@ -229,13 +231,9 @@ fn confirmed(stats: &Stats, ran: &Ran<'_>, code: i32, transcript: Option<&crate:
         }
         _ => "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)",
     };
-    let how = match ran.agent {
-        None => {
-            say!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
-            return code;
-        }
-        Some(Agent::ClaudeCode) => "ANTHROPIC_BASE_URL",
-        Some(Agent::Codex) => "-c openai_base_url=... and OPENAI_BASE_URL",
+    let Some(how) = ran.agent.map(Agent::pointed_by) else {
+        say!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
+        return code;
     };
     say!(
         "lam run: error: `{name}`: {what}. lam set {how}; this version of `{name}` may read its base URL another way (a config file's model provider, say). Check with `lam run --log`, or run `lam serve` and point the agent at it yourself."
@@ -265,24 +263,30 @@ fn is_executable(p: &Path) -> bool {
     })
 }
 
-/// The upstream origin and where it came from.
-fn upstream(flag: Option<&str>, agent: Option<Agent>) -> Result<(String, String)> {
-    let env = |k: &'static str, v1: bool| {
-        let v = std::env::var(k).ok().filter(|v| !v.trim().is_empty())?;
-        let v = v.trim().trim_end_matches('/');
-        let v = if v1 { v.strip_suffix("/v1").unwrap_or(v) } else { v };
-        Some((v.to_string(), format!("from ${k}")))
-    };
-    let of = |a: Agent| env(a.base_url_env(), a == Agent::Codex);
-    let (anthropic, openai) = (of(Agent::ClaudeCode), of(Agent::Codex));
+/// The upstream origin and where it came from: `--upstream`, else what
+/// the agent's room finds configured, else its vendor's; for an agent lam
+/// does not know, the one base URL set among the variables `lam run` sets
+/// for it ([`Agent::base_url_env`]).
+fn upstream(flag: Option<&str>, agent: Option<Agent>, args: &[OsString]) -> Result<(String, String)> {
+    let env = |k: &str| std::env::var(k).ok();
+    let cwd = std::env::current_dir().unwrap_or_default();
     let (url, from) = match (flag, agent) {
         (Some(u), _) => (u.to_string(), "--upstream".to_string()),
-        (None, Some(a)) => of(a).unwrap_or_else(|| (a.default_upstream().to_string(), format!("default for {}", a.name()))),
-        (None, None) => match (anthropic, openai) {
-            (Some(x), None) | (None, Some(x)) => x,
-            (Some(x), Some(y)) if x.0 == y.0 => x,
-            _ => bail!("lam run: not claude or codex, so give the upstream: --upstream https://api.anthropic.com or https://api.openai.com"),
-        },
+        (None, Some(a)) => a.upstream(args, &cwd, &env),
+        (None, None) => {
+            let mut set: Vec<(String, String)> =
+                Agent::ALL.iter().filter(|a| a.base_url_env().is_some()).filter_map(|a| a.configured_upstream(&[], &cwd, &env)).collect();
+            set.dedup_by(|x, y| x.0 == y.0);
+            match &set[..] {
+                [one] => one.clone(),
+                _ => {
+                    let known: Vec<&str> = Agent::ALL.iter().map(|a| a.program()).collect();
+                    let mut vendors: Vec<&str> = Agent::ALL.iter().map(|a| a.vendor()).collect();
+                    vendors.dedup();
+                    bail!("lam run: not {}, so give the upstream: --upstream {}", known.join(" or "), vendors.join(" or "))
+                }
+            }
+        }
     };
     let url = url.trim_end_matches('/').to_string();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -331,8 +335,7 @@ impl Store {
 fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -> Result<ServeConfig> {
     let mut cfg = ServeConfig::new(upstream);
     cfg.store = store;
-    // Both name the `lam` MCP server's tool `mcp__lam__recall` (Codex: the tool
-    // `recall` in its namespace `mcp__lam`, `tools.mcp__lam__recall` in code mode).
+    // The name the agent gives the `lam` MCP server's recall tool.
     let recall = agent.map_or(lam_core::stub::Recall::None, |a| lam_core::stub::Recall::Via(a.recall_tool()));
     cfg.engine = a.engine.settings(recall, None)?;
     // On by default, so the agent never compacts its context on its own.
@@ -455,7 +458,7 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tok
 #[derive(Debug)]
 struct Launch {
     cmd: Vec<OsString>,
-    env: Vec<(&'static str, String)>,
+    env: Vec<(String, String)>,
     files: Vec<PathBuf>,
 }
 
@@ -476,35 +479,12 @@ fn mcp_args(store: &Store, run: Option<&str>, files: &mut Vec<PathBuf>) -> Resul
     Ok(mcp)
 }
 
-/// Claude Code's `--mcp-config FILE` registering `lam mcp` as server `lam`.
-fn claude_flags(exe: &str, mcp: &[String], files: &mut Vec<PathBuf>) -> Result<Vec<OsString>> {
-    let json = serde_json::json!({"mcpServers": {"lam": {"command": exe, "args": mcp}}});
-    let file = private_file("mcp.json", &json.to_string())?;
-    files.push(file.clone());
-    Ok(vec![OsString::from("--mcp-config"), file.into_os_string()])
-}
-
-/// Codex's `-c` settings: its base URL, and `lam mcp` as server `lam`.
-fn codex_flags(exe: &str, mcp: &[String], base: &str) -> Vec<OsString> {
-    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let list = serde_json::to_string(mcp).unwrap_or_default();
-    // Codex 0.171 reads its base URL from the config key `openai_base_url` and ignores
-    // OPENAI_BASE_URL (earlier versions read the variable): both are set.
-    // Its tools only read the archive: approved, so `codex exec` (approval policy never) may call them.
-    let settings = [
-        format!("openai_base_url={}", quoted(base)),
-        format!("mcp_servers.lam.command={}", quoted(exe)),
-        format!("mcp_servers.lam.args={list}"),
-        "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
-    ];
-    settings.into_iter().flat_map(|kv| [OsString::from("-c"), OsString::from(kv)]).collect()
-}
-
 impl Launch {
     /// Base URLs at the proxy; `lam mcp --store STORE [--run RUN]`
-    /// registered for Claude Code and Codex (`--store-file` for a store
-    /// spec holding a password).
-    fn new(agent: Option<Agent>, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, run: Option<&str>) -> Result<Self> {
+    /// registered (`--store-file` for a store spec holding a password), as
+    /// the agent's room says ([`Agent::launch`]); for an agent lam does not
+    /// know, every agent's base-URL variable, nothing registered.
+    fn new(agent: Option<Agent>, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, held: Option<u64>, run: Option<&str>) -> Result<Self> {
         let exe = std::env::current_exe().context("lam run: the path of this lam")?;
         let exe = exe.to_string_lossy().into_owned();
         let mut files = Vec::new();
@@ -513,30 +493,42 @@ impl Launch {
         // `lam top` finds this run's proxy here (`lam-run-PID-proxy`).
         files.push(private_file("proxy", &origin)?);
         let Some(agent) = agent else {
+            let known: Vec<&str> = Agent::ALL.iter().map(|a| a.program()).collect();
+            let vars: Vec<(String, String)> = Agent::ALL.iter().filter_map(|a| Some((a.base_url_env()?.to_string(), a.base_url(&origin)))).collect();
             say!(
-                "lam run: `{}` is neither claude nor codex: ANTHROPIC_BASE_URL and OPENAI_BASE_URL point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
+                "lam run: `{}` is none of {}: {} point at the proxy, no MCP server registered (register `{exe} mcp --store {}` yourself)",
                 program.to_string_lossy(),
+                known.join(", "),
+                vars.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" and "),
                 store.shown
             );
-            let env = Agent::ALL.iter().map(|a| (a.base_url_env(), a.base_url(&origin))).collect();
             let cmd = std::iter::once(program.to_os_string()).chain(args.iter().cloned()).collect();
-            return Ok(Self { cmd, env, files });
+            return Ok(Self { cmd, env: vars, files });
         };
-        let base = agent.base_url(&origin);
-        let flags = match agent {
-            Agent::ClaudeCode => claude_flags(&exe, &mcp, &mut files)?,
-            Agent::Codex => codex_flags(&exe, &mcp, &base),
+        let env = |k: &str| std::env::var(k).ok();
+        // The status line shows only in the interactive display: none in the batch form.
+        let status_line = !agent.batch(args) && crate::status::line_wanted();
+        let cwd = std::env::current_dir().context("lam run: the working directory")?;
+        let setup = agents::Setup { lam: &exe, mcp: &mcp, origin: &origin, args, cwd: &cwd, status_line, budget: held, env: &env };
+        let launch = agent.launch(&setup);
+        for note in &launch.notes {
+            say!("lam run: {note}");
+        }
+        let mut paths = std::collections::HashMap::new();
+        for (name, text) in &launch.files {
+            let path = private_file(name, text)?;
+            paths.insert(*name, path.clone());
+            files.push(path);
+        }
+        let arg = |a: &agents::Arg| match a {
+            agents::Arg::Text(t) => t.clone(),
+            agents::Arg::File(name) => paths.get(name).map_or_else(|| OsString::from(*name), |p| p.clone().into_os_string()),
         };
-        // The status line shows only in the interactive display: none for `claude -p`, `codex exec`.
-        let status = if batch(Some(agent), args) { Vec::new() } else { crate::status::agent_flags(agent, &exe, &origin) };
-        let flags = [flags, status].concat();
         say!("lam run: MCP server `lam` registered for this run: {exe} {}", mcp.join(" "));
-        // Claude Code takes its flags after the user's arguments, Codex its `-c` before them.
-        let cmd = match agent {
-            Agent::ClaudeCode => std::iter::once(program.to_os_string()).chain(args.iter().cloned()).chain(flags).collect(),
-            Agent::Codex => std::iter::once(program.to_os_string()).chain(flags).chain(args.iter().cloned()).collect(),
-        };
-        Ok(Self { cmd, env: vec![(agent.base_url_env(), base)], files })
+        let before = launch.before.iter().map(arg);
+        let after = launch.after.iter().map(arg);
+        let cmd = std::iter::once(program.to_os_string()).chain(before).chain(args.iter().cloned()).chain(after).collect();
+        Ok(Self { cmd, env: launch.env, files })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -757,14 +749,15 @@ mod tests {
     }
 
     /// A store spec with a password reaches `lam mcp` in a 0600 file, never
-    /// on a command line (Codex gets `-c` arguments, visible in `ps`).
+    /// on a command line (`-c` arguments are visible in `ps`) nor in the
+    /// agent's environment, for every agent.
     #[test]
     fn a_store_password_never_reaches_a_command_line() {
         let spec = "postgres://lam:pw-SECRET@127.0.0.1:5432/lam";
         let store = Store { spec: StoreSpec::parse(spec).unwrap(), arg: spec.to_string(), shown: lam_core::redact::url(spec) };
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        for (agent, name) in [(Agent::ClaudeCode, "claude"), (Agent::Codex, "codex")] {
-            let l = Launch::new(Some(agent), OsStr::new(name), &[], addr, &store, Some("serve-1-2")).unwrap();
+        for agent in Agent::ALL {
+            let l = Launch::new(Some(agent), OsStr::new(agent.program()), &[], addr, &store, Some(100_000), Some("serve-1-2")).unwrap();
             let argv: Vec<String> = l.cmd.iter().map(|a| a.to_string_lossy().into_owned()).collect();
             assert!(argv.iter().all(|a| !a.contains("SECRET")), "{argv:?}");
             assert!(l.env.iter().all(|(_, v)| !v.contains("SECRET")));
@@ -775,7 +768,9 @@ mod tests {
                 use std::os::unix::fs::PermissionsExt;
                 assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
             }
-            assert!(argv.iter().any(|a| a.contains("--store-file")) || held.iter().any(|t| t.contains("--store-file")));
+            // On the command line, in a file, or in the environment (opencode's configuration).
+            let named = |t: &String| t.contains("--store-file");
+            assert!(argv.iter().any(named) || held.iter().any(named) || l.env.iter().any(|(_, v)| named(v)), "{}", agent.name());
             l.clean();
             assert!(l.files.iter().all(|f| !f.exists()));
         }

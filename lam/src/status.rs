@@ -241,37 +241,10 @@ pub fn session_of(json: &str) -> Option<String> {
     v.get("session_id").and_then(serde_json::Value::as_str).map(str::to_string)
 }
 
-/// The flags that register lam's status line with `agent` for the proxy
-/// at `origin` (none with `LAM_STATUS_LINE=0`): Claude Code's `--settings`
-/// JSON (its `statusLine` command, layered over the user's settings files,
-/// which are not touched); Codex's `-c` settings: `lam status-line --mcp`
-/// as MCP server `lam_status`, the experimental feature
-/// `tui_extensions_statusline` on, and its tool `status` as the provider.
-pub fn agent_flags(agent: lam_core::wire::Agent, exe: &str, origin: &str) -> Vec<std::ffi::OsString> {
-    use lam_core::wire::Agent;
-    if std::env::var("LAM_STATUS_LINE").is_ok_and(|v| v.trim() == "0") {
-        return Vec::new();
-    }
-    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    match agent {
-        Agent::ClaudeCode => {
-            let sh = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-            let command = format!("{} status-line --proxy {}", sh(exe), sh(origin));
-            let json = serde_json::json!({"statusLine": {"type": "command", "command": command, "padding": 0}});
-            vec!["--settings".into(), json.to_string().into()]
-        }
-        Agent::Codex => {
-            let args = serde_json::to_string(&["status-line", "--mcp", "--proxy", origin]).unwrap_or_default();
-            let settings = [
-                format!("mcp_servers.lam_status.command={}", quoted(exe)),
-                format!("mcp_servers.lam_status.args={args}"),
-                "mcp_servers.lam_status.default_tools_approval_mode=\"approve\"".to_string(),
-                "features.tui_extensions_statusline=true".to_string(),
-                "tui.status_line_provider={server=\"lam_status\",tool=\"status\"}".to_string(),
-            ];
-            settings.into_iter().flat_map(|kv| ["-c".into(), kv.into()]).collect()
-        }
-    }
+/// Whether `lam run` registers lam's status line with the agent (its room
+/// says how: `lam_trajectory::agents`): unless `LAM_STATUS_LINE=0`.
+pub fn line_wanted() -> bool {
+    !std::env::var("LAM_STATUS_LINE").is_ok_and(|v| v.trim() == "0")
 }
 
 /// The resource Codex reads for the line.
@@ -305,7 +278,7 @@ pub fn mcp_reply(msg: &str, line: &dyn Fn(Option<&str>) -> String) -> Option<Str
     let params = req.get("params").cloned().unwrap_or(Value::Null);
     let tool = json!({"name": "status", "title": "lam: savings", "description": "What lam kept out of this conversation's context and the input bill against direct.",
         "inputSchema": {"type": "object", "properties": {}}, "_meta": {"openai/ui": {"entrypoints": [{"type": "statusline", "resourceUri": URI}]}}});
-    let thread = params.pointer("/_meta/com.openai~1codex-statusline-state/thread/id").and_then(Value::as_str);
+    let thread = lam_trajectory::agents::status_thread(&params);
     let result = match method {
         "initialize" => json!({"protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
             "capabilities": {"tools": {}, "resources": {}}, "serverInfo": {"name": "lam-status", "version": env!("CARGO_PKG_VERSION")}}),

@@ -82,9 +82,10 @@ const PG_DEFAULT_OK: [&str; 2] = ["tokio-postgres", "postgres-protocol"];
 const PG_PROGRAMS: [&str; 2] = ["lam", "lam-py"];
 
 // Crates that count tokens but read no trajectories (they take `lam-tokens`),
-// and what the readers would drag in.
+// and what the readers would drag in. The proxy takes `lam-trajectory` for
+// the agents' rooms only, without its `readers` feature (gzip, SQLite).
 const NO_READERS: [&str; 2] = ["lam-serve", "lam-mcp"];
-const READERS: [&str; 2] = ["lam-trajectory", "flate2"];
+const READERS: [&str; 2] = ["flate2", "rusqlite"];
 
 // The command line's crates: only the `lam` program (and xtask) may pull them in.
 const CLI_ONLY: [&str; 3] = ["clap", "indicatif", "anyhow"];

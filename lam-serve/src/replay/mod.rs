@@ -2,11 +2,8 @@
 //! its agent sends it, one request per tool result, and what the provider
 //! would bill for it with and without `lam`.
 //!
-//! Two wire shapes: Claude Code's (`POST /v1/messages` as 2.1.328 sends it:
-//! a `system` array, tools, streaming, a `role: "system"` message that turns
-//! from a marked block into a string, `cache_control` on the last block of
-//! the last message, moved every request) and Codex's (`POST /v1/responses`:
-//! `instructions`, `function_call` / `function_call_output` items). The
+//! Each agent's requests are written by its room
+//! (`lam_trajectory::agents`, [`requests`]), as observed on the wire. The
 //! upstream is in-process: each forwarded body is measured, nothing is sent.
 //!
 //! Billing follows prompt caching: a request's prompt is the preamble and its
@@ -22,7 +19,7 @@
 use crate::Proxy;
 use crate::canon;
 use lam_core::TokenCounter;
-use lam_core::wire::Agent;
+use lam_trajectory::agents::Agent;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -107,11 +104,11 @@ impl CacheTtl {
     }
 }
 
-mod requests;
 #[cfg(test)]
 mod tests;
 
-pub use requests::{Call, forwarded_results, requests};
+/// The requests each agent sends, written by its room.
+pub use lam_trajectory::agents::{Call, forwarded_results, requests};
 
 /// One replayed session.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -22,7 +22,8 @@ fn a_synthesised_request_reads_back_as_the_same_actions() {
         "exec(const r = await tools.exec_command({\"cmd\": \"pytest\"});\ntext(r.output);)",
         "apply_patch(*** Begin Patch\n*** End Patch)",
     ];
-    for (agent, actions) in [(Agent::ClaudeCode, &claude[..]), (Agent::Codex, &codex[..])] {
+    let opencode = [r#"bash({"command":"ls","description":"list"})"#, r#"lam_recall({"id":"7cfd"})"#, r#"read({"filePath":"/a.py"})"#];
+    for (agent, actions) in [(Agent::ClaudeCode, &claude[..]), (Agent::Codex, &codex[..]), (Agent::OpenCode, &opencode[..])] {
         let calls: Vec<Call> = actions.iter().map(|a| Call::from_action(a, "out\n".into(), String::new())).collect();
         let body: Value = serde_json::from_slice(&requests(agent, "task", &calls).pop().unwrap()).unwrap();
         let items = body[agent.api().list_field()].as_array().unwrap();
@@ -60,7 +61,7 @@ fn a_withheld_line_is_counted_in_both_shapes() {
     let counter = lam_core::SimpleCounter;
     let out = |o: &str| Call::from_action("cat a.py", o.to_string(), String::new());
     let calls = [out("x = 1\ny = 2\n"), out("x = 1\ny = 3\n")];
-    for agent in [Agent::ClaudeCode, Agent::Codex] {
+    for agent in Agent::ALL {
         let body = requests(agent, "task", &calls).pop().unwrap();
         assert_eq!(forwarded_results(agent, &body), ["x = 1\ny = 2\n", "x = 1\ny = 3\n"]);
         let mut r = SessionReport::default();
@@ -129,7 +130,7 @@ fn a_gap_past_the_ttl_makes_the_next_request_a_miss_both_ways() {
     let minute = 60_000;
     let timed = [call("one", Some(0)), call("two", Some(minute)), call("three", Some(12 * minute)), call("four", Some(13 * minute))];
     let untimed: Vec<Call> = timed.iter().map(|c| Call { time: None, ..c.clone() }).collect();
-    for agent in [Agent::ClaudeCode, Agent::Codex] {
+    for agent in Agent::ALL {
         let pricing = Pricing::ANTHROPIC;
         let run = |calls: &[Call], ttl| {
             let proxy = Proxy::open(crate::ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();

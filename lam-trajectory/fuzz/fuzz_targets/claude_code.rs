@@ -9,5 +9,5 @@ use libfuzzer_sys::fuzz_target;
 const HEAD: &[u8] = br#"{"type":"user","sessionId":"fuzz","uuid":"u0","message":{"role":"user","content":"task"}}"#;
 
 fuzz_target!(|data: &[u8]| {
-    common::read_lines(data, HEAD, lam_trajectory::Format::ClaudeCode, lam_trajectory::agents::read_claude_code);
+    common::read_lines(data, HEAD, lam_trajectory::Format::Agent(lam_trajectory::agents::Agent::ClaudeCode), lam_trajectory::agents::claude_code::read);
 });

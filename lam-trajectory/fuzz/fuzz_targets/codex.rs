@@ -9,5 +9,5 @@ use libfuzzer_sys::fuzz_target;
 const HEAD: &[u8] = br#"{"timestamp":"t","type":"session_meta","payload":{"id":"fuzz"}}"#;
 
 fuzz_target!(|data: &[u8]| {
-    common::read_lines(data, HEAD, lam_trajectory::Format::Codex, lam_trajectory::agents::read_codex);
+    common::read_lines(data, HEAD, lam_trajectory::Format::Agent(lam_trajectory::agents::Agent::Codex), lam_trajectory::agents::codex::read);
 });
