@@ -145,7 +145,7 @@ impl IndexChoice {
 
 /// Whether [`Config::delta`] is on by default: on since issue 55
 /// (`docs/eval.md`, "Stubs v7"); [`Config::with_delta`]`(false)` (`lam
-/// compact --no-delta`, `lam eval --no-delta`) writes the v6 form.
+/// compact --line-stubs`, `lam eval --line-stubs`) writes the v6 form.
 pub const DELTA: bool = true;
 
 /// Operator settings.

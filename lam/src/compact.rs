@@ -44,7 +44,7 @@ pub struct CompactArgs {
     /// never one stub plus the difference for a near-duplicate output
     /// (docs/stubs.md, "Delta").
     #[arg(long)]
-    no_delta: bool,
+    line_stubs: bool,
     /// Print one JSON object per trajectory.
     #[arg(long)]
     json: bool,
@@ -206,7 +206,7 @@ pub fn run(a: CompactArgs) -> Result<()> {
 
 /// The operator settings `a` asks for at threshold `t`.
 fn config(a: &CompactArgs, t: Threshold) -> Config {
-    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual).with_delta(!a.no_delta);
+    let mut cfg = Config::new(t).with_counter(&lam_trajectory::Cl100k).with_recall(a.recall).with_residual(a.residual).with_delta(!a.line_stubs);
     cfg.order = match a.order {
         OrderArg::L1L0 => Order::L1L0,
         OrderArg::L0L1 => Order::L0L1,

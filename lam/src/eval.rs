@@ -45,7 +45,7 @@ pub struct EvalArgs {
     /// never one stub plus the difference for a near-duplicate output
     /// (docs/stubs.md, "Delta"): for comparison with the default.
     #[arg(long)]
-    no_delta: bool,
+    line_stubs: bool,
     /// SemDeDup seeds.
     #[arg(long, default_value_t = 5)]
     seeds: u64,
@@ -131,7 +131,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         locomo: a.locomo.clone(),
         controls: a.controls && !a.no_locomo,
         recall: a.recall,
-        delta: !a.no_delta,
+        delta: !a.line_stubs,
         ..Options::default()
     };
     let mut bar = Bar { bar: None, quiet: a.quiet, lines: None };
