@@ -502,6 +502,8 @@ impl Table {
 /// it. The places it repeats are the writer's `cands`.
 #[derive(Debug, Clone)]
 struct Run {
+    /// The first byte of the text not yet written when the run began.
+    pending: usize,
     start: usize,
     body_end: usize,
     end: usize,
@@ -525,12 +527,6 @@ struct Out<'o> {
 }
 
 impl Out<'_> {
-    /// Write `bytes`, which hold `newlines` newlines.
-    fn write_text(&mut self, bytes: &[u8], newlines: u32) {
-        debug_assert_eq!(memchr::memchr_iter(b'\n', bytes).count(), newlines as usize);
-        self.line += newlines;
-        self.buf.extend_from_slice(bytes);
-    }
     /// A stub starts a line of its own: true when one must be opened first.
     fn mid_line(&self) -> bool {
         self.buf.len() > self.start && self.buf.last() != Some(&b'\n')
@@ -773,7 +769,8 @@ impl Writer<'_> {
             self.d.table.unsee(LineLoc { record: self.record, line: self.w.line + 1 });
         }
         // Kept bytes are copied lazily, as whole spans: `copy_from` is the
-        // first byte of `text` not yet written or queued in `run`.
+        // first byte of `text` not yet written (a run kept verbatim leaves
+        // its bytes to the span it is in).
         let mut copy_from = 0;
         let mut pos = 0;
         let mut run: Option<Run> = None;
@@ -794,12 +791,11 @@ impl Writer<'_> {
                     self.d.run_tags.push(t);
                     self.d.run_numbers.push(number);
                     self.map.mark(0);
-                    copy_from = next;
                     pos = next;
                     continue;
                 }
                 let r = run.take().expect("a run is open");
-                self.flush(r, text);
+                copy_from = self.flush(r, text);
             }
             let here = LineLoc { record: self.record, line: self.w.line + 1 };
             if joined && pos == 0 {
@@ -809,14 +805,12 @@ impl Writer<'_> {
             } else if !whole {
                 self.d.table.add(t, number, here);
             } else if self.d.table.starts_or_add(t, number, here, &mut self.d.cands) {
-                self.w.buf.extend_from_slice(&text[copy_from..pos]);
-                run = Some(Run::new(pos, next, nl, self.map.len()));
+                run = Some(Run::new(copy_from, pos, next, nl, self.map.len()));
                 self.d.run_tags.clear();
                 self.d.run_tags.push(t);
                 self.d.run_numbers.clear();
                 self.d.run_numbers.push(number);
                 self.map.mark(0);
-                copy_from = next;
                 pos = next;
                 continue;
             }
@@ -825,7 +819,7 @@ impl Writer<'_> {
             pos = next;
         }
         if let Some(r) = run.take() {
-            self.flush(r, text);
+            copy_from = self.flush(r, text);
         }
         self.w.buf.extend_from_slice(&text[copy_from..]);
     }
@@ -834,13 +828,16 @@ impl Writer<'_> {
     /// exactly ([`Table::names_exactly`]) and the stub costs fewer tokens
     /// than the run (`worth_replacing`); otherwise keep it verbatim, its
     /// lines now visible copies too. Either way the run's lines get their
-    /// residual lines in the line map.
-    fn flush(&mut self, r: Run, text: &[u8]) {
+    /// residual lines in the line map. The bytes before the run not yet
+    /// written (`r.pending..r.start`) are written before a stub; the first
+    /// byte of `text` still unwritten is returned.
+    fn flush(&mut self, r: Run, text: &[u8]) -> usize {
         let d = &mut *self.d;
         let body = &text[r.start..r.body_end];
         let recall = self.w.stubs == 0;
         let how = d.how();
-        let newlines = 1 + usize::from(self.w.mid_line());
+        // Unwritten bytes before the run end with a newline.
+        let newlines = 1 + usize::from(r.pending == r.start && self.w.mid_line());
         // Judged by bytes, a run shorter than twice the shortest stub any place
         // could give stays verbatim: no place need be named.
         let above = d.above.as_deref().filter(|_| !d.no_ditto);
@@ -860,7 +857,8 @@ impl Writer<'_> {
             let len = line_stub_len(of, ditto, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || fields(at, of).stub().with(how.recall).to_string(), newlines, body)
         });
-        if let (true, Some(at), Some(of)) = (worth, at, of) {
+        let written = if let (true, Some(at), Some(of)) = (worth, at, of) {
+            self.w.buf.extend_from_slice(&text[r.pending..r.start]);
             body_map.fill(self.w.stub_line());
             let stub = d.stubs.push(Err(fields(at, of)));
             self.w.write_stub(stub, how.recall);
@@ -871,27 +869,31 @@ impl Writer<'_> {
             self.stats.lines_replaced += r.replaced;
             self.stats.bytes_replaced += body.len() as u64;
             self.stats.stubs += 1;
+            r.body_end
         } else {
             body_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
             for ((&t, &number), n) in d.run_tags[..r.body_lines].iter().zip(&d.run_numbers).zip(self.w.line + 1..) {
                 let here = LineLoc { record: self.record, line: n };
                 if blank(t) || hollow(t) { d.table.set(here, t, number) } else { d.table.add(t, number, here) }
             }
-            self.w.write_text(body, r.body_newlines);
-        }
+            self.w.line += r.body_newlines;
+            r.pending
+        };
         tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
         for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
             d.table.set(LineLoc { record: self.record, line: n }, t, 0);
         }
-        self.w.write_text(&text[r.body_end..r.end], r.newlines - r.body_newlines);
+        self.w.line += r.newlines - r.body_newlines;
+        written
     }
 }
 
 impl Run {
     /// A run opened by one repeated line `start..next` (`nl` newlines), the
-    /// `map_at`-th line of the record's line map.
-    fn new(start: usize, next: usize, nl: u32, map_at: usize) -> Self {
-        Run { start, body_end: next, end: next, replaced: 1, body_newlines: nl, newlines: nl, map_at, lines: 1, body_lines: 1 }
+    /// `map_at`-th line of the record's line map; `pending..start` are the
+    /// bytes before it not yet written.
+    fn new(pending: usize, start: usize, next: usize, nl: u32, map_at: usize) -> Self {
+        Run { pending, start, body_end: next, end: next, replaced: 1, body_newlines: nl, newlines: nl, map_at, lines: 1, body_lines: 1 }
     }
 
     /// The run goes on with the line ending at `next`, tagged `t`.
