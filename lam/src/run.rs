@@ -454,7 +454,8 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tok
 }
 
 /// The agent's command line and environment, and the files written for it
-/// (the MCP config, the store spec holding a password), removed at the end.
+/// (the MCP config, the store spec holding a password, the agent's home
+/// for the run), removed at the end.
 #[derive(Debug)]
 struct Launch {
     cmd: Vec<OsString>,
@@ -520,6 +521,12 @@ impl Launch {
             paths.insert(*name, path.clone());
             files.push(path);
         }
+        let mut env = launch.env.clone();
+        if let Some(home) = &launch.home {
+            let dir = private_home(home)?;
+            env.push((home.var.to_string(), dir.to_string_lossy().into_owned()));
+            files.push(dir);
+        }
         let arg = |a: &agents::Arg| match a {
             agents::Arg::Text(t) => t.clone(),
             agents::Arg::File(name) => paths.get(name).map_or_else(|| OsString::from(*name), |p| p.clone().into_os_string()),
@@ -528,7 +535,7 @@ impl Launch {
         let before = launch.before.iter().map(arg);
         let after = launch.after.iter().map(arg);
         let cmd = std::iter::once(program.to_os_string()).chain(before).chain(args.iter().cloned()).chain(after).collect();
-        Ok(Self { cmd, env: launch.env, files })
+        Ok(Self { cmd, env, files })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -551,7 +558,7 @@ impl Launch {
 
     fn clean(&self) {
         for f in &self.files {
-            let _ = std::fs::remove_file(f);
+            remove(f);
         }
     }
 }
@@ -598,11 +605,51 @@ fn remove_stale_files() {
             continue;
         };
         let gone = !Path::new("/proc").join(pid.to_string()).exists() && Path::new("/proc/self").exists();
-        let mine = e.metadata().is_ok_and(|m| m.is_file());
+        let mine = e.file_type().is_ok_and(|t| t.is_file() || t.is_dir());
         if gone && mine {
-            let _ = std::fs::remove_file(e.path());
+            remove(&e.path());
         }
     }
+}
+
+/// Remove a file, or a directory with what is in it (its links, never
+/// what they point at).
+fn remove(path: &Path) {
+    let _ = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        _ => std::fs::remove_file(path),
+    };
+}
+
+/// The agent's home for the run ([`agents::Home`]): a new directory
+/// `lam-run-PID-home` of the temporary directory that only this user can
+/// enter (0700), its files written (0600) and its links made, the
+/// directories they lead to made first where missing (a link whose target
+/// is still missing is left out).
+fn private_home(home: &agents::Home) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("lam-run-{}-home", std::process::id()));
+    remove(&dir);
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    let made = |d: &Path| b.create(d).with_context(|| format!("lam run: making {}", d.display()));
+    made(&dir)?;
+    for d in &home.make {
+        let _ = std::fs::create_dir_all(d);
+    }
+    for (rel, text) in &home.files {
+        let path = dir.join(rel);
+        made(path.parent().unwrap_or(&dir))?;
+        write_private(&path, text)?;
+    }
+    #[cfg(unix)]
+    for (rel, target) in home.links.iter().filter(|(_, t)| t.exists()) {
+        let path = dir.join(rel);
+        made(path.parent().unwrap_or(&dir))?;
+        std::os::unix::fs::symlink(target, &path).with_context(|| format!("lam run: linking {} to {}", path.display(), target.display()))?;
+    }
+    Ok(dir)
 }
 
 /// `text` in a new file `lam-run-PID-NAME` of the temporary directory that
@@ -610,13 +657,18 @@ fn remove_stale_files() {
 fn private_file(name: &str, text: &str) -> Result<PathBuf> {
     let path = std::env::temp_dir().join(format!("lam-run-{}-{name}", std::process::id()));
     let _ = std::fs::remove_file(&path);
+    write_private(&path, text)?;
+    Ok(path)
+}
+
+/// `text` in a new file at `path` that only this user can read (0600).
+fn write_private(path: &Path, text: &str) -> Result<()> {
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(&path).with_context(|| format!("lam run: writing {}", path.display()))?;
-    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))?;
-    Ok(path)
+    let mut f = o.open(path).with_context(|| format!("lam run: writing {}", path.display()))?;
+    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))
 }
 
 /// The child's status as a shell reports it: its code, or 128 + the signal that ended it.
@@ -761,12 +813,13 @@ mod tests {
             let argv: Vec<String> = l.cmd.iter().map(|a| a.to_string_lossy().into_owned()).collect();
             assert!(argv.iter().all(|a| !a.contains("SECRET")), "{argv:?}");
             assert!(l.env.iter().all(|(_, v)| !v.contains("SECRET")));
-            let held: Vec<String> = l.files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect();
+            let held: Vec<String> = l.files.iter().flat_map(|f| texts_in(f)).collect();
             assert!(held.iter().any(|t| t == spec), "the spec is in a file: {held:?}");
             #[cfg(unix)]
             for f in &l.files {
                 use std::os::unix::fs::PermissionsExt;
-                assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+                let want = if f.is_dir() { 0o700 } else { 0o600 };
+                assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, want, "{}", f.display());
             }
             // On the command line, in a file, or in the environment (opencode's configuration).
             let named = |t: &String| t.contains("--store-file");
@@ -774,5 +827,39 @@ mod tests {
             l.clean();
             assert!(l.files.iter().all(|f| !f.exists()));
         }
+    }
+
+    /// The texts of a file, or of the files in a directory (an agent's home
+    /// for the run: its links not followed).
+    fn texts_in(path: &Path) -> Vec<String> {
+        match std::fs::read_dir(path) {
+            Ok(rd) => rd.flatten().filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink())).flat_map(|e| texts_in(&e.path())).collect(),
+            Err(_) => vec![std::fs::read_to_string(path).unwrap()],
+        }
+    }
+
+    /// An agent's home for the run: made private with its files and links
+    /// (a link whose target is missing left out), and removed with its
+    /// links, never what they point at.
+    #[cfg(unix)]
+    #[test]
+    fn an_agent_s_home_is_made_private_and_removed_with_its_links_only() {
+        let user = std::env::temp_dir().join(format!("lam-run-test-{}-user", std::process::id()));
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(user.join("creds.json"), "{}").unwrap();
+        let home = agents::Home {
+            var: "X_HOME",
+            files: vec![(".x/settings.json".into(), "{\"a\":1}".into())],
+            make: vec![user.join("tmp")],
+            links: vec![(".x/creds.json".into(), user.join("creds.json")), (".x/tmp".into(), user.join("tmp")), (".x/gone".into(), user.join("gone"))],
+        };
+        let dir = private_home(&home).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join(".x/settings.json")).unwrap(), "{\"a\":1}");
+        assert_eq!(std::fs::read_link(dir.join(".x/creds.json")).unwrap(), user.join("creds.json"));
+        assert!(dir.join(".x/tmp").is_dir() && !dir.join(".x/gone").exists());
+        remove(&dir);
+        assert!(!dir.exists());
+        assert!(user.join("creds.json").is_file() && user.join("tmp").is_dir(), "what the links point at stays");
+        std::fs::remove_dir_all(&user).unwrap();
     }
 }

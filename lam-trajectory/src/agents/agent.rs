@@ -8,7 +8,7 @@ use lam_core::wire::Api;
 /// The agents lam knows by name: what `lam run` launches and configures,
 /// what `lam replay` writes requests as, and whose transcripts the readers
 /// know. Everything else lam knows of one is in its room
-/// ([`super::claude_code`], [`super::codex`]).
+/// ([`super::claude_code`], [`super::codex`], [`super::opencode`], [`super::gemini`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Agent {
     /// Claude Code ([`super::claude_code`]).
@@ -17,20 +17,23 @@ pub enum Agent {
     Codex,
     /// opencode ([`super::opencode`]).
     OpenCode,
+    /// Gemini CLI ([`super::gemini`]).
+    GeminiCli,
     // A new agent: a variant here, a row in each table below and in each
     // dispatch of `super` (mod.rs), and its room `super::NAME`.
 }
 
 impl Agent {
     /// Every agent.
-    pub const ALL: [Agent; 3] = [Agent::ClaudeCode, Agent::Codex, Agent::OpenCode];
+    pub const ALL: [Agent; 4] = [Agent::ClaudeCode, Agent::Codex, Agent::OpenCode, Agent::GeminiCli];
 
-    /// Its name: `claude-code`, `codex`, `opencode`.
+    /// Its name: `claude-code`, `codex`, `opencode`, `gemini-cli`.
     pub fn name(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
             Agent::OpenCode => "opencode",
+            Agent::GeminiCli => "gemini-cli",
         }
     }
 
@@ -40,19 +43,21 @@ impl Agent {
         match self {
             Agent::ClaudeCode | Agent::OpenCode => Api::Messages,
             Agent::Codex => Api::Responses,
+            Agent::GeminiCli => Api::Gemini,
         }
     }
 
-    /// The program it is run as (`claude`, `codex`, `opencode`).
+    /// The program it is run as (`claude`, `codex`, `opencode`, `gemini`).
     pub fn program(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude",
             Agent::Codex => "codex",
             Agent::OpenCode => "opencode",
+            Agent::GeminiCli => "gemini",
         }
     }
 
-    /// The agent a program is, by its file name (`claude`, `codex`, `opencode`).
+    /// The agent a program is, by its file name (`claude`, `codex`, `opencode`, `gemini`).
     pub fn of_program(file_name: &str) -> Option<Self> {
         Agent::ALL.into_iter().find(|a| a.program() == file_name)
     }

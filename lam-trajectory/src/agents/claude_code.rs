@@ -58,7 +58,7 @@ pub fn launch(s: &Setup<'_>) -> Launch {
         let settings = json!({"statusLine": {"type": "command", "command": command, "padding": 0}});
         after.extend([Arg::text("--settings"), Arg::text(settings.to_string())]);
     }
-    Launch { env: vec![(BASE_URL_ENV.into(), base_url(s.origin))], before: Vec::new(), after, files: vec![("mcp.json", json.to_string())], notes: Vec::new() }
+    Launch { env: vec![(BASE_URL_ENV.into(), base_url(s.origin))], after, files: vec![("mcp.json", json.to_string())], ..Launch::default() }
 }
 
 /// `-p`/`--print`: it asks the model at once.

@@ -70,7 +70,7 @@ pub fn launch(s: &Setup<'_>) -> Launch {
             "tui.status_line_provider={server=\"lam_status\",tool=\"status\"}".to_string(),
         ]);
     }
-    Launch { env: vec![(BASE_URL_ENV.into(), base)], before: dash_c(settings), after: Vec::<Arg>::new(), files: Vec::new(), notes: Vec::new() }
+    Launch { env: vec![(BASE_URL_ENV.into(), base)], before: dash_c(settings), after: Vec::<Arg>::new(), ..Launch::default() }
 }
 
 /// `exec`: it asks the model at once.

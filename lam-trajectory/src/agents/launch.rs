@@ -3,6 +3,7 @@
 //! applies the same way for every agent.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 /// What `lam run` knows when it launches an agent.
 pub struct Setup<'a> {
@@ -57,6 +58,27 @@ pub struct Launch {
     /// What `lam run` tells the user before the agent starts (a setting of
     /// theirs it could not keep, say).
     pub notes: Vec<String>,
+    /// A home of the agent's own for the run ([`Home`]).
+    pub home: Option<Home>,
+}
+
+/// A directory only this user can read that `lam run` makes for the agent
+/// before it starts and removes after it exits (its links with it, never
+/// what they point at), and the variable that names it: an agent whose
+/// settings can only be given in files of its home (Gemini CLI's
+/// `GEMINI_CLI_HOME`) gets the user's home with lam's settings in it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Home {
+    /// The variable set to its path.
+    pub var: &'static str,
+    /// Files in it: a path below it and the contents.
+    pub files: Vec<(PathBuf, String)>,
+    /// Directories made first (with their parents) where they are missing,
+    /// so that links to them lead somewhere (absolute paths).
+    pub make: Vec<PathBuf>,
+    /// Links in it: a path below it and what it points at; one whose
+    /// target does not exist is left out.
+    pub links: Vec<(PathBuf, PathBuf)>,
 }
 
 /// One argument of a [`Launch`].

@@ -3,7 +3,7 @@
 //! (`tests/agent_rooms.rs` checks it).
 //!
 //! - [`claude_code`]: Claude Code. [`codex`]: Codex CLI. [`opencode`]:
-//!   opencode. (Gemini CLI's room goes beside them, `gemini.rs`.)
+//!   opencode. [`gemini`]: Gemini CLI.
 //! - Each room holds: how to launch the agent and point it at the proxy
 //!   (environment, configuration, MCP registration, as plain data:
 //!   [`Launch`]); the shape of its requests, for `lam replay`
@@ -25,6 +25,7 @@
 pub(crate) mod agent;
 pub mod claude_code;
 pub mod codex;
+pub mod gemini;
 #[cfg(feature = "readers")]
 mod jsonl;
 pub mod launch;
@@ -34,7 +35,7 @@ pub mod requests;
 pub use agent::Agent;
 #[cfg(feature = "readers")]
 pub use jsonl::timestamp;
-pub use launch::{Arg, Launch, Setup};
+pub use launch::{Arg, Home, Launch, Setup};
 pub use requests::{Call, forwarded_results, requests};
 
 use crate::trajectory::Format;
@@ -54,6 +55,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::launch(s),
             Agent::Codex => codex::launch(s),
             Agent::OpenCode => opencode::launch(s),
+            Agent::GeminiCli => gemini::launch(s),
         }
     }
 
@@ -63,6 +65,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::batch(args),
             Agent::Codex => codex::batch(args),
             Agent::OpenCode => opencode::batch(args),
+            Agent::GeminiCli => gemini::batch(args),
         }
     }
 
@@ -72,6 +75,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::RECALL_TOOL,
             Agent::Codex => codex::RECALL_TOOL,
             Agent::OpenCode => opencode::RECALL_TOOL,
+            Agent::GeminiCli => gemini::RECALL_TOOL,
         }
     }
 
@@ -92,6 +96,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::upstream(env),
             Agent::Codex => codex::upstream(env),
             Agent::OpenCode => opencode::upstream(args, cwd, env),
+            Agent::GeminiCli => gemini::upstream(env),
         }
     }
 
@@ -102,6 +107,7 @@ impl Agent {
             Agent::ClaudeCode => Some(claude_code::BASE_URL_ENV),
             Agent::Codex => Some(codex::BASE_URL_ENV),
             Agent::OpenCode => None,
+            Agent::GeminiCli => Some(gemini::BASE_URL_ENV),
         }
     }
 
@@ -111,6 +117,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::base_url(origin),
             Agent::Codex => codex::base_url(origin),
             Agent::OpenCode => opencode::base_url(origin),
+            Agent::GeminiCli => gemini::base_url(origin),
         }
     }
 
@@ -119,6 +126,7 @@ impl Agent {
         match self {
             Agent::ClaudeCode | Agent::OpenCode => claude_code::VENDOR,
             Agent::Codex => codex::VENDOR,
+            Agent::GeminiCli => gemini::VENDOR,
         }
     }
 
@@ -128,6 +136,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::POINTED_BY,
             Agent::Codex => codex::POINTED_BY,
             Agent::OpenCode => opencode::POINTED_BY,
+            Agent::GeminiCli => gemini::POINTED_BY,
         }
     }
 
@@ -138,6 +147,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::resume(session),
             Agent::Codex => codex::resume(session),
             Agent::OpenCode => opencode::resume(session),
+            Agent::GeminiCli => gemini::resume(session),
         }
     }
 
@@ -147,6 +157,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::transcripts(cwd, env),
             Agent::Codex => codex::transcripts(env),
             Agent::OpenCode => opencode::transcripts(env),
+            Agent::GeminiCli => gemini::transcripts(env),
         }
     }
 
@@ -158,6 +169,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::read(bytes, path),
             Agent::Codex => codex::read(bytes, path),
             Agent::OpenCode => opencode::read_database(path),
+            Agent::GeminiCli => gemini::read(bytes, path),
         }
     }
 
@@ -183,6 +195,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::answered(line),
             Agent::Codex => codex::answered(line),
             Agent::OpenCode => false,
+            Agent::GeminiCli => gemini::answered(line),
         }
     }
 
@@ -192,6 +205,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::is_first_line(line),
             Agent::Codex => codex::is_first_line(line),
             Agent::OpenCode => false,
+            Agent::GeminiCli => gemini::is_first_line(line),
         }
     }
 
@@ -202,6 +216,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::compaction_threshold(model),
             Agent::Codex => codex::compaction_threshold(model),
             Agent::OpenCode => opencode::compaction_threshold(model),
+            Agent::GeminiCli => gemini::compaction_threshold(model),
         }
     }
 
@@ -212,6 +227,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::forks(call),
             Agent::Codex => codex::forks(call),
             Agent::OpenCode => false,
+            Agent::GeminiCli => gemini::forks(call),
         }
     }
 
@@ -221,6 +237,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code::request(task, calls, tools),
             Agent::Codex => codex::request(task, calls, tools),
             Agent::OpenCode => opencode::request(task, calls, tools),
+            Agent::GeminiCli => gemini::request(task, calls, tools),
         }
     }
 }

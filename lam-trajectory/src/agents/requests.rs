@@ -65,6 +65,7 @@ fn tools(api: Api, all: &[Call]) -> Vec<Value> {
     let schema = json!({"type": "object"});
     match api {
         Api::Responses => names.iter().map(|n| json!({"type": "function", "name": n, "description": n, "parameters": schema, "strict": false})).collect(),
+        Api::Gemini => names.iter().map(|n| json!({"name": n, "description": n, "parametersJsonSchema": schema})).collect(),
         _ => names.iter().map(|n| json!({"name": n, "description": n, "input_schema": schema})).collect(),
     }
 }
@@ -72,7 +73,7 @@ fn tools(api: Api, all: &[Call]) -> Vec<Value> {
 /// The tool results of a body [`requests`] made for `agent` (as the proxy
 /// forwarded it), in order, as text: each `tool_result` block's content
 /// (Messages), each `function_call_output` / `custom_tool_call_output`'s
-/// output (Responses).
+/// output (Responses), each `functionResponse`'s `response.output` (Gemini).
 pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
     let text = |c: &Value| match c {
@@ -85,6 +86,9 @@ pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
     match agent.api() {
         Api::Messages => items.filter_map(|m| m["content"].as_array()).flatten().filter(|b| is(b, "tool_result")).map(|b| text(&b["content"])).collect(),
         Api::Responses => items.filter(|x| is(x, "function_call_output") || is(x, "custom_tool_call_output")).map(|x| text(&x["output"])).collect(),
+        Api::Gemini => {
+            items.filter_map(|c| c["parts"].as_array()).flatten().filter_map(|p| p.get("functionResponse")).map(|f| text(&f["response"]["output"])).collect()
+        }
         _ => Vec::new(),
     }
 }
