@@ -112,7 +112,6 @@ fn it_runs_in_a_home_of_its_own_with_the_users_settings_and_lams() {
     assert_eq!(got["mcpServers"]["other"], json!({"command": "other-mcp"}));
     assert_eq!(got["mcpServers"]["lam"], json!({"command": "/bin/lam", "args": ["mcp", "--store", "/s"], "trust": true}));
     assert_eq!(got["security"]["auth"]["selectedType"], "gemini-api-key");
-    assert_eq!(got["contextManagement"]["tools"]["outputMasking"]["protectionThresholdTokens"], 1_048_576, "no masking of its own under a budget");
     let links: Vec<(String, PathBuf)> = home_dir.links.iter().map(|(p, t)| (p.to_string_lossy().into_owned(), t.clone())).collect();
     assert_eq!(
         links,
@@ -123,9 +122,20 @@ fn it_runs_in_a_home_of_its_own_with_the_users_settings_and_lams() {
         ]
     );
     assert_eq!(home_dir.make, [user.join("tmp")], "its session files stay the user's");
-    let off = Agent::GeminiCli.launch(&Setup { budget: None, ..s });
-    let got: Value = serde_json::from_str(&off.home.unwrap().files[0].1).unwrap();
-    assert!(got.get("contextManagement").is_none(), "its own masking without a budget");
+    // Without a `.gemini` of the user's: lam's settings alone, nothing linked, a note.
+    let bare = tmp("bare");
+    let b = bare.to_string_lossy().into_owned();
+    let fresh = move |k: &str| (k == "HOME").then(|| b.clone());
+    let l = Agent::GeminiCli.launch(&Setup { env: &fresh, ..s });
+    let h = l.home.unwrap();
+    assert!(h.links.is_empty() && h.make.is_empty());
+    assert_eq!(l.notes.len(), 2, "no GEMINI_API_KEY, no ~/.gemini: {:?}", l.notes);
+    let got: Value = serde_json::from_str(&h.files[0].1).unwrap();
+    assert_eq!(
+        got,
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}, "mcpServers": {"lam": {"command": "/bin/lam", "args": ["mcp", "--store", "/s"], "trust": true}}})
+    );
+    let _ = std::fs::remove_dir_all(bare);
     let _ = std::fs::remove_dir_all(home);
 }
 

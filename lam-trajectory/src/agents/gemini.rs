@@ -15,7 +15,9 @@
 //!   first: [`read`]); resumed by `gemini --resume ID`.
 //! - **Compaction**: when the last answer's `promptTokenCount` reaches half
 //!   the token limit, 1,048,576 for every current model: 524,288
-//!   ([`compaction_threshold`]).
+//!   ([`compaction_threshold`]), at a user message. Before that, in any
+//!   turn, it masks old tool outputs in its own history once its estimate
+//!   of them passes 80,000 tokens (not a setting in 0.61.0).
 //! - **Forks**: none (`invoke_agent` starts a fresh subagent).
 
 #[cfg(feature = "readers")]
@@ -78,9 +80,10 @@ pub const AUTH_TYPE: &str = "gemini-api-key";
 /// need no confirmation) and the API-key auth type, every other entry of
 /// the user's `.gemini` linked in (session files, history, credentials:
 /// `tmp` made first, so the run's session files stay the user's; none
-/// when the user has no `.gemini`). With a
-/// budget, its own masking of old tool outputs is off (lam's budget bounds
-/// the context, and keeps every output recallable).
+/// when the user has no `.gemini`). Its own masking of old tool outputs
+/// (`<tool_output_masked>` once its estimate of them passes 50,000 +
+/// 30,000 tokens) cannot be turned off: 0.61.0 passes no setting of it
+/// through (`contextManagement` reaches it as `{enabled}` alone).
 pub fn launch(s: &Setup<'_>) -> Launch {
     let mut notes = Vec::new();
     let user = home(s.env);
@@ -94,9 +97,6 @@ pub fn launch(s: &Setup<'_>) -> Launch {
     }
     set(&mut settings, &["security", "auth", "selectedType"], json!(AUTH_TYPE));
     set(&mut settings, &["mcpServers", "lam"], json!({"command": s.lam, "args": s.mcp, "trust": true}));
-    if s.budget.is_some() {
-        set(&mut settings, &["contextManagement", "tools", "outputMasking", "protectionThresholdTokens"], json!(TOKEN_LIMIT));
-    }
     let settings = serde_json::to_string_pretty(&Value::Object(settings)).unwrap_or_default();
     let (make, links) = match user.filter(|h| h.is_dir()) {
         Some(h) => (vec![h.join("tmp")], linked(&h)),
