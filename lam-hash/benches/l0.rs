@@ -2,8 +2,10 @@
 //! membership, stub decisions, residual assembly), beside raw xxh3 over the
 //! same bytes (the peer: the cheapest possible pass), the naive version of
 //! the same rule (`lam_hash::naive`, whose output must be identical: checked
-//! here) and a bare line split + `HashSet<u64>` (what one would write first).
-//! Prints the ratios.
+//! here), a bare line split + `HashSet<u64>` (what one would write first)
+//! and the floor: split, xxh3 and one lookup per line in a presized table,
+//! the least any L0 does (`docs/eval.md`, "L0 throughput"). Prints the
+//! ratios.
 
 use criterion::{Criterion, Throughput, black_box};
 use lam_hash::naive::NaiveLineDedup;
