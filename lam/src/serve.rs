@@ -41,7 +41,7 @@ pub struct EngineOpts {
     /// Tools whose results are forwarded verbatim (still archived), e.g. `Edit,Write` when the agent must act on their exact output.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     keep_tools: Vec<String>,
-    /// How stubs name the way to get an original back: `none` (no handle), or the agent's name for `lam mcp`'s recall tool (`mcp__lam__recall`). Default: `none`, except `lam run -- claude` and `lam run -- codex`, which register `lam mcp`: `mcp__lam__recall`.
+    /// How stubs name the way to get an original back: `none` (no handle), or the agent's name for `lam mcp`'s recall tool (`mcp__lam__recall`). Default: `none`, except under `lam run` for the agents it knows, which register `lam mcp`: their name for its recall tool (`mcp__lam__recall`, `lam_recall`, `mcp_lam_recall`).
     #[arg(long, value_parser = crate::opts::recall, value_name = "HANDLE")]
     recall: Option<lam_core::stub::Recall<'static>>,
     /// A hard bound on the input tokens a request forwards (cl100k): past it, the oldest tool results the model has answered become ARC citations (`§id`, the call, size, head and tail, the recall handle) until the input is at or under --budget-target. Each original stays archived, one exact recall away. `auto`: the default budget, the smaller of 100000 and a level below the agent's own compaction threshold for the request's model (docs/serve.md, "The default budget"); `off`: none. Default: `auto` for `lam run` and `lam replay`, `off` for `lam serve`.
