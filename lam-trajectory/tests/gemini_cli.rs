@@ -179,4 +179,7 @@ fn replay_requests_are_gemini_cli_s() {
     assert_eq!(results, calls.iter().map(|c| c.output.clone()).collect::<Vec<_>>());
     assert_eq!(last["tools"][0]["functionDeclarations"].as_array().unwrap().len(), 3, "run_shell_command, read_file, mcp_lam_recall");
     assert!(last["systemInstruction"]["parts"][0]["text"].is_string());
+    assert_eq!(last["contents"][0], json!({"role": "user", "parts": [{"text": t.task}]}), "the task as its transcript keeps it");
+    assert_eq!(Agent::GeminiCli.path(), "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse", "the model is in the path");
+    assert_eq!(Agent::ClaudeCode.path(), "/v1/messages");
 }

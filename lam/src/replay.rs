@@ -21,10 +21,10 @@ fn shape(s: &str) -> Result<Shape, String> {
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
-    /// Transcripts: Claude Code (~/.claude/projects), Codex (~/.codex/sessions), opencode (~/.local/share/opencode/opencode.db), or any `lam compact` format; files or folders.
+    /// Transcripts: Claude Code (~/.claude/projects), Codex (~/.codex/sessions), opencode (~/.local/share/opencode/opencode.db), Gemini CLI (~/.gemini/tmp), or any `lam compact` format; files or folders.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Which agent's requests to send: `auto` (an agent's transcripts as that agent sends them, everything else as Claude Code), `claude-code` (Anthropic `/v1/messages` as Claude Code sends it: system array, tools, moving `cache_control`), `codex` (OpenAI `/v1/responses` as the Codex CLI sends it) or `opencode` (Anthropic `/v1/messages` as opencode sends it: one system block, `cache_control` on the last two messages).
+    /// Which agent's requests to send: `auto` (an agent's transcripts as that agent sends them, everything else as Claude Code), `claude-code` (Anthropic `/v1/messages` as Claude Code sends it: system array, tools, moving `cache_control`), `codex` (OpenAI `/v1/responses` as the Codex CLI sends it), `opencode` (Anthropic `/v1/messages` as opencode sends it: one system block, `cache_control` on the last two messages) or `gemini-cli` (the Gemini API, `models/MODEL:streamGenerateContent`, as Gemini CLI sends it: `contents` of `functionCall` and `functionResponse` parts).
     #[arg(long, value_parser = shape, default_value = "auto", value_name = "AGENT")]
     shape: Shape,
     /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
@@ -156,7 +156,7 @@ fn one(
 fn write_requests(w: &mut impl Write, agent: Agent, session: &str, task: &str, calls: &[Call]) -> Result<()> {
     for body in replay::requests(agent, task, calls) {
         let body = serde_json::value::RawValue::from_string(String::from_utf8(body)?)?;
-        let line = serde_json::json!({"session": session, "agent": agent.name(), "path": agent.api().path(), "body": body});
+        let line = serde_json::json!({"session": session, "agent": agent.name(), "path": agent.path(), "body": body});
         serde_json::to_writer(&mut *w, &line)?;
         w.write_all(b"\n")?;
     }

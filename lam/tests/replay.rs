@@ -41,6 +41,18 @@ fn agent_transcripts_replay_in_their_own_shapes() {
     assert_eq!(v["total"]["proxy_sessions"].as_u64().unwrap() as usize, shapes.len());
 }
 
+/// A session file the real Gemini CLI 0.61.0 wrote, sent as it sends its
+/// requests (the Gemini API): one proxy session, its 8 results admitted
+/// once, nothing earlier changed or withheld, the bill lower.
+#[test]
+fn a_gemini_cli_session_replays_on_the_gemini_wire() {
+    let v = replay(&[&fixtures("gemini-cli")]);
+    check_sessions(&v);
+    let s = &v["sessions"][0];
+    assert_eq!((s["shape"].as_str(), s["requests"].as_u64(), s["admitted"].as_u64()), (Some("gemini-cli"), Some(9), Some(8)));
+    assert!(s["tool_tokens_out"].as_u64() < s["tool_tokens_in"].as_u64(), "{s}");
+}
+
 /// Every real transcript of `shared/corpus/agent-transcripts` (Claude Code
 /// 2.0.76 and 2.1.38-39 with subagents and a compaction, Codex CLI 0.34),
 /// each as its agent sends it: one proxy session per conversation (the

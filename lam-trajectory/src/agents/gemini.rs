@@ -199,15 +199,19 @@ pub fn forks(_call: &Call<'_>) -> bool {
     false
 }
 
-/// Its request as 0.61.0 sends it (docs/agents.md): the session context
-/// and the task as the first user turn, each call a `model` turn (the
+/// The path of its conversation's requests: the model it runs by default
+/// (`gemini-3.1-pro-preview`; the model is part of the path), streamed.
+pub const PATH: &str = "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse";
+
+/// Its request as 0.61.0 sends it (docs/agents.md): the task (its session
+/// context and the user's words, as its transcript keeps them) as the
+/// first user turn, each call a `model` turn (the
 /// model's text, then the `functionCall` with its `thoughtSignature`) and
 /// its result a `user` turn (`functionResponse` with `response.output`),
 /// `systemInstruction`, `tools` as one `functionDeclarations` list, and
 /// its `generationConfig`.
 pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
-    let context = "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat. (replayed by lam replay)\n</session_context>";
-    let mut contents = vec![json!({"role": "user", "parts": [{"text": context}, {"text": task}]})];
+    let mut contents = vec![json!({"role": "user", "parts": [{"text": task}]})];
     for (k, c) in calls.iter().enumerate() {
         let id = format!("{}_{k:04}", c.name);
         let args = c.input().unwrap_or_else(|| json!({"command": lam_core::action::tool_call(&c.name, &c.arguments)}));

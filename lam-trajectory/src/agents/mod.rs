@@ -231,6 +231,15 @@ impl Agent {
         }
     }
 
+    /// The path it sends its conversation's requests to (Gemini CLI's
+    /// names its model).
+    pub fn path(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode | Agent::Codex | Agent::OpenCode => self.api().path(),
+            Agent::GeminiCli => gemini::PATH,
+        }
+    }
+
     /// The request body it sends for `task` and `calls` so far, declaring `tools`.
     pub fn request(self, task: &str, calls: &[Call], tools: &[Value]) -> Value {
         match self {
