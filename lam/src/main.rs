@@ -39,14 +39,14 @@ enum Cmd {
     Compact(compact::CompactArgs),
     /// Proxy between an agent and its model API (OpenAI/Anthropic/Gemini compatible): archive every tool result, send a compacted one (docs/serve.md).
     Serve(serve::ServeArgs),
-    /// Run an agent (claude, codex, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/agents.md).
+    /// Run an agent (claude, codex, gemini, opencode, ...) through the proxy on a free local port with `lam mcp` registered; print what it saved (docs/agents.md).
     Run(run::RunArgs),
     /// The conversations of a running `lam run` (or `lam serve --proxy URL`): requests, tokens kept out, cuts, input bill vs direct, refreshed every second (docs/agents.md).
     Top(top::TopArgs),
     /// One line of what the proxy saved, for an agent's status line (`lam run` registers it).
     #[command(hide = true)]
     StatusLine(status::StatusLineArgs),
-    /// Replay recorded Claude Code / Codex sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency (docs/agents.md).
+    /// Replay recorded Claude Code, Codex, Gemini CLI or opencode sessions through the proxy: tokens removed, bytes changed, billed input with prompt caching (lam vs direct), added latency (docs/agents.md).
     Replay(replay::ReplayArgs),
     /// Print an archived tool output's exact bytes (or one part of it).
     Recall(recall::RecallArgs),
