@@ -22,6 +22,9 @@
 use crate::action;
 use serde_json::{Map, Value};
 
+mod path;
+pub use path::{Path, Seg};
+
 /// An API whose conversations lam reads and compacts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Api {
@@ -164,20 +167,50 @@ pub fn block_call(b: &Map<String, Value>) -> Option<Call<'_>> {
 /// Every tool call conversation item `v` makes, in order; a call without an
 /// id (which no result could name) is left out.
 pub fn calls(api: Api, v: &Map<String, Value>) -> Vec<Call<'_>> {
+    located(api, v).into_iter().map(|(_, _, c)| c).collect()
+}
+
+/// The arguments of every tool call item `v` makes, in order, with their
+/// paths (a call without arguments left out; a `local_shell_call`'s once,
+/// under its `call_id`).
+pub fn arguments(api: Api, v: &Map<String, Value>) -> Vec<Arguments<'_>> {
+    let mut out: Vec<Arguments<'_>> = Vec::new();
+    for (path, form, c) in located(api, v) {
+        let Some(value) = c.arguments else { continue };
+        if out.last().is_none_or(|a| a.path != path) {
+            out.push(Arguments { call_id: c.id, path, form, value });
+        }
+    }
+    out
+}
+
+/// Every call of item `v` ([`calls`]) with where its arguments sit (had it
+/// any) and how they are written.
+fn located(api: Api, v: &Map<String, Value>) -> Vec<(Path, Form, Call<'_>)> {
+    let listed = |key: &'static str| v.get(key).and_then(Value::as_array).into_iter().flatten().enumerate().filter_map(|(k, x)| Some((k, x.as_object()?)));
+    let at = |key: &'static str, k: usize| Path::new().key(key).index(k);
     match api {
         Api::ChatCompletions => {
-            let list = v.get("tool_calls").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object);
-            list.filter_map(|c| {
-                let f = c.get("function").and_then(Value::as_object);
-                let name = f.and_then(|f| str_at(f, "name")).unwrap_or("tool").to_string();
-                Some(Call { id: str_at(c, "id")?, name, arguments: f.and_then(|f| f.get("arguments")) })
-            })
-            .collect()
+            listed("tool_calls").filter_map(|(k, c)| Some((at("tool_calls", k).key("function").key("arguments"), Form::JsonText, chat_call(c)?))).collect()
         }
-        Api::Messages => v.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object).filter_map(block_call).collect(),
-        Api::Responses => responses_calls(v),
-        Api::Gemini => gemini_parts(v).filter_map(|(_, p)| gemini_call(p)).collect(),
+        Api::Messages => listed("content").filter_map(|(k, b)| Some((at("content", k).key("input"), Form::Value, block_call(b)?))).collect(),
+        Api::Responses => {
+            let (key, form) = match str_at(v, "type") {
+                Some("function_call") => ("arguments", Form::JsonText),
+                Some("custom_tool_call") => ("input", Form::Value),
+                _ => ("action", Form::ShellAction),
+            };
+            responses_calls(v).into_iter().map(|c| (Path::new().key(key), form, c)).collect()
+        }
+        Api::Gemini => gemini_parts(v).filter_map(|(k, p)| Some((at("parts", k).key("functionCall").key("args"), Form::Value, gemini_call(p)?))).collect(),
     }
+}
+
+/// The call one Chat Completions `tool_calls` entry makes.
+fn chat_call(c: &Map<String, Value>) -> Option<Call<'_>> {
+    let f = c.get("function").and_then(Value::as_object);
+    let name = f.and_then(|f| str_at(f, "name")).unwrap_or("tool").to_string();
+    Some(Call { id: str_at(c, "id")?, name, arguments: f.and_then(|f| f.get("arguments")) })
 }
 
 /// The calls of one Responses item: `function_call` (named with its
@@ -199,6 +232,32 @@ fn responses_calls(v: &Map<String, Value>) -> Vec<Call<'_>> {
     }
 }
 
+/// How a tool call's arguments are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// JSON as a string (OpenAI `function.arguments`, a Responses
+    /// `function_call`'s `arguments`).
+    JsonText,
+    /// A JSON value (Anthropic `input`, Gemini `args`) or free-form text
+    /// (a Responses `custom_tool_call`'s `input`).
+    Value,
+    /// A Responses shell call's `action` (`local_shell_call`, `shell_call`).
+    ShellAction,
+}
+
+/// Where one tool call's arguments sit in its item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arguments<'a> {
+    /// The call's id (as [`Call::id`]).
+    pub call_id: &'a str,
+    /// Their path from the item.
+    pub path: Path,
+    /// How they are written.
+    pub form: Form,
+    /// Their value as sent.
+    pub value: &'a Value,
+}
+
 /// The Responses item types that carry a tool's output (`output`).
 pub const RESPONSES_OUTPUTS: [&str; 4] = ["function_call_output", "custom_tool_call_output", "local_shell_call_output", "shell_call_output"];
 
@@ -213,50 +272,69 @@ pub fn output_call_id(v: &Map<String, Value>) -> Option<&str> {
 
 /// One tool-result text of a conversation item: the call it answers (by
 /// id; `None` for the deprecated chat `role: "function"` result, which names
-/// no call) and where the text sits in the item (a JSON pointer to a string).
+/// no call) and where the text sits in the item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output<'a> {
     /// The id of the call it answers.
     pub call_id: Option<&'a str>,
-    /// JSON pointer to the text, from the item.
-    pub pointer: String,
+    /// Where the text (a string) sits, from the item.
+    pub path: Path,
 }
 
 /// Every non-empty tool-result text of conversation item `v`, in order: one
 /// observation each (the proxy admits each; the transcript readers make a
-/// record of each). Chat: a `role: "tool"` (or `"function"`) message's
-/// content string or `text` parts; Anthropic: each `tool_result` block's
-/// string, `text` blocks and the `text` blocks of its `search_result`s;
-/// Responses: an output item's string or text parts, and the `stdout` /
-/// `stderr` of each chunk of a `shell_call_output`; Gemini: each
-/// `functionResponse` part's `response` strings ([`GEMINI_RESPONSE_TEXTS`]).
+/// record of each): the texts of its [`results`].
 pub fn outputs(api: Api, v: &Map<String, Value>) -> Vec<Output<'_>> {
+    let results = results(api, v).into_iter();
+    results.flat_map(|r| r.paths.into_iter().map(move |path| Output { call_id: r.call_id, path })).collect()
+}
+
+/// One tool result of a conversation item: the call it answers (as
+/// [`Output::call_id`]) and where its non-empty texts sit (none: an empty
+/// result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult<'a> {
+    /// The id of the call it answers.
+    pub call_id: Option<&'a str>,
+    /// Where its texts sit, from the item, in order.
+    pub paths: Vec<Path>,
+}
+
+/// Every tool result of conversation item `v`, in order. Chat: a `role:
+/// "tool"` (or `"function"`) message, its content string or `text` parts;
+/// Anthropic: each `tool_result` block, its string, `text` blocks and the
+/// `text` blocks of its `search_result`s; Responses: an output item, its
+/// string or text parts, or the `stdout` / `stderr` of each chunk of a
+/// `shell_call_output`; Gemini: each `functionResponse` part, its
+/// `response` strings ([`GEMINI_RESPONSE_TEXTS`]).
+pub fn results(api: Api, v: &Map<String, Value>) -> Vec<ToolResult<'_>> {
     let content = v.get("content").unwrap_or(&Value::Null);
-    let with = |call_id, ptrs: Vec<String>| ptrs.into_iter().map(move |pointer| Output { call_id, pointer });
+    let one = |call_id, paths| vec![ToolResult { call_id, paths }];
+    let at = |k: &'static str| Path::new().key(k);
     match api {
         Api::ChatCompletions => match str_at(v, "role") {
-            Some("tool") => with(str_at(v, "tool_call_id"), texts(content, "/content", &["text"])).collect(),
-            Some("function") => with(None, texts(content, "/content", &["text"])).collect(),
+            Some("tool") => one(str_at(v, "tool_call_id"), texts(content, &at("content"), &["text"])),
+            Some("function") => one(None, texts(content, &at("content"), &["text"])),
             _ => Vec::new(),
         },
         Api::Messages => {
             let blocks = content.as_array().into_iter().flatten().enumerate().filter_map(|(k, b)| Some((k, b.as_object()?)));
             let results = blocks.filter(|(_, b)| str_at(b, "type") == Some("tool_result"));
-            results
-                .flat_map(|(k, b)| with(str_at(b, "tool_use_id"), result_texts(b.get("content").unwrap_or(&Value::Null), &format!("/content/{k}/content"))))
-                .collect()
+            let texts = |k: usize, b: &Map<String, Value>| result_texts(b.get("content").unwrap_or(&Value::Null), &at("content").index(k).key("content"));
+            results.map(|(k, b)| ToolResult { call_id: str_at(b, "tool_use_id"), paths: texts(k, b) }).collect()
         }
         Api::Responses => match str_at(v, "type") {
-            Some("shell_call_output") => with(str_at(v, "call_id"), shell_texts(v.get("output").unwrap_or(&Value::Null))).collect(),
+            Some("shell_call_output") => one(str_at(v, "call_id"), shell_texts(v.get("output").unwrap_or(&Value::Null))),
             Some(t) if RESPONSES_OUTPUTS.contains(&t) => {
-                with(output_call_id(v), texts(v.get("output").unwrap_or(&Value::Null), "/output", &OUTPUT_TEXT_TYPES)).collect()
+                one(output_call_id(v), texts(v.get("output").unwrap_or(&Value::Null), &at("output"), &OUTPUT_TEXT_TYPES))
             }
             _ => Vec::new(),
         },
         Api::Gemini => gemini_responses(v)
-            .flat_map(|(k, id, r)| {
-                let filled = move |m: &&&str| r.and_then(|r| str_at(r, m)).is_some_and(|t| !t.is_empty());
-                GEMINI_RESPONSE_TEXTS.iter().filter(filled).map(move |m| Output { call_id: id, pointer: format!("/parts/{k}/functionResponse/response/{m}") })
+            .map(|(k, id, r)| {
+                let filled = |m: &&&str| r.and_then(|r| str_at(r, m)).is_some_and(|t| !t.is_empty());
+                let path = |m: &&'static str| at("parts").index(k).key("functionResponse").key("response").key(*m);
+                ToolResult { call_id: id, paths: GEMINI_RESPONSE_TEXTS.iter().filter(filled).map(path).collect() }
             })
             .collect(),
     }
@@ -268,44 +346,44 @@ pub fn has_tool_results(v: &Map<String, Value>) -> bool {
     v.get("content").and_then(Value::as_array).is_some_and(|a| a.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")))
 }
 
-/// Pointers to the non-empty texts of a content value at `base`: the
+/// Where the non-empty texts of a content value at `base` sit: the
 /// string itself, or the `text` of every part whose `type` is one of `types`.
-pub fn texts(content: &Value, base: &str, types: &[&str]) -> Vec<String> {
+pub fn texts(content: &Value, base: &Path, types: &[&str]) -> Vec<Path> {
     match content {
-        Value::String(s) if !s.is_empty() => vec![base.to_string()],
+        Value::String(s) if !s.is_empty() => vec![base.clone()],
         Value::Array(parts) => {
             let typed = |p: &Value| p.get("type").and_then(Value::as_str).is_some_and(|t| types.contains(&t));
             let filled = |p: &Value| p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty());
-            parts.iter().enumerate().filter(|(_, p)| typed(p) && filled(p)).map(|(k, _)| format!("{base}/{k}/text")).collect()
+            parts.iter().enumerate().filter(|(_, p)| typed(p) && filled(p)).map(|(k, _)| base.clone().index(k).key("text")).collect()
         }
         _ => Vec::new(),
     }
 }
 
-/// Pointers to the texts of an Anthropic `tool_result`'s content at `base`
-/// (`""`: from the content itself): its string, its `text` blocks, and the
-/// `text` blocks inside its `search_result` blocks, in order.
-pub fn result_texts(content: &Value, base: &str) -> Vec<String> {
+/// Where the texts of an Anthropic `tool_result`'s content at `base`
+/// sit (`Path::new()`: from the content itself): its string, its `text`
+/// blocks, and the `text` blocks inside its `search_result` blocks, in order.
+pub fn result_texts(content: &Value, base: &Path) -> Vec<Path> {
     let Value::Array(parts) = content else {
         return texts(content, base, &["text"]);
     };
     let mut out = Vec::new();
     for (j, p) in parts.iter().enumerate() {
         match p.get("type").and_then(Value::as_str) {
-            Some("text") if p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) => out.push(format!("{base}/{j}/text")),
-            Some("search_result") => out.extend(texts(p.get("content").unwrap_or(&Value::Null), &format!("{base}/{j}/content"), &["text"])),
+            Some("text") if p.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) => out.push(base.clone().index(j).key("text")),
+            Some("search_result") => out.extend(texts(p.get("content").unwrap_or(&Value::Null), &base.clone().index(j).key("content"), &["text"])),
             _ => {}
         }
     }
     out
 }
 
-/// Pointers to the non-empty `stdout` and `stderr` of each chunk of a
-/// Responses `shell_call_output`'s `output`.
-fn shell_texts(output: &Value) -> Vec<String> {
+/// Where the non-empty `stdout` and `stderr` of each chunk of a Responses
+/// `shell_call_output`'s `output` sit.
+fn shell_texts(output: &Value) -> Vec<Path> {
     let chunks = output.as_array().into_iter().flatten().enumerate();
     let filled = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).is_some_and(|t| !t.is_empty());
-    chunks.flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| filled(c, f)).map(move |f| format!("/output/{k}/{f}"))).collect()
+    chunks.flat_map(|(k, c)| ["stdout", "stderr"].into_iter().filter(move |f| filled(c, f)).map(move |f| Path::new().key("output").index(k).key(f))).collect()
 }
 
 /// The ids of the calls whose results conversation item `v` carries (empty
@@ -355,12 +433,12 @@ fn gemini_responses(v: &Map<String, Value>) -> impl Iterator<Item = (usize, Opti
     })
 }
 
-/// Pointers to the non-empty `text` of each part of a Gemini `Content`
+/// Where the non-empty `text` of each part of a Gemini `Content` sits
 /// (`/parts/K/text`), its thoughts (`thought: true`) left out.
-pub fn gemini_texts(v: &Map<String, Value>) -> Vec<String> {
+pub fn gemini_texts(v: &Map<String, Value>) -> Vec<Path> {
     let thought = |p: &Map<String, Value>| p.get("thought").and_then(Value::as_bool) == Some(true);
     let filled = |p: &Map<String, Value>| str_at(p, "text").is_some_and(|t| !t.is_empty());
-    gemini_parts(v).filter(|(_, p)| filled(p) && !thought(p)).map(|(k, _)| format!("/parts/{k}/text")).collect()
+    gemini_parts(v).filter(|(_, p)| filled(p) && !thought(p)).map(|(k, _)| Path::new().key("parts").index(k).key("text")).collect()
 }
 
 #[cfg(test)]
@@ -386,6 +464,40 @@ mod tests {
         let custom = obj(json!({"type":"custom_tool_call","call_id":"e","name":"exec","input":"text(1)"}));
         assert_eq!(calls(Api::Responses, &custom)[0].action(), "exec(text(1))");
         assert!(calls(Api::Responses, &obj(json!({"type":"message","role":"user"}))).is_empty());
+    }
+
+    #[test]
+    fn arguments_sit_where_their_paths_say() {
+        let cases = [
+            (
+                Api::ChatCompletions,
+                json!({"tool_calls":[{"function":{"arguments":"{}"}},{"id":"a","function":{"name":"ls","arguments":"{\"p\":1}"}}]}),
+                Form::JsonText,
+            ),
+            (Api::Messages, json!({"content":[{"type":"text","text":"t"},{"type":"server_tool_use","id":"s","name":"w","input":{"q":"x"}}]}), Form::Value),
+            (Api::Responses, json!({"type":"function_call","call_id":"f","name":"sh","arguments":"{}"}), Form::JsonText),
+            (Api::Responses, json!({"type":"custom_tool_call","call_id":"c","name":"exec","input":"text(1)"}), Form::Value),
+            (Api::Responses, json!({"type":"local_shell_call","id":"l","call_id":"c","action":{"command":["ls"]}}), Form::ShellAction),
+            (Api::Gemini, json!({"parts":[{"text":"t"},{"functionCall":{"name":"read","args":{"p":"a"}}}]}), Form::Value),
+        ];
+        let got: Vec<(String, &str, Form)> = cases
+            .iter()
+            .flat_map(|(api, v, _)| {
+                arguments(*api, v.as_object().unwrap()).into_iter().map(|a| {
+                    assert_eq!(a.path.get(v), Some(a.value), "{}", a.path);
+                    (a.path.to_string(), a.call_id, a.form)
+                })
+            })
+            .collect();
+        let want: Vec<(String, &str, Form)> =
+            ["/tool_calls/1/function/arguments", "/content/1/input", "/arguments", "/input", "/action", "/parts/1/functionCall/args"]
+                .into_iter()
+                .zip(["a", "s", "f", "c", "c", "read"])
+                .zip(cases.iter().map(|c| c.2))
+                .map(|((p, id), f)| (p.to_string(), id, f))
+                .collect();
+        assert_eq!(got, want);
+        assert!(arguments(Api::Responses, &obj(json!({"type":"shell_call","call_id":"s"}))).is_empty(), "no arguments, no entry");
     }
 
     #[test]
@@ -427,20 +539,20 @@ mod tests {
             ]
         );
         let outs: Vec<Output<'_>> = items.iter().flat_map(|v| outputs(Api::Gemini, v)).collect();
-        let got: Vec<(Option<&str>, &str)> = outs.iter().map(|o| (o.call_id, o.pointer.as_str())).collect();
+        let got: Vec<(Option<&str>, String)> = outs.iter().map(|o| (o.call_id, o.path.to_string())).collect();
         assert_eq!(
             got,
             [
-                (Some("run_shell_command_1796538409209_0"), "/parts/0/functionResponse/response/output"),
-                (Some("read_file_1796538411322_0"), "/parts/0/functionResponse/response/output"),
-                (Some("mcp_lam_recall_1796538411322_1"), "/parts/1/functionResponse/response/error"),
+                (Some("run_shell_command_1796538409209_0"), "/parts/0/functionResponse/response/output".to_string()),
+                (Some("read_file_1796538411322_0"), "/parts/0/functionResponse/response/output".to_string()),
+                (Some("mcp_lam_recall_1796538411322_1"), "/parts/1/functionResponse/response/error".to_string()),
             ]
         );
         let item = Value::Object(items[2].clone());
-        assert!(item.pointer(&outs[0].pointer).and_then(Value::as_str).is_some_and(|t| t.starts_with("<untrusted_context>")));
+        assert!(outs[0].path.get(&item).and_then(Value::as_str).is_some_and(|t| t.starts_with("<untrusted_context>")));
         assert_eq!(result_ids(Api::Gemini, &items[4]), ["read_file_1796538411322_0", "mcp_lam_recall_1796538411322_1"]);
         assert!(calls(Api::Gemini, &items[2]).is_empty() && outputs(Api::Gemini, &items[1]).is_empty());
-        assert_eq!(gemini_texts(&items[0]), ["/parts/0/text", "/parts/1/text"]);
+        assert_eq!(gemini_texts(&items[0]).iter().map(Path::to_string).collect::<Vec<_>>(), ["/parts/0/text", "/parts/1/text"]);
         assert!(gemini_texts(&items[3]).is_empty(), "a thought is no text of the turn");
         let turns: Vec<bool> = body["contents"].as_array().unwrap().iter().map(|v| is_model_turn(Api::Gemini, v)).collect();
         assert_eq!(turns, [false, true, false, true, false]);
@@ -456,7 +568,10 @@ mod tests {
         let result =
             obj(json!({"role":"user","parts":[{"functionResponse":{"name":"get_weather","response":{"result":"sunny","output":"","error":{"code":1}}}}]}));
         let outs = outputs(Api::Gemini, &result);
-        assert_eq!(outs, [Output { call_id: Some("get_weather"), pointer: "/parts/0/functionResponse/response/result".into() }]);
+        assert_eq!(
+            outs,
+            [Output { call_id: Some("get_weather"), path: Path::new().key("parts").index(0).key("functionResponse").key("response").key("result") }]
+        );
     }
 
     #[test]

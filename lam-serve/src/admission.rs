@@ -9,6 +9,7 @@ use crate::api::Slot;
 use crate::budget::{Admitted, Archived, Citable, Place};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
+use lam_core::wire::{Path, Seg};
 use lam_core::{Record, SessionId};
 use lam_operator::{Admission, SessionTotals};
 use serde_json::Value;
@@ -52,12 +53,12 @@ pub(crate) struct Delta {
 }
 
 /// An observation (`Output`) or a large tool-call input (`Input`, with its
-/// pointer inside JSON-string arguments) that the store was out of reach
+/// path inside JSON-string arguments) that the store was out of reach
 /// for: what it takes to archive it later.
 #[derive(Debug, Clone)]
 pub(crate) enum Unarchived {
     Output(Slot),
-    Input(Slot, Option<String>),
+    Input(Slot, Option<Path>),
 }
 
 impl Delta {
@@ -125,7 +126,7 @@ impl Admitter {
         let (item, mut citable) = citable;
         let mut edits = Vec::new();
         for s in slots {
-            let (Some(text), Some(node)) = (value.pointer(&s.pointer).and_then(Value::as_str), canon::find(tree, &s.pointer)) else {
+            let (Some(text), Some(node)) = (s.path.str_in(value), canon::find(tree, &s.path)) else {
                 continue;
             };
             #[cfg(test)]
@@ -174,15 +175,15 @@ impl Admitter {
     pub(crate) fn archive_inputs(
         &mut self,
         value: &Value,
-        slots: &[(Slot, Option<String>)],
+        slots: &[(Slot, Option<Path>)],
         engine: &Engine,
         d: &mut Delta,
         item: usize,
         citable: &mut Vec<Citable>,
     ) {
         for (s, inner) in slots {
-            let Some(text) = input_text(value, &s.pointer, inner.as_deref()) else { continue };
-            let action = input_action(&s.action, &s.pointer, inner.as_deref());
+            let Some(text) = input_text(value, &s.path, inner.as_ref()) else { continue };
+            let action = input_action(&s.action, &s.path, inner.as_ref());
             let rec = Record { index: self.op.records(), action: action.clone(), observation: text.into_bytes(), returncode: None };
             let tokens = lam_tokens::count(&rec.observation);
             let archived = self.claim(engine, &rec).and_then(|claimed| {
@@ -191,7 +192,7 @@ impl Admitter {
             });
             match archived {
                 Ok(meta) => {
-                    let place = Place { item, pointer: s.pointer.clone(), inner: inner.clone() };
+                    let place = Place { item, path: s.path.clone(), inner: inner.clone() };
                     let archived = Archived { action: &action, observation: &rec.observation, id: &meta.shown, tokens };
                     citable.push(Citable::new(place, archived, None, engine.operator.recall));
                 }
@@ -209,9 +210,9 @@ impl Admitter {
 /// citation's lead): the field, the tool, and how stubs name the call
 /// (`content of Write /repo/a.py`), never the arguments themselves, which
 /// hold the input again.
-fn input_action(call: &str, pointer: &str, inner: Option<&str>) -> String {
-    let args = pointer.rsplit_once("/input").or_else(|| pointer.rsplit_once("/functionCall/args"));
-    let field = inner.unwrap_or_else(|| args.map_or(pointer, |(_, f)| f)).trim_start_matches('/');
+fn input_action(call: &str, path: &Path, inner: Option<&Path>) -> String {
+    let field = inner.map_or_else(|| in_arguments(path), Path::to_string);
+    let field = field.trim_start_matches('/');
     let field = if field.is_empty() { "input" } else { field };
     match lam_core::action::parse(call) {
         // JSON arguments: the call as stubs name it (its main argument).
@@ -221,12 +222,23 @@ fn input_action(call: &str, pointer: &str, inner: Option<&str>) -> String {
     }
 }
 
-/// The string at `pointer` in `value`, or at `inner` within the JSON it holds.
-fn input_text(value: &Value, pointer: &str, inner: Option<&str>) -> Option<String> {
-    let s = value.pointer(pointer)?.as_str()?;
+/// The part of `path` inside the tool call's arguments (after its last
+/// `input` or `functionCall/args`), as a JSON pointer; the whole path
+/// where it has neither.
+fn in_arguments(path: &Path) -> String {
+    let s = path.segs();
+    let key = |i: usize, k: &str| matches!(s.get(i), Some(Seg::Key(x)) if x == k);
+    let input = (0..s.len()).rev().find(|&i| key(i, "input"));
+    let args = || (1..s.len()).rev().find(|&i| key(i - 1, "functionCall") && key(i, "args"));
+    input.or_else(args).map_or_else(|| path.to_string(), |i| path.suffix(i + 1).to_string())
+}
+
+/// The string at `path` in `value`, or at `inner` within the JSON it holds.
+fn input_text(value: &Value, path: &Path, inner: Option<&Path>) -> Option<String> {
+    let s = path.str_in(value)?;
     match inner {
         None => Some(s.to_string()),
-        Some(p) => serde_json::from_str::<Value>(s).ok()?.pointer(p)?.as_str().map(str::to_string),
+        Some(p) => p.str_in(&serde_json::from_str::<Value>(s).ok()?).map(str::to_string),
     }
 }
 
@@ -244,7 +256,7 @@ impl Admitter {
             true => tokens,
             false => a.tokens.map_or_else(|| lam_tokens::count(&a.residual), |t| t.output),
         } as u64;
-        let place = Place { item, pointer: s.pointer.clone(), inner: None };
+        let place = Place { item, path: s.path.clone(), inner: None };
         let archived = Archived { action: &rec.action, observation: &rec.observation, id: &a.id, tokens };
         let admitted = Admitted { record: a.record, refs: self.op.refers(a), shown_tokens, kept: s.keep };
         Citable::new(place, archived, Some(admitted), engine.operator.recall)
@@ -262,14 +274,21 @@ pub(crate) fn json_string(residual: Vec<u8>) -> Vec<u8> {
 /// that the proxy fails open.
 #[cfg(test)]
 mod tests {
+    use super::input_action;
+    use lam_core::wire::Path;
+
     #[test]
     fn an_input_is_named_by_field_tool_and_referent_not_its_arguments() {
         let write = r#"Write({"file_path":"/repo/a.py","content":"def f():\n    return 1\n"})"#;
-        assert_eq!(super::input_action(write, "/content/1/input/content", None), "content of Write /repo/a.py");
+        let at = Path::new().key("content").index(1).key("input");
+        assert_eq!(input_action(write, &at.clone().key("content"), None), "content of Write /repo/a.py");
         let shell = r#"shell({"command":["apply_patch","*** Begin Patch\n*** Update File: a.py\n"]})"#;
-        let named = super::input_action(shell, "/arguments", Some("/command/1"));
+        let named = input_action(shell, &Path::new().key("arguments"), Some(&Path::new().key("command").index(1)));
         assert!(named.starts_with("command/1 of shell apply_patch") && !named.contains("Update File"), "{named}");
-        assert_eq!(super::input_action("apply_patch(*** Begin Patch)", "/input", None), "input of apply_patch");
+        assert_eq!(input_action("apply_patch(*** Begin Patch)", &Path::new().key("input"), None), "input of apply_patch");
+        let gemini = Path::new().key("parts").index(0).key("functionCall").key("args");
+        assert_eq!(input_action(write, &gemini.key("edits").index(2).key("new_string"), None), "edits/2/new_string of Write /repo/a.py");
+        assert_eq!(input_action(write, &at.key("input").key("a/b"), None), "a~1b of Write /repo/a.py", "after the last `input`");
     }
 }
 

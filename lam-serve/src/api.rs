@@ -3,8 +3,8 @@
 //! produced each one.
 
 use lam_core::action;
-use lam_core::wire;
 pub use lam_core::wire::Api;
+use lam_core::wire::{self, Path};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -25,11 +25,11 @@ pub struct Policy {
     pub recall_tool: Option<String>,
 }
 
-/// Where one observation sits inside a conversation item (a JSON pointer to a
-/// string) and the action that produced it.
+/// Where one observation (a string) sits inside a conversation item and the
+/// action that produced it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Slot {
-    pub pointer: String,
+    pub path: Path,
     pub action: String,
     /// A kept tool's result: archived and admitted (so later observations
     /// may cite it, as it stays in context) but forwarded verbatim.
@@ -102,19 +102,20 @@ impl Observations for Api {
         if !outputs.is_empty() || (self == Api::Messages && wire::has_tool_results(obj)) {
             return outputs
                 .into_iter()
-                .map(|o| Slot { pointer: o.pointer, action: action(o.call_id), keep: kept(o.call_id), recall: o.call_id.is_some_and(recall) })
+                .map(|o| Slot { path: o.path, action: action(o.call_id), keep: kept(o.call_id), recall: o.call_id.is_some_and(recall) })
                 .collect();
         }
         let user_obs = policy.user_turns && wire::role(v) == Some("user") && wire::is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
         if !user_obs {
             return Vec::new();
         }
-        let pointers = match self {
+        let content = || (v.get("content").unwrap_or(&Value::Null), Path::new().key("content"));
+        let paths = match self {
             Api::Gemini => wire::gemini_texts(obj),
-            Api::Messages => wire::texts(v.get("content").unwrap_or(&Value::Null), "/content", &["text"]),
-            _ => wire::texts(v.get("content").unwrap_or(&Value::Null), "/content", &["text", "input_text"]),
+            Api::Messages => wire::texts(content().0, &content().1, &["text"]),
+            _ => wire::texts(content().0, &content().1, &["text", "input_text"]),
         };
-        pointers.into_iter().map(|pointer| Slot { pointer, action: said(), keep: false, recall: false }).collect()
+        paths.into_iter().map(|path| Slot { path, action: said(), keep: false, recall: false }).collect()
     }
 }
 
@@ -126,7 +127,7 @@ fn said(api: Api, v: &Value) -> String {
     if !calls.is_empty() {
         return action::join(calls.iter().map(wire::Call::action));
     }
-    wire::gemini_texts(obj).iter().filter_map(|p| v.pointer(p).and_then(Value::as_str)).collect::<String>().trim().to_string()
+    wire::gemini_texts(obj).iter().filter_map(|p| p.str_in(v)).collect::<String>().trim().to_string()
 }
 
 /// Tool-call inputs of at least this many bytes may be cited by a budget.
@@ -134,66 +135,45 @@ pub(crate) const CITABLE_INPUT_BYTES: usize = 1024;
 
 /// The large tool-call inputs of item `v` a budget may cite (each archived
 /// first): every string of at least [`CITABLE_INPUT_BYTES`] in an Anthropic
-/// `tool_use` (or `server_tool_use`: `wire::block_call`) input (a `Write`'s `content`, an `Edit`'s `old_string` and
-/// `new_string`), in the JSON-string arguments of a Chat Completions tool
+/// `tool_use` or `server_tool_use` input (a `Write`'s `content`, an
+/// `Edit`'s `old_string` and `new_string`), in the JSON-string arguments of a Chat Completions tool
 /// call or a Responses `function_call` (Codex's `apply_patch` through its
 /// shell tool), a Responses `custom_tool_call`'s free-form `input`, and in
 /// the `args` of a Gemini `functionCall` part (`write_file`'s `content`,
-/// `replace`'s `old_string` and `new_string`).
-/// Each is a slot and, inside JSON-string arguments, the pointer within them.
-pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<String>)> {
+/// `replace`'s `old_string` and `new_string`): the calls' arguments where
+/// [`wire::arguments`] finds them. Each is a slot and, inside JSON-string
+/// arguments, the path within them.
+pub(crate) fn citable_inputs(api: Api, v: &Value) -> Vec<(Slot, Option<Path>)> {
     let Some(obj) = v.as_object() else { return Vec::new() };
     let calls = wire::calls(api, obj);
-    let action = |id: Option<&str>| calls.iter().find(|c| Some(c.id) == id).or(calls.first()).map(|c| c.action()).unwrap_or_default();
-    let slot = |pointer: String, id: Option<&str>| Slot { pointer, action: action(id), keep: false, recall: false };
+    let action = |id: &str| calls.iter().find(|c| c.id == id).map(wire::Call::action).unwrap_or_default();
+    let slot = |path: Path, id: &str| Slot { path, action: action(id), keep: false, recall: false };
     let mut out = Vec::new();
-    let blocks = |key: &str| obj.get(key).and_then(Value::as_array).into_iter().flatten().enumerate();
-    match api {
-        Api::Messages => {
-            for (k, b) in blocks("content") {
-                let Some(call) = b.as_object().and_then(wire::block_call) else { continue };
-                out.extend(big_strings(&b["input"], &format!("/content/{k}/input")).into_iter().map(|p| (slot(p, Some(call.id)), None)));
-            }
-        }
-        Api::ChatCompletions => {
-            for (k, c) in blocks("tool_calls") {
-                let id = c.get("id").and_then(Value::as_str);
-                out.extend(in_arguments(&c["function"]["arguments"], &format!("/tool_calls/{k}/function/arguments"), |p| slot(p, id)));
-            }
-        }
-        Api::Responses => {
-            let id = obj.get("call_id").and_then(Value::as_str);
-            match obj.get("type").and_then(Value::as_str) {
-                Some("function_call") => out.extend(in_arguments(&v["arguments"], "/arguments", |p| slot(p, id))),
-                Some("custom_tool_call") => out.extend(big_strings(&v["input"], "/input").into_iter().map(|p| (slot(p, id), None))),
-                _ => {}
-            }
-        }
-        Api::Gemini => {
-            for (k, p) in blocks("parts") {
-                let Some(call) = p.as_object().and_then(wire::gemini_call) else { continue };
-                let at = format!("/parts/{k}/functionCall/args");
-                out.extend(big_strings(&p["functionCall"]["args"], &at).into_iter().map(|p| (slot(p, Some(call.id)), None)));
-            }
+    for a in wire::arguments(api, obj) {
+        let slot = |path| slot(path, a.call_id);
+        match a.form {
+            wire::Form::JsonText => out.extend(in_arguments(a.value, &a.path, slot)),
+            wire::Form::Value => out.extend(big_strings(a.value, a.path).into_iter().map(|p| (slot(p), None))),
+            // A Responses shell call's action is not cited.
+            wire::Form::ShellAction => {}
         }
     }
     out
 }
 
 /// The big strings inside JSON-string arguments `args` (at `at`): the
-/// slot of the arguments and the pointer within them.
-fn in_arguments(args: &Value, at: &str, slot: impl Fn(String) -> Slot) -> Vec<(Slot, Option<String>)> {
+/// slot of the arguments and the path within them.
+fn in_arguments(args: &Value, at: &Path, slot: impl Fn(Path) -> Slot) -> Vec<(Slot, Option<Path>)> {
     let Some(parsed) = args.as_str().and_then(|a| serde_json::from_str::<Value>(a).ok()) else { return Vec::new() };
-    big_strings(&parsed, "").into_iter().map(|inner| (slot(at.to_string()), Some(inner))).collect()
+    big_strings(&parsed, Path::new()).into_iter().map(|inner| (slot(at.clone()), Some(inner))).collect()
 }
 
-/// Pointers (below `at`) of every string of at least [`CITABLE_INPUT_BYTES`] in `v`.
-fn big_strings(v: &Value, at: &str) -> Vec<String> {
-    let esc = |k: &str| k.replace('~', "~0").replace('/', "~1");
+/// Where (below `at`) every string of at least [`CITABLE_INPUT_BYTES`] in `v` sits.
+fn big_strings(v: &Value, at: Path) -> Vec<Path> {
     match v {
-        Value::String(s) if s.len() >= CITABLE_INPUT_BYTES => vec![at.to_string()],
-        Value::Array(xs) => xs.iter().enumerate().flat_map(|(i, x)| big_strings(x, &format!("{at}/{i}"))).collect(),
-        Value::Object(m) => m.iter().flat_map(|(k, x)| big_strings(x, &format!("{at}/{}", esc(k)))).collect(),
+        Value::String(s) if s.len() >= CITABLE_INPUT_BYTES => vec![at],
+        Value::Array(xs) => xs.iter().enumerate().flat_map(|(i, x)| big_strings(x, at.clone().index(i))).collect(),
+        Value::Object(m) => m.iter().flat_map(|(k, x)| big_strings(x, at.clone().key(k.clone()))).collect(),
         _ => Vec::new(),
     }
 }
@@ -230,6 +210,11 @@ mod tests {
         read(api, items, &Policy { user_turns: user, ..Policy::default() })
     }
 
+    /// Each slot as `ITEM PATH` (the path as its JSON pointer).
+    fn at(slots: &[(usize, Slot)]) -> Vec<String> {
+        slots.iter().map(|(i, s)| format!("{i} {}", s.path)).collect()
+    }
+
     /// The tool-result shapes of the SDKs' own types (openai-python 2.54
     /// `LocalShellCallOutput`, `ShellCallOutput`,
     /// `ChatCompletionFunctionMessageParam`; anthropic 0.125
@@ -244,8 +229,7 @@ mod tests {
             json!({"type":"shell_call_output","call_id":"sh_2","output":[{"stdout":"1 passed\n","stderr":"","outcome":{"type":"exit","exit_code":0}},{"stdout":"","stderr":"fatal: x\n","outcome":{"type":"exit","exit_code":128}}]}),
         ];
         let got = slots(Api::Responses, &items, false);
-        let ptrs: Vec<(usize, &str)> = got.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
-        assert_eq!(ptrs, [(2, "/output"), (4, "/output/0/stdout"), (4, "/output/1/stderr")]);
+        assert_eq!(at(&got), ["2 /output", "4 /output/0/stdout", "4 /output/1/stderr"]);
         assert!(got[0].1.action.contains("ls"), "{}", got[0].1.action);
         assert!(got[1].1.action.contains("pytest"), "{}", got[1].1.action);
         let chat = [
@@ -254,7 +238,7 @@ mod tests {
             json!({"role":"function","name":"get_weather","content":"sunny\n"}),
         ];
         let got = slots(Api::ChatCompletions, &chat, false);
-        assert_eq!(got.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect::<Vec<_>>(), [(2, "/content")]);
+        assert_eq!(at(&got), ["2 /content"]);
         let msgs = [
             json!({"role":"user","content":"search"}),
             json!({"role":"assistant","content":[{"type":"tool_use","id":"tu","name":"search","input":{"q":"x"}}]}),
@@ -264,8 +248,7 @@ mod tests {
                 {"type":"search_result","source":"https://b","title":"B","content":[{"type":"text","text":"second hit"}]}]}]}),
         ];
         let got = slots(Api::Messages, &msgs, false);
-        let ptrs: Vec<&str> = got.iter().map(|(_, s)| s.pointer.as_str()).collect();
-        assert_eq!(ptrs, ["/content/0/content/0/content/0/text", "/content/0/content/1/text", "/content/0/content/2/content/0/text"]);
+        assert_eq!(at(&got), ["2 /content/0/content/0/content/0/text", "2 /content/0/content/1/text", "2 /content/0/content/2/content/0/text"]);
         assert!(got.iter().all(|(_, s)| s.action.contains("search")));
     }
 
@@ -281,12 +264,15 @@ mod tests {
         ];
         let s = slots(Api::ChatCompletions, &items, false);
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0], (3, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
+        assert_eq!(s[0], (3, Slot { path: Path::new().key("content"), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
         // A result whose call is not in the request: the assistant message's action.
-        assert_eq!(s[1], (4, Slot { pointer: "/content/0/text".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
+        assert_eq!(
+            s[1],
+            (4, Slot { path: Path::new().key("content").index(0).key("text"), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false })
+        );
         let u = slots(Api::ChatCompletions, &items, true);
         assert_eq!(u.len(), 3, "the task is not an observation, later user turns are");
-        assert_eq!(u[2], (5, Slot { pointer: "/content".into(), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
+        assert_eq!(u[2], (5, Slot { path: Path::new().key("content"), action: "bash({\"cmd\":\"ls\"})".into(), keep: false, recall: false }));
     }
 
     #[test]
@@ -298,8 +284,7 @@ mod tests {
             json!({"role":"user","content":[{"type":"text","text":"obs"}]}),
         ];
         let s = slots(Api::Messages, &items, true);
-        let ptrs: Vec<_> = s.iter().map(|(i, s)| (*i, s.pointer.as_str())).collect();
-        assert_eq!(ptrs, [(2, "/content/0/content"), (2, "/content/1/content/0/text"), (3, "/content/0/text")]);
+        assert_eq!(at(&s), ["2 /content/0/content", "2 /content/1/content/0/text", "3 /content/0/text"]);
         assert_eq!(s[0].1.action, "bash({\"command\":\"ls\"})");
         assert_eq!(s[2].1.action, "t");
     }
@@ -349,7 +334,10 @@ mod tests {
             json!({"type":"function_call_output","call_id":"f1","output":"res"}),
             json!({"type":"message","role":"user","content":[{"type":"input_text","text":"obs"}]}),
         ];
-        assert_eq!(slots(Api::Responses, &items, false), [(2, Slot { pointer: "/output".into(), action: "shell({})".into(), keep: false, recall: false })]);
+        assert_eq!(
+            slots(Api::Responses, &items, false),
+            [(2, Slot { path: Path::new().key("output"), action: "shell({})".into(), keep: false, recall: false })]
+        );
         assert_eq!(slots(Api::Responses, &items, true).len(), 2);
     }
 
@@ -371,16 +359,17 @@ mod tests {
             json!({"role":"model","parts":[{"functionCall":{"id":"w1","name":"write_file","args":{"file_path":"b.py","content":big}}}]}),
         ];
         let slots = read(Api::Gemini, &items, &p);
-        let got: Vec<(usize, &str, &str, bool)> = slots.iter().map(|(i, s)| (*i, s.pointer.as_str(), s.action.as_str(), s.keep)).collect();
+        assert_eq!(at(&slots), ["2 /parts/0/functionResponse/response/output", "2 /parts/1/functionResponse/response/output", "3 /parts/0/text"]);
+        let got: Vec<(&str, bool)> = slots.iter().map(|(_, s)| (s.action.as_str(), s.keep)).collect();
         assert_eq!(
             got,
             [
-                (2, "/parts/0/functionResponse/response/output", r#"read_file({"file_path":"a.py"})"#, false),
-                (2, "/parts/1/functionResponse/response/output", r#"mcp_lam_recall({"id":"7cfd"})"#, true),
-                (3, "/parts/0/text", r#"read_file({"file_path":"a.py"}); mcp_lam_recall({"id":"7cfd"})"#, false),
+                (r#"read_file({"file_path":"a.py"})"#, false),
+                (r#"mcp_lam_recall({"id":"7cfd"})"#, true),
+                (r#"read_file({"file_path":"a.py"}); mcp_lam_recall({"id":"7cfd"})"#, false),
             ]
         );
-        let inputs: Vec<String> = citable_inputs(Api::Gemini, &items[4]).into_iter().map(|(s, _)| s.pointer).collect();
+        let inputs: Vec<String> = citable_inputs(Api::Gemini, &items[4]).into_iter().map(|(s, _)| s.path.to_string()).collect();
         assert_eq!(inputs, ["/parts/0/functionCall/args/content"]);
     }
 
@@ -391,7 +380,7 @@ mod tests {
         let big = "q".repeat(CITABLE_INPUT_BYTES);
         for t in ["tool_use", "server_tool_use"] {
             let v = json!({"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": t, "id": "s1", "name": "web_search", "input": {"query": big}}]});
-            let got: Vec<String> = citable_inputs(Api::Messages, &v).into_iter().map(|(s, _)| s.pointer).collect();
+            let got: Vec<String> = citable_inputs(Api::Messages, &v).into_iter().map(|(s, _)| s.path.to_string()).collect();
             assert_eq!(got, ["/content/1/input/query"], "{t}");
         }
     }

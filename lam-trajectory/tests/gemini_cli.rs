@@ -173,7 +173,7 @@ fn replay_requests_are_gemini_cli_s() {
     let items: Vec<serde_json::Map<String, Value>> = last["contents"].as_array().unwrap().iter().map(|v| v.as_object().unwrap().clone()).collect();
     let actions: Vec<String> = items.iter().flat_map(|v| wire::calls(Api::Gemini, v)).map(|c| c.action()).collect();
     assert_eq!(actions, t.records.iter().map(|r| r.action.clone()).collect::<Vec<_>>());
-    let outputs: Vec<String> = items.iter().flat_map(|v| wire::outputs(Api::Gemini, v).into_iter().map(|o| o.pointer)).collect();
+    let outputs: Vec<String> = items.iter().flat_map(|v| wire::outputs(Api::Gemini, v).into_iter().map(|o| o.path.to_string())).collect();
     assert_eq!(outputs.len(), 8);
     let results = agents::forwarded_results(Agent::GeminiCli, &bodies[8]);
     assert_eq!(results, calls.iter().map(|c| c.output.clone()).collect::<Vec<_>>());

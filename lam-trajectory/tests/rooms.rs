@@ -195,7 +195,7 @@ fn opencode_is_configured_inline_over_the_users_settings() {
     for (budget, off) in [(67_000, true), (67_001, false)] {
         let l = Agent::OpenCode.launch(&Setup { budget: Some(budget), ..setup(&[], &env, false) });
         let c: Value = serde_json::from_str(&l.env[0].1).unwrap();
-        assert_eq!(c.pointer("/compaction/auto") == Some(&json!(false)), off, "{budget}");
+        assert_eq!(c["compaction"]["auto"] == json!(false), off, "{budget}");
     }
     // A user's layer that is no JSON: said, and lam's settings alone.
     let bad = |k: &str| (k == "OPENCODE_CONFIG_CONTENT").then(|| "{not json".to_string());

@@ -7,6 +7,7 @@
 use lam_core::cite;
 use lam_core::cite::PART_TOKENS;
 use lam_core::stub::Recall;
+use lam_core::wire::Path;
 use lam_core::{ObsId, ObsMeta};
 
 /// What every citation a cut writes begins with (its full form and its
@@ -20,11 +21,11 @@ pub(crate) const PREVIEW_CHARS: usize = 100;
 /// One observation a cut may cite.
 #[derive(Debug, Clone)]
 pub(crate) struct Citable {
-    /// The item's position in the conversation and the string's JSON pointer there.
+    /// The item's position in the conversation and the string's path there.
     pub item: usize,
-    pub pointer: String,
-    /// Inside JSON-string arguments: the pointer within them.
-    pub inner: Option<String>,
+    pub path: Path,
+    /// Inside JSON-string arguments: the path within them.
+    pub inner: Option<Path>,
     /// The operator's record (none: a tool-call input, which it never
     /// admits) and the earlier records its residual names.
     pub record: Option<u32>,
@@ -67,12 +68,12 @@ pub(crate) enum Form {
     Line,
 }
 
-/// Where a citable string sits: its item's position, its JSON pointer
-/// there, and (JSON-string arguments) the pointer within them.
+/// Where a citable string sits: its item's position, its path there, and
+/// (JSON-string arguments) the path within them.
 pub(crate) struct Place {
     pub item: usize,
-    pub pointer: String,
-    pub inner: Option<String>,
+    pub path: Path,
+    pub inner: Option<Path>,
 }
 
 /// What was archived for it: the record's action and bytes, its archive
@@ -106,7 +107,7 @@ impl Citable {
         let a = admitted.unwrap_or(Admitted { record: 0, refs: Vec::new(), shown_tokens: whole_tokens, kept: false });
         Citable {
             item: place.item,
-            pointer: place.pointer,
+            path: place.path,
             inner: place.inner,
             record: (!input).then_some(a.record),
             refs: a.refs,
@@ -141,7 +142,12 @@ impl Citable {
 
     /// Bytes it holds.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<Citable>() + self.pointer.len() + self.refs.len() * 4 + self.text.full.len() + self.text.line.len()
+        std::mem::size_of::<Citable>()
+            + self.path.heap_bytes()
+            + self.inner.as_ref().map_or(0, Path::heap_bytes)
+            + self.refs.len() * 4
+            + self.text.full.len()
+            + self.text.line.len()
     }
 }
 

@@ -25,6 +25,7 @@ use crate::request::Parsed;
 use crate::rewrite::{self, Piece};
 use crate::store::SharedStore;
 use lam_core::SessionId;
+use lam_core::wire::Path;
 use lam_operator::Budget;
 use serde_json::Value;
 use std::sync::Arc;
@@ -261,19 +262,19 @@ impl Stage {
     fn splice(&mut self, r: &mut Reach<'_, '_>, it: usize, texts: &[(usize, String)]) -> bool {
         let now = r.out[it].as_ref();
         let Ok(tree) = canon::parse(now) else { return false };
-        // Each string changed, by its pointer: the new text, or (JSON-string
-        // arguments) the texts at pointers within it.
-        let mut at: std::collections::BTreeMap<&str, Vec<(Option<&str>, &str)>> = Default::default();
+        // Each string changed, by its path: the new text, or (JSON-string
+        // arguments) the texts at paths within it.
+        let mut at: std::collections::BTreeMap<&Path, Vec<(Option<&Path>, &str)>> = Default::default();
         for (k, t) in texts {
             let c = &self.cuts.citable[*k];
             if c.item == it {
-                at.entry(c.pointer.as_str()).or_default().push((c.inner.as_deref(), t));
+                at.entry(&c.path).or_default().push((c.inner.as_ref(), t));
             }
         }
         let edits: Vec<_> = at
             .into_iter()
-            .filter_map(|(pointer, cites)| {
-                let node = canon::find(&tree, pointer)?;
+            .filter_map(|(path, cites)| {
+                let node = canon::find(&tree, path)?;
                 let text = cited_string(&now[node.span.clone()], &cites)?;
                 Some((node.span.clone(), crate::admission::json_string(text.into_bytes())))
             })
@@ -298,16 +299,17 @@ fn bare_tokens(bytes: &[u8]) -> u64 {
 }
 
 /// The string literal `lit` with its citations in place: the whole string
-/// (`None` pointer), or strings at pointers within the JSON it holds,
+/// (`None` path), or strings at paths within the JSON it holds,
 /// written back compactly (JSON-string arguments).
-fn cited_string(lit: &[u8], cites: &[(Option<&str>, &str)]) -> Option<String> {
+fn cited_string(lit: &[u8], cites: &[(Option<&Path>, &str)]) -> Option<String> {
     if let [(None, text)] = cites {
         return Some(text.to_string());
     }
     let s: String = serde_json::from_slice(lit).ok()?;
     let mut v: Value = serde_json::from_str(&s).ok()?;
+    let whole = Path::new();
     for (inner, text) in cites {
-        *v.pointer_mut(inner.unwrap_or(""))? = Value::String(text.to_string());
+        *inner.unwrap_or(&whole).get_mut(&mut v)? = Value::String(text.to_string());
     }
     serde_json::to_string(&v).ok()
 }

@@ -246,7 +246,7 @@ mod tests {
         for &(item, record, refs, kept) in citable {
             c.citable.push(Citable {
                 item,
-                pointer: "/content".into(),
+                path: lam_core::wire::Path::new().key("content"),
                 inner: None,
                 record: Some(record),
                 refs: refs.to_vec(),

@@ -1,23 +1,24 @@
 //! Annotations: where an item carries them, and the item's bytes carrying
 //! others (as a client moves its `cache_control` marks).
 
-use super::{Annotation, Kind, Member, Node, Seg, is_annotation, is_arguments, splice};
+use super::{Annotation, Kind, Member, Node, is_annotation, is_arguments, splice};
+use lam_core::wire::{Path, Seg};
 
 /// Every annotation in `node`, in document order.
 pub(crate) fn annotations(b: &[u8], node: &Node) -> Vec<Annotation> {
     let mut out = Vec::new();
-    collect(b, node, &mut Vec::new(), &mut out);
+    collect(b, node, &mut Path::new(), &mut out);
     out
 }
 
-fn collect(b: &[u8], node: &Node, path: &mut Vec<Seg>, out: &mut Vec<Annotation>) {
+fn collect(b: &[u8], node: &Node, path: &mut Path, out: &mut Vec<Annotation>) {
     match &node.kind {
         Kind::Object(ms) => {
             for m in ms {
                 if is_annotation(&m.key) {
                     out.push((path.clone(), m.key.clone(), b[m.value.span.clone()].to_vec()));
                 } else if !is_arguments(&m.key) {
-                    path.push(Seg::Key(m.key.clone()));
+                    path.push(Seg::Key(m.key.clone().into()));
                     collect(b, &m.value, path, out);
                     path.pop();
                 }
@@ -38,7 +39,7 @@ fn collect(b: &[u8], node: &Node, path: &mut Vec<Seg>, out: &mut Vec<Annotation>
 /// own: objects whose annotations differ are re-written (members as they
 /// were, the wanted annotations last); everything else is copied as it is.
 pub(crate) fn reannotate(b: &[u8], node: &Node, want: &[Annotation]) -> Vec<u8> {
-    let mut path = Vec::new();
+    let mut path = Path::new();
     match emit(b, node, &mut path, want) {
         Some(out) => out,
         None => b[node.span.clone()].to_vec(),
@@ -46,7 +47,7 @@ pub(crate) fn reannotate(b: &[u8], node: &Node, want: &[Annotation]) -> Vec<u8> 
 }
 
 /// The new bytes of `node`, or `None` when nothing in it changes.
-fn emit(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
+fn emit(b: &[u8], node: &Node, path: &mut Path, want: &[Annotation]) -> Option<Vec<u8>> {
     match &node.kind {
         Kind::Object(ms) => emit_object(b, node, ms, path, want),
         Kind::Array(items) => {
@@ -64,12 +65,12 @@ fn emit(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) -> Opti
     }
 }
 
-fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
-    let mine: Vec<(&str, &[u8])> = want.iter().filter(|(p, _, _)| p == path).map(|(_, k, v)| (k.as_str(), &v[..])).collect();
+fn emit_object(b: &[u8], node: &Node, ms: &[Member], path: &mut Path, want: &[Annotation]) -> Option<Vec<u8>> {
+    let mine: Vec<(&str, &[u8])> = want.iter().filter(|(p, _, _)| *p == *path).map(|(_, k, v)| (k.as_str(), &v[..])).collect();
     let have: Vec<(&str, &[u8])> = ms.iter().filter(|m| is_annotation(&m.key)).map(|m| (m.key.as_str(), &b[m.value.span.clone()])).collect();
     let mut children = Vec::new();
     for m in ms.iter().filter(|m| !is_annotation(&m.key)) {
-        path.push(Seg::Key(m.key.clone()));
+        path.push(Seg::Key(m.key.clone().into()));
         let new = match m.value.kind {
             _ if is_arguments(&m.key) => None,
             Kind::Str if m.key == "content" => long_form(b, &m.value, path, want),
@@ -113,9 +114,9 @@ fn write_member(out: &mut Vec<u8>, key: &str, value: &[u8]) {
 /// form with annotations on its block (`content/0`): the one-block array
 /// `[{"type":"text","text":...}]` carrying them, the string's literal as it
 /// was. `None` when no annotation is wanted there.
-fn long_form(b: &[u8], node: &Node, path: &mut Vec<Seg>, want: &[Annotation]) -> Option<Vec<u8>> {
+fn long_form(b: &[u8], node: &Node, path: &mut Path, want: &[Annotation]) -> Option<Vec<u8>> {
     path.push(Seg::Index(0));
-    let marks: Vec<_> = want.iter().filter(|(p, _, _)| p == path).collect();
+    let marks: Vec<_> = want.iter().filter(|(p, _, _)| *p == *path).collect();
     path.pop();
     if marks.is_empty() {
         return None;

@@ -14,6 +14,7 @@
 //! `arbitrary_precision` feature, which would change every crate's `Value`).
 //! The body has already been validated by `serde_json` when this runs.
 
+use lam_core::wire::{Path, Seg};
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -54,16 +55,9 @@ pub(crate) struct Member {
     pub value: Node,
 }
 
-/// A step from a value to one of its children.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Seg {
-    Key(String),
-    Index(usize),
-}
-
 /// Where one annotation sits (the path of the object that carries it), and
 /// its name and value as sent.
-pub(crate) type Annotation = (Vec<Seg>, String, Vec<u8>);
+pub(crate) type Annotation = (Path, String, Vec<u8>);
 
 fn is_annotation(key: &str) -> bool {
     ANNOTATIONS.contains(&key)
@@ -230,18 +224,13 @@ pub(crate) fn value(b: &[u8], node: &Node) -> serde_json::Value {
     }
 }
 
-/// The node a JSON pointer (`/content/0/text`) names.
-pub(crate) fn find<'n>(node: &'n Node, pointer: &str) -> Option<&'n Node> {
-    let mut n = node;
-    for raw in pointer.split('/').skip(1) {
-        let seg = raw.replace("~1", "/").replace("~0", "~");
-        n = match &n.kind {
-            Kind::Object(ms) => &ms.iter().find(|m| m.key == seg)?.value,
-            Kind::Array(items) => items.get(seg.parse::<usize>().ok()?)?,
-            Kind::Str | Kind::Lit => return None,
-        };
-    }
-    Some(n)
+/// The node `path` names (as [`Path::get`] names a value in a `serde_json::Value`).
+pub(crate) fn find<'n>(node: &'n Node, path: &Path) -> Option<&'n Node> {
+    path.segs().iter().try_fold(node, |n, s| match (s, &n.kind) {
+        (Seg::Key(k), Kind::Object(ms)) => ms.iter().find(|m| m.key == *k).map(|m| &m.value),
+        (Seg::Index(i), Kind::Array(items)) => items.get(*i),
+        _ => None,
+    })
 }
 
 /// `b` with each span replaced (spans disjoint; any order).

@@ -103,7 +103,7 @@ fn annotations_move_and_the_rest_stays_byte_for_byte() {
         br#"{"role":"user","content":[{"type":"tool_result","content":"LONG ORIGINAL"},{"type":"text","text":"t","cache_control":{"type":"ephemeral"}}]}"#;
     let n = parse(frozen).unwrap();
     let want = annotations(later, &parse(later).unwrap());
-    assert_eq!(want, vec![(vec![Seg::Key("content".into()), Seg::Index(1)], "cache_control".into(), br#"{"type":"ephemeral"}"#.to_vec())]);
+    assert_eq!(want, vec![(Path::new().key("content").index(1), "cache_control".into(), br#"{"type":"ephemeral"}"#.to_vec())]);
     let out = reannotate(frozen, &n, &want);
     assert_eq!(
         String::from_utf8(out.clone()).unwrap(),
@@ -118,12 +118,13 @@ fn annotations_move_and_the_rest_stays_byte_for_byte() {
 }
 
 #[test]
-fn pointers_and_splices() {
+fn paths_and_splices() {
     let b = br#"{"content":[{"text":"a"},{"a/b":"c"}]}"#;
     let n = parse(b).unwrap();
-    let s = find(&n, "/content/1/a~1b").unwrap();
+    let s = find(&n, &Path::new().key("content").index(1).key("a/b")).unwrap();
     assert_eq!(&b[s.span.clone()], br#""c""#);
-    assert!(find(&n, "/content/9").is_none());
+    assert!(find(&n, &Path::new().key("content").index(9)).is_none());
+    assert!(find(&n, &Path::new().index(0)).is_none(), "an index steps into arrays only");
     let out = splice(b, vec![(s.span.clone(), br#""z""#.to_vec())]);
     assert_eq!(out, br#"{"content":[{"text":"a"},{"a/b":"z"}]}"#.to_vec());
 }

@@ -356,6 +356,6 @@ mod reader {
             }
             other => return Err(format!("tool_result content is {}, not text or blocks", kind(other))),
         }
-        Ok(texts_at(content, &wire::result_texts(content, "")))
+        Ok(texts_at(content, &wire::result_texts(content, &wire::Path::new())))
     }
 }

@@ -197,10 +197,12 @@ pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
     })
 }
 
-/// The pointer to the thread id in its status line provider's
-/// `resources/read` params (`_meta["com.openai/codex-statusline-state"].thread.id`,
-/// which it also sends as `prompt_cache_key`).
-pub const STATUS_THREAD: &str = "/_meta/com.openai~1codex-statusline-state/thread/id";
+/// Where the thread id sits in its status line provider's `resources/read`
+/// params (`_meta["com.openai/codex-statusline-state"].thread.id`, which it
+/// also sends as `prompt_cache_key`).
+pub fn status_thread_at() -> lam_core::wire::Path {
+    lam_core::wire::Path::new().key("_meta").key("com.openai/codex-statusline-state").key("thread").key("id")
+}
 
 #[cfg(feature = "readers")]
 pub use reader::read;
@@ -281,7 +283,7 @@ mod reader {
                 // Text parts: one observation each, as the proxy admits them.
                 Some(parts @ Value::Array(_)) => {
                     blocks(parts)?;
-                    for obs in texts_at(parts, &wire::texts(parts, "", &wire::OUTPUT_TEXT_TYPES)) {
+                    for obs in texts_at(parts, &wire::texts(parts, &wire::Path::new(), &wire::OUTPUT_TEXT_TYPES)) {
                         s.result(id(), obs, None);
                     }
                 }

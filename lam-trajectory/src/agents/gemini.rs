@@ -88,7 +88,7 @@ pub fn launch(s: &Setup<'_>) -> Launch {
     let mut notes = Vec::new();
     let user = home(s.env);
     let mut settings = user.as_ref().map_or(Map::new(), |h| user_settings(&h.join("settings.json"), &mut notes));
-    let had = settings.get("security").and_then(|v| v.pointer("/auth/selectedType")).and_then(Value::as_str).map(str::to_string);
+    let had = settings.get("security").and_then(|v| lam_core::wire::Path::new().key("auth").key("selectedType").str_in(v)).map(str::to_string);
     if let Some(t) = had.filter(|t| t != AUTH_TYPE) {
         notes.push(format!("Gemini CLI's auth type `{t}` does not read GOOGLE_GEMINI_BASE_URL: this run uses `{AUTH_TYPE}` (GEMINI_API_KEY)"));
     }
@@ -307,7 +307,8 @@ pub fn read(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
             Some("user") => {
                 let c = content(m);
                 if wire::result_ids(Api::Gemini, &c).is_empty() {
-                    task.extend(wire::gemini_texts(&c).iter().filter_map(|p| Value::Object(c.clone()).pointer(p).and_then(Value::as_str).map(str::to_string)));
+                    let v = Value::Object(c.clone());
+                    task.extend(wire::gemini_texts(&c).iter().filter_map(|p| p.str_in(&v).map(str::to_string)));
                 } else {
                     results(&mut s, &c);
                 }
@@ -327,14 +328,10 @@ pub fn read(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
 /// The records of one `Content`'s `functionResponse` parts: one per text
 /// of its `response` (none: one empty record), each naming its call.
 fn results(s: &mut Session, c: &Map<String, Value>) {
-    let (v, outs) = (Value::Object(c.clone()), wire::outputs(Api::Gemini, c));
-    for (k, part) in c.get("parts").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let Some(f) = part.get("functionResponse").and_then(Value::as_object) else { continue };
-        let id = f.get("id").or_else(|| f.get("name")).and_then(Value::as_str).unwrap_or("");
-        let at = format!("/parts/{k}/");
-        let pointers: Vec<String> = outs.iter().filter(|o| o.pointer.starts_with(&at)).map(|o| o.pointer.clone()).collect();
-        for text in texts_at(&v, &pointers) {
-            s.result(id, text, None);
+    let v = Value::Object(c.clone());
+    for r in wire::results(Api::Gemini, c) {
+        for text in texts_at(&v, &r.paths) {
+            s.result(r.call_id.unwrap_or(""), text, None);
         }
     }
 }

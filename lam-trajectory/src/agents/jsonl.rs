@@ -48,9 +48,9 @@ pub(crate) fn str_field<'a>(b: &'a Map<String, Value>, key: &str, what: &str) ->
     b.get(key).and_then(Value::as_str).ok_or_else(|| format!("{what} has no string `{key}`"))
 }
 
-/// The texts at `pointers` in `v`; one empty text when there is none.
-pub(crate) fn texts_at(v: &Value, pointers: &[String]) -> Vec<String> {
-    let texts: Vec<String> = pointers.iter().filter_map(|p| v.pointer(p)?.as_str().map(str::to_string)).collect();
+/// The texts at `paths` in `v`; one empty text when there is none.
+pub(crate) fn texts_at(v: &Value, paths: &[lam_core::wire::Path]) -> Vec<String> {
+    let texts: Vec<String> = paths.iter().filter_map(|p| p.str_in(v).map(str::to_string)).collect();
     if texts.is_empty() { vec![String::new()] } else { texts }
 }
 

@@ -287,7 +287,7 @@ pub fn is_fork(call: &wire::Call<'_>) -> bool {
 /// The thread a status line provider's `resources/read` params name (an
 /// agent that asks `lam status-line --mcp` for its line names the thread it shows).
 pub fn status_thread(params: &Value) -> Option<&str> {
-    params.pointer(codex::STATUS_THREAD).and_then(Value::as_str)
+    codex::status_thread_at().str_in(params)
 }
 
 /// The format of a JSON Lines file, from its first non-blank line: lam JSONL

@@ -397,7 +397,7 @@ mod reader {
             _ => None,
         };
         if let Some(output) = output {
-            if let Some(end) = state.pointer("/time/end").and_then(Value::as_i64) {
+            if let Some(end) = lam_core::wire::Path::new().key("time").key("end").get(state).and_then(Value::as_i64) {
                 s.time = Some(end);
             }
             s.result(id, output, None);

@@ -4,7 +4,7 @@
 //! forwarded body ([`forwarded_results`]).
 
 use super::Agent;
-use lam_core::wire::Api;
+use lam_core::wire::{self, Api};
 use serde_json::{Value, json};
 
 /// One tool call of a recorded session and its result.
@@ -71,24 +71,12 @@ fn tools(api: Api, all: &[Call]) -> Vec<Value> {
 }
 
 /// The tool results of a body [`requests`] made for `agent` (as the proxy
-/// forwarded it), in order, as text: each `tool_result` block's content
-/// (Messages), each `function_call_output` / `custom_tool_call_output`'s
-/// output (Responses), each `functionResponse`'s `response.output` (Gemini).
+/// forwarded it), in order, as text: each result's texts
+/// ([`lam_core::wire::results`]) joined, an empty result as an empty text.
 pub fn forwarded_results(agent: Agent, body: &[u8]) -> Vec<String> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else { return Vec::new() };
-    let text = |c: &Value| match c {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
-        _ => String::new(),
-    };
-    let is = |x: &Value, t: &str| x.get("type").and_then(Value::as_str) == Some(t);
-    let items = v[agent.api().list_field()].as_array().into_iter().flatten();
-    match agent.api() {
-        Api::Messages => items.filter_map(|m| m["content"].as_array()).flatten().filter(|b| is(b, "tool_result")).map(|b| text(&b["content"])).collect(),
-        Api::Responses => items.filter(|x| is(x, "function_call_output") || is(x, "custom_tool_call_output")).map(|x| text(&x["output"])).collect(),
-        Api::Gemini => {
-            items.filter_map(|c| c["parts"].as_array()).flatten().filter_map(|p| p.get("functionResponse")).map(|f| text(&f["response"]["output"])).collect()
-        }
-        _ => Vec::new(),
-    }
+    let api = agent.api();
+    let items = v[api.list_field()].as_array().into_iter().flatten().filter_map(|item| Some((item, item.as_object()?)));
+    let text = |item: &Value, paths: &[wire::Path]| paths.iter().filter_map(|p| p.str_in(item)).collect::<String>();
+    items.flat_map(|(item, o)| wire::results(api, o).into_iter().map(move |r| text(item, &r.paths))).collect()
 }
