@@ -277,9 +277,9 @@ pub(crate) struct Bill {
 
 impl Bill {
     /// Add one request's conversation items (raw JSON each) and preamble tokens.
-    fn add(&mut self, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) -> f64 {
+    fn add(&mut self, api: lam_core::wire::Api, items: &[&[u8]], preamble: u64, pricing: Pricing, counter: &dyn TokenCounter) -> f64 {
         let ids: Vec<u128> = items.iter().map(|b| canon::identity_key(b, canon::parse(b).ok().as_ref())).collect();
-        self.add_keyed(&ids, |i| (counter.count(items[i]) as u64, carries_tool_result(items[i])), preamble, pricing)
+        self.add_keyed(&ids, |i| (counter.count(items[i]) as u64, carries_tool_result(api, items[i])), preamble, pricing)
     }
 
     /// The prompt cache expired: the next request reads nothing from it and
@@ -384,15 +384,13 @@ impl Bills {
     }
 }
 
-/// Whether an item carries a tool result, as `lam_core::wire` reads one: an
-/// Anthropic message with `tool_result` blocks, or any of the Responses
-/// output items (`wire::RESPONSES_OUTPUTS`).
-fn carries_tool_result(b: &[u8]) -> bool {
+/// Whether an item of `api` carries a tool result, as `lam_core::wire`
+/// reads one ([`lam_core::wire::results`]).
+fn carries_tool_result(api: lam_core::wire::Api, b: &[u8]) -> bool {
     let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(b) else {
         return false;
     };
-    let output = v.get("type").and_then(Value::as_str).is_some_and(|t| lam_core::wire::RESPONSES_OUTPUTS.contains(&t));
-    output || lam_core::wire::has_tool_results(&v)
+    !lam_core::wire::results(api, &v).is_empty()
 }
 
 /// The conversation items of a body (raw JSON each) and its preamble's bytes.
@@ -455,7 +453,7 @@ pub fn replay(
             if cold {
                 bill.expire();
             }
-            *billed = bill.add(&raws, counter.count(&pre) as u64, pricing, counter);
+            *billed = bill.add(api, &raws, counter.count(&pre) as u64, pricing, counter);
         }
         if cold {
             r.requests_after_expiry += 1;

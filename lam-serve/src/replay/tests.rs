@@ -1,4 +1,5 @@
 use super::*;
+use lam_core::wire::Api;
 use serde_json::json;
 
 #[test]
@@ -47,9 +48,9 @@ fn billing_reads_the_shared_prefix() {
     let counter = lam_core::SimpleCounter;
     let mut b = Bill::default();
     let (x, y, z): (&[u8], &[u8], &[u8]) = (b"\"a a\"", b"\"b b\"", b"\"c c\"");
-    b.add(&[x], 0, Pricing::OPENAI, &counter);
-    b.add(&[x, y], 0, Pricing::OPENAI, &counter);
-    b.add(&[z, y], 0, Pricing::OPENAI, &counter);
+    b.add(Api::Responses, &[x], 0, Pricing::OPENAI, &counter);
+    b.add(Api::Responses, &[x, y], 0, Pricing::OPENAI, &counter);
+    b.add(Api::Responses, &[z, y], 0, Pricing::OPENAI, &counter);
     let t = |s: &[u8]| counter.count(s) as f64;
     let want = t(x) + (t(x) * 0.1 + t(y)) + (t(z) + t(y));
     assert!((b.billed - want).abs() < 1e-9, "{} vs {want}", b.billed);
@@ -80,12 +81,15 @@ fn a_withheld_line_is_counted_in_both_shapes() {
 fn every_output_type_of_the_wire_carries_a_tool_result() {
     for t in lam_core::wire::RESPONSES_OUTPUTS {
         let item = serde_json::json!({"type": t, "call_id": "c", "output": "x"});
-        assert!(carries_tool_result(item.to_string().as_bytes()), "{t}");
+        assert!(carries_tool_result(Api::Responses, item.to_string().as_bytes()), "{t}");
     }
     let anthropic = br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}"#;
-    assert!(super::carries_tool_result(anthropic));
+    assert!(super::carries_tool_result(Api::Messages, anthropic));
+    let gemini = br#"{"role":"user","parts":[{"functionResponse":{"id":"r","name":"read_file","response":{"output":"x"}}}]}"#;
+    assert!(carries_tool_result(Api::Gemini, gemini));
+    assert!(carries_tool_result(Api::ChatCompletions, br#"{"role":"tool","tool_call_id":"c","content":"x"}"#));
     for other in [&br#"{"type":"function_call","call_id":"c","arguments":"{}"}"#[..], br#"{"role":"user","content":"hi"}"#, b"not json", b"[]"] {
-        assert!(!carries_tool_result(other));
+        assert!(Api::ALL.iter().all(|&api| !carries_tool_result(api, other)));
     }
 }
 
@@ -111,11 +115,11 @@ fn an_expired_cache_writes_the_whole_prompt() {
     let (x, y): (&[u8], &[u8]) = (b"\"a a\"", b"\"b b\"");
     let t = |s: &[u8]| counter.count(s) as f64;
     let mut b = Bill::default();
-    b.add(&[x], 5, Pricing::ANTHROPIC, &counter);
+    b.add(Api::Messages, &[x], 5, Pricing::ANTHROPIC, &counter);
     b.expire();
-    let billed = b.add(&[x, y], 5, Pricing::ANTHROPIC, &counter);
+    let billed = b.add(Api::Messages, &[x, y], 5, Pricing::ANTHROPIC, &counter);
     assert!((billed - (5.0 + t(x) + t(y)) * 1.25).abs() < 1e-9, "{billed}");
-    let warm = b.add(&[x, y], 5, Pricing::ANTHROPIC, &counter);
+    let warm = b.add(Api::Messages, &[x, y], 5, Pricing::ANTHROPIC, &counter);
     assert!((warm - (5.0 + t(x) + t(y)) * 0.1).abs() < 1e-9, "the next one reads again: {warm}");
     assert_eq!(b.changed, 0);
 }

@@ -263,7 +263,7 @@ mod reader {
 
     fn codex_item(s: &mut Session, p: &Map<String, Value>) -> Result<(), String> {
         let ty = str_field(p, "type", "item")?;
-        let id = || p.get("call_id").or_else(|| p.get("id")).and_then(Value::as_str).unwrap_or("");
+        let id = || wire::output_call_id(p).unwrap_or("");
         match ty {
             "message" => codex_message(s, p)?,
             "reasoning" => {
