@@ -433,6 +433,18 @@ fn gemini_responses(v: &Map<String, Value>) -> impl Iterator<Item = (usize, Opti
     })
 }
 
+/// Where the non-empty texts of message `v` sit: its `content` string or
+/// text parts (`text`; Chat and Responses `input_text` too), a Gemini
+/// `Content`'s text parts ([`gemini_texts`]).
+pub fn message_texts(api: Api, v: &Map<String, Value>) -> Vec<Path> {
+    let content = v.get("content").unwrap_or(&Value::Null);
+    match api {
+        Api::Gemini => gemini_texts(v),
+        Api::Messages => texts(content, &Path::new().key("content"), &["text"]),
+        _ => texts(content, &Path::new().key("content"), &["text", "input_text"]),
+    }
+}
+
 /// Where the non-empty `text` of each part of a Gemini `Content` sits
 /// (`/parts/K/text`), its thoughts (`thought: true`) left out.
 pub fn gemini_texts(v: &Map<String, Value>) -> Vec<Path> {

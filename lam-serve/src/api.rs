@@ -109,13 +109,7 @@ impl Observations for Api {
         if !user_obs {
             return Vec::new();
         }
-        let content = || (v.get("content").unwrap_or(&Value::Null), Path::new().key("content"));
-        let paths = match self {
-            Api::Gemini => wire::gemini_texts(obj),
-            Api::Messages => wire::texts(content().0, &content().1, &["text"]),
-            _ => wire::texts(content().0, &content().1, &["text", "input_text"]),
-        };
-        paths.into_iter().map(|path| Slot { path, action: said(), keep: false, recall: false }).collect()
+        wire::message_texts(self, obj).into_iter().map(|path| Slot { path, action: said(), keep: false, recall: false }).collect()
     }
 }
 
