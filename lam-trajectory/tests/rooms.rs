@@ -202,3 +202,37 @@ fn opencode_is_configured_inline_over_the_users_settings() {
     let l = Agent::OpenCode.launch(&setup(&[], &bad, false));
     assert_eq!(l.notes.len(), 1, "{:?}", l.notes);
 }
+
+/// Gemini CLI under a budget: an experiments file of the run's home, named
+/// by `GEMINI_EXP`, turns its masking of old tool outputs off (flag
+/// 45758817, the protected tokens), over the user's own flags; with no
+/// budget its masking stays, and `GEMINI_EXP` is the user's.
+#[test]
+fn gemini_cli_masks_no_outputs_under_a_budget() {
+    let dir = std::env::temp_dir().join(format!("lam-rooms-gemini-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mine = dir.join("exp.json");
+    std::fs::write(&mine, r#"{"flags":[{"flagId":1,"boolValue":true},{"flagId":45758817,"intValue":"5"}],"experimentIds":[7]}"#).unwrap();
+    let path = mine.to_string_lossy().into_owned();
+    let env = move |k: &str| match k {
+        "GEMINI_EXP" => Some(path.clone()),
+        "HOME" => Some("/nonexistent/lam-rooms".into()),
+        _ => None,
+    };
+    let l = Agent::GeminiCli.launch(&setup(&[], &env, false));
+    let home = l.home.expect("a home of its own");
+    assert_eq!(home.vars, [("GEMINI_EXP", std::path::PathBuf::from("lam-experiments.json"))]);
+    let file = home.files.iter().find(|(p, _)| p.as_os_str() == "lam-experiments.json").expect("the experiments file");
+    let exp: Value = serde_json::from_str(&file.1).unwrap();
+    assert_eq!(exp["flags"], json!([{"flagId": 1, "boolValue": true}, {"flagId": 45758817, "intValue": "1000000000"}]));
+    assert_eq!(exp["experimentIds"], json!([7]));
+
+    let l = Agent::GeminiCli.launch(&Setup { budget: None, ..setup(&[], &env, false) });
+    let home = l.home.expect("a home of its own");
+    assert!(home.vars.is_empty() && home.files.iter().all(|(p, _)| p.as_os_str() != "lam-experiments.json"));
+
+    let bad = |k: &str| (k == "GEMINI_EXP").then(|| "/nonexistent/lam-rooms/exp.json".to_string());
+    let l = Agent::GeminiCli.launch(&setup(&[], &bad, false));
+    assert!(l.notes.iter().any(|n| n.contains("GEMINI_EXP")), "{:?}", l.notes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -525,6 +525,7 @@ impl Launch {
         if let Some(home) = &launch.home {
             let dir = private_home(home)?;
             env.push((home.var.to_string(), dir.to_string_lossy().into_owned()));
+            env.extend(home.vars.iter().map(|(var, rel)| (var.to_string(), dir.join(rel).to_string_lossy().into_owned())));
             files.push(dir);
         }
         let arg = |a: &agents::Arg| match a {
@@ -852,6 +853,7 @@ mod tests {
             files: vec![(".x/settings.json".into(), "{\"a\":1}".into())],
             make: vec![user.join("tmp")],
             links: vec![(".x/creds.json".into(), user.join("creds.json")), (".x/tmp".into(), user.join("tmp")), (".x/gone".into(), user.join("gone"))],
+            vars: Vec::new(),
         };
         let dir = private_home(&home).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join(".x/settings.json")).unwrap(), "{\"a\":1}");

@@ -80,10 +80,8 @@ pub const AUTH_TYPE: &str = "gemini-api-key";
 /// need no confirmation) and the API-key auth type, every other entry of
 /// the user's `.gemini` linked in (session files, history, credentials:
 /// `tmp` made first, so the run's session files stay the user's; none
-/// when the user has no `.gemini`). Its own masking of old tool outputs
-/// (`<tool_output_masked>` once its estimate of them passes 50,000 +
-/// 30,000 tokens) cannot be turned off: 0.61.0 passes no setting of it
-/// through (`contextManagement` reaches it as `{enabled}` alone).
+/// when the user has no `.gemini`). Under a budget, its own masking of
+/// old tool outputs is turned off (`GEMINI_EXP`, below).
 pub fn launch(s: &Setup<'_>) -> Launch {
     let mut notes = Vec::new();
     let user = home(s.env);
@@ -105,8 +103,57 @@ pub fn launch(s: &Setup<'_>) -> Launch {
             (Vec::new(), Vec::new())
         }
     };
-    let home = Home { var: HOME_ENV, files: vec![(".gemini/settings.json".into(), settings)], make, links };
+    let mut home = Home { var: HOME_ENV, files: vec![(".gemini/settings.json".into(), settings)], make, links, vars: Vec::new() };
+    if s.budget.is_some() {
+        home.files.push((EXPERIMENTS_FILE.into(), no_masking(s, &mut notes)));
+        home.vars.push((EXPERIMENTS_ENV, EXPERIMENTS_FILE.into()));
+    }
     Launch { env: vec![(BASE_URL_ENV.into(), base_url(s.origin))], home: Some(home), notes, ..Launch::default() }
+}
+
+/// The variable naming Gemini CLI's experiments file, read before any
+/// server is asked (so with the API-key auth type too).
+pub const EXPERIMENTS_ENV: &str = "GEMINI_EXP";
+/// The run's experiments file, in its home.
+const EXPERIMENTS_FILE: &str = "lam-experiments.json";
+/// The experiment flag of its tool-output masking's protected tokens
+/// (`MASKING_PROTECTION_THRESHOLD`).
+const MASKING_PROTECTION_FLAG: u64 = 45_758_817;
+
+/// An experiments file that turns off Gemini CLI's masking of old tool
+/// outputs: once its own estimate of the outputs in its history passes
+/// 50,000 protected + 30,000 prunable tokens, it replaces older ones with
+/// `<tool_output_masked>` previews, a lossy compaction of its own that
+/// counts the full outputs whatever lam forwards. Under lam's budget the
+/// view stays bounded and every output is one recall away, so the
+/// protected share is set past any context. 0.61.0 reads no setting of it
+/// from settings.json (`contextManagement` reaches its config as
+/// `{enabled}` alone); the experiments file is the only way. The user's
+/// own file (`GEMINI_EXP`) is kept, this one flag set over it.
+fn no_masking(s: &Setup<'_>, notes: &mut Vec<String>) -> String {
+    let mut exp = s.var(EXPERIMENTS_ENV).map_or(Map::new(), |p| user_experiments(Path::new(&p), notes));
+    let flags = exp.entry("flags").or_insert_with(|| json!([]));
+    if !flags.is_array() {
+        *flags = json!([]);
+    }
+    if let Value::Array(list) = flags {
+        list.retain(|f| f.get("flagId").and_then(Value::as_u64) != Some(MASKING_PROTECTION_FLAG));
+        list.push(json!({"flagId": MASKING_PROTECTION_FLAG, "intValue": "1000000000"}));
+    }
+    exp.entry("experimentIds").or_insert_with(|| json!([]));
+    serde_json::to_string_pretty(&Value::Object(exp)).unwrap_or_default()
+}
+
+/// The user's experiments file; none, with a note, when it does not read
+/// as a JSON object.
+fn user_experiments(path: &Path, notes: &mut Vec<String>) -> Map<String, Value> {
+    match std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
+        Some(Value::Object(o)) => o,
+        _ => {
+            notes.push(format!("GEMINI_EXP names {}, which lam could not read as a JSON object: this run's experiments file holds lam's flag alone", path.display()));
+            Map::new()
+        }
+    }
 }
 
 /// The user's settings (JSON with comments); none when there is no file,

@@ -79,6 +79,9 @@ pub struct Home {
     /// Links in it: a path below it and what it points at; one whose
     /// target does not exist is left out.
     pub links: Vec<(PathBuf, PathBuf)>,
+    /// Variables set to the path of one of its files (Gemini CLI's
+    /// `GEMINI_EXP`, which names a file rather than a folder).
+    pub vars: Vec<(&'static str, PathBuf)>,
 }
 
 /// One argument of a [`Launch`].
