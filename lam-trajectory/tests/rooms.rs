@@ -38,6 +38,22 @@ fn agents_by_name_and_program() {
 }
 
 #[test]
+fn each_agent_has_a_room_of_its_own() {
+    let names: std::collections::HashSet<&str> = Agent::ALL.iter().map(|a| a.room().name()).collect();
+    let programs: std::collections::HashSet<&str> = Agent::ALL.iter().map(|a| a.room().program()).collect();
+    assert_eq!((names.len(), programs.len()), (Agent::ALL.len(), Agent::ALL.len()));
+    let db = std::path::Path::new("/x/opencode/opencode.db");
+    assert_eq!(agents::database_of(db), Some(Agent::OpenCode));
+    assert_eq!(agents::database_of(std::path::Path::new("/x/session.jsonl")), None);
+    // A rollout's envelope is Codex's even when it also carries what a
+    // Claude Code line does (`type` and `uuid`): the room that owns a first line is asked first.
+    let envelope = br#"{"type":"session_meta","uuid":"u","payload":{"id":"c"}}"#;
+    assert_eq!(agents::detect(envelope), Some(lam_trajectory::Format::Agent(Agent::Codex)));
+    let claude = br#"{"type":"user","uuid":"u","sessionId":"s"}"#;
+    assert_eq!(agents::detect(claude), Some(lam_trajectory::Format::Agent(Agent::ClaudeCode)));
+}
+
+#[test]
 fn each_room_points_its_agent_at_the_proxy_and_registers_lam_mcp() {
     let none = |_: &str| None;
     let mcp = vec!["mcp".to_string(), "--store".to_string(), "/s".to_string()];

@@ -1,9 +1,7 @@
-//! Which agent: the agents lam knows by name, the programs they are, and
-//! the API each speaks. Plain data, importing nothing else of the crate, so
-//! [`crate::trajectory::Format`] can name an agent without the rooms, which
-//! build on `trajectory`, pointing back at it.
-
-use lam_core::wire::Api;
+//! Which agent: the agents lam knows, as plain data importing nothing else
+//! of the crate, so [`crate::trajectory::Format`] can name an agent without
+//! the rooms, which build on `trajectory`, pointing back at it. Its name,
+//! program and API are its room's ([`Agent::room`], in mod.rs).
 
 /// The agents lam knows by name: what `lam run` launches and configures,
 /// what `lam replay` writes requests as, and whose transcripts the readers
@@ -19,43 +17,13 @@ pub enum Agent {
     OpenCode,
     /// Gemini CLI ([`super::gemini`]).
     GeminiCli,
-    // A new agent: a variant here, a row in each table below and in each
-    // dispatch of `super` (mod.rs), and its room `super::NAME`.
+    // A new agent: a variant here and in `ALL` below, its room `super::NAME`
+    // (a unit struct implementing `super::Room`), and its row in `Agent::room` (mod.rs).
 }
 
 impl Agent {
     /// Every agent.
     pub const ALL: [Agent; 4] = [Agent::ClaudeCode, Agent::Codex, Agent::OpenCode, Agent::GeminiCli];
-
-    /// Its name: `claude-code`, `codex`, `opencode`, `gemini-cli`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => "claude-code",
-            Agent::Codex => "codex",
-            Agent::OpenCode => "opencode",
-            Agent::GeminiCli => "gemini-cli",
-        }
-    }
-
-    /// The API it sends its conversation on (opencode: through its default
-    /// provider, `anthropic`).
-    pub fn api(self) -> Api {
-        match self {
-            Agent::ClaudeCode | Agent::OpenCode => Api::Messages,
-            Agent::Codex => Api::Responses,
-            Agent::GeminiCli => Api::Gemini,
-        }
-    }
-
-    /// The program it is run as (`claude`, `codex`, `opencode`, `gemini`).
-    pub fn program(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => "claude",
-            Agent::Codex => "codex",
-            Agent::OpenCode => "opencode",
-            Agent::GeminiCli => "gemini",
-        }
-    }
 
     /// The agent a program is, by its file name (`claude`, `codex`, `opencode`, `gemini`).
     pub fn of_program(file_name: &str) -> Option<Self> {

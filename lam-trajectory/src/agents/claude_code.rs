@@ -176,6 +176,89 @@ pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
     })
 }
 
+/// Claude Code's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::ClaudeCode`] asks).
+#[derive(Debug, Clone, Copy)]
+pub struct ClaudeCode;
+
+impl super::room::Room for ClaudeCode {
+    fn name(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn program(&self) -> &'static str {
+        "claude"
+    }
+
+    fn api(&self) -> lam_core::wire::Api {
+        lam_core::wire::Api::Messages
+    }
+
+    fn launch(&self, s: &Setup<'_>) -> Launch {
+        launch(s)
+    }
+
+    fn batch(&self, args: &[OsString]) -> bool {
+        batch(args)
+    }
+
+    fn recall_tool(&self) -> &'static str {
+        RECALL_TOOL
+    }
+
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn configured_upstream(&self, _args: &[OsString], _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+        upstream(env)
+    }
+
+    fn base_url(&self, origin: &str) -> String {
+        base_url(origin)
+    }
+
+    fn pointed_by(&self) -> &'static str {
+        POINTED_BY
+    }
+
+    fn resume(&self, session: &str) -> (String, &'static str) {
+        resume(session)
+    }
+
+    fn transcripts(&self, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+        transcripts(cwd, env)
+    }
+
+    #[cfg(feature = "readers")]
+    fn read(&self, bytes: &[u8], path: &Path) -> Result<Vec<crate::trajectory::Trajectory>, crate::trajectory::ReadError> {
+        read(bytes, path)
+    }
+
+    fn compaction_threshold(&self, model: &str) -> Option<u64> {
+        compaction_threshold(model)
+    }
+
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        request(task, calls, tools)
+    }
+
+    fn base_url_env(&self) -> Option<&'static str> {
+        Some(BASE_URL_ENV)
+    }
+
+    fn answered(&self, line: &Map<String, Value>) -> bool {
+        answered(line)
+    }
+
+    fn is_first_line(&self, line: &Map<String, Value>) -> bool {
+        is_first_line(line)
+    }
+
+    fn forks(&self, call: &Call<'_>) -> bool {
+        forks(call)
+    }
+}
+
 #[cfg(feature = "readers")]
 pub use reader::read;
 

@@ -204,6 +204,99 @@ pub fn status_thread_at() -> lam_core::wire::Path {
     lam_core::wire::Path::new().key("_meta").key("com.openai/codex-statusline-state").key("thread").key("id")
 }
 
+/// Codex CLI's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::Codex`] asks).
+#[derive(Debug, Clone, Copy)]
+pub struct Codex;
+
+impl super::room::Room for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn program(&self) -> &'static str {
+        "codex"
+    }
+
+    fn api(&self) -> lam_core::wire::Api {
+        lam_core::wire::Api::Responses
+    }
+
+    fn launch(&self, s: &Setup<'_>) -> Launch {
+        launch(s)
+    }
+
+    fn batch(&self, args: &[OsString]) -> bool {
+        batch(args)
+    }
+
+    fn recall_tool(&self) -> &'static str {
+        RECALL_TOOL
+    }
+
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn configured_upstream(&self, _args: &[OsString], _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+        upstream(env)
+    }
+
+    fn base_url(&self, origin: &str) -> String {
+        base_url(origin)
+    }
+
+    fn pointed_by(&self) -> &'static str {
+        POINTED_BY
+    }
+
+    fn resume(&self, session: &str) -> (String, &'static str) {
+        resume(session)
+    }
+
+    fn transcripts(&self, _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+        transcripts(env)
+    }
+
+    #[cfg(feature = "readers")]
+    fn read(&self, bytes: &[u8], path: &Path) -> Result<Vec<crate::trajectory::Trajectory>, crate::trajectory::ReadError> {
+        read(bytes, path)
+    }
+
+    fn compaction_threshold(&self, model: &str) -> Option<u64> {
+        compaction_threshold(model)
+    }
+
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        request(task, calls, tools)
+    }
+
+    fn base_url_env(&self) -> Option<&'static str> {
+        Some(BASE_URL_ENV)
+    }
+
+    fn answered(&self, line: &Map<String, Value>) -> bool {
+        answered(line)
+    }
+
+    fn is_first_line(&self, line: &Map<String, Value>) -> bool {
+        is_first_line(line)
+    }
+
+    fn forks(&self, call: &Call<'_>) -> bool {
+        forks(call)
+    }
+
+    /// The first line of a rollout's `{type, payload}` envelope, which may
+    /// also carry what another agent's first line does.
+    fn owns_first_line(&self, line: &Map<String, Value>) -> bool {
+        line.get("type").is_some_and(Value::is_string) && line.contains_key("payload")
+    }
+
+    fn status_thread_at(&self) -> Option<lam_core::wire::Path> {
+        Some(status_thread_at())
+    }
+}
+
 #[cfg(feature = "readers")]
 pub use reader::read;
 

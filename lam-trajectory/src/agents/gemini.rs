@@ -6,7 +6,7 @@
 //!   home (`GEMINI_CLI_HOME`) whose `.gemini/settings.json` is the user's
 //!   plus `mcpServers.lam` (`lam mcp`, `trust: true`) and the API-key auth
 //!   type (the only one that reads the base URL), every other entry of the
-//!   user's `~/.gemini` linked in ([`launch`], [`settings`]); the recall
+//!   user's `~/.gemini` linked in ([`launch`]); the recall
 //!   tool `mcp_lam_recall`; `-p` is the batch form.
 //! - **Wire**: the Gemini API, `POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`
 //!   ([`request`]).
@@ -150,7 +150,10 @@ fn user_experiments(path: &Path, notes: &mut Vec<String>) -> Map<String, Value> 
     match std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
         Some(Value::Object(o)) => o,
         _ => {
-            notes.push(format!("GEMINI_EXP names {}, which lam could not read as a JSON object: this run's experiments file holds lam's flag alone", path.display()));
+            notes.push(format!(
+                "GEMINI_EXP names {}, which lam could not read as a JSON object: this run's experiments file holds lam's flag alone",
+                path.display()
+            ));
             Map::new()
         }
     }
@@ -277,6 +280,93 @@ pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
         "tools": [{"functionDeclarations": tools}],
         "generationConfig": {"temperature": 1, "topP": 0.95, "topK": 64, "thinkingConfig": {"includeThoughts": true, "thinkingLevel": "HIGH"}},
     })
+}
+
+/// Gemini CLI's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::GeminiCli`] asks).
+#[derive(Debug, Clone, Copy)]
+pub struct GeminiCli;
+
+impl super::room::Room for GeminiCli {
+    fn name(&self) -> &'static str {
+        "gemini-cli"
+    }
+
+    fn program(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn api(&self) -> lam_core::wire::Api {
+        lam_core::wire::Api::Gemini
+    }
+
+    fn launch(&self, s: &Setup<'_>) -> Launch {
+        launch(s)
+    }
+
+    fn batch(&self, args: &[OsString]) -> bool {
+        batch(args)
+    }
+
+    fn recall_tool(&self) -> &'static str {
+        RECALL_TOOL
+    }
+
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn configured_upstream(&self, _args: &[OsString], _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+        upstream(env)
+    }
+
+    fn base_url(&self, origin: &str) -> String {
+        base_url(origin)
+    }
+
+    fn pointed_by(&self) -> &'static str {
+        POINTED_BY
+    }
+
+    fn resume(&self, session: &str) -> (String, &'static str) {
+        resume(session)
+    }
+
+    fn transcripts(&self, _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+        transcripts(env)
+    }
+
+    #[cfg(feature = "readers")]
+    fn read(&self, bytes: &[u8], path: &Path) -> Result<Vec<crate::trajectory::Trajectory>, crate::trajectory::ReadError> {
+        read(bytes, path)
+    }
+
+    fn compaction_threshold(&self, model: &str) -> Option<u64> {
+        compaction_threshold(model)
+    }
+
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        request(task, calls, tools)
+    }
+
+    fn base_url_env(&self) -> Option<&'static str> {
+        Some(BASE_URL_ENV)
+    }
+
+    fn answered(&self, line: &Map<String, Value>) -> bool {
+        answered(line)
+    }
+
+    fn is_first_line(&self, line: &Map<String, Value>) -> bool {
+        is_first_line(line)
+    }
+
+    fn forks(&self, call: &Call<'_>) -> bool {
+        forks(call)
+    }
+
+    fn path(&self) -> &'static str {
+        PATH
+    }
 }
 
 #[cfg(feature = "readers")]

@@ -7,10 +7,15 @@
 //! - Each room holds: how to launch the agent and point it at the proxy
 //!   (environment, configuration, MCP registration, as plain data:
 //!   [`Launch`]); the shape of its requests, for `lam replay`
-//!   ([`requests`]); where it keeps its transcripts and how to read them;
+//!   ([`requests`](mod@requests)); where it keeps its transcripts and how to read them;
 //!   how it compacts and forks.
+//! - Each room implements [`Room`] (in `room.rs`: one method per fact,
+//!   defaults for what most agents share) on a unit struct
+//!   ([`claude_code::ClaudeCode`], [`codex::Codex`], [`opencode::OpenCode`],
+//!   [`gemini::GeminiCli`]).
 //! - This module: the [`Agent`] enum (in `agent.rs`, plain data that
-//!   [`crate::trajectory::Format`] names), the dispatch to the rooms, and
+//!   [`crate::trajectory::Format`] names), [`Agent::room`], the one map
+//!   from an agent to its room, which every method of `Agent` asks;
 //!   [`detect`], which tells a transcript's agent (or lam's own JSONL) by
 //!   its first line.
 //!
@@ -19,8 +24,9 @@
 //! a transcript is one record, its action the call that produced it, named
 //! by the one rule ([`lam_core::action`]).
 //!
-//! Adding an agent: a variant of [`Agent`], its room, a row in each
-//! dispatch below, and its tests.
+//! Adding an agent: its room (one module, its [`Room`] impl and its
+//! tests), a variant of [`Agent`] (and in [`Agent::ALL`]), and one line in
+//! [`Agent::room`].
 
 pub(crate) mod agent;
 pub mod claude_code;
@@ -31,17 +37,19 @@ mod jsonl;
 pub mod launch;
 pub mod opencode;
 pub mod requests;
+pub mod room;
 
 pub use agent::Agent;
 #[cfg(feature = "readers")]
 pub use jsonl::timestamp;
 pub use launch::{Arg, Home, Launch, Setup};
 pub use requests::{Call, forwarded_results, requests};
+pub use room::Room;
 
 use crate::trajectory::Format;
 #[cfg(feature = "readers")]
 use crate::trajectory::{ReadError, Trajectory};
-use lam_core::wire;
+use lam_core::wire::{self, Api};
 use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -49,128 +57,98 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 impl Agent {
+    /// Its room: everything lam knows of it. The one place that maps an
+    /// agent to its room; every method below asks it.
+    pub fn room(self) -> &'static dyn Room {
+        match self {
+            Agent::ClaudeCode => &claude_code::ClaudeCode,
+            Agent::Codex => &codex::Codex,
+            Agent::OpenCode => &opencode::OpenCode,
+            Agent::GeminiCli => &gemini::GeminiCli,
+        }
+    }
+
+    /// Its name: `claude-code`, `codex`, `opencode`, `gemini-cli`.
+    pub fn name(self) -> &'static str {
+        self.room().name()
+    }
+
+    /// The API it sends its conversation on (opencode: through its default
+    /// provider, `anthropic`).
+    pub fn api(self) -> Api {
+        self.room().api()
+    }
+
+    /// The program it is run as (`claude`, `codex`, `opencode`, `gemini`).
+    pub fn program(self) -> &'static str {
+        self.room().program()
+    }
+
     /// How to run it through the proxy (`lam run`).
     pub fn launch(self, s: &Setup<'_>) -> Launch {
-        match self {
-            Agent::ClaudeCode => claude_code::launch(s),
-            Agent::Codex => codex::launch(s),
-            Agent::OpenCode => opencode::launch(s),
-            Agent::GeminiCli => gemini::launch(s),
-        }
+        self.room().launch(s)
     }
 
     /// Whether it runs non-interactively with `args`, asking the model at once.
     pub fn batch(self, args: &[OsString]) -> bool {
-        match self {
-            Agent::ClaudeCode => claude_code::batch(args),
-            Agent::Codex => codex::batch(args),
-            Agent::OpenCode => opencode::batch(args),
-            Agent::GeminiCli => gemini::batch(args),
-        }
+        self.room().batch(args)
     }
 
     /// The name it gives `lam mcp`'s recall tool, registered as server `lam`.
     pub fn recall_tool(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => claude_code::RECALL_TOOL,
-            Agent::Codex => codex::RECALL_TOOL,
-            Agent::OpenCode => opencode::RECALL_TOOL,
-            Agent::GeminiCli => gemini::RECALL_TOOL,
-        }
+        self.room().recall_tool()
     }
 
     /// The upstream origin the user configured for it when run with `args`
     /// in `cwd`, with where that came from; else its vendor's (`default for NAME`).
     pub fn upstream(self, args: &[OsString], cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> (String, String) {
-        let vendor = match self {
-            Agent::OpenCode => opencode::vendor(args),
-            _ => self.vendor(),
-        };
+        let vendor = self.room().vendor_for(args);
         self.configured_upstream(args, cwd, env).unwrap_or_else(|| (vendor.to_string(), format!("default for {}", self.name())))
     }
 
     /// The upstream origin the user configured for it (its base URL
     /// without the path the agent adds), with where that came from.
     pub fn configured_upstream(self, args: &[OsString], cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
-        match self {
-            Agent::ClaudeCode => claude_code::upstream(env),
-            Agent::Codex => codex::upstream(env),
-            Agent::OpenCode => opencode::upstream(args, cwd, env),
-            Agent::GeminiCli => gemini::upstream(env),
-        }
+        self.room().configured_upstream(args, cwd, env)
     }
 
     /// The environment variable it reads its base URL from, when it has one
     /// (`lam run` sets each for an agent it does not know).
     pub fn base_url_env(self) -> Option<&'static str> {
-        match self {
-            Agent::ClaudeCode => Some(claude_code::BASE_URL_ENV),
-            Agent::Codex => Some(codex::BASE_URL_ENV),
-            Agent::OpenCode => None,
-            Agent::GeminiCli => Some(gemini::BASE_URL_ENV),
-        }
+        self.room().base_url_env()
     }
 
     /// The base URL it is given for a proxy at `origin` (`http://127.0.0.1:PORT`).
     pub fn base_url(self, origin: &str) -> String {
-        match self {
-            Agent::ClaudeCode => claude_code::base_url(origin),
-            Agent::Codex => codex::base_url(origin),
-            Agent::OpenCode => opencode::base_url(origin),
-            Agent::GeminiCli => gemini::base_url(origin),
-        }
+        self.room().base_url(origin)
     }
 
     /// Its provider's origin (opencode: its default provider's).
     pub fn vendor(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode | Agent::OpenCode => claude_code::VENDOR,
-            Agent::Codex => codex::VENDOR,
-            Agent::GeminiCli => gemini::VENDOR,
-        }
+        self.room().vendor()
     }
 
     /// What `lam run` set to point it at the proxy (named when no request came through).
     pub fn pointed_by(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode => claude_code::POINTED_BY,
-            Agent::Codex => codex::POINTED_BY,
-            Agent::OpenCode => opencode::POINTED_BY,
-            Agent::GeminiCli => gemini::POINTED_BY,
-        }
+        self.room().pointed_by()
     }
 
     /// The agent's arguments that resume `session`, and why its own resume
     /// line does not do (it goes around lam).
     pub fn resume(self, session: &str) -> (String, &'static str) {
-        match self {
-            Agent::ClaudeCode => claude_code::resume(session),
-            Agent::Codex => codex::resume(session),
-            Agent::OpenCode => opencode::resume(session),
-            Agent::GeminiCli => gemini::resume(session),
-        }
+        self.room().resume(session)
     }
 
     /// The transcript files it may have written for working directory `cwd`.
     pub fn transcripts(self, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-        match self {
-            Agent::ClaudeCode => claude_code::transcripts(cwd, env),
-            Agent::Codex => codex::transcripts(env),
-            Agent::OpenCode => opencode::transcripts(env),
-            Agent::GeminiCli => gemini::transcripts(env),
-        }
+        self.room().transcripts(cwd, env)
     }
 
     /// Read one of its transcripts (`bytes`, read from `path`; a session
     /// database is read from `path` itself).
     #[cfg(feature = "readers")]
     pub fn read(self, bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
-        match self {
-            Agent::ClaudeCode => claude_code::read(bytes, path),
-            Agent::Codex => codex::read(bytes, path),
-            Agent::OpenCode => opencode::read_database(path),
-            Agent::GeminiCli => gemini::read(bytes, path),
-        }
+        self.room().read(bytes, path)
     }
 
     /// What the transcript it wrote for working directory `cwd` since
@@ -178,76 +156,30 @@ impl Agent {
     /// model answered in it, and its session id.
     #[cfg(feature = "readers")]
     pub fn transcript_since(self, cwd: &Path, since: SystemTime, env: &dyn Fn(&str) -> Option<String>) -> Option<RunTranscript> {
-        if self == Agent::OpenCode {
-            return opencode::transcript_since(cwd, since, env);
-        }
-        let dated = self.transcripts(cwd, env).into_iter().filter_map(|f| Some((f.metadata().ok()?.modified().ok()?, f)));
-        let newest = dated.filter(|(t, _)| *t >= since).max()?.1;
-        let bytes = std::fs::read(&newest).ok()?;
-        let session = self.read(&bytes, &newest).ok().and_then(|t| t.into_iter().next()).map(|t| t.session.0);
-        Some(RunTranscript { answered: model_answered(&bytes), session })
-    }
-
-    /// Whether a line of its transcript is the model's answer.
-    #[cfg(feature = "readers")]
-    fn answered(self, line: &Map<String, Value>) -> bool {
-        match self {
-            Agent::ClaudeCode => claude_code::answered(line),
-            Agent::Codex => codex::answered(line),
-            Agent::OpenCode => false,
-            Agent::GeminiCli => gemini::answered(line),
-        }
-    }
-
-    /// Whether a transcript's first line is one of its transcripts'.
-    fn is_first_line(self, line: &Map<String, Value>) -> bool {
-        match self {
-            Agent::ClaudeCode => claude_code::is_first_line(line),
-            Agent::Codex => codex::is_first_line(line),
-            Agent::OpenCode => false,
-            Agent::GeminiCli => gemini::is_first_line(line),
-        }
+        self.room().transcript_since(cwd, since, env)
     }
 
     /// Where it compacts its context on its own for `model`, in tokens;
     /// `None` for a model its tables do not name.
     pub fn compaction_threshold(self, model: &str) -> Option<u64> {
-        match self {
-            Agent::ClaudeCode => claude_code::compaction_threshold(model),
-            Agent::Codex => codex::compaction_threshold(model),
-            Agent::OpenCode => opencode::compaction_threshold(model),
-            Agent::GeminiCli => gemini::compaction_threshold(model),
-        }
+        self.room().compaction_threshold(model)
     }
 
     /// Whether `call` forks it: a subagent that starts from the whole
     /// conversation so far rather than a fresh one.
     pub fn forks(self, call: &wire::Call<'_>) -> bool {
-        match self {
-            Agent::ClaudeCode => claude_code::forks(call),
-            Agent::Codex => codex::forks(call),
-            Agent::OpenCode => false,
-            Agent::GeminiCli => gemini::forks(call),
-        }
+        self.room().forks(call)
     }
 
     /// The path it sends its conversation's requests to (Gemini CLI's
     /// names its model).
     pub fn path(self) -> &'static str {
-        match self {
-            Agent::ClaudeCode | Agent::Codex | Agent::OpenCode => self.api().path(),
-            Agent::GeminiCli => gemini::PATH,
-        }
+        self.room().path()
     }
 
     /// The request body it sends for `task` and `calls` so far, declaring `tools`.
     pub fn request(self, task: &str, calls: &[Call], tools: &[Value]) -> Value {
-        match self {
-            Agent::ClaudeCode => claude_code::request(task, calls, tools),
-            Agent::Codex => codex::request(task, calls, tools),
-            Agent::OpenCode => opencode::request(task, calls, tools),
-            Agent::GeminiCli => gemini::request(task, calls, tools),
-        }
+        self.room().request(task, calls, tools)
     }
 }
 
@@ -267,7 +199,7 @@ pub fn is_database(path: &Path) -> bool {
 
 /// The agent whose session database `path` is.
 pub fn database_of(path: &Path) -> Option<Agent> {
-    opencode::is_database(path).then_some(Agent::OpenCode)
+    Agent::ALL.into_iter().find(|a| a.room().is_database(path))
 }
 
 /// The lowest threshold at which any agent compacts its context on its own
@@ -287,7 +219,7 @@ pub fn is_fork(call: &wire::Call<'_>) -> bool {
 /// The thread a status line provider's `resources/read` params name (an
 /// agent that asks `lam status-line --mcp` for its line names the thread it shows).
 pub fn status_thread(params: &Value) -> Option<&str> {
-    codex::status_thread_at().str_in(params)
+    Agent::ALL.iter().find_map(|a| a.room().status_thread_at()?.str_in(params))
 }
 
 /// The format of a JSON Lines file, from its first non-blank line: lam JSONL
@@ -298,11 +230,9 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
     if o.contains_key("session") && o.contains_key("index") {
         return Some(Format::LamJsonl);
     }
-    // A rollout's envelope (`{type, payload}`) first: its line may also carry an id.
-    if o.get("type").is_some_and(Value::is_string) && o.contains_key("payload") {
-        return Some(Format::Agent(Agent::Codex));
-    }
-    let agent = Agent::ALL.into_iter().find(|a| a.is_first_line(&o))?;
+    // A line one agent owns first (a rollout's envelope may also carry an id).
+    let owner = Agent::ALL.into_iter().find(|a| a.room().owns_first_line(&o));
+    let agent = owner.or_else(|| Agent::ALL.into_iter().find(|a| a.room().is_first_line(&o)))?;
     Some(Format::Agent(agent))
 }
 
@@ -312,7 +242,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
 /// are skipped; other formats: false.
 pub fn model_answered(bytes: &[u8]) -> bool {
     let Some(Format::Agent(agent)) = detect(bytes) else { return false };
-    jsonl::objects(bytes, "").flatten().any(|(_, o)| agent.answered(&o))
+    jsonl::objects(bytes, "").flatten().any(|(_, o)| agent.room().answered(&o))
 }
 
 /// The first non-blank line of a JSONL file, when it is a JSON object.

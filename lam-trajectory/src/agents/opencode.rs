@@ -304,6 +304,87 @@ pub fn is_database(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == "opencode.db")
 }
 
+/// opencode's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::OpenCode`] asks).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenCode;
+
+impl super::room::Room for OpenCode {
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn program(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn api(&self) -> lam_core::wire::Api {
+        lam_core::wire::Api::Messages
+    }
+
+    fn launch(&self, s: &Setup<'_>) -> Launch {
+        launch(s)
+    }
+
+    fn batch(&self, args: &[OsString]) -> bool {
+        batch(args)
+    }
+
+    fn recall_tool(&self) -> &'static str {
+        RECALL_TOOL
+    }
+
+    fn vendor(&self) -> &'static str {
+        claude_code::VENDOR
+    }
+
+    fn configured_upstream(&self, args: &[OsString], cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+        upstream(args, cwd, env)
+    }
+
+    fn base_url(&self, origin: &str) -> String {
+        base_url(origin)
+    }
+
+    fn pointed_by(&self) -> &'static str {
+        POINTED_BY
+    }
+
+    fn resume(&self, session: &str) -> (String, &'static str) {
+        resume(session)
+    }
+
+    fn transcripts(&self, _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+        transcripts(env)
+    }
+
+    #[cfg(feature = "readers")]
+    /// Its database, read from `path` itself.
+    fn read(&self, _bytes: &[u8], path: &Path) -> Result<Vec<crate::trajectory::Trajectory>, crate::trajectory::ReadError> {
+        read_database(path)
+    }
+
+    fn compaction_threshold(&self, model: &str) -> Option<u64> {
+        compaction_threshold(model)
+    }
+
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        request(task, calls, tools)
+    }
+
+    fn vendor_for(&self, args: &[OsString]) -> &'static str {
+        vendor(args)
+    }
+
+    #[cfg(feature = "readers")]
+    fn transcript_since(&self, cwd: &Path, since: std::time::SystemTime, env: &dyn Fn(&str) -> Option<String>) -> Option<super::RunTranscript> {
+        transcript_since(cwd, since, env)
+    }
+
+    fn is_database(&self, path: &Path) -> bool {
+        is_database(path)
+    }
+}
+
 #[cfg(feature = "readers")]
 pub use reader::{read_database, transcript_since};
 
