@@ -628,7 +628,11 @@ fn remove(path: &Path) {
 /// directories they lead to made first where missing (a link whose target
 /// is still missing is left out).
 fn private_home(home: &agents::Home) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("lam-run-{}-home", std::process::id()));
+    make_home(std::env::temp_dir().join(format!("lam-run-{}-home", std::process::id())), home)
+}
+
+/// [`private_home`] at `dir` (replaced when it is there).
+fn make_home(dir: PathBuf, home: &agents::Home) -> Result<PathBuf> {
     remove(&dir);
     let mut b = std::fs::DirBuilder::new();
     b.recursive(true);
@@ -855,7 +859,9 @@ mod tests {
             links: vec![(".x/creds.json".into(), user.join("creds.json")), (".x/tmp".into(), user.join("tmp")), (".x/gone".into(), user.join("gone"))],
             vars: Vec::new(),
         };
-        let dir = private_home(&home).unwrap();
+        // Not private_home's own path: a_store_password_never_reaches_a_command_line,
+        // running beside this test in the same process, makes and removes that one.
+        let dir = make_home(std::env::temp_dir().join(format!("lam-run-test-{}-home", std::process::id())), &home).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join(".x/settings.json")).unwrap(), "{\"a\":1}");
         assert_eq!(std::fs::read_link(dir.join(".x/creds.json")).unwrap(), user.join("creds.json"));
         assert!(dir.join(".x/tmp").is_dir() && !dir.join(".x/gone").exists());
