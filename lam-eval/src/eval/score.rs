@@ -56,7 +56,8 @@ pub(super) fn floor_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) 
 /// line's count drops by when it goes: first the recall handle, then each
 /// call name with its backticks, then the digits; the rest is what remains
 /// (`[lam: `, the verbs, `lines`, `of this output`, separators, `]`, the
-/// newline). The parts sum to the lines' own counts, which may differ from
+/// newline). A difference form's hunk headers count as stub lines: their
+/// digits are line numbers, the rest (`@@ -`, `,`, ` +`, ` @@`) rest. The parts sum to the lines' own counts, which may differ from
 /// the stub cost by a few tokens where a stub joins its neighbours.
 pub(super) fn part_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -> [u64; 4] {
     let mut parts = [0u64; 4];
@@ -72,6 +73,16 @@ pub(super) fn part_tokens(memo: &mut TokMemo, stubs: &[Stub], how: Recall<'_>) -
             parts[i] += counts[i].saturating_sub(counts[i + 1]);
         }
         parts[3] += counts[3];
+        if let Stub::Delta(d) = s {
+            for h in &d.hunks {
+                // A hunk header (`@@ -12,2 +12,3 @@`) is a stub line too: its digits and the rest.
+                let header = format!("{h}\n");
+                let digitless: String = header.chars().filter(|ch| !ch.is_ascii_digit()).collect();
+                let [all, rest] = [&header, &digitless].map(|t| u64::from(memo.count(t.as_bytes())));
+                parts[2] += all.saturating_sub(rest);
+                parts[3] += rest;
+            }
+        }
     }
     parts
 }
