@@ -160,6 +160,28 @@ pub fn referent(action: &str) -> String {
     shorten(&main)
 }
 
+/// What a call does, for telling a call run again (`last time`,
+/// `docs/stubs.md`): its tool's name and its main argument uncut (what
+/// [`referent`] shortens; the `description` of Claude Code's `Bash` and
+/// other arguments left out), or the whole action when it is not a tool
+/// call (a mini-swe-agent shell command).
+///
+/// ```
+/// use lam_core::action::call_key;
+/// let a = r#"Bash({"command":"git status","description":"Check status"})"#;
+/// let b = r#"Bash({"command":"git status","description":"See what is staged"})"#;
+/// assert_eq!(call_key(a), call_key(b));
+/// assert_ne!(call_key(a), call_key(r#"Bash({"command":"git status -s"})"#));
+/// assert_eq!(call_key("cd /testbed && python -c \"print(1)\""), "cd /testbed && python -c \"print(1)\"");
+/// ```
+pub fn call_key(action: &str) -> String {
+    match parse(action) {
+        Some((name, Some(args))) => format!("{name}({})", main_argument(&args).unwrap_or_default()),
+        Some((name, None)) => format!("{name}()"),
+        None => action.to_string(),
+    }
+}
+
 /// An action written by [`tool_call`] split back into its name and its
 /// arguments exactly as written (the text between the first `(` and the
 /// last `)`); `None` when it is not `name(...)` with a tool's name.

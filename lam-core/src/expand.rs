@@ -10,7 +10,10 @@
 //! let first = b"SCALE = 3\nprint(SCALE)\nsave()\n";
 //! let seen = [Seen { call: "cat big.py", residual: first, output: first }];
 //! let next = b"SCALE = 4\n[lam: lines 2-3 of `cat big.py`]\n";
-//! assert_eq!(expand(next, &seen)?.text, b"SCALE = 4\nprint(SCALE)\nsave()\n");
+//! assert_eq!(expand(next, "cat big.py", &seen)?.text, b"SCALE = 4\nprint(SCALE)\nsave()\n");
+//! // The same call run again: `its last output` is the newest of its name.
+//! let again = b"[lam: line 1 of its last output]\nprint(SCALE)\n";
+//! assert_eq!(expand(again, "cat big.py", &seen)?.text, b"SCALE = 3\nprint(SCALE)\n");
 //! # Ok::<(), lam_core::expand::ExpandError>(())
 //! ```
 
@@ -48,24 +51,34 @@ pub struct ExpandError {
     pub why: String,
 }
 
-/// Read `residual` back, given the outputs before it in the session
-/// (oldest first). A line stub (`lines 2-3 of `cat a.py``, `lines 7-9
-/// ditto`: of the call the stub line above names) gives the lines it names
-/// (of this output above it, or of the newest earlier output of that name
-/// where those lines are readable text); a `same output as` line gives that
-/// output whole. Refused: a `similar to` stub, a place that is not
-/// readable text.
-pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
+/// Read `residual` back, given its own call's name (`call`, how stubs
+/// name it: `of its last output` and `last time` mean that name) and the
+/// outputs before it in the session (oldest first). A line stub (`lines
+/// 2-3 of `cat a.py``, `lines 7-9 ditto`: of the call the stub line above
+/// names) gives the lines it names (of this output above it, or of the
+/// newest earlier output of that name where those lines are readable
+/// text: no stub line, no hunk header of a difference form); a `same
+/// output as` line gives that output whole. Refused: a
+/// `similar to` stub, a place that is not readable text.
+pub fn expand(residual: &[u8], call: &str, earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
     let delta = crate::stub::parse_delta(residual).map_err(|e| ExpandError { line: 1, why: e.to_string() })?;
-    if let Some(d) = delta {
+    if let Some(mut d) = delta {
+        if d.last {
+            d.of = call.to_string();
+        }
         return apply_delta(residual, &d, earlier);
     }
     let lines: Vec<&[u8]> = residual.split_inclusive(|&b| b == b'\n').collect();
+    let texts = text_lines(residual);
     let mut out = Reading::default();
     let mut above: Option<Stub> = None;
     for (i, line) in lines.iter().enumerate() {
         let err = |why: String| ExpandError { line: i + 1, why };
-        let stub = Stub::parse_bytes(line).map(|mut s| (s.follow(above.as_ref()), s));
+        let stub = Stub::parse_bytes(line).map(|mut s| {
+            let followed = s.follow(above.as_ref());
+            s.set_own_call(call);
+            (followed, s)
+        });
         if let Some((_, s)) = &stub {
             above = Some(s.clone());
         }
@@ -74,8 +87,8 @@ pub fn expand(residual: &[u8], earlier: &[Seen<'_>]) -> Result<Reading, ExpandEr
             Some(Err(s)) => return Err(err(format!("`{s}` has no call named on the stub line above"))),
             Some(Ok(Stub::Lines(l))) => {
                 let named = match &l.from.of {
-                    None => place(&lines[..i], &l.from, l.shift).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
-                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&split(s.residual), &l.from, l.shift))
+                    None => place(&texts[..i], &l.from, l.shift).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
+                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&text_lines(s.residual), &l.from, l.shift))
                         .ok_or_else(|| err(format!("`{l}` names no readable lines of an earlier `{call}`")))?,
                 };
                 out.text.extend_from_slice(&named);
@@ -121,16 +134,29 @@ fn split(text: &[u8]) -> Vec<&[u8]> {
     text.split_inclusive(|&b| b == b'\n').collect()
 }
 
+/// A residual's lines as the model reads them: `None` for a stub line (a
+/// `[lam: ...]` line, or a hunk header of a difference form), the text
+/// otherwise.
+fn text_lines(residual: &[u8]) -> Vec<Option<&[u8]>> {
+    let mut lines: Vec<Option<&[u8]>> = split(residual).into_iter().map(|l| Stub::parse_bytes(l).is_none().then_some(l)).collect();
+    if let Ok(Some(d)) = crate::stub::parse_delta(residual) {
+        for n in d.stub_lines() {
+            if let Some(l) = lines.get_mut(n as usize - 1) {
+                *l = None;
+            }
+        }
+    }
+    lines
+}
+
 /// Lines `first..=last` of `lines`, each with its newline and its line
 /// number moved by `shift` ([`crate::newlines::renumber`]), when all are
-/// text (no stub).
-fn place(lines: &[&[u8]], p: &Place, shift: i32) -> Option<Vec<u8>> {
+/// text (no stub line, [`text_lines`]).
+fn place(lines: &[Option<&[u8]>], p: &Place, shift: i32) -> Option<Vec<u8>> {
     let named = lines.get(p.first as usize - 1..p.last as usize)?;
     let mut out = Vec::new();
     for l in named {
-        if Stub::parse_bytes(l).is_some() {
-            return None;
-        }
+        let l = (*l)?;
         let l = l.strip_suffix(b"\n").unwrap_or(l);
         out.extend(renumber(l, i64::from(shift))?);
         out.push(b'\n');
@@ -164,15 +190,15 @@ mod tests {
     fn reads_back_lines_of_this_and_earlier_outputs() {
         let a = b"x = 1\ny = 2\nz = 3";
         let seen = [Seen { call: "cat a.py", residual: a, output: a }];
-        let r = expand(b"x = 1\n[lam: line 1 of this output]\n[lam: lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", &seen).unwrap();
+        let r = expand(b"x = 1\n[lam: line 1 of this output]\n[lam: lines 2-3 of `cat a.py`; _recall \xc2\xa7abcd]\n", "x", &seen).unwrap();
         assert_eq!(r.text, b"x = 1\nx = 1\ny = 2\nz = 3\n");
-        assert_eq!(expand(b"[lam: same output as `cat a.py` above]\n", &seen).unwrap().text, a);
-        let r = expand(b"[lam: line 1 of `cat a.py`]\nw = 0\n[lam: lines 2-3 ditto]\n", &seen).unwrap();
+        assert_eq!(expand(b"[lam: same output as `cat a.py` above]\n", "x", &seen).unwrap().text, a);
+        let r = expand(b"[lam: line 1 of `cat a.py`]\nw = 0\n[lam: lines 2-3 ditto]\n", "x", &seen).unwrap();
         assert_eq!(r.text, b"x = 1\nw = 0\ny = 2\nz = 3\n");
-        assert_eq!(expand(b"x = 1\n[lam: lines 2-3 ditto]\n", &seen).unwrap_err().line, 2, "no call above to repeat");
+        assert_eq!(expand(b"x = 1\n[lam: lines 2-3 ditto]\n", "x", &seen).unwrap_err().line, 2, "no call above to repeat");
         let n = "     1→x\n     2→y\n".as_bytes();
         let seen = [Seen { call: "Read a.py", residual: n, output: n }];
-        let r = expand("     1→new\n[lam: lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), &seen).unwrap();
+        let r = expand("     1→new\n[lam: lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), "x", &seen).unwrap();
         assert_eq!(r.text, "     1→new\n     2→x\n     3→y\n".as_bytes());
     }
 
@@ -181,17 +207,39 @@ mod tests {
         let a = b"[lam: line 1 of `x`]\nb\n";
         let seen = [Seen { call: "cat a.py", residual: a, output: b"x\nb\n" }];
         // A stub line is not readable text.
-        assert_eq!(expand(b"[lam: line 1 of `cat a.py`]\n", &seen).unwrap_err().line, 1);
-        assert!(expand(b"q\n[lam: lines 1-2 of this output]\n", &seen).is_err());
-        assert!(expand(b"[lam: similar to line 2 of `cat a.py`]\n", &seen).is_err());
-        assert!(expand(b"[lam: line 1 of `ls`]\n", &seen).is_err());
+        assert_eq!(expand(b"[lam: line 1 of `cat a.py`]\n", "x", &seen).unwrap_err().line, 1);
+        assert!(expand(b"q\n[lam: lines 1-2 of this output]\n", "x", &seen).is_err());
+        assert!(expand(b"[lam: similar to line 2 of `cat a.py`]\n", "x", &seen).is_err());
+        assert!(expand(b"[lam: line 1 of `ls`]\n", "x", &seen).is_err());
     }
 
     #[test]
     fn the_newest_output_of_a_name_is_read_and_a_difference_counted() {
         let (a, b) = (b"old\n".as_slice(), b"new\n".as_slice());
         let seen = [Seen { call: "pytest", residual: a, output: a }, Seen { call: "pytest", residual: b, output: b }];
-        let r = expand(b"[lam: line 1 of `pytest`]\n", &seen).unwrap();
+        let r = expand(b"[lam: line 1 of `pytest`]\n", "x", &seen).unwrap();
         assert_eq!((r.text.as_slice(), r.ambiguous), (b"new\n".as_slice(), 1));
+    }
+
+    #[test]
+    fn its_last_output_is_the_newest_of_its_own_name() {
+        let (a, b) = (b"1\n2\n3\n".as_slice(), b"1\n9\n3\n".as_slice());
+        let seen = [Seen { call: "pytest", residual: a, output: a }, Seen { call: "ls", residual: b, output: b }];
+        let r = expand(b"[lam: lines 1-2 of its last output; _recall \xc2\xa7abcd]\nx\n[lam: line 3 ditto]\n", "pytest", &seen).unwrap();
+        assert_eq!(r.text, b"1\n2\nx\n3\n");
+        assert_eq!(expand(b"[lam: same output as last time]\n", "ls", &seen).unwrap().text, b);
+        let d = b"[lam: as last time except these lines]\n@@ -2 +2 @@\n5\n";
+        assert_eq!(expand(d, "pytest", &seen).unwrap().text, b"1\n5\n3\n");
+        assert!(expand(b"[lam: line 1 of its last output]\n", "make", &seen).is_err(), "no earlier output of its name");
+    }
+
+    #[test]
+    fn a_hunk_header_of_a_difference_form_is_no_text_to_name() {
+        let (a, b) = (b"1\n2\n3\n".as_slice(), b"[lam: as `t` above except these lines]\n@@ -2 +2 @@\n9\n".as_slice());
+        let seen = [Seen { call: "t", residual: a, output: a }, Seen { call: "t", residual: b, output: b"1\n9\n3\n" }];
+        // Line 2 of the newest `t` is a hunk header: the older output is read.
+        assert_eq!(expand(b"[lam: line 2 of `t`]\n", "x", &seen).unwrap().text, b"2\n");
+        // Line 3 of the newest is its text.
+        assert_eq!(expand(b"[lam: line 3 of `t`]\n", "x", &seen).unwrap().text, b"9\n");
     }
 }

@@ -17,7 +17,13 @@
 //! [lam: lines 60-72 ditto]
 //! [lam: line 7 of this output]
 //! [lam: same output as `cat src/app.py` above; _recall §91d9]
+//! [lam: lines 1-3 of its last output; _recall §91d9]
+//! [lam: same output as last time; _recall §91d9]
 //! ```
+//!
+//! The last two name the observation's own call run again: the newest
+//! earlier output of a call with the same name, which ran the same action
+//! (`last`: [`LineStub::last`], [`RepeatStub::last`], [`DeltaStub::last`]).
 //!
 //! Producers build a [`Stub`] and write it with `Display` (or [`Stub::with`]
 //! a recall handle); consumers read a line with [`Stub::parse`] or a whole
@@ -43,10 +49,19 @@ pub const SHIFT: &str = " with line numbers ";
 pub const DELTA: &str = "as ";
 /// How a delta stub's referent ends.
 pub const DELTA_END: &str = " above except these lines";
+/// How a delta stub ends after [`LAST_TIME`].
+const DELTA_EXCEPT: &str = " except these lines";
 /// How a place names the observation's own output.
 pub const THIS: &str = "this output";
 /// How a place names an earlier call that has no name.
 pub const UNNAMED: &str = "an earlier output";
+/// How a place names the newest earlier output of the observation's own
+/// call, which ran the same action (a command run again, a file read
+/// again): `lines 1-3 of its last output`.
+pub const LAST: &str = "its last output";
+/// How a whole repeat or a delta names that output: `same output as last
+/// time`, `as last time except these lines`.
+pub const LAST_TIME: &str = "last time";
 
 /// How the one recall-carrying stub line of an observation says to get the
 /// original back: `; NAME §ID`, where NAME is the way to recall that exists
@@ -191,6 +206,10 @@ pub struct LineStub {
     /// `from.of` holds (empty when the line was parsed alone, until
     /// [`parse_residual`] or [`Stub::follow`] fills it in).
     pub ditto: bool,
+    /// Written `of its last output` (or `ditto` after such a line): `from.of`
+    /// is this observation's own call, run again ([`LAST`]; empty when
+    /// parsed, until [`Stub::set_own_call`] fills it in).
+    pub last: bool,
 }
 
 /// An observation whose output repeats an earlier observation's whole: its
@@ -205,6 +224,10 @@ pub struct RepeatStub {
     pub of: String,
     /// Whether this line carries the observation's `_recall §id`.
     pub recall: bool,
+    /// Written `same output as last time`: `of` is this observation's own
+    /// call, run again ([`LAST_TIME`]; empty when parsed, until
+    /// [`Stub::set_own_call`] fills it in).
+    pub last: bool,
 }
 
 /// An observation forwarded as its difference from the newest earlier
@@ -224,6 +247,10 @@ pub struct DeltaStub {
     /// The changed places, in order (empty when the line was parsed alone;
     /// [`parse_residual`] fills them in).
     pub hunks: Vec<Hunk>,
+    /// Written `as last time except these lines`: `of` is this
+    /// observation's own call, run again (empty when parsed, until
+    /// [`Stub::set_own_call`] fills it in).
+    pub last: bool,
 }
 
 /// One place where an output differs from its representative: `del` lines
@@ -407,8 +434,24 @@ impl Stub {
     /// this stub's, when it is a line stub naming an earlier call by name.
     pub fn ditto_call(&self) -> Option<&str> {
         match self {
-            Stub::Lines(l) => l.from.of.as_deref().filter(|c| !c.is_empty()),
+            // A parsed `of its last output` names the own call, not known yet.
+            Stub::Lines(l) => l.from.of.as_deref().filter(|c| !c.is_empty() || l.last),
             _ => None,
+        }
+    }
+
+    /// Give a stub that names this observation's own call (`of its last
+    /// output`, `last time`, and a `ditto` after them), parsed without it,
+    /// that call's name (`call`, [`crate::action::referent`]).
+    pub fn set_own_call(&mut self, call: &str) {
+        let of = match self {
+            Stub::Lines(l) if l.last => l.from.of.get_or_insert_default(),
+            Stub::Repeat(r) if r.last => &mut r.of,
+            Stub::Delta(d) if d.last => &mut d.of,
+            _ => return,
+        };
+        if of.is_empty() {
+            call.clone_into(of);
         }
     }
 
@@ -416,15 +459,18 @@ impl Stub {
     /// it in the same residual (`above`); false when it is a `ditto` and
     /// `above` names no call ([`Stub::ditto_call`]).
     pub fn follow(&mut self, above: Option<&Stub>) -> bool {
-        match self {
-            Stub::Lines(l) if l.ditto => match above.and_then(Stub::ditto_call) {
-                Some(call) if l.from.of.as_deref().is_none_or(|c| c.is_empty() || c == call) => {
-                    l.from.of = Some(call.to_string());
-                    true
-                }
-                _ => false,
-            },
-            _ => true,
+        let Stub::Lines(l) = self else { return true };
+        if !l.ditto {
+            return true;
+        }
+        let last = matches!(above, Some(Stub::Lines(a)) if a.last);
+        match above.and_then(Stub::ditto_call) {
+            Some(call) if l.from.of.as_deref().is_none_or(|c| c.is_empty() || c == call) => {
+                l.from.of = Some(call.to_string());
+                l.last = last;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -443,7 +489,9 @@ impl Stub {
         let stub = if let Some(of) =
             head.strip_prefix(DELTA).and_then(|r| r.strip_prefix('`')).and_then(|r| r.strip_suffix(DELTA_END)).and_then(|r| r.strip_suffix('`'))
         {
-            Stub::Delta(DeltaStub { id: own.to_string(), of: of.to_string(), recall: recall.is_some(), hunks: Vec::new() })
+            Stub::Delta(DeltaStub { id: own.to_string(), of: of.to_string(), recall: recall.is_some(), hunks: Vec::new(), last: false })
+        } else if head.strip_prefix(DELTA).and_then(|r| r.strip_prefix(LAST_TIME)) == Some(DELTA_EXCEPT) {
+            Stub::Delta(DeltaStub { id: own.to_string(), of: String::new(), recall: recall.is_some(), hunks: Vec::new(), last: true })
         } else if let Some(rest) = head.strip_prefix(REPEAT) {
             parse_repeat(rest, own, recall.is_some()).map(Stub::Repeat).map_err(fail)?
         } else {
@@ -543,16 +591,22 @@ fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static s
         return Err("not a stub kind");
     }
     let (place, shift) = split_shift(head);
-    if let Some(span) = place.strip_suffix(DITTO) {
-        // `lines A-B ditto`: the call is the one the stub line above names.
-        let mut from = parse_places(&format!("{span} of {THIS}"))?;
+    // `lines A-B ditto`: the call is the one the stub line above names;
+    // `lines A-B of its last output`: this observation's own call's.
+    let (place, ditto, last) = match (place.strip_suffix(DITTO), place.strip_suffix(LAST).and_then(|p| p.strip_suffix(" of "))) {
+        (Some(span), _) => (span, true, false),
+        (None, Some(span)) => (span, false, true),
+        (None, None) => (place, false, false),
+    };
+    if ditto || last {
+        let mut from = parse_places(&format!("{place} of {THIS}"))?;
         let from = from.pop().filter(|_| from.is_empty()).ok_or("more than one place")?;
         let from = Place { of: Some(String::new()), ..from };
-        return Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: true }));
+        return Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto, last }));
     }
     let mut from = parse_places(place)?;
     match (from.pop(), from.is_empty()) {
-        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: false })),
+        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: false, last: false })),
         _ => Err("more than one place"),
     }
 }
@@ -612,12 +666,13 @@ fn parse_places(mut s: &str) -> Result<Vec<Place>, &'static str> {
 
 /// What follows [`REPEAT`]: `` `referent` above`` or `earlier`.
 fn parse_repeat(rest: &str, own: &str, recall: bool) -> Result<RepeatStub, &'static str> {
-    let of = match rest.strip_prefix('`').and_then(|r| r.strip_suffix("` above")) {
-        Some(of) if !of.is_empty() && !of.contains('`') => of,
-        _ if rest == "earlier" => "",
+    let (of, last) = match rest.strip_prefix('`').and_then(|r| r.strip_suffix("` above")) {
+        Some(of) if !of.is_empty() && !of.contains('`') => (of, false),
+        _ if rest == "earlier" => ("", false),
+        _ if rest == LAST_TIME => ("", true),
         _ => return Err("bad repeated call"),
     };
-    Ok(RepeatStub { id: own.to_string(), of: of.to_string(), recall })
+    Ok(RepeatStub { id: own.to_string(), of: of.to_string(), recall, last })
 }
 
 /// Places grouped by output: `lines 3-9,12 of `ls`, line 4 of this output`.
@@ -689,18 +744,39 @@ impl LineStub {
     /// Bytes of the line as written with `how` (without a newline),
     /// computed without formatting it: L0 sizes many runs that stay verbatim.
     pub fn rendered_len(&self, how: Recall<'_>) -> usize {
-        line_stub_len(self.from.of.as_deref(), self.ditto, (self.from.first, self.from.last), &self.id, self.recall, how, self.shift)
+        let named = if self.ditto {
+            Named::Ditto
+        } else if self.last {
+            Named::Last
+        } else {
+            Named::Of(self.from.of.as_deref())
+        };
+        line_stub_len(named, (self.from.first, self.from.last), &self.id, self.recall, how, self.shift)
     }
 }
 
+/// How a line stub names the output its lines are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named<'a> {
+    /// `of `CALL``, `of this output` (`None`), `of an earlier output` (empty).
+    Of(Option<&'a str>),
+    /// ` ditto`: the call the stub line above names.
+    Ditto,
+    /// `of its last output`: this observation's own call, run again.
+    Last,
+}
+
 /// [`LineStub::rendered_len`] of the stub these fields would make (lines
-/// `first..=last` of `of`, see [`Place`], written `ditto` when `ditto`),
-/// without building it.
-pub fn line_stub_len(of: Option<&str>, ditto: bool, (first, last): (u32, u32), id: &str, recall: bool, how: Recall<'_>, shift: i32) -> usize {
+/// `first..=last` of the output `named`, see [`Place`]), without building it.
+pub fn line_stub_len(named: Named<'_>, (first, last): (u32, u32), id: &str, recall: bool, how: Recall<'_>, shift: i32) -> usize {
     let recall = if recall { how.len(id) } else { 0 };
     let word = if first == last { "line ".len() } else { "lines ".len() };
     let shift = if shift == 0 { 0 } else { SHIFT.len() + 1 + digits(u64::from(shift.unsigned_abs())) };
-    let of = if ditto { DITTO.len() } else { of_len(of) };
+    let of = match named {
+        Named::Ditto => DITTO.len(),
+        Named::Last => " of ".len() + LAST.len(),
+        Named::Of(of) => of_len(of),
+    };
     PREFIX.len() + word + span_len(first, last) + of + shift + recall + 1
 }
 
@@ -719,21 +795,24 @@ fn of_len(of: Option<&str>) -> usize {
         }
 }
 
-/// The one rule for whether a stub replaces a run of text: the stub line
-/// (`stub_len` bytes; `stub_line` builds it) plus the `newlines` it adds
-/// must cost fewer tokens than the run. With a counter, tokens are the
-/// counter's; a run with more lines holding a printable ASCII byte than the
-/// stub has bytes is worth it without counting (each such line counts a
-/// token of its own, the [`crate::TokenCounter`] contract; a token is at
-/// least one byte). Without a counter the run must hold at least twice the
-/// stub's bytes (stub ids cost about twice the cl100k tokens per byte of
-/// code).
+/// The one rule for whether a stub replaces a run of text: the run must
+/// cost more than one and a half times the stub line (`stub_len` bytes;
+/// `stub_line` builds it) plus the `newlines` it adds, so that a stub saves
+/// at least half of what it costs; a run that would save less stays
+/// verbatim, where the model reads it without a lookup (issue 55: the
+/// stubs that saved a token or two were a fifth of the stub cost). With a
+/// counter, tokens are the counter's; a run with more lines holding a
+/// printable ASCII byte than one and a half times the stub's bytes is worth
+/// it without counting (each such line counts a token of its own, the
+/// [`crate::TokenCounter`] contract; a token is at least one byte). Without
+/// a counter the run must hold at least twice the stub's bytes (stub ids
+/// cost about twice the cl100k tokens per byte of code).
 pub fn worth_replacing(counter: Option<&dyn crate::TokenCounter>, stub_len: usize, stub_line: impl FnOnce() -> String, newlines: usize, run: &[u8]) -> bool {
     let upper = stub_len + newlines;
     match counter {
         None => 2 * upper <= run.len(),
-        Some(_) if printable_lines_exceed(run, upper) => true,
-        Some(c) => c.count(stub_line().as_bytes()) + newlines < c.count(run),
+        Some(_) if printable_lines_exceed(run, upper + upper / 2) => true,
+        Some(c) => 3 * (c.count(stub_line().as_bytes()) + newlines) < 2 * c.count(run),
     }
 }
 
@@ -802,6 +881,7 @@ impl LineStub {
         }
         match of.as_deref() {
             _ if self.ditto => out.extend_from_slice(DITTO.as_bytes()),
+            _ if self.last => push_all(out, &[" of ", LAST]),
             None => push_all(out, &[" of ", THIS]),
             Some("") => push_all(out, &[" of ", UNNAMED]),
             Some(call) => push_all(out, &[" of `", call, "`"]),
@@ -819,14 +899,17 @@ impl LineStub {
 
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
         f.write_str(PREFIX)?;
-        if self.ditto {
+        if self.ditto || self.last {
             let Place { first, last, .. } = self.from;
             let word = if first == last { "line" } else { "lines" };
             write!(f, "{word} {first}")?;
             if last != first {
                 write!(f, "-{last}")?;
             }
-            f.write_str(DITTO)?;
+            f.write_str(if self.ditto { DITTO } else { " of " })?;
+            if !self.ditto {
+                f.write_str(LAST)?;
+            }
         } else {
             write!(f, "{}", self.from)?;
         }
@@ -845,12 +928,28 @@ impl fmt::Display for RepeatStub {
 
 impl RepeatStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        if self.of.is_empty() {
+        if self.last {
+            write!(f, "{PREFIX}{REPEAT}{LAST_TIME}")?;
+        } else if self.of.is_empty() {
             write!(f, "{PREFIX}{REPEAT}earlier")?;
         } else {
             write!(f, "{PREFIX}{REPEAT}`{}` above", self.of)?;
         }
         write_recall(f, self.recall, &self.id, how)
+    }
+}
+
+impl DeltaStub {
+    /// The lines of its residual (1-based) that are stub lines: its own
+    /// (line 1) and each hunk header; every other line is output text.
+    pub fn stub_lines(&self) -> Vec<u32> {
+        let mut at = 2u32;
+        let mut out = vec![1];
+        for h in &self.hunks {
+            out.push(at);
+            at = at.saturating_add(1).saturating_add(h.ins);
+        }
+        out
     }
 }
 
@@ -862,7 +961,11 @@ impl fmt::Display for DeltaStub {
 
 impl DeltaStub {
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        write!(f, "{PREFIX}{DELTA}`{}`{DELTA_END}", self.of)?;
+        if self.last {
+            write!(f, "{PREFIX}{DELTA}{LAST_TIME}{DELTA_EXCEPT}")?;
+        } else {
+            write!(f, "{PREFIX}{DELTA}`{}`{DELTA_END}", self.of)?;
+        }
         write_recall(f, self.recall, &self.id, how)
     }
 }

@@ -50,7 +50,7 @@
 #![warn(missing_docs)]
 
 use lam_core::TokenCounter;
-use lam_core::stub::{LineStub, Place, Recall, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LAST, LineStub, Named, Place, Recall, Stub, line_stub_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -117,6 +117,9 @@ pub struct LineDedup {
     above: Option<String>,
     /// Never write `ditto` ([`LineDedup::without_ditto`]).
     no_ditto: bool,
+    /// The next record written runs the action of the newest earlier record
+    /// of its name again ([`LineDedup::rerun`]).
+    rerun: bool,
 }
 
 /// A residual line is a tag and a number. The tag: [`NONE`] for a stub
@@ -251,6 +254,10 @@ struct Table {
     group_newest: Vec<u32>,
     /// Where the last record begun starts in `tags`.
     base: usize,
+    /// Records forgotten ([`Table::forget`]): the model no longer reads
+    /// them as L0 wrote them (cited, or forwarded as a difference whose
+    /// lines L0 never saw), so they block older outputs of their name.
+    gone: std::collections::BTreeSet<u32>,
 }
 
 /// A visible copy of a line: where it is, its index in the table's tags,
@@ -269,7 +276,7 @@ impl Table {
         let copies = (self.copies.capacity() + self.ncopies.capacity()) * std::mem::size_of::<(Cand, u32)>();
         let lines = self.tags.capacity() * 8 + self.numbers.capacity() * 4;
         let records = (self.bases.capacity() + self.group.capacity() + self.prev_same.capacity() + self.group_newest.capacity()) * 4;
-        map(&self.seen) + map(&self.nseen) + copies + lines + records
+        map(&self.seen) + map(&self.nseen) + copies + lines + records + self.gone.len() * 32
     }
 
     /// Index in `tags` of line `at` of the last record begun.
@@ -468,9 +475,34 @@ impl Table {
     /// nothing found later repeats them.
     fn forget(&mut self, r: u32) {
         let Some(&base) = self.bases.get(r as usize) else { return };
+        self.gone.insert(r);
         let end = self.bases.get(r as usize + 1).map_or(self.tags.len(), |&next| (next as usize).saturating_sub(1));
         for t in self.tags.get_mut(base as usize..end).unwrap_or_default() {
             *t = GONE;
+        }
+    }
+
+    /// The last record begun, `r`, was forwarded as `residual` instead of
+    /// what L0 wrote: its lines become those (`stub_lines`, 1-based and
+    /// ascending, are stub lines; the others are visible text), and its
+    /// lines past them stub lines (no line there to read). Copies of what L0
+    /// wrote are checked against the tags before use, so none is named.
+    fn relay(&mut self, r: u32, residual: &[u8], stub_lines: &[u32]) {
+        let old_end = self.tags.len();
+        let mut stubs = stub_lines.iter().peekable();
+        let mut n = 0u32;
+        for line in residual.split_inclusive(|&b| b == b'\n') {
+            n += 1;
+            let at = LineLoc { record: r, line: n };
+            if stubs.next_if_eq(&&n).is_some() {
+                self.set(at, NONE, 0);
+                continue;
+            }
+            let (t, number) = tag(line.strip_suffix(b"\n").unwrap_or(line));
+            if blank(t) || hollow(t) { self.set(at, t, number) } else { self.add(t, number, at) }
+        }
+        for i in self.base + n as usize..old_end {
+            (self.tags[i], self.numbers[i]) = (NONE, 0);
         }
     }
 
@@ -483,11 +515,16 @@ impl Table {
     /// record's call name reads back as those lines: the reader takes the
     /// newest earlier output of that name whose lines there are all text
     /// (no stub line), and that must be `c`'s or one that reads the same
-    /// (`lam_core::expand`).
+    /// (`lam_core::expand`). A newer forgotten output of the name blocks it:
+    /// what the model reads there (a difference form's lines, a citation)
+    /// is not what L0 wrote.
     fn names_exactly(&self, c: &Cand, n: usize) -> bool {
         // Newest first: the group's newest record before this one, then back.
         let mut r = self.group.get(c.at.record as usize).map_or(u32::MAX, |&g| self.group_newest[g as usize]);
         while r != u32::MAX && r > c.at.record {
+            if self.gone.contains(&r) {
+                return false;
+            }
             if let Some(there) = self.lines(r, c.at.line, n).filter(|x| self.tags[x.clone()].iter().all(|&t| t != NONE)) {
                 return self.lines(c.at.record, c.at.line, n).is_some_and(|mine| self.same(there, mine));
             }
@@ -594,6 +631,30 @@ impl LineDedup {
         self
     }
 
+    /// Say that the next record written ([`Self::process`], [`Self::writer`])
+    /// runs again the action of the newest earlier record of its call name
+    /// (the operator knows actions; L0 knows names): its stubs name that
+    /// output `of its last output` instead of `` of `CALL` `` (a command
+    /// run again, a file read again; `docs/stubs.md`). Holds for that one
+    /// record.
+    pub fn rerun(&mut self, yes: bool) {
+        self.rerun = yes;
+    }
+
+    /// Record `record`, the last one written, was forwarded as `residual`
+    /// (the difference form, `docs/stubs.md`) instead of what L0 wrote: its
+    /// lines are now those, `stub_lines` (1-based, ascending) being stub
+    /// lines, so later stubs name its text lines and, where it holds no
+    /// text, older outputs of its name, as the model reads them. Any other
+    /// record is forgotten ([`Self::forget`]).
+    pub fn forwarded_as(&mut self, record: u32, residual: &[u8], stub_lines: &[u32]) {
+        if record + 1 == self.table.records {
+            self.table.relay(record, residual, stub_lines);
+        } else {
+            self.forget(record);
+        }
+    }
+
     /// Forget record `record`'s residual lines: the model no longer sees
     /// them (a context budget cited the observation), so no later stub
     /// names them. A line seen only there is new again when it next comes.
@@ -635,6 +696,7 @@ impl LineDedup {
         put(&mut self.calls, record, group, u32::MAX);
         self.stubs.live = 0;
         self.above = None;
+        let rerun = std::mem::take(&mut self.rerun);
         self.table.begin(record, group);
         let start = out.len();
         Writer {
@@ -645,6 +707,7 @@ impl LineDedup {
             stats: L0Stats::default(),
             map: LineMap { on: true, lines: Vec::new() },
             shortest: [None; 4],
+            rerun,
         }
     }
 
@@ -695,6 +758,8 @@ pub struct Writer<'w> {
     /// The shortest stub line any place could give, by recall and `ditto`
     /// (computed when first needed).
     shortest: [Option<usize>; 4],
+    /// This record runs its call's last action again ([`LineDedup::rerun`]).
+    rerun: bool,
 }
 
 /// The residual line of every input line of a record, when kept
@@ -842,19 +907,36 @@ impl Writer<'_> {
         // could give stays verbatim: no place need be named.
         let above = d.above.as_deref().filter(|_| !d.no_ditto);
         let shortest = self.shortest[usize::from(recall) * 2 + usize::from(above.is_some())]
-            .get_or_insert_with(|| line_stub_len(Some("x"), above.is_some(), (1, 1), self.id, recall, how.recall, 0));
+            .get_or_insert_with(|| line_stub_len(if above.is_some() { Named::Ditto } else { Named::Of(Some("x")) }, (1, 1), self.id, recall, how.recall, 0));
         let hopeless = how.counter.is_none() && 2 * (*shortest + newlines) > body.len();
         let named = d.cands.iter().filter(|c| d.table.names_exactly(c, r.body_lines));
         let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
-        let at = if hopeless { None } else { pick(named.map(|c| (c.at, c.shift)), self.record, name, above) };
+        let own = self.rerun.then(|| name(self.record));
+        let at = if hopeless { None } else { pick(named.map(|c| (c.at, c.shift)), self.record, name, above, own) };
         let of = at.map(|(at, _)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
-        let fields =
-            |(at, shift): (LineLoc, i32), of| LineFields { id: self.id, of, first: at.line, last: at.line + r.body_lines as u32 - 1, recall, shift, ditto };
+        let last = own.is_some() && of.flatten() == own;
+        let fields = |(at, shift): (LineLoc, i32), of| LineFields {
+            id: self.id,
+            of,
+            first: at.line,
+            last: at.line + r.body_lines as u32 - 1,
+            recall,
+            shift,
+            ditto,
+            own: last,
+        };
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
-            let len = line_stub_len(of, ditto, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
+            let named = if ditto {
+                Named::Ditto
+            } else if last {
+                Named::Last
+            } else {
+                Named::Of(of)
+            };
+            let len = line_stub_len(named, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || fields(at, of).stub().with(how.recall).to_string(), newlines, body)
         });
         let written = if let (true, Some(at), Some(of)) = (worth, at, of) {
@@ -945,18 +1027,21 @@ impl LineDedup {
 /// their line numbers; exact copies first, each kind newest first): one
 /// repeated exactly before one with moved numbers, then one of the call the
 /// stub line above named (`above`: written `ditto`), then this output's,
-/// else the call with the shortest name, the first of equals.
+/// else the call with the shortest name (the record's own call, `own`, when
+/// it runs again: written `its last output`), the first of equals.
 pub(crate) fn pick<'n>(
     cands: impl IntoIterator<Item = (LineLoc, i32)>,
     record: u32,
     name: impl Fn(u32) -> &'n str,
     above: Option<&str>,
+    own: Option<&str>,
 ) -> Option<(LineLoc, i32)> {
     let cost = |(c, shift): &(LineLoc, i32)| {
         let call = name(c.record);
         let name = match call.len() {
             _ if c.record == record => 1,
             _ if above == Some(call) => 0,
+            _ if own == Some(call) => LAST.len(),
             0 => "an earlier output".len(),
             n => n + 2,
         };
@@ -998,12 +1083,14 @@ struct LineFields<'a> {
     recall: bool,
     shift: i32,
     ditto: bool,
+    /// `of` is the record's own call, run again (written `of its last output`).
+    own: bool,
 }
 
 impl LineFields<'_> {
     fn stub(&self) -> Stub {
         let from = Place::new(self.of.map(str::to_string), self.first, self.last);
-        Stub::Lines(LineStub { id: self.id.to_string(), from, recall: self.recall, shift: self.shift, ditto: self.ditto })
+        Stub::Lines(LineStub { id: self.id.to_string(), from, recall: self.recall, shift: self.shift, ditto: self.ditto, last: self.own })
     }
 
     /// Overwrite `l` with these fields, reusing its strings.
@@ -1013,7 +1100,7 @@ impl LineFields<'_> {
             (Some(of), Some(was)) => of.clone_into(was),
             (of, was) => *was = of.map(str::to_string),
         }
-        (l.from.first, l.from.last, l.recall, l.shift, l.ditto) = (self.first, self.last, self.recall, self.shift, self.ditto);
+        (l.from.first, l.from.last, l.recall, l.shift, l.ditto, l.last) = (self.first, self.last, self.recall, self.shift, self.ditto, self.own);
     }
 }
 

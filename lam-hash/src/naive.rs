@@ -221,11 +221,13 @@ impl NaiveLineDedup {
                 r.record,
                 |k| self.calls[k as usize].as_str(),
                 above.as_deref(),
+                // Never told of reruns (`LineDedup::rerun`): names every call.
+                None,
             );
             let stub = at.map(|(at, shift)| {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
                 let ditto = above.is_some() && of == above;
-                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift, ditto }
+                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift, ditto, last: false }
             });
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());

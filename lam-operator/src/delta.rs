@@ -106,7 +106,7 @@ mod tests {
     fn delta(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
         let lines: Vec<&[u8]> = new.split_inclusive(|&b| b == b'\n').collect();
         let hunks = hunks(&keys(old), &keys(new), &lines)?;
-        let d = DeltaStub { id: "ab12".into(), of: "cat a.py".into(), recall: true, hunks };
+        let d = DeltaStub { id: "ab12".into(), of: "cat a.py".into(), recall: true, hunks, last: false };
         let mut out = Vec::new();
         render(&d, Recall::ARC, &lines, &mut out);
         let parsed = lam_core::stub::parse_residual(&out).expect("parses");
@@ -118,7 +118,7 @@ mod tests {
     fn reads_back(old: &[u8], new: &[u8]) {
         if let Some(out) = delta(old, new) {
             let seen = [Seen { call: "cat a.py", residual: old, output: old }];
-            assert_eq!(expand(&out, &seen).expect("reads back").text, new, "{}", String::from_utf8_lossy(&out));
+            assert_eq!(expand(&out, "cat a.py", &seen).expect("reads back").text, new, "{}", String::from_utf8_lossy(&out));
         }
     }
 

@@ -40,6 +40,12 @@ pub struct Session<I = L1Index> {
     output_of: Vec<u128>,
     /// The newest record admitted whose call has each name.
     newest_of: HashMap<String, u32>,
+    /// The newest record begun whose call has each name, and what it does
+    /// (xxh3-128 of `lam_core::action::call_key`): a record that does the
+    /// same runs it again, and its stubs name that output `its last output`
+    /// ([`Begun::rerun`]). Kept apart from `newest_of`, which `finish`
+    /// updates: a batch begins every record before it finishes one.
+    last_run: HashMap<String, (u32, u128)>,
     /// Where every chunk is, by session chunk index.
     homes: Vec<Home>,
     next_record: u32,
@@ -91,6 +97,10 @@ pub(crate) struct Begun {
     started: Instant,
     /// `l0-l1`: what L0 left (L1 chunks it), its stubs and counters.
     l0_first: Option<(Vec<u8>, Vec<Stub>, L0Stats)>,
+    /// The record does again what the newest earlier record of its call's
+    /// name did (not forgotten): its stubs name that output `its last
+    /// output` / `last time` rather than by the name (`docs/stubs.md`).
+    rerun: bool,
 }
 
 impl Begun {
@@ -127,6 +137,7 @@ impl<I: CandidateIndex> Session<I> {
             outputs: HashMap::new(),
             output_of: Vec::new(),
             newest_of: HashMap::new(),
+            last_run: HashMap::new(),
             homes: Vec::new(),
             next_record: 0,
             digest: DeletionDigest::new(),
@@ -188,7 +199,7 @@ impl<I: CandidateIndex> Session<I> {
     pub fn heap_bytes(&self) -> usize {
         let strings = |v: &[String]| v.iter().map(|s| s.capacity() + 24).sum::<usize>();
         let outputs = self.outputs.capacity() * (std::mem::size_of::<(u128, Vec<u32>)>() + 1) + self.outputs.values().map(|v| v.capacity() * 4).sum::<usize>();
-        let newest = self.newest_of.keys().map(|k| k.capacity() + 48).sum::<usize>();
+        let newest = self.newest_of.keys().chain(self.last_run.keys()).map(|k| k.capacity() + 48).sum::<usize>();
         let homes = self.homes.capacity() * std::mem::size_of::<Home>() + self.output_of.capacity() * 16;
         let bases = self.bases.iter().map(|(k, (_, v))| k.capacity() + 56 + v.capacity() * 16).sum::<usize>();
         self.greedy.heap_bytes() + self.l0.heap_bytes() + strings(&self.ids) + strings(&self.calls) + outputs + newest + homes + bases
@@ -405,12 +416,16 @@ impl<I: CandidateIndex> Session<I> {
         self.ids.push(id.clone());
         let call = lam_core::action::referent(&rec.action);
         self.calls.push(call.clone());
+        let action = xxh3_128(lam_core::action::call_key(&rec.action).as_bytes());
+        let before = self.last_run.insert(call.clone(), (record, action));
+        let rerun = before.is_some_and(|(k, a)| a == action && !self.forgotten.contains(&k));
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
             let mut r0 = Vec::with_capacity(rec.observation.len());
+            self.l0.rerun(rerun);
             let st = self.l0.process(record, &id, &call, &[Segment::Text(&rec.observation)], &mut r0);
             (r0, self.l0.last_stubs().to_vec(), st)
         });
-        Begun { record, id, call, started, l0_first }
+        Begun { record, id, call, started, l0_first, rerun }
     }
 
     /// The second half: L1 over the chunks of [`Begun::text`], then L0 (or,
@@ -452,14 +467,15 @@ impl<I: CandidateIndex> Session<I> {
             None => {
                 // L0 writes every stub line, in residual order, and puts the
                 // recall on the first.
+                self.l0.rerun(b.rerun);
                 let mut w = self.l0.writer(b.record, &b.id, &b.call, &mut residual);
                 let c = segments::compose(&r, segs, &mut w, &ranges);
                 let l0 = w.finish();
                 let mut stubs = self.l0.last_stubs().to_vec();
                 if let Some(keys) = keys {
                     if let Some((d, text)) = self.delta(rec, &b, &keys, &stubs, &outcomes, &residual) {
-                        // L0 names no line of what it wrote: the model reads the delta.
-                        self.l0.forget(b.record);
+                        // The model reads the delta: L0 takes its lines as the record's.
+                        self.l0.forwarded_as(b.record, &text, &d.stub_lines());
                         residual = text;
                         stubs = vec![Stub::Delta(d)];
                     }
@@ -528,7 +544,8 @@ impl<I: CandidateIndex> Session<I> {
                 continue;
             }
             let Some(hunks) = crate::delta::hunks(old, keys, &lines) else { continue };
-            let d = lam_core::stub::DeltaStub { id: b.id.clone(), of: call.to_string(), recall: true, hunks };
+            let last = b.rerun && call == b.call;
+            let d = lam_core::stub::DeltaStub { id: b.id.clone(), of: call.to_string(), recall: true, hunks, last };
             let mut text = Vec::new();
             crate::delta::render(&d, self.cfg.recall, &lines, &mut text);
             if best.as_ref().is_none_or(|(_, t)| text.len() < t.len()) {
@@ -567,7 +584,8 @@ impl<I: CandidateIndex> Session<I> {
     fn whole_repeat(&self, rec: &Record, b: &Begun, earlier: Option<String>, outcomes: &[ChunkOutcome]) -> Option<Stub> {
         let all_dropped = !outcomes.is_empty() && outcomes.iter().all(|c| c.decision.is_dropped());
         let of = earlier.filter(|_| self.cfg.order == Order::L1L0 && all_dropped)?;
-        let stub = Stub::Repeat(RepeatStub { id: b.id.clone(), of, recall: true });
+        let last = b.rerun && of == b.call;
+        let stub = Stub::Repeat(RepeatStub { id: b.id.clone(), of, recall: true, last });
         let line = stub.with(self.cfg.recall).to_string();
         worth_replacing(self.cfg.counter, line.len(), || line.clone(), 1, &rec.observation).then_some(stub)
     }

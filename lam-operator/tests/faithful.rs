@@ -106,7 +106,7 @@ fn check_faithful(cfg: Config, enc: &mut dyn Encoder, recs: &[Record]) -> Result
             return Err(format!("record {i} hides the new line {:?}:\n{}", String::from_utf8_lossy(line), String::from_utf8_lossy(&res[i])));
         }
         let earlier: Vec<Seen<'_>> = (0..i).map(|k| Seen { call: &names[k], residual: &res[k], output: &recs[k].observation }).collect();
-        let back = expand(&res[i], &earlier).map_err(|e| format!("record {i}: {e}"))?;
+        let back = expand(&res[i], &names[i], &earlier).map_err(|e| format!("record {i}: {e}"))?;
         if back.text != r.observation {
             return Err(format!("record {i} reads back otherwise:\n{}", String::from_utf8_lossy(&back.text)));
         }
@@ -207,9 +207,10 @@ fn reported_cases_reach_the_model() {
 }
 
 /// The difference form is on by default (issue 55): a file read again
-/// after three edits is one stub naming the earlier read plus a hunk per
-/// edited line, reads back exactly, and costs fewer tokens than the line
-/// stubs `with_delta(false)` writes for it.
+/// after three edits is one stub naming the earlier read (`last time`: the
+/// same call run again) plus a hunk per edited line, reads back exactly,
+/// and costs fewer tokens than the line stubs `with_delta(false)` writes
+/// for it.
 #[test]
 fn a_file_read_again_is_one_stub_and_its_difference_by_default() {
     let edits = [5, 15, 25].map(|at| Step::Edit { at, value: 1 });
@@ -234,6 +235,6 @@ fn a_file_read_again_is_one_stub_and_its_difference_by_default() {
     let tokens = |res: &[Vec<u8>]| res.iter().map(|r| lam_core::TokenCounter::count(&lam_core::SimpleCounter, r)).sum::<usize>();
     assert!(tokens(&with) < tokens(&without), "{} vs {} tokens", tokens(&with), tokens(&without));
     let last = String::from_utf8_lossy(with.last().unwrap()).into_owned();
-    assert!(last.starts_with("[lam: as `cat big.py` above except these lines; _recall §"), "{last}");
+    assert!(last.starts_with("[lam: as last time except these lines; _recall §"), "{last}");
     assert_eq!(last.lines().filter(|l| l.starts_with("@@ -")).count(), 3, "{last}");
 }

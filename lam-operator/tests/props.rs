@@ -66,7 +66,9 @@ proptest! {
         }
         for (i, a) in adms.iter().enumerate() {
             // Every stub line parses back, through the one parser, to the typed stubs.
-            let parsed = parse_residual(&a.residual).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut parsed = parse_residual(&a.residual).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // `its last output`, `last time`: the record's own call, as it is named.
+            parsed.iter_mut().for_each(|s| s.set_own_call(&lam_core::action::referent(&recs[i].action)));
             if l0_first {
                 // The ablation lists L0's stubs, then L1's (an L0 stub L1 then dropped stays listed).
                 for p in &parsed {

@@ -27,12 +27,13 @@ def test_rerun_becomes_one_line_naming_the_first_run():
     assert st["records"] == 2 and st["chunks_dropped"] >= 1 and st["digest"] == s.digest
 
 
-@pytest.mark.parametrize("recall,tail", [("none", "above]"), ("recall", "above; recall §"), ("mcp__lam__recall", "above; mcp__lam__recall §")])
+@pytest.mark.parametrize("recall,tail", [("none", "last time]"), ("recall", "last time; recall §"), ("mcp__lam__recall", "last time; mcp__lam__recall §")])
 def test_the_recall_handle_is_the_surfaces(recall, tail):
     s = lam.Session(encoder="hashing", cache=False, recall=recall)
     s.admit("pytest", LOG)
     (stub,) = s.admit("pytest", LOG).stubs
-    assert stub["text"].startswith("[lam: same output as `pytest` ") and tail in stub["text"]
+    assert stub["text"].startswith("[lam: same output as last time") and tail in stub["text"]
+    assert stub["representative"] == "pytest"
 
 
 def test_a_bad_recall_handle_is_a_value_error():

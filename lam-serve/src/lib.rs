@@ -43,8 +43,8 @@
 //! assert_eq!(first.session, second.session); // the second request continues the first
 //! assert!(second.body.len() < turn(2).len()); // the rerun's log became a stub
 //! let sent: serde_json::Value = serde_json::from_slice(&second.body)?;
-//! // One line naming the earlier call as the model saw it (`docs/stubs.md`).
-//! assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as `pytest` above"));
+//! // One line: the same call run again gave the same output (`docs/stubs.md`).
+//! assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as last time"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]

@@ -437,7 +437,7 @@ mod tests {
         let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(sent["input"][2]["output"][0]["stdout"], out.as_str(), "the first read goes whole");
         let second = sent["input"][4]["output"][0]["stdout"].as_str().unwrap();
-        assert!(second.starts_with("[lam: same output as `pytest -v` above"), "{second}");
+        assert!(second.starts_with("[lam: same output as last time"), "{second}");
         assert_eq!(sent["input"][4]["output"][0]["outcome"], serde_json::json!({"type": "exit", "exit_code": 0}));
         let msgs = serde_json::json!({"model": "m", "max_tokens": 5, "messages": [
             {"role": "user", "content": "search"},

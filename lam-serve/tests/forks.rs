@@ -105,7 +105,7 @@ fn a_fork_gets_its_own_session_and_the_parent_keeps_its_own() {
         // Both branches saw log A in the parent's history: its rerun is a stub in each.
         for last in [fork2, cont2] {
             let text = last.last().unwrap()["content"][0]["content"].as_str().unwrap();
-            assert!(text.starts_with("[lam: same output as `pytest -q` above"), "fork_first {fork_first}: {text}");
+            assert!(text.starts_with("[lam: same output as last time"), "fork_first {fork_first}: {text}");
         }
     }
 }
@@ -160,7 +160,7 @@ fn codex_forks_in_their_real_shape() {
         for (_, items) in &out[1..] {
             assert_eq!(&items[..out[0].1.len()], &out[0].1[..], "fork_first {fork_first}: prefix-stable");
             let text = items.last().unwrap()["output"].as_str().unwrap();
-            assert!(text.starts_with("[lam: same output as `pytest -q` above"), "fork_first {fork_first}: {text}");
+            assert!(text.starts_with("[lam: same output as last time"), "fork_first {fork_first}: {text}");
         }
     }
 }

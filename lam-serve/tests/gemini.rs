@@ -132,7 +132,7 @@ fn gemini_cli_repeats_become_stubs_and_new_lines_reach_the_model() {
     assert_eq!(st.sessions[0].observations, 5, "every result admitted once");
     let out = outputs(&last);
     assert_eq!(out[0], turns[0].output, "the first run goes whole");
-    assert!(out[1].starts_with("[lam: same output as `python check.py` above; mcp_lam_recall §"), "{}", out[1]);
+    assert!(out[1].starts_with("[lam: same output as last time; mcp_lam_recall §"), "{}", out[1]);
     let id = out[1].split('§').nth(1).unwrap().split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap();
     assert_eq!(p.recall(id).unwrap(), turns[1].output.as_bytes(), "§{id} recalls the exact output");
     assert_eq!(out[2], turns[2].output);
@@ -278,7 +278,7 @@ async fn lam_serve_answers_the_gemini_api() {
         ]
     );
     assert!(got.iter().all(|(_, h, _)| h["x-goog-api-key"] == "AIza-test"), "the key reaches the upstream");
-    assert!(outputs(&got[1].2)[1].starts_with("[lam: same output as `python check.py` above"), "the repeated run went as a stub");
+    assert!(outputs(&got[1].2)[1].starts_with("[lam: same output as last time"), "the repeated run went as a stub");
     assert_eq!(contents(&got[2].2)[..5], contents(&got[1].2)[..], "earlier items byte-identical across the two routes");
     assert_eq!(got[3].2, counted, ":countTokens passed through as it came");
     let st = run.proxy.stats();

@@ -38,7 +38,10 @@ async fn compacts_streams_and_passes_through() {
     assert_eq!(seen[1].headers["authorization"], "Bearer sk-test");
     assert_eq!(seen[1].headers["x-api-key"], "k");
     let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
-    assert!(sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as `"), "the second log became a stub naming the first call");
+    assert!(
+        sent["messages"][4]["content"].as_str().unwrap().starts_with("[lam: same output as last time"),
+        "the second log became a stub naming the first run of its call"
+    );
     let raw = |b: &[u8]| -> Vec<String> {
         let m: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> = serde_json::from_slice(b).unwrap();
         serde_json::from_str::<Vec<Box<serde_json::value::RawValue>>>(m["messages"].get()).unwrap().iter().map(|r| r.get().to_string()).collect()

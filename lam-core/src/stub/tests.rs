@@ -21,7 +21,7 @@ fn formats_as_documented() {
     assert_eq!(run.to_string(), "[lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]");
     let grouped = similar(vec![at("ls", 3, 9), at("ls", 12, 12), Place::new(Some(String::new()), 2, 2)], false);
     assert_eq!(grouped.to_string(), "[lam: similar to lines 3-9,12 of `ls`, line 2 of an earlier output]");
-    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0, ditto: false };
+    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0, ditto: false, last: false };
     assert_eq!(l.to_string(), "[lam: lines 40-52 of `cat src/app.py`]");
     assert_eq!(l.rendered_len(Recall::ARC), l.to_string().len());
     let l1 = LineStub { from: here(7, 7), recall: true, ..l.clone() };
@@ -31,7 +31,7 @@ fn formats_as_documented() {
     assert_eq!(moved.to_string(), "[lam: lines 40-52 of `cat src/app.py` with line numbers -12]");
     assert_eq!(moved.rendered_len(Recall::ARC), moved.to_string().len());
     assert_eq!(Stub::parse(&moved.to_string()).unwrap(), Stub::Lines(LineStub { id: String::new(), ..moved.clone() }));
-    let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cat src/app.py".into(), recall: true });
+    let rp = Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cat src/app.py".into(), recall: true, last: false });
     assert_eq!(rp.to_string(), "[lam: same output as `cat src/app.py` above; _recall §91d9]");
     assert_eq!(Stub::Chunks(run).calls(), vec!["pytest -q"], "this output is not a call");
     let again = LineStub { from: at("cat src/app.py", 60, 72), ditto: true, ..moved.clone() };
@@ -40,6 +40,30 @@ fn formats_as_documented() {
     let one = LineStub { from: at("ls", 9, 9), shift: 0, ..again };
     assert_eq!(one.to_string(), "[lam: line 9 ditto]");
     assert_eq!(Stub::Lines(one).calls(), vec!["ls"], "a ditto names the call it stands for");
+}
+
+#[test]
+fn its_last_output_names_the_own_call_run_again() {
+    let res = "[lam: lines 1-5 of its last output; _recall §c1d5]\ntest_case_3 PASSED\n[lam: lines 7-19 ditto]\n";
+    let mut stubs = parse_residual(res.as_bytes()).unwrap();
+    assert!(stubs.iter().all(|s| s.calls().is_empty()), "the own call is not known from the text");
+    stubs.iter_mut().for_each(|s| s.set_own_call("python3 check2.py"));
+    for s in &stubs {
+        assert_eq!(s.calls(), vec!["python3 check2.py"]);
+        let Stub::Lines(l) = s else { unreachable!() };
+        assert!(l.last);
+    }
+    let written: String = stubs.iter().map(|s| format!("{s}\n")).collect();
+    assert_eq!(written, "[lam: lines 1-5 of its last output; _recall §c1d5]\n[lam: lines 7-19 ditto]\n", "written back as read");
+    let Stub::Lines(l) = &stubs[0] else { unreachable!() };
+    assert_eq!(l.rendered_len(Recall::ARC), stubs[0].to_string().len());
+    let rp = Stub::parse("[lam: same output as last time; _recall §91d9]").unwrap();
+    assert!(matches!(&rp, Stub::Repeat(r) if r.last && r.of.is_empty()));
+    let d = Stub::parse("[lam: as last time except these lines; _recall §91d9]").unwrap();
+    assert!(matches!(&d, Stub::Delta(x) if x.last && x.of.is_empty()));
+    // A name in backticks is a name, not the own call.
+    let named = Stub::parse("[lam: same output as `last time` above]").unwrap();
+    assert!(matches!(&named, Stub::Repeat(r) if !r.last && r.of == "last time"));
 }
 
 #[test]
@@ -69,7 +93,7 @@ fn ditto_names_the_call_of_the_stub_line_above() {
 
 #[test]
 fn the_recall_handle_fits_the_surface() {
-    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0, ditto: false });
+    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0, ditto: false, last: false });
     let tool = Recall::parse("mcp__lam__recall").unwrap();
     assert_eq!(st.with(tool).to_string(), "[lam: line 40 of `ls`; mcp__lam__recall §e5f6]");
     assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: line 40 of `ls`; lam recall §e5f6]");
@@ -83,7 +107,7 @@ fn the_recall_handle_fits_the_surface() {
     assert_eq!(Stub::parse("[lam: line 40 of `ls`; mcp__lam__recall §e5f6]").unwrap(), st);
     // A call's name may hold `; ` itself.
     for st in [
-        Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cd a; ls".into(), recall: true }),
+        Stub::Repeat(RepeatStub { id: "91d9".into(), of: "cd a; ls".into(), recall: true, last: false }),
         Stub::Chunks(ChunkStub { id: "91d9".into(), like: vec![at("cd a; ls", 1, 2)], recall: true, chunks: None }),
     ] {
         for how in [Recall::ARC, Recall::None] {
@@ -160,7 +184,7 @@ fn a_residual_gives_every_stub_its_own_id() {
     let stubs = parse_residual(res.as_bytes()).unwrap();
     assert_eq!(stubs.len(), 3);
     assert!(stubs.iter().all(|s| s.id() == "e5f6a7b8"));
-    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0, ditto: false }));
+    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0, ditto: false, last: false }));
     let two = "[lam: line 1 of this output; _recall §e5f6a7b8]\n[lam: line 1 of this output; _recall §a1b2c3d4]\n";
     assert!(parse_residual(two.as_bytes()).is_err());
     assert_eq!(parse_residual(b"no stubs\n").unwrap(), vec![]);
@@ -179,13 +203,16 @@ fn arb_stub() -> impl Strategy<Value = Stub> {
     let chunks = (arb_id(), proptest::collection::vec(place(), 1..6), any::<bool>())
         .prop_map(|(id, like, recall)| Stub::Chunks(ChunkStub { id, like, recall, chunks: None }));
     let shift = prop_oneof![Just(0), -2000i32..2000];
-    let lines = (arb_id(), place(), any::<bool>(), shift, any::<bool>()).prop_map(|(id, from, recall, shift, ditto)| {
-        // Only a named call can be named again by `ditto`.
-        let ditto = ditto && from.of.as_deref().is_some_and(|c| !c.is_empty());
-        Stub::Lines(LineStub { id, from, recall, shift, ditto })
+    let lines = (arb_id(), place(), any::<bool>(), shift, any::<bool>(), any::<bool>()).prop_map(|(id, from, recall, shift, ditto, last)| {
+        // Only a named call can be named again by `ditto`, or be the own call.
+        let named = from.of.as_deref().is_some_and(|c| !c.is_empty());
+        Stub::Lines(LineStub { id, from, recall, shift, ditto: ditto && named, last: last && named })
     });
-    let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>())
-        .prop_map(|(id, of, recall)| Stub::Repeat(RepeatStub { id, of, recall }));
+    let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>(), any::<bool>())
+        .prop_map(|(id, of, recall, last)| {
+            let last = last && !of.is_empty();
+            Stub::Repeat(RepeatStub { id, of, recall, last })
+        });
     prop_oneof![chunks, lines, repeat].prop_filter("a name of an empty referent", |s| s.calls().iter().all(|c| !c.is_empty()))
 }
 
@@ -198,9 +225,12 @@ proptest! {
             prop_assert_eq!(parsed.id(), "");
             parsed.set_own_id(stub.id());
         }
-        if let Stub::Lines(LineStub { ditto: true, from, .. }) = &stub {
-            let above = Stub::Lines(LineStub { id: String::new(), from: from.clone(), recall: false, shift: 0, ditto: false });
+        if let Stub::Lines(LineStub { ditto: true, from, last, .. }) = &stub {
+            let above = Stub::Lines(LineStub { id: String::new(), from: from.clone(), recall: false, shift: 0, ditto: false, last: *last });
             prop_assert!(parsed.follow(Some(&above)));
+        }
+        if let Some(call) = stub.calls().first() {
+            parsed.set_own_call(call);
         }
         prop_assert_eq!(&parsed, &stub);
         prop_assert_eq!(parsed.to_string(), line.clone());
