@@ -179,7 +179,7 @@ pub struct Config {
     /// Forward an output near the newest earlier output of a call as one
     /// stub naming that call plus the hunks that differ (`docs/stubs.md`,
     /// "Delta"), when that costs fewer tokens than L0's residual. Default
-    /// order and faithful residual only. On by default ([`DELTA`]).
+    /// order and faithful residual only. On by default (`DELTA`).
     pub delta: bool,
 }
 

@@ -15,7 +15,7 @@
 //! Prefix stability: admission only shapes the arriving observation; it never
 //! edits a residual already emitted. With [`Session::admit_archived`] every
 //! observation is archived verbatim first, so every stub's `_recall §id`
-//! resolves to the exact original bytes. With feature `arc`, [`LamArcView`]
+//! resolves to the exact original bytes. With feature `arc`, `LamArcView`
 //! puts LAM residuals inside ARC's bounded, recoverable prompt view.
 //!
 //! Dependencies: `lam-core`, `lam-hash`, `lam-lsh` (and `arc-view` with
