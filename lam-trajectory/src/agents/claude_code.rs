@@ -6,21 +6,22 @@
 //!   tool `mcp__lam__recall`; lam's status line by `--settings`
 //!   (`statusLine`, layered over the user's settings); `-p`/`--print` is
 //!   the batch form.
-//! - **Wire**: Anthropic Messages, as 2.1.328 sends it ([`request`]).
+//! - **Wire**: Anthropic Messages, as 2.1.328 sends it ([`ClaudeCode::request`]).
 //! - **Transcripts**: `$CLAUDE_CONFIG_DIR` (default `~/.claude`)
 //!   `/projects/<working directory, each character but letters and digits
 //!   made '-'>/<session>.jsonl`, subagents in
 //!   `<session>/subagents/agent-*.jsonl` ([`read`]); resumed by
 //!   `claude --resume ID`.
 //! - **Compaction**: at the window less min(max output, 20,000) less
-//!   13,000 ([`compaction_threshold`]); a compaction starts a new
+//!   13,000 ([`ClaudeCode::compaction_threshold`]); a compaction starts a new
 //!   conversation (`compact_boundary`), read as `<session>.compact-N`.
-//! - **Forks**: `Agent` or `Task` with `subagent_type: "fork"` ([`forks`]).
+//! - **Forks**: `Agent` or `Task` with `subagent_type: "fork"` ([`ClaudeCode::forks`]).
 //!
 //! docs/agents.md has how each fact was found.
 
 use super::launch::{Arg, Launch, Setup, origin_of};
-use super::requests::Call as Recorded;
+use super::requests::{Call as Recorded, tool_turns};
+use super::room::Room;
 use super::{home, jsonl_in};
 use lam_core::wire::Call;
 use serde_json::{Map, Value, json};
@@ -32,70 +33,6 @@ pub const BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
 
 /// Anthropic's origin, when the environment names none.
 pub const VENDOR: &str = "https://api.anthropic.com";
-
-/// How `lam mcp`'s recall tool reaches the model: server `lam`, tool `recall`.
-pub const RECALL_TOOL: &str = "mcp__lam__recall";
-
-/// The base URL for a proxy at `origin`: the origin (it appends `/v1/messages`).
-pub fn base_url(origin: &str) -> String {
-    origin.to_string()
-}
-
-/// The upstream the user configured: `$ANTHROPIC_BASE_URL`.
-pub fn upstream(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
-    env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()).map(|v| (origin_of(&v, false), format!("from ${BASE_URL_ENV}")))
-}
-
-/// `ANTHROPIC_BASE_URL` at the proxy; `--mcp-config FILE` registering
-/// `lam mcp` as server `lam`, and with the status line `--settings`, after
-/// the user's arguments.
-pub fn launch(s: &Setup<'_>) -> Launch {
-    let json = json!({"mcpServers": {"lam": {"command": s.lam, "args": s.mcp}}});
-    let mut after = vec![Arg::text("--mcp-config"), Arg::File("mcp.json")];
-    if s.status_line {
-        let sh = |x: &str| format!("'{}'", x.replace('\'', r"'\''"));
-        let command = format!("{} status-line --proxy {}", sh(s.lam), sh(s.origin));
-        let settings = json!({"statusLine": {"type": "command", "command": command, "padding": 0}});
-        after.extend([Arg::text("--settings"), Arg::text(settings.to_string())]);
-    }
-    Launch { env: vec![(BASE_URL_ENV.into(), base_url(s.origin))], after, files: vec![("mcp.json", json.to_string())], ..Launch::default() }
-}
-
-/// `-p`/`--print`: it asks the model at once.
-pub fn batch(args: &[OsString]) -> bool {
-    args.iter().any(|x| x == "-p" || x == "--print")
-}
-
-/// What `lam run` set to point it at the proxy (for the error when no request came).
-pub const POINTED_BY: &str = "ANTHROPIC_BASE_URL";
-
-/// The arguments that resume `session`, and why its own resume line does not do.
-pub fn resume(session: &str) -> (String, &'static str) {
-    (format!("claude --resume {session}"), "Claude Code's own `claude --resume` line goes around lam, with an MCP config file that is gone")
-}
-
-/// Its transcripts of working directory `cwd` (subagents' files, one level down, left out).
-pub fn transcripts(cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let Some(root) = home(env, "CLAUDE_CONFIG_DIR", ".claude") else { return Vec::new() };
-    let cwd = cwd.to_string_lossy();
-    let project: String = cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    jsonl_in(&root.join("projects").join(project))
-}
-
-/// Whether a transcript's first line is one of its lines: a `type` with
-/// `sessionId`, `uuid`, `parentUuid`, `leafUuid` or `messageId`.
-pub fn is_first_line(o: &Map<String, Value>) -> bool {
-    o.get("type").is_some_and(Value::is_string) && ["sessionId", "uuid", "parentUuid", "leafUuid", "messageId"].iter().any(|k| o.contains_key(*k))
-}
-
-/// Whether a line is the model's answer: an `assistant` line that is no
-/// local stand-in (it writes its own errors, "Please run /login", as
-/// `assistant` lines of model `<synthetic>` or `isApiErrorMessage`).
-pub fn answered(o: &Map<String, Value>) -> bool {
-    let synthetic = o.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
-        || o.get("message").and_then(|m| m.get("model")).and_then(Value::as_str) == Some("<synthetic>");
-    o.get("type").and_then(Value::as_str) == Some("assistant") && !synthetic
-}
 
 /// The context window its catalog gives an Anthropic `model`: 200,000 for
 /// haiku-4-5, sonnet-4-x and opus-4-0 to 4-6 (and the Claude 3 models),
@@ -124,63 +61,11 @@ pub fn window(model: &str) -> Option<u64> {
     Some(if small { 200_000 } else { 1_000_000 })
 }
 
-/// Where it compacts its context on its own for `model`: the window less
-/// 20,000 less 13,000 (167,000 on a 200k model, 967,000 on a 1M one).
-pub fn compaction_threshold(model: &str) -> Option<u64> {
-    window(model).map(|w| w - 20_000 - 13_000)
-}
-
-/// Whether `call` forks it: `Agent` or `Task` with `subagent_type: "fork"`
-/// (a subagent that starts from the whole conversation so far).
-pub fn forks(call: &Call<'_>) -> bool {
-    matches!(call.name.as_str(), "Agent" | "Task") && super::argument(call, "subagent_type").as_deref() == Some("fork")
-}
-
-/// Its request as 2.1.328 sends it (docs/agents.md, "Real agents on the
-/// wire"): three `system` blocks (the last two marked), a first user turn
-/// of a system reminder and the task, a `role: "system"` environment
-/// message that is one marked text block while it is the last message and
-/// a plain string after, and `cache_control` on the last block of the last
-/// message only (tools unmarked).
-pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
-    let eph = json!({"type": "ephemeral"});
-    let reminder = "<system-reminder>\nAs you answer the user's questions, you can use the following context. (replayed by lam replay)\n</system-reminder>";
-    let env = "# Environment\nYou have been invoked in the following environment: (replayed by lam replay)";
-    let mut msgs = vec![
-        json!({"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": task}]}),
-        if calls.is_empty() { json!({"role": "system", "content": [{"type": "text", "text": env}]}) } else { json!({"role": "system", "content": env}) },
-    ];
-    for (k, c) in calls.iter().enumerate() {
-        let id = format!("toolu_{k:04}");
-        let mut blocks = Vec::new();
-        if !c.thought.is_empty() {
-            blocks.push(json!({"type": "text", "text": c.thought}));
-        }
-        blocks.push(c.tool_use(&id));
-        msgs.push(json!({"role": "assistant", "content": blocks}));
-        msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
-    }
-    if let Some(last) = msgs.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|b| b.last_mut()) {
-        last["cache_control"] = eph.clone();
-    }
-    json!({
-        "model": "claude-opus-4-6", "messages": msgs,
-        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"},
-                   {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
-                   {"type": "text", "text": "(replayed by lam replay)", "cache_control": eph}],
-        "tools": tools,
-        "metadata": {"user_id": "{\"device_id\":\"replay\",\"account_uuid\":\"\",\"session_id\":\"replay\"}"},
-        "max_tokens": 32000, "thinking": {"type": "adaptive"},
-        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "stream": true,
-    })
-}
-
-/// Claude Code's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::ClaudeCode`] asks).
+/// Claude Code's room: its facts, as [`Room`] (what [`super::Agent::ClaudeCode`] asks).
 #[derive(Debug, Clone, Copy)]
 pub struct ClaudeCode;
 
-impl super::room::Room for ClaudeCode {
+impl Room for ClaudeCode {
     fn name(&self) -> &'static str {
         "claude-code"
     }
@@ -193,40 +78,65 @@ impl super::room::Room for ClaudeCode {
         lam_core::wire::Api::Messages
     }
 
+    /// `ANTHROPIC_BASE_URL` at the proxy; `--mcp-config FILE` registering
+    /// `lam mcp` as server `lam`, and with the status line `--settings`, after
+    /// the user's arguments.
     fn launch(&self, s: &Setup<'_>) -> Launch {
-        launch(s)
+        let json = json!({"mcpServers": {"lam": {"command": s.lam, "args": s.mcp}}});
+        let mut after = vec![Arg::text("--mcp-config"), Arg::File("mcp.json")];
+        if s.status_line {
+            let sh = |x: &str| format!("'{}'", x.replace('\'', r"'\''"));
+            let command = format!("{} status-line --proxy {}", sh(s.lam), sh(s.origin));
+            let settings = json!({"statusLine": {"type": "command", "command": command, "padding": 0}});
+            after.extend([Arg::text("--settings"), Arg::text(settings.to_string())]);
+        }
+        Launch { env: vec![(BASE_URL_ENV.into(), self.base_url(s.origin))], after, files: vec![("mcp.json", json.to_string())], ..Launch::default() }
     }
 
+    /// `-p`/`--print`: it asks the model at once.
     fn batch(&self, args: &[OsString]) -> bool {
-        batch(args)
+        args.iter().any(|x| x == "-p" || x == "--print")
     }
 
+    /// How `lam mcp`'s recall tool reaches the model: server `lam`, tool `recall`.
     fn recall_tool(&self) -> &'static str {
-        RECALL_TOOL
+        "mcp__lam__recall"
     }
 
     fn vendor(&self) -> &'static str {
         VENDOR
     }
 
+    /// The upstream the user configured: `$ANTHROPIC_BASE_URL`.
     fn configured_upstream(&self, _args: &[OsString], _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
-        upstream(env)
+        env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()).map(|v| (origin_of(&v, false), format!("from ${BASE_URL_ENV}")))
     }
 
+    fn base_url_env(&self) -> Option<&'static str> {
+        Some(BASE_URL_ENV)
+    }
+
+    /// The base URL for a proxy at `origin`: the origin (it appends `/v1/messages`).
     fn base_url(&self, origin: &str) -> String {
-        base_url(origin)
+        origin.to_string()
     }
 
+    /// What `lam run` set to point it at the proxy (for the error when no request came).
     fn pointed_by(&self) -> &'static str {
-        POINTED_BY
+        "ANTHROPIC_BASE_URL"
     }
 
+    /// The arguments that resume `session`, and why its own resume line does not do.
     fn resume(&self, session: &str) -> (String, &'static str) {
-        resume(session)
+        (format!("claude --resume {session}"), "Claude Code's own `claude --resume` line goes around lam, with an MCP config file that is gone")
     }
 
+    /// Its transcripts of working directory `cwd` (subagents' files, one level down, left out).
     fn transcripts(&self, cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-        transcripts(cwd, env)
+        let Some(root) = home(env, "CLAUDE_CONFIG_DIR", ".claude") else { return Vec::new() };
+        let cwd = cwd.to_string_lossy();
+        let project: String = cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        jsonl_in(&root.join("projects").join(project))
     }
 
     #[cfg(feature = "readers")]
@@ -234,28 +144,62 @@ impl super::room::Room for ClaudeCode {
         read(bytes, path)
     }
 
+    /// Whether a line is the model's answer: an `assistant` line that is no
+    /// local stand-in (it writes its own errors, "Please run /login", as
+    /// `assistant` lines of model `<synthetic>` or `isApiErrorMessage`).
+    fn answered(&self, o: &Map<String, Value>) -> bool {
+        let synthetic = o.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
+            || o.get("message").and_then(|m| m.get("model")).and_then(Value::as_str) == Some("<synthetic>");
+        o.get("type").and_then(Value::as_str) == Some("assistant") && !synthetic
+    }
+
+    /// Whether a transcript's first line is one of its lines: a `type` with
+    /// `sessionId`, `uuid`, `parentUuid`, `leafUuid` or `messageId`.
+    fn is_first_line(&self, o: &Map<String, Value>) -> bool {
+        o.get("type").is_some_and(Value::is_string) && ["sessionId", "uuid", "parentUuid", "leafUuid", "messageId"].iter().any(|k| o.contains_key(*k))
+    }
+
+    /// Where it compacts its context on its own for `model`: the window less
+    /// 20,000 less 13,000 (167,000 on a 200k model, 967,000 on a 1M one).
     fn compaction_threshold(&self, model: &str) -> Option<u64> {
-        compaction_threshold(model)
+        window(model).map(|w| w - 20_000 - 13_000)
     }
 
-    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
-        request(task, calls, tools)
-    }
-
-    fn base_url_env(&self) -> Option<&'static str> {
-        Some(BASE_URL_ENV)
-    }
-
-    fn answered(&self, line: &Map<String, Value>) -> bool {
-        answered(line)
-    }
-
-    fn is_first_line(&self, line: &Map<String, Value>) -> bool {
-        is_first_line(line)
-    }
-
+    /// Whether `call` forks it: `Agent` or `Task` with `subagent_type: "fork"`
+    /// (a subagent that starts from the whole conversation so far).
     fn forks(&self, call: &Call<'_>) -> bool {
-        forks(call)
+        matches!(call.name.as_str(), "Agent" | "Task") && super::argument(call, "subagent_type").as_deref() == Some("fork")
+    }
+
+    /// Its request as 2.1.328 sends it (docs/agents.md, "Real agents on the
+    /// wire"): three `system` blocks (the last two marked), a first user turn
+    /// of a system reminder and the task, a `role: "system"` environment
+    /// message that is one marked text block while it is the last message and
+    /// a plain string after, and `cache_control` on the last block of the last
+    /// message only (tools unmarked).
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        let eph = json!({"type": "ephemeral"});
+        let reminder = "<system-reminder>\nAs you answer the user's questions, you can use the following context. (replayed by lam replay)\n</system-reminder>";
+        let env = "# Environment\nYou have been invoked in the following environment: (replayed by lam replay)";
+        let mut msgs = vec![
+            json!({"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": task}]}),
+            if calls.is_empty() { json!({"role": "system", "content": [{"type": "text", "text": env}]}) } else { json!({"role": "system", "content": env}) },
+        ];
+        msgs.extend(tool_turns(calls));
+        if let Some(last) = msgs.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|b| b.last_mut()) {
+            last["cache_control"] = eph.clone();
+        }
+        json!({
+            "model": "claude-opus-4-6", "messages": msgs,
+            "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=cli;"},
+                       {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": eph},
+                       {"type": "text", "text": "(replayed by lam replay)", "cache_control": eph}],
+            "tools": tools,
+            "metadata": {"user_id": "{\"device_id\":\"replay\",\"account_uuid\":\"\",\"session_id\":\"replay\"}"},
+            "max_tokens": 32000, "thinking": {"type": "adaptive"},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+            "stream": true,
+        })
     }
 }
 

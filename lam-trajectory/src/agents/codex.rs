@@ -8,19 +8,20 @@
 //!   recall tool `recall` in namespace `mcp__lam`, `mcp__lam__recall`;
 //!   lam's status line as MCP server `lam_status` (`lam status-line
 //!   --mcp`); `exec` is the batch form.
-//! - **Wire**: OpenAI Responses ([`request`]).
+//! - **Wire**: OpenAI Responses ([`Codex::request`]).
 //! - **Transcripts**: `$CODEX_HOME` (default `~/.codex`)
 //!   `/sessions/YYYY/MM/DD/rollout-*.jsonl` (a resumed session appends to
 //!   its first day's file) ([`read`]); resumed by `codex resume ID`.
 //! - **Compaction**: at 90 % of the window, 272,000 for the gpt-5 family
-//!   ([`compaction_threshold`]).
+//!   ([`Codex::compaction_threshold`]).
 //! - **Forks**: `spawn_agent` with `fork_turns` other than `"none"`, bare
-//!   or in any namespace ([`forks`]).
+//!   or in any namespace ([`Codex::forks`]).
 //!
 //! docs/agents.md has how each fact was found.
 
 use super::launch::{Arg, Launch, Setup, dash_c, origin_of, quoted};
 use super::requests::Call as Recorded;
+use super::room::Room;
 use super::{home, jsonl_in};
 use lam_core::wire::Call;
 use serde_json::{Map, Value, json};
@@ -33,82 +34,9 @@ pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 /// OpenAI's origin, when the environment names none.
 pub const VENDOR: &str = "https://api.openai.com";
 
-/// How `lam mcp`'s recall tool reaches the model: namespace `mcp__lam`, tool
-/// `recall` (`tools.mcp__lam__recall` in code mode).
-pub const RECALL_TOOL: &str = "mcp__lam__recall";
-
-/// The base URL for a proxy at `origin`: it appends `/responses` to a base ending in `/v1`.
-pub fn base_url(origin: &str) -> String {
-    format!("{origin}/v1")
-}
-
-/// The upstream the user configured: `$OPENAI_BASE_URL`, without its `/v1`.
-pub fn upstream(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
-    env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()).map(|v| (origin_of(&v, true), format!("from ${BASE_URL_ENV}")))
-}
-
-/// `OPENAI_BASE_URL` and `-c openai_base_url` at the proxy, `lam mcp` as
-/// server `lam` and, with the status line, `lam status-line --mcp` as
-/// server `lam_status` with the experimental status line provider on: all
-/// `-c` settings before the user's arguments.
-pub fn launch(s: &Setup<'_>) -> Launch {
-    let base = base_url(s.origin);
-    let list = serde_json::to_string(s.mcp).unwrap_or_default();
-    let mut settings = vec![
-        format!("openai_base_url={}", quoted(&base)),
-        format!("mcp_servers.lam.command={}", quoted(s.lam)),
-        format!("mcp_servers.lam.args={list}"),
-        "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
-    ];
-    if s.status_line {
-        let args = serde_json::to_string(&["status-line", "--mcp", "--proxy", s.origin]).unwrap_or_default();
-        settings.extend([
-            format!("mcp_servers.lam_status.command={}", quoted(s.lam)),
-            format!("mcp_servers.lam_status.args={args}"),
-            "mcp_servers.lam_status.default_tools_approval_mode=\"approve\"".to_string(),
-            "features.tui_extensions_statusline=true".to_string(),
-            "tui.status_line_provider={server=\"lam_status\",tool=\"status\"}".to_string(),
-        ]);
-    }
-    Launch { env: vec![(BASE_URL_ENV.into(), base)], before: dash_c(settings), after: Vec::<Arg>::new(), ..Launch::default() }
-}
-
-/// `exec`: it asks the model at once.
-pub fn batch(args: &[OsString]) -> bool {
-    args.iter().any(|x| x == "exec")
-}
-
-/// What `lam run` set to point it at the proxy (for the error when no request came).
-pub const POINTED_BY: &str = "-c openai_base_url=... and OPENAI_BASE_URL";
-
-/// The arguments that resume `session`, and why its own resume line does not do.
-pub fn resume(session: &str) -> (String, &'static str) {
-    (format!("codex resume {session}"), "Codex's own `codex resume` line goes around lam")
-}
-
-/// Its rollouts, every day's.
-pub fn transcripts(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-    let Some(root) = home(env, "CODEX_HOME", ".codex") else { return Vec::new() };
-    let mut dirs = vec![root.join("sessions")];
-    for _ in 0..3 {
-        dirs = dirs.iter().flat_map(|d| subdirs(d)).collect();
-    }
-    dirs.iter().flat_map(|d| jsonl_in(d)).collect()
-}
-
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
     rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect()
-}
-
-/// Whether a rollout's first line is one of its lines: a `{type, payload}`
-/// envelope, a bare response item, or the legacy first line `{id,
-/// timestamp, instructions}`.
-pub fn is_first_line(o: &Map<String, Value>) -> bool {
-    let has = |k: &str| o.contains_key(k);
-    let ty = o.get("type").and_then(Value::as_str);
-    let legacy_meta = ty.is_none() && has("id") && has("timestamp") && (has("instructions") || has("git"));
-    (ty.is_some() && has("payload")) || legacy_meta || has("record_type") || ty.is_some_and(is_item)
 }
 
 fn is_item(t: &str) -> bool {
@@ -125,42 +53,12 @@ fn is_item(t: &str) -> bool {
     )
 }
 
-/// Whether a line is a response item the model produced: an assistant
-/// `message`, `reasoning`, a tool call.
-pub fn answered(o: &Map<String, Value>) -> bool {
-    let item = match (o.get("type").and_then(Value::as_str), o.get("payload").and_then(Value::as_object)) {
-        (Some("response_item"), Some(p)) => p,
-        (_, None) => o,
-        _ => return false,
-    };
-    match item.get("type").and_then(Value::as_str) {
-        Some("message") => item.get("role").and_then(Value::as_str) == Some("assistant"),
-        Some(t) => is_item(t) && !t.ends_with("_output"),
-        None => false,
-    }
-}
-
 /// The context window of an OpenAI `model` as it counts it: 272,000 for
 /// the gpt-5 family and `*codex*` names; `None` for another model.
 pub fn window(model: &str) -> Option<u64> {
     let m = model.trim().to_ascii_lowercase();
     let name = m.rsplit('/').next().unwrap_or(&m);
     (name.starts_with("gpt-5") || name.contains("codex")).then_some(272_000)
-}
-
-/// Where it compacts its context on its own for `model`: 90 % of the
-/// window (244,800 of 272,000).
-pub fn compaction_threshold(model: &str) -> Option<u64> {
-    window(model).map(|w| w / 10 * 9)
-}
-
-/// Whether `call` forks it: `spawn_agent` with `fork_turns` other than
-/// `"none"`, bare or in any namespace (0.171.0 offers it as
-/// `collaboration__spawn_agent`; the namespace is the setting
-/// `features.multi_agent_v2.tool_namespace`).
-pub fn forks(call: &Call<'_>) -> bool {
-    let name = call.name.as_str();
-    (name == "spawn_agent" || name.ends_with("__spawn_agent")) && super::argument(call, "fork_turns").is_some_and(|t| t != "none")
 }
 
 /// The call and its output as it sends them: a `function_call` with the
@@ -179,36 +77,11 @@ fn items(c: &Recorded, id: &str) -> [Value; 2] {
     }
 }
 
-/// Its request: `instructions`, the task as a user message, then each
-/// call's items after the model's text before it.
-pub fn request(task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
-    let mut input = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]})];
-    for (k, c) in calls.iter().enumerate() {
-        let id = format!("call_{k:04}");
-        if !c.thought.is_empty() {
-            input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": c.thought}]}));
-        }
-        input.extend(items(c, &id));
-    }
-    json!({
-        "model": "gpt-5-codex", "instructions": "You are Codex. (replayed by lam replay)",
-        "input": input, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": false,
-        "stream": true, "store": false,
-    })
-}
-
-/// Where the thread id sits in its status line provider's `resources/read`
-/// params (`_meta["com.openai/codex-statusline-state"].thread.id`, which it
-/// also sends as `prompt_cache_key`).
-pub fn status_thread_at() -> lam_core::wire::Path {
-    lam_core::wire::Path::new().key("_meta").key("com.openai/codex-statusline-state").key("thread").key("id")
-}
-
-/// Codex CLI's room: its facts, as [`Room`](super::room::Room) (what [`super::Agent::Codex`] asks).
+/// Codex CLI's room: its facts, as [`Room`] (what [`super::Agent::Codex`] asks).
 #[derive(Debug, Clone, Copy)]
 pub struct Codex;
 
-impl super::room::Room for Codex {
+impl Room for Codex {
     fn name(&self) -> &'static str {
         "codex"
     }
@@ -221,40 +94,79 @@ impl super::room::Room for Codex {
         lam_core::wire::Api::Responses
     }
 
+    /// `OPENAI_BASE_URL` and `-c openai_base_url` at the proxy, `lam mcp` as
+    /// server `lam` and, with the status line, `lam status-line --mcp` as
+    /// server `lam_status` with the experimental status line provider on: all
+    /// `-c` settings before the user's arguments.
     fn launch(&self, s: &Setup<'_>) -> Launch {
-        launch(s)
+        let base = self.base_url(s.origin);
+        let list = serde_json::to_string(s.mcp).unwrap_or_default();
+        let mut settings = vec![
+            format!("openai_base_url={}", quoted(&base)),
+            format!("mcp_servers.lam.command={}", quoted(s.lam)),
+            format!("mcp_servers.lam.args={list}"),
+            "mcp_servers.lam.default_tools_approval_mode=\"approve\"".to_string(),
+        ];
+        if s.status_line {
+            let args = serde_json::to_string(&["status-line", "--mcp", "--proxy", s.origin]).unwrap_or_default();
+            settings.extend([
+                format!("mcp_servers.lam_status.command={}", quoted(s.lam)),
+                format!("mcp_servers.lam_status.args={args}"),
+                "mcp_servers.lam_status.default_tools_approval_mode=\"approve\"".to_string(),
+                "features.tui_extensions_statusline=true".to_string(),
+                "tui.status_line_provider={server=\"lam_status\",tool=\"status\"}".to_string(),
+            ]);
+        }
+        Launch { env: vec![(BASE_URL_ENV.into(), base)], before: dash_c(settings), after: Vec::<Arg>::new(), ..Launch::default() }
     }
 
+    /// `exec`: it asks the model at once.
     fn batch(&self, args: &[OsString]) -> bool {
-        batch(args)
+        args.iter().any(|x| x == "exec")
     }
 
+    /// How `lam mcp`'s recall tool reaches the model: namespace `mcp__lam`, tool
+    /// `recall` (`tools.mcp__lam__recall` in code mode).
     fn recall_tool(&self) -> &'static str {
-        RECALL_TOOL
+        "mcp__lam__recall"
     }
 
     fn vendor(&self) -> &'static str {
         VENDOR
     }
 
+    /// The upstream the user configured: `$OPENAI_BASE_URL`, without its `/v1`.
     fn configured_upstream(&self, _args: &[OsString], _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
-        upstream(env)
+        env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()).map(|v| (origin_of(&v, true), format!("from ${BASE_URL_ENV}")))
     }
 
+    fn base_url_env(&self) -> Option<&'static str> {
+        Some(BASE_URL_ENV)
+    }
+
+    /// The base URL for a proxy at `origin`: it appends `/responses` to a base ending in `/v1`.
     fn base_url(&self, origin: &str) -> String {
-        base_url(origin)
+        format!("{origin}/v1")
     }
 
+    /// What `lam run` set to point it at the proxy (for the error when no request came).
     fn pointed_by(&self) -> &'static str {
-        POINTED_BY
+        "-c openai_base_url=... and OPENAI_BASE_URL"
     }
 
+    /// The arguments that resume `session`, and why its own resume line does not do.
     fn resume(&self, session: &str) -> (String, &'static str) {
-        resume(session)
+        (format!("codex resume {session}"), "Codex's own `codex resume` line goes around lam")
     }
 
+    /// Its rollouts, every day's.
     fn transcripts(&self, _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
-        transcripts(env)
+        let Some(root) = home(env, "CODEX_HOME", ".codex") else { return Vec::new() };
+        let mut dirs = vec![root.join("sessions")];
+        for _ in 0..3 {
+            dirs = dirs.iter().flat_map(|d| subdirs(d)).collect();
+        }
+        dirs.iter().flat_map(|d| jsonl_in(d)).collect()
     }
 
     #[cfg(feature = "readers")]
@@ -262,28 +174,29 @@ impl super::room::Room for Codex {
         read(bytes, path)
     }
 
-    fn compaction_threshold(&self, model: &str) -> Option<u64> {
-        compaction_threshold(model)
+    /// Whether a line is a response item the model produced: an assistant
+    /// `message`, `reasoning`, a tool call.
+    fn answered(&self, o: &Map<String, Value>) -> bool {
+        let item = match (o.get("type").and_then(Value::as_str), o.get("payload").and_then(Value::as_object)) {
+            (Some("response_item"), Some(p)) => p,
+            (_, None) => o,
+            _ => return false,
+        };
+        match item.get("type").and_then(Value::as_str) {
+            Some("message") => item.get("role").and_then(Value::as_str) == Some("assistant"),
+            Some(t) => is_item(t) && !t.ends_with("_output"),
+            None => false,
+        }
     }
 
-    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
-        request(task, calls, tools)
-    }
-
-    fn base_url_env(&self) -> Option<&'static str> {
-        Some(BASE_URL_ENV)
-    }
-
-    fn answered(&self, line: &Map<String, Value>) -> bool {
-        answered(line)
-    }
-
-    fn is_first_line(&self, line: &Map<String, Value>) -> bool {
-        is_first_line(line)
-    }
-
-    fn forks(&self, call: &Call<'_>) -> bool {
-        forks(call)
+    /// Whether a rollout's first line is one of its lines: a `{type, payload}`
+    /// envelope, a bare response item, or the legacy first line `{id,
+    /// timestamp, instructions}`.
+    fn is_first_line(&self, o: &Map<String, Value>) -> bool {
+        let has = |k: &str| o.contains_key(k);
+        let ty = o.get("type").and_then(Value::as_str);
+        let legacy_meta = ty.is_none() && has("id") && has("timestamp") && (has("instructions") || has("git"));
+        (ty.is_some() && has("payload")) || legacy_meta || has("record_type") || ty.is_some_and(is_item)
     }
 
     /// The first line of a rollout's `{type, payload}` envelope, which may
@@ -292,8 +205,44 @@ impl super::room::Room for Codex {
         line.get("type").is_some_and(Value::is_string) && line.contains_key("payload")
     }
 
+    /// Where the thread id sits in its status line provider's `resources/read`
+    /// params (`_meta["com.openai/codex-statusline-state"].thread.id`, which it
+    /// also sends as `prompt_cache_key`).
     fn status_thread_at(&self) -> Option<lam_core::wire::Path> {
-        Some(status_thread_at())
+        Some(lam_core::wire::Path::new().key("_meta").key("com.openai/codex-statusline-state").key("thread").key("id"))
+    }
+
+    /// Where it compacts its context on its own for `model`: 90 % of the
+    /// window (244,800 of 272,000).
+    fn compaction_threshold(&self, model: &str) -> Option<u64> {
+        window(model).map(|w| w / 10 * 9)
+    }
+
+    /// Whether `call` forks it: `spawn_agent` with `fork_turns` other than
+    /// `"none"`, bare or in any namespace (0.171.0 offers it as
+    /// `collaboration__spawn_agent`; the namespace is the setting
+    /// `features.multi_agent_v2.tool_namespace`).
+    fn forks(&self, call: &Call<'_>) -> bool {
+        let name = call.name.as_str();
+        (name == "spawn_agent" || name.ends_with("__spawn_agent")) && super::argument(call, "fork_turns").is_some_and(|t| t != "none")
+    }
+
+    /// Its request: `instructions`, the task as a user message, then each
+    /// call's items after the model's text before it.
+    fn request(&self, task: &str, calls: &[Recorded], tools: &[Value]) -> Value {
+        let mut input = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]})];
+        for (k, c) in calls.iter().enumerate() {
+            let id = format!("call_{k:04}");
+            if !c.thought.is_empty() {
+                input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": c.thought}]}));
+            }
+            input.extend(items(c, &id));
+        }
+        json!({
+            "model": "gpt-5-codex", "instructions": "You are Codex. (replayed by lam replay)",
+            "input": input, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": false,
+            "stream": true, "store": false,
+        })
     }
 }
 

@@ -50,6 +50,24 @@ impl Call {
     }
 }
 
+/// `calls` as Messages turns: each an `assistant` message of the model's
+/// text (when there is one) and its `tool_use` (id `toolu_NNNN`), then a
+/// `user` message of its `tool_result`.
+pub(crate) fn tool_turns(calls: &[Call]) -> Vec<Value> {
+    let mut msgs = Vec::new();
+    for (k, c) in calls.iter().enumerate() {
+        let id = format!("toolu_{k:04}");
+        let mut blocks = Vec::new();
+        if !c.thought.is_empty() {
+            blocks.push(json!({"type": "text", "text": c.thought}));
+        }
+        blocks.push(c.tool_use(&id));
+        msgs.push(json!({"role": "assistant", "content": blocks}));
+        msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": c.output}]}));
+    }
+    msgs
+}
+
 /// The request bodies `agent` sends for `calls`: the task alone, then one
 /// more tool result each time.
 pub fn requests(agent: Agent, task: &str, calls: &[Call]) -> Vec<Vec<u8>> {
