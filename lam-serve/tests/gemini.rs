@@ -235,6 +235,18 @@ async fn gemini_upstream(State(seen): State<Seen>, req: Request) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], chunk("Done.", 2).to_string()).into_response()
 }
 
+/// The scripted Gemini upstream on a free port, noting what reaches it in
+/// `seen`, and `lam serve` (budget 100,000) in front of it.
+async fn proxy_to_gemini(seen: &Seen) -> support::Running {
+    let app = axum::Router::new().fallback(gemini_upstream).with_state(seen.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let mut cfg = ServeConfig::for_tests(&format!("http://{up}"));
+    cfg.engine.budget = Some(Budget::new(100_000, None, None).unwrap());
+    support::start_proxy(cfg)
+}
+
 /// `lam serve` answers the Gemini API: `:streamGenerateContent?alt=sse` and
 /// `:generateContent` compacted (path, query and `x-goog-api-key` reach the
 /// upstream as sent), the usage of SSE and JSON answers read, and
@@ -242,13 +254,7 @@ async fn gemini_upstream(State(seen): State<Seen>, req: Request) -> Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lam_serve_answers_the_gemini_api() {
     let seen = Seen::default();
-    let app = axum::Router::new().fallback(gemini_upstream).with_state(seen.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = l.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    let mut cfg = ServeConfig::for_tests(&format!("http://{up}"));
-    cfg.engine.budget = Some(Budget::new(100_000, None, None).unwrap());
-    let mut run = support::start_proxy(cfg);
+    let mut run = proxy_to_gemini(&seen).await;
     let base = format!("http://{}/v1beta/models/gemini-3.1-pro-preview", run.addr);
     let c = reqwest::Client::new();
     let turns = session();
@@ -292,13 +298,7 @@ async fn lam_serve_answers_the_gemini_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sse_answer_s_usage_is_read() {
     let seen = Seen::default();
-    let app = axum::Router::new().fallback(gemini_upstream).with_state(seen.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = l.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    let mut cfg = ServeConfig::for_tests(&format!("http://{up}"));
-    cfg.engine.budget = Some(Budget::new(100_000, None, None).unwrap());
-    let mut run = support::start_proxy(cfg);
+    let mut run = proxy_to_gemini(&seen).await;
     let url = format!("http://{}/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse", run.addr);
     let r = reqwest::Client::new().post(url).header("x-goog-api-key", "k").body(request(&session()[..1])).send().await.unwrap();
     assert_eq!(r.headers()["content-type"], "text/event-stream");
