@@ -152,12 +152,32 @@ pub const REFERENT_CHARS: usize = 48;
 /// assert_eq!(referent("ls()"), "ls");
 /// ```
 pub fn referent(action: &str) -> String {
-    let main = match parse(action) {
-        Some((name, Some(args))) => main_argument(&args).unwrap_or_else(|| name.to_string()),
-        Some((name, None)) => name.to_string(),
-        None => code_mode_call(action).unwrap_or_else(|| action.to_string()),
-    };
-    shorten(&main)
+    shorten(&main_of(action).1)
+}
+
+/// The tool's name when `action` is a tool call, and what names the call
+/// before [`referent`] shortens it: the main argument, else the tool's
+/// name; a code-mode script's first tool call; the whole action.
+fn main_of(action: &str) -> (Option<&str>, String) {
+    match parse(action) {
+        Some((name, Some(args))) => (Some(name), main_argument(&args).unwrap_or_else(|| name.to_string())),
+        Some((name, None)) => (Some(name), name.to_string()),
+        None => (None, code_mode_call(action).unwrap_or_else(|| action.to_string())),
+    }
+}
+
+/// [`referent`] and [`call_key`] of one action, parsed once (the operator
+/// needs both for every record).
+pub fn referent_and_key(action: &str) -> (String, String) {
+    let (tool, main) = main_of(action);
+    (shorten(&main), key(tool, &main, action))
+}
+
+fn key(tool: Option<&str>, main: &str, action: &str) -> String {
+    match tool {
+        Some(name) => format!("{name}({main})"),
+        None => action.to_string(),
+    }
 }
 
 /// What a call does, for telling a call run again (`last time`,
@@ -175,11 +195,7 @@ pub fn referent(action: &str) -> String {
 /// assert_eq!(call_key("cd /testbed && python -c \"print(1)\""), "cd /testbed && python -c \"print(1)\"");
 /// ```
 pub fn call_key(action: &str) -> String {
-    match parse(action) {
-        Some((name, Some(args))) => format!("{name}({})", main_argument(&args).unwrap_or_default()),
-        Some((name, None)) => format!("{name}()"),
-        None => action.to_string(),
-    }
+    referent_and_key(action).1
 }
 
 /// An action written by [`tool_call`] split back into its name and its

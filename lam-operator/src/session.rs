@@ -414,9 +414,9 @@ impl<I: CandidateIndex> Session<I> {
         };
         let id = self.book.visible(oid).to_string();
         self.ids.push(id.clone());
-        let call = lam_core::action::referent(&rec.action);
+        let (call, key) = lam_core::action::referent_and_key(&rec.action);
         self.calls.push(call.clone());
-        let action = xxh3_128(lam_core::action::call_key(&rec.action).as_bytes());
+        let action = xxh3_128(key.as_bytes());
         let before = self.last_run.insert(call.clone(), (record, action));
         let rerun = before.is_some_and(|(k, a)| a == action && !self.forgotten.contains(&k));
         let l0_first = (self.cfg.order == Order::L0L1).then(|| {
