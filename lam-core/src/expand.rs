@@ -149,11 +149,13 @@ fn text_lines(residual: &[u8]) -> Vec<Option<&[u8]>> {
     lines
 }
 
-/// Lines `first..=last` of `lines`, each with its newline and its line
-/// number moved by `shift` ([`crate::newlines::renumber`]), when all are
-/// text (no stub line, [`text_lines`]).
+/// The lines a stub names as `lines first-last` of an output, each with
+/// its newline and its line number moved by `shift`
+/// ([`crate::newlines::renumber`]), read from that output's lines as the
+/// model reads them ([`text_lines`]) by [`place_of`].
 fn place(lines: &[Option<&[u8]>], p: &Place, shift: i32) -> Option<Vec<u8>> {
-    let named = lines.get(p.first as usize - 1..p.last as usize)?;
+    let number = |i: usize| lines[i].map(|l| crate::newlines::Numbered::of(l).map_or(0, |n| n.number));
+    let named = &lines[place_of(lines.len(), p.first, p.last, number)?];
     let mut out = Vec::new();
     for l in named {
         let l = (*l)?;
@@ -162,6 +164,30 @@ fn place(lines: &[Option<&[u8]>], p: &Place, shift: i32) -> Option<Vec<u8>> {
         out.push(b'\n');
     }
     Some(out)
+}
+
+/// Where the lines a stub names as `lines first-last` are among an
+/// output's `len` lines (0-based), the one reading rule for everything
+/// that writes or reads a line stub (this module, `lam_hash`'s L0 and its
+/// naive version). `number(i)` is line `i`'s printed line number (`    12→`,
+/// `12\t`: [`crate::newlines::Numbered`]), 0 for a line without one, and
+/// `None` for a stub line (not text).
+///
+/// - When some text line is printed with the number `first`, the place is
+///   the first such line and the lines after it, which must be printed
+///   `first + 1` ... `last`: a numbered listing is named by the numbers the
+///   model sees (after a stub has folded lines of it, or when it starts
+///   past line 1, its lines no longer count from 1).
+/// - Otherwise lines are counted from 1 at the output's first line.
+///
+/// `None` when the place is past the end or a line of it is not text.
+pub fn place_of(len: usize, first: u32, last: u32, number: impl Fn(usize) -> Option<u32>) -> Option<std::ops::Range<usize>> {
+    let n = last.checked_sub(first)? as usize + 1;
+    let printed = (0..len).find(|&i| number(i) == Some(first));
+    let at = printed.unwrap_or((first as usize).checked_sub(1)?);
+    let range = at..at.checked_add(n).filter(|&end| end <= len)?;
+    let fits = |(k, i): (usize, usize)| number(i).is_some_and(|m| printed.is_none() || m as usize == first as usize + k);
+    range.clone().enumerate().all(fits).then_some(range)
 }
 
 /// What `read` gives for the newest earlier output named `call` that it
@@ -200,6 +226,27 @@ mod tests {
         let seen = [Seen { call: "Read a.py", residual: n, output: n }];
         let r = expand("     1→new\n[lam: lines 1-2 of `Read a.py` with line numbers +1]\n".as_bytes(), "x", &seen).unwrap();
         assert_eq!(r.text, "     1→new\n     2→x\n     3→y\n".as_bytes());
+    }
+
+    #[test]
+    fn numbered_listings_are_named_by_their_printed_numbers() {
+        // A read from line 100: its first line is printed 100, not 1.
+        let read = "   100→a = 1\n   101→b = 2\n   102→c = 3\n".as_bytes();
+        let seen = [Seen { call: "Read a.py", residual: read, output: read }];
+        let r = expand("[lam: lines 101-102 of `Read a.py`]\n".as_bytes(), "x", &seen).unwrap();
+        assert_eq!(r.text, "   101→b = 2\n   102→c = 3\n".as_bytes());
+        // After a stub has folded lines, the numbers still name the lines
+        // the model sees, not their count.
+        let this = "[lam: lines 100-101 of `Read a.py`]\n   102→c = 3\n[lam: line 102 of this output with line numbers +1]\n".as_bytes();
+        let r = expand(this, "x", &seen).unwrap();
+        assert_eq!(r.text, "   100→a = 1\n   101→b = 2\n   102→c = 3\n   103→c = 3\n".as_bytes());
+        // Printed numbers that do not go on one by one do not read.
+        assert!(expand("[lam: lines 100-101 of this output]\n".as_bytes(), "x", &seen).is_err());
+        let gap = "   100→a\n   105→b\n".as_bytes();
+        let seen = [Seen { call: "cat -n", residual: gap, output: gap }];
+        assert!(expand("[lam: lines 100-101 of `cat -n`]\n".as_bytes(), "x", &seen).is_err());
+        // Where no line is printed with the first number, lines count from 1.
+        assert_eq!(expand("[lam: lines 1-2 of `cat -n`]\n".as_bytes(), "x", &seen).unwrap().text, gap);
     }
 
     #[test]

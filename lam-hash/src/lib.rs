@@ -13,8 +13,9 @@
 //! - a line is the bytes up to and excluding `\n`; the last line may lack one;
 //! - only lines the model can read in the session's residuals are
 //!   replaced, so the cited place (the call whose output holds them, or
-//!   this output above the stub, and 1-based lines in that residual) holds
-//!   readable text;
+//!   this output above the stub, and its lines there: by their printed line
+//!   numbers in a numbered listing, else counted from 1 in that residual,
+//!   `lam_core::expand::place_of`) holds readable text;
 //! - blank (whitespace-only) lines are never replaced alone, but blank lines
 //!   between two replaced lines join the run;
 //! - a run repeats one stretch of one residual line for line (blank lines
@@ -248,6 +249,10 @@ struct Table {
     bases: Vec<u32>,
     /// Each record's name group (records whose calls have the same name).
     group: Vec<u32>,
+    /// Whether each record may hold a line with a printed line number
+    /// (then a stub names its lines by [`lam_core::expand::place_of`]'s
+    /// scan; otherwise they count from 1).
+    has_numbers: Vec<bool>,
     /// Each record's previous record in its group (`u32::MAX`: none).
     prev_same: Vec<u32>,
     /// Each group's newest record before the last one begun.
@@ -275,7 +280,8 @@ impl Table {
         let map = |m: &HashMap<u64, u32, BuildNoHashHasher<u64>>| m.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         let copies = (self.copies.capacity() + self.ncopies.capacity()) * std::mem::size_of::<(Cand, u32)>();
         let lines = self.tags.capacity() * 8 + self.numbers.capacity() * 4;
-        let records = (self.bases.capacity() + self.group.capacity() + self.prev_same.capacity() + self.group_newest.capacity()) * 4;
+        let records =
+            (self.bases.capacity() + self.group.capacity() + self.prev_same.capacity() + self.group_newest.capacity()) * 4 + self.has_numbers.capacity();
         map(&self.seen) + map(&self.nseen) + copies + lines + records + self.gone.len() * 32
     }
 
@@ -290,6 +296,9 @@ impl Table {
     #[inline(always)]
     fn set(&mut self, at: LineLoc, tag: u64, number: u32) {
         let i = self.abs(at);
+        if number != 0 {
+            self.has_numbers[at.record as usize] = true;
+        }
         match i.cmp(&self.tags.len()) {
             // Lines come in order: almost always the next one.
             std::cmp::Ordering::Equal => {
@@ -332,6 +341,9 @@ impl Table {
             self.group_newest.resize(group as usize + 1, u32::MAX);
         }
         put(&mut self.group, record, group, u32::MAX);
+        self.has_numbers.resize(self.has_numbers.len().max(record as usize), false);
+        self.has_numbers.truncate(record as usize);
+        self.has_numbers.push(false);
         put(&mut self.prev_same, record, self.group_newest[group as usize], u32::MAX);
         if self.seen.capacity() == 0 {
             // Sessions hold thousands of distinct lines; skip the small-table growth steps.
@@ -459,15 +471,44 @@ fn unlink(copies: &mut Vec<(Cand, u32)>, seen: &mut HashMap<u64, u32, BuildNoHas
 }
 
 impl Table {
-    /// Where lines `first..first + n` of record `r` are in `tags`, when it has them.
-    fn lines(&self, r: u32, first: u32, n: usize) -> Option<std::ops::Range<usize>> {
+    /// Where record `r`'s lines are in `tags`, when it was begun.
+    fn bounds(&self, r: u32) -> Option<std::ops::Range<usize>> {
         let base = *self.bases.get(r as usize)? as usize;
         let end = match self.bases.get(r as usize + 1) {
             Some(&next) => (next as usize).saturating_sub(1),
             None => self.tags.len(),
         };
-        let start = base + first as usize - 1;
-        (start + n <= end).then_some(start..start + n)
+        Some(base..end.max(base))
+    }
+
+    /// Where the lines a stub names as `lines first-last` of record `r` are
+    /// in `tags`, by the reader's rule (`lam_core::expand::place_of`: by
+    /// printed line numbers where the record shows `first` as one, else
+    /// counted from 1), when they are all text (no stub line).
+    fn place(&self, r: u32, first: u32, last: u32) -> Option<std::ops::Range<usize>> {
+        let lines = self.bounds(r)?;
+        let number = |i: usize| (self.tags[lines.start + i] != NONE).then(|| self.numbers[lines.start + i]);
+        let range = if self.has_numbers[r as usize] {
+            lam_core::expand::place_of(lines.len(), first, last, number)?
+        } else {
+            // No line is numbered: what `place_of` finds, without its scan.
+            let range = (first as usize).checked_sub(1)?..last as usize;
+            (range.end <= lines.len() && range.clone().all(|i| number(i).is_some())).then_some(range)?
+        };
+        Some(lines.start + range.start..lines.start + range.end)
+    }
+
+    /// How a stub names the `n` lines at `c`: by their printed line
+    /// numbers when they carry consecutive ones (`lines 173-180` of a
+    /// `Read` from line 100), else by their lines counted from 1; the first
+    /// of the two that reads back as them ([`Self::place`]), if any.
+    fn name(&self, c: &Cand, n: usize) -> Option<(u32, u32)> {
+        let at = c.abs as usize;
+        let n32 = n as u32;
+        let a = self.numbers[at];
+        let printed = a > 0 && (0..n).all(|k| self.numbers[at + k] == a + k as u32);
+        let names = [printed.then_some(a), Some(c.at.line)];
+        names.into_iter().flatten().map(|f| (f, f + n32 - 1)).find(|&(f, l)| self.place(c.at.record, f, l) == Some(at..at + n))
     }
 
     /// Make record `r`'s lines match nothing ([`GONE`]): every copy of them
@@ -511,22 +552,23 @@ impl Table {
         self.tags[a.clone()] == self.tags[b.clone()] && self.numbers[a] == self.numbers[b]
     }
 
-    /// Whether a stub of record `record` naming `n` lines at `c` by its
-    /// record's call name reads back as those lines: the reader takes the
-    /// newest earlier output of that name whose lines there are all text
-    /// (no stub line), and that must be `c`'s or one that reads the same
-    /// (`lam_core::expand`). A newer forgotten output of the name blocks it:
-    /// what the model reads there (a difference form's lines, a citation)
-    /// is not what L0 wrote.
-    fn names_exactly(&self, c: &Cand, n: usize) -> bool {
+    /// Whether a stub naming the `n` lines at `c` as `lines first-last`
+    /// (`name`, [`Self::name`]) of its record's call reads back as those
+    /// lines: the reader takes the newest earlier output of that name whose
+    /// lines there are all text (no stub line), and that must be `c`'s or
+    /// one that reads the same (`lam_core::expand`). A newer forgotten
+    /// output of the name blocks it: what the model reads there (a
+    /// difference form's lines, a citation) is not what L0 wrote.
+    fn names_exactly(&self, c: &Cand, (first, last): (u32, u32), n: usize) -> bool {
+        let mine = c.abs as usize..c.abs as usize + n;
         // Newest first: the group's newest record before this one, then back.
         let mut r = self.group.get(c.at.record as usize).map_or(u32::MAX, |&g| self.group_newest[g as usize]);
         while r != u32::MAX && r > c.at.record {
             if self.gone.contains(&r) {
                 return false;
             }
-            if let Some(there) = self.lines(r, c.at.line, n).filter(|x| self.tags[x.clone()].iter().all(|&t| t != NONE)) {
-                return self.lines(c.at.record, c.at.line, n).is_some_and(|mine| self.same(there, mine));
+            if let Some(there) = self.place(r, first, last) {
+                return self.same(there, mine);
             }
             r = self.prev_same[r as usize];
         }
@@ -864,7 +906,10 @@ impl Writer<'_> {
             }
             let here = LineLoc { record: self.record, line: self.w.line + 1 };
             if joined && pos == 0 {
-                // Written as it is (its line keeps the tag PIECES).
+                // Written as it is: its line keeps the tag PIECES, with the
+                // number the reader sees it begin with.
+                let number = self.joined_number(key);
+                self.d.table.set(here, PIECES, number);
             } else if blank(t) || hollow(t) {
                 self.d.table.set(here, t, number);
             } else if !whole {
@@ -889,6 +934,15 @@ impl Writer<'_> {
         self.w.buf.extend_from_slice(&text[copy_from..]);
     }
 
+    /// The printed line number of the residual's last line, which ends
+    /// within a line, once `rest` goes on with it (0: none).
+    fn joined_number(&self, rest: &[u8]) -> u32 {
+        let written = &self.w.buf[self.w.start..];
+        let begins = written.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line = [&written[begins..], rest].concat();
+        lam_core::newlines::Numbered::of(&line).map_or(0, |n| n.number)
+    }
+
     /// Replace a run by a stub when some place it repeats can be named
     /// exactly ([`Table::names_exactly`]) and the stub costs fewer tokens
     /// than the run (`worth_replacing`); otherwise keep it verbatim, its
@@ -909,23 +963,21 @@ impl Writer<'_> {
         let shortest = self.shortest[usize::from(recall) * 2 + usize::from(above.is_some())]
             .get_or_insert_with(|| line_stub_len(if above.is_some() { Named::Ditto } else { Named::Of(Some("x")) }, (1, 1), self.id, recall, how.recall, 0));
         let hopeless = how.counter.is_none() && 2 * (*shortest + newlines) > body.len();
-        let named = d.cands.iter().filter(|c| d.table.names_exactly(c, r.body_lines));
+        let n = r.body_lines;
+        let named = d.cands.iter().filter(|c| d.table.name(c, n).is_some_and(|span| d.table.names_exactly(c, span, n)));
         let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
         let own = self.rerun.then(|| name(self.record));
         let at = if hopeless { None } else { pick(named.map(|c| (c.at, c.shift)), self.record, name, above, own) };
-        let of = at.map(|(at, _)| (at.record != self.record).then(|| name(at.record)));
+        // The place picked, with the lines its stub names.
+        let at = at.and_then(|(loc, shift)| {
+            let c = d.cands.iter().find(|c| c.at == loc && c.shift == shift)?;
+            Some((loc, shift, d.table.name(c, n)?))
+        });
+        let of = at.map(|(at, ..)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
         let last = own.is_some() && of.flatten() == own;
-        let fields = |(at, shift): (LineLoc, i32), of| LineFields {
-            id: self.id,
-            of,
-            first: at.line,
-            last: at.line + r.body_lines as u32 - 1,
-            recall,
-            shift,
-            ditto,
-            own: last,
-        };
+        let fields =
+            |(_, shift, (first, end)): (LineLoc, i32, (u32, u32)), of| LineFields { id: self.id, of, first, last: end, recall, shift, ditto, own: last };
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
         let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
         let worth = at.zip(of).is_some_and(|(at, of)| {
@@ -936,7 +988,7 @@ impl Writer<'_> {
             } else {
                 Named::Of(of)
             };
-            let len = line_stub_len(named, (at.0.line, at.0.line + r.body_lines as u32 - 1), self.id, recall, how.recall, at.1);
+            let len = line_stub_len(named, at.2, self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || fields(at, of).stub().with(how.recall).to_string(), newlines, body)
         });
         let written = if let (true, Some(at), Some(of)) = (worth, at, of) {

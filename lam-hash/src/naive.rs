@@ -6,6 +6,7 @@
 
 use crate::{LineLoc, MAX_STARTS, Segment, pick};
 use lam_core::TokenCounter;
+use lam_core::expand::place_of;
 use lam_core::newlines::Numbered;
 use lam_core::stub::{LineStub, Place, Recall, Stub, worth_replacing};
 use std::collections::HashMap;
@@ -15,8 +16,9 @@ use std::collections::HashMap;
 enum Line {
     /// A stub line.
     Stub,
-    /// A line written in two pieces: text, but no run repeats it.
-    Pieces,
+    /// A line written in pieces (its bytes so far): text, but no run
+    /// repeats it.
+    Pieces(Vec<u8>),
     Blank(Vec<u8>),
     Text(Vec<u8>),
 }
@@ -63,6 +65,14 @@ fn fits(old: Option<&Line>, new: &[u8], shift: i32) -> bool {
     }
 }
 
+/// A residual line's printed line number (0: none), `None` for a stub line.
+fn number(line: &Line) -> Option<u32> {
+    match line {
+        Line::Stub => None,
+        Line::Pieces(b) | Line::Blank(b) | Line::Text(b) => Some(Numbered::of(b).map_or(0, |n| n.number)),
+    }
+}
+
 fn as_line(key: &[u8]) -> Line {
     if blank(key) { Line::Blank(key.to_vec()) } else { Line::Text(key.to_vec()) }
 }
@@ -95,7 +105,13 @@ impl NaiveLineDedup {
         let lines = &mut self.res[r.record as usize];
         if r.mid_line() {
             // It goes on with the residual's last line.
-            *lines.last_mut().expect("a line is open") = Line::Pieces;
+            let last = lines.last_mut().expect("a line is open");
+            let mut bytes = match last {
+                Line::Pieces(b) | Line::Blank(b) | Line::Text(b) => std::mem::take(b),
+                Line::Stub => unreachable!("a stub line ends with its newline"),
+            };
+            bytes.extend_from_slice(strip(line));
+            *last = Line::Pieces(bytes);
         } else {
             let l = as_line(strip(line));
             if let Line::Text(key) = &l {
@@ -140,22 +156,35 @@ impl NaiveLineDedup {
         out
     }
 
-    /// Lines `first..first + n` of record `r`, when it has them.
-    fn lines(&self, r: usize, first: u32, n: u32) -> Option<&[Line]> {
-        self.res.get(r)?.get(first as usize - 1..(first + n) as usize - 1)
+    /// The lines a stub names as `lines first-last` of record `r`, when
+    /// they are all text (the reader's rule, `lam_core::expand::place_of`).
+    fn place(&self, r: usize, (first, last): (u32, u32)) -> Option<&[Line]> {
+        let lines = self.res.get(r)?;
+        Some(&lines[place_of(lines.len(), first, last, |i| number(&lines[i]))?])
     }
 
-    /// Whether a stub of `record` naming the `n` lines at `c` by its call's
-    /// name reads back as them: the newest earlier record of that name
-    /// whose lines there are all text is `c`'s, or reads the same.
-    fn names_exactly(&self, c: LineLoc, n: u32, record: u32) -> bool {
-        let name = &self.calls[c.record as usize];
-        let newest = (c.record + 1..record)
-            .rev()
-            .filter(|&k| self.calls[k as usize] == *name)
-            .find(|&k| self.lines(k as usize, c.line, n).is_some_and(|ls| !ls.contains(&Line::Stub)))
-            .unwrap_or(c.record);
-        newest == c.record || self.lines(newest as usize, c.line, n) == self.lines(c.record as usize, c.line, n)
+    /// How a stub names the `n` lines at `c`: by their printed numbers when
+    /// they are numbered one after the other, else counted from 1; the first
+    /// of the two that reads back as them.
+    fn name(&self, c: LineLoc, n: u32) -> Option<(u32, u32)> {
+        let lines = self.res.get(c.record as usize)?;
+        let at = c.line as usize - 1;
+        let run = lines.get(at..at + n as usize)?;
+        let first = number(&run[0]).unwrap_or(0);
+        let printed = first > 0 && run.iter().zip(first..).all(|(l, k)| number(l) == Some(k));
+        let names = [printed.then_some(first), Some(c.line)];
+        let here = |f: u32| place_of(lines.len(), f, f + n - 1, |i| number(&lines[i])) == Some(at..at + n as usize);
+        names.into_iter().flatten().find(|&f| here(f)).map(|f| (f, f + n - 1))
+    }
+
+    /// Whether a stub of `record` naming the `n` lines at `c` as `name` by
+    /// its call's name reads back as them: the newest earlier record of
+    /// that name whose lines there are all text is `c`'s, or reads the same.
+    fn names_exactly(&self, c: LineLoc, name: (u32, u32), record: u32) -> bool {
+        let call = &self.calls[c.record as usize];
+        let newest =
+            (c.record + 1..record).rev().filter(|&k| self.calls[k as usize] == *call).find(|&k| self.place(k as usize, name).is_some()).unwrap_or(c.record);
+        newest == c.record || self.place(newest as usize, name) == self.place(c.record as usize, name)
     }
 
     /// Same contract as [`crate::LineDedup::process`]; returns the stubs written.
@@ -217,17 +246,18 @@ impl NaiveLineDedup {
             // The call the stub line above names: named again, it is written `ditto`.
             let above = stubs.last().and_then(Stub::ditto_call).map(str::to_string);
             let at = pick(
-                cands.iter().copied().filter(|(c, _)| self.names_exactly(*c, n, r.record)),
+                cands.iter().copied().filter(|(c, _)| self.name(*c, n).is_some_and(|name| self.names_exactly(*c, name, r.record))),
                 r.record,
                 |k| self.calls[k as usize].as_str(),
                 above.as_deref(),
                 // Never told of reruns (`LineDedup::rerun`): names every call.
                 None,
             );
-            let stub = at.map(|(at, shift)| {
+            let stub = at.and_then(|(at, shift)| {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
                 let ditto = above.is_some() && of == above;
-                LineStub { id: this_id.to_string(), from: Place::new(of, at.line, at.line + n - 1), recall: stubs.is_empty(), shift, ditto, last: false }
+                let (first, last) = self.name(at, n)?;
+                Some(LineStub { id: this_id.to_string(), from: Place::new(of, first, last), recall: stubs.is_empty(), shift, ditto, last: false })
             });
             let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());

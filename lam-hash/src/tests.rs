@@ -37,6 +37,15 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
     b.split(|&c| c == b'\n').collect()
 }
 
+/// The lines a stub names as `first-last` of an output whose lines are
+/// `ls` (for this output: those above the stub), by the reader's rule
+/// (`lam_core::expand::place_of`); `None` when they do not read.
+fn named<'a>(ls: &[&'a [u8]], first: usize, last: usize) -> Option<Vec<&'a [u8]>> {
+    let number = |i: usize| Stub::parse_bytes(ls[i]).is_none().then(|| lam_core::newlines::Numbered::of(ls[i]).map_or(0, |n| n.number));
+    let at = lam_core::expand::place_of(ls.len(), first as u32, last as u32, number)?;
+    Some(ls[at].to_vec())
+}
+
 /// (cited record, first and last cited line) of an L0 stub line of record
 /// `own`, through the one parser.
 /// A stub line's source record and lines; `above`: the stub line above it
@@ -146,13 +155,15 @@ proptest! {
             prop_assert!(out.len() <= orig.len() + 1, "L0 lengthened record {}", i);
             let out_lines = lines(out);
             let mut above = None;
-            for l in &out_lines {
+            for (k, l) in out_lines.iter().enumerate() {
                 if let Some((src, first, last)) = parse_stub(l, i, &mut above) {
                     prop_assert!(src <= i && first <= last);
-                    for ln in [first, last] {
-                        let cited = lines(&outs[src])[ln - 1];
-                        prop_assert!(Stub::parse_bytes(cited).is_none(), "stub cites a stub");
-                        prop_assert!(!cited.iter().all(|b| b.is_ascii_whitespace()));
+                    let there = if src == i { out_lines[..k].to_vec() } else { lines(&outs[src]) };
+                    let cited = named(&there, first, last);
+                    prop_assert!(cited.is_some(), "record {}: `{}` names no text", i, String::from_utf8_lossy(l));
+                    let cited = cited.unwrap_or_default();
+                    for c in [cited[0], cited[cited.len() - 1]] {
+                        prop_assert!(!c.iter().all(|b| b.is_ascii_whitespace()));
                     }
                 } else {
                     residual_lines.insert(l.to_vec());
@@ -329,14 +340,14 @@ proptest! {
                 prop_assert!(j as u32 <= l.from.last - l.from.first, "record {} line {}: past the place", i, k + 1);
                 // Every record's call is `ls` here: some earlier output (or this one) has it
                 // there, a blank line where the run has one.
-                let n = l.from.first as usize + j;
                 let same = |x: &[u8]| lam_core::newlines::renumber(x, i64::from(l.shift)).as_deref() == Some(*line);
-                let has = |r: usize| outs[r].split(|&c| c == b'\n').nth(n - 1).is_some_and(same);
+                let (first, last) = (l.from.first as usize, l.from.last as usize);
+                let has = |ls: Vec<&[u8]>| named(&ls, first, last).is_some_and(|named| named.get(j).is_some_and(|x| same(x)));
                 let found = match &l.from.of {
-                    None => has(i),
-                    Some(_) => (0..i).any(has),
+                    None => has(res[..*at as usize - 1].to_vec()),
+                    Some(_) => (0..i).any(|r| has(lines(&outs[r]))),
                 };
-                prop_assert!(found, "record {} line {}: not line {} of the output named", i, k + 1, n);
+                prop_assert!(found, "record {} line {}: not line {} of the place named", i, k + 1, j + 1);
             }
         }
     }
