@@ -166,6 +166,16 @@ fn place(lines: &[Option<&[u8]>], p: &Place, shift: i32) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// [`place_of`] over a residual as the model reads it (its stub lines and
+/// a difference form's hunk headers are not text): where the lines a stub
+/// names as `lines first-last` of it are, 0-based. For `this output`, pass
+/// the residual's lines above the stub.
+pub fn place_in(residual: &[u8], first: u32, last: u32) -> Option<std::ops::Range<usize>> {
+    let lines = text_lines(residual);
+    let number = |i: usize| lines[i].map(|l| crate::newlines::Numbered::of(l).map_or(0, |n| n.number));
+    place_of(lines.len(), first, last, number)
+}
+
 /// Where the lines a stub names as `lines first-last` are among an
 /// output's `len` lines (0-based), the one reading rule for everything
 /// that writes or reads a line stub (this module, `lam_hash`'s L0 and its

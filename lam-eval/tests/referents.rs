@@ -31,13 +31,6 @@ fn inputs() -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
-/// Whether `lines first-last`, by the reader's rule
-/// (`lam_core::expand::place_of`), are text lines among `above`.
-fn reads_above(above: &[&[u8]], first: u32, last: u32) -> bool {
-    let number = |i: usize| Stub::parse_bytes(above[i]).is_none().then(|| lam_core::newlines::Numbered::of(above[i]).map_or(0, |n| n.number));
-    lam_core::expand::place_of(above.len(), first, last, number).is_some()
-}
-
 /// The file as the agent logged it (gzip undone).
 fn raw(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap();
@@ -71,7 +64,9 @@ fn every_call_a_stub_names_is_an_earlier_one_the_model_saw() {
                     }
                     let above = match st {
                         Stub::Chunks(c) => c.like.iter().filter(|p| p.of.is_none()).all(|p| p.last < at),
-                        Stub::Lines(l) => l.from.of.is_some() || reads_above(&lines[..at as usize - 1], l.from.first, l.from.last),
+                        Stub::Lines(l) => {
+                            l.from.of.is_some() || lam_core::expand::place_in(&lines[..at as usize - 1].join(&b'\n'), l.from.first, l.from.last).is_some()
+                        }
                         Stub::Repeat(r) => !r.of.is_empty() || i > 0,
                         Stub::Delta(_) => i > 0,
                     };

@@ -39,10 +39,9 @@ fn lines(b: &[u8]) -> Vec<&[u8]> {
 
 /// The lines a stub names as `first-last` of an output whose lines are
 /// `ls` (for this output: those above the stub), by the reader's rule
-/// (`lam_core::expand::place_of`); `None` when they do not read.
+/// (`lam_core::expand::place_in`); `None` when they do not read.
 fn named<'a>(ls: &[&'a [u8]], first: usize, last: usize) -> Option<Vec<&'a [u8]>> {
-    let number = |i: usize| Stub::parse_bytes(ls[i]).is_none().then(|| lam_core::newlines::Numbered::of(ls[i]).map_or(0, |n| n.number));
-    let at = lam_core::expand::place_of(ls.len(), first as u32, last as u32, number)?;
+    let at = lam_core::expand::place_in(&ls.join(&b'\n'), first as u32, last as u32)?;
     Some(ls[at].to_vec())
 }
 

@@ -176,7 +176,10 @@ fn check_referents(body: &[u8], sent: &[String]) -> usize {
                 assert!(c.like.iter().all(|p| p.of.is_some() || (p.last as usize) <= at_line), "{line}: lines of this output below the stub");
             }
             if let lam_core::Stub::Lines(l) = &stub {
-                assert!(l.from.of.is_some() || (l.from.last as usize) <= at_line, "{line}: a line of this output below the stub");
+                // By the reader's rule (printed numbers in a numbered listing).
+                let above: String = s.lines().take(at_line).map(|x| format!("{x}\n")).collect();
+                let ok = l.from.of.is_some() || lam_core::expand::place_in(above.as_bytes(), l.from.first, l.from.last).is_some();
+                assert!(ok, "{line}: names no lines of this output above the stub");
             }
             repeats += usize::from(matches!(stub, lam_core::Stub::Repeat(_)));
         }
