@@ -46,7 +46,7 @@ impl Api {
 
     /// The request path. Gemini's names the model: its streaming method's,
     /// with `{model}` standing for the model (Gemini CLI sends it with
-    /// `?alt=sse`; [`Api::route`] is where the proxy answers).
+    /// `?alt=sse`; [`Api::routes`] are where the proxy answers).
     pub fn path(self) -> &'static str {
         match self {
             Api::ChatCompletions => "/v1/chat/completions",
@@ -56,14 +56,18 @@ impl Api {
         }
     }
 
-    /// Where the proxy answers the API, as an axum route: its [`Api::path`],
-    /// or for Gemini every model's path (`/v1beta/models/{model}`, the last
-    /// segment `MODEL:METHOD`), whose conversations
-    /// [`Api::carries_conversation`] tells apart.
-    pub fn route(self) -> &'static str {
+    /// Where the proxy answers the API, as axum routes: its [`Api::path`],
+    /// or for Gemini every model's path of both API versions
+    /// (`/v1beta/models/{model}`, which Gemini CLI and the SDKs use by
+    /// default, and the stable `/v1/models/{model}`; the last segment is
+    /// `MODEL:METHOD`), whose conversations [`Api::carries_conversation`]
+    /// tells apart.
+    pub fn routes(self) -> &'static [&'static str] {
         match self {
-            Api::Gemini => "/v1beta/models/{model}",
-            _ => self.path(),
+            Api::ChatCompletions => &["/v1/chat/completions"],
+            Api::Messages => &["/v1/messages"],
+            Api::Responses => &["/v1/responses"],
+            Api::Gemini => &["/v1beta/models/{model}", "/v1/models/{model}"],
         }
     }
 
@@ -591,7 +595,8 @@ mod tests {
         assert_eq!(Api::Gemini.list_field(), "contents");
         assert_eq!(Api::Gemini.preamble_fields(), ["systemInstruction"]);
         assert_eq!(Api::Gemini.name(), "gemini");
-        assert_eq!(Api::Messages.route(), Api::Messages.path());
+        assert_eq!(Api::Messages.routes(), [Api::Messages.path()]);
+        assert!(Api::ALL.iter().all(|a| a.routes().iter().any(|r| a.path().starts_with(r))), "each API's path is on one of its routes");
         assert!(Api::Gemini.carries_conversation("/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"));
         assert!(Api::Gemini.carries_conversation("/v1beta/models/gemini-3.5-flash-lite:generateContent"));
         assert!(!Api::Gemini.carries_conversation("/v1beta/models/gemini-3.8-flash:countTokens"));

@@ -294,6 +294,28 @@ async fn lam_serve_answers_the_gemini_api() {
     run.done.await.unwrap().unwrap();
 }
 
+/// The stable API version's path, `/v1/models/MODEL:generateContent`, is
+/// the same API: compacted, and forwarded on the path it came on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stable_v1_path_is_compacted_too() {
+    let seen = Seen::default();
+    let mut run = proxy_to_gemini(&seen).await;
+    let url = format!("http://{}/v1/models/gemini-3.1-pro-preview:generateContent", run.addr);
+    let c = reqwest::Client::new();
+    let turns = session();
+    for n in 1..=2 {
+        let r = c.post(&url).header("content-type", "application/json").body(request(&turns[..n])).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.headers().get("x-lam-session").is_some(), "a compacted request");
+    }
+    let got = seen.0.lock().unwrap().clone();
+    assert!(got.iter().all(|(p, _, _)| p == "/v1/models/gemini-3.1-pro-preview:generateContent"), "forwarded on the path it came on");
+    assert!(outputs(&got[1].2)[1].starts_with("[lam: same output as last time"), "the repeated run went as a stub");
+    assert_eq!(run.proxy.stats().requests.get("gemini"), Some(&2));
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}
+
 /// The SSE answer's `usageMetadata` is read as it streams.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sse_answer_s_usage_is_read() {

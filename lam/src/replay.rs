@@ -27,7 +27,7 @@ pub struct ReplayArgs {
     /// Which agent's requests to send: `auto` (an agent's transcripts as that agent sends them, everything else as Claude Code), `claude-code` (Anthropic `/v1/messages` as Claude Code sends it: system array, tools, moving `cache_control`), `codex` (OpenAI `/v1/responses` as the Codex CLI sends it), `opencode` (Anthropic `/v1/messages` as opencode sends it: one system block, `cache_control` on the last two messages) or `gemini-cli` (the Gemini API, `models/MODEL:streamGenerateContent`, as Gemini CLI sends it: `contents` of `functionCall` and `functionResponse` parts).
     #[arg(long, value_parser = shape, default_value = "auto", value_name = "AGENT")]
     shape: Shape,
-    /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium) or `read=R,write=W`; default by shape.
+    /// Prompt-cache pricing: `anthropic` (write 1.25x, read 0.1x), `openai` (read 0.1x, no write premium), `gemini` (implicit caching: read 0.1x, no write premium) or `read=R,write=W`; default: the provider's, by the API the agent speaks.
     #[arg(long, value_parser = Pricing::parse)]
     pricing: Option<Pricing>,
     /// How long the provider keeps a cached prefix after its last use: SECONDS or `none` (never expires). A request sent longer than that after the previous one (the transcript's timestamps) is priced as a cache miss, direct and through lam. Default: the TTL the transcript shows the agent asked for (Claude Code's 1-hour cache), else the provider's: 300 (Anthropic 5 minutes; OpenAI's in-memory retention, 5 to 10 minutes).
@@ -129,7 +129,7 @@ fn one(
     let agent = agent_of(a, t);
     // The provider's, by the API the agent speaks.
     let anthropic = agent.api() == Api::Messages;
-    let pricing = a.pricing.unwrap_or(if anthropic { Pricing::ANTHROPIC } else { Pricing::OPENAI });
+    let pricing = a.pricing.unwrap_or(Pricing::of(agent.api()));
     let ttl = a.cache_ttl.or(t.cache_ttl.map(|s| CacheTtl(Some(s)))).unwrap_or(if anthropic { CacheTtl::ANTHROPIC } else { CacheTtl::OPENAI });
     let calls: Vec<Call> = t
         .records

@@ -41,7 +41,9 @@ pub(crate) struct App {
 pub(crate) fn router(app: App) -> Router {
     let mut r = Router::new();
     for api in Api::ALL {
-        r = r.route(api.route(), post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
+        for route in api.routes() {
+            r = r.route(route, post(move |s: State<App>, req: Request| compacted(s, api, req)).fallback(passthrough));
+        }
     }
     r.route("/lam/stats", get(stats))
         .route("/metrics", get(metrics))

@@ -39,13 +39,28 @@ impl Pricing {
     pub const ANTHROPIC: Pricing = Pricing { read: 0.1, write: 1.25 };
     /// OpenAI: cached input 0.1x, no write premium.
     pub const OPENAI: Pricing = Pricing { read: 0.1, write: 1.0 };
+    /// Google Gemini (2.5 and newer), implicit caching: cached tokens at a
+    /// 90 % discount, the tokens that create the cache at the plain input
+    /// price, no storage charge (Google's "Context caching overview").
+    pub const GEMINI: Pricing = Pricing { read: 0.1, write: 1.0 };
 
-    /// `anthropic`, `openai`, or `read=R,write=W`.
+    /// The pricing the provider of `api` bills with: Anthropic's for
+    /// `/v1/messages`, Google's for Gemini, OpenAI's for its two routes.
+    pub fn of(api: crate::Api) -> Pricing {
+        match api {
+            crate::Api::Messages => Pricing::ANTHROPIC,
+            crate::Api::Gemini => Pricing::GEMINI,
+            crate::Api::ChatCompletions | crate::Api::Responses => Pricing::OPENAI,
+        }
+    }
+
+    /// `anthropic`, `openai`, `gemini`, or `read=R,write=W`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "anthropic" => return Ok(Self::ANTHROPIC),
             "openai" => return Ok(Self::OPENAI),
-            _ if !s.contains('=') => return Err(format!("`{s}`: expected anthropic, openai or read=R,write=W")),
+            "gemini" => return Ok(Self::GEMINI),
+            _ if !s.contains('=') => return Err(format!("`{s}`: expected anthropic, openai, gemini or read=R,write=W")),
             _ => {}
         }
         let (mut read, mut write) = (None, None);
@@ -63,7 +78,7 @@ impl Pricing {
         }
         match (read, write) {
             (Some(read), Some(write)) => Ok(Self { read, write }),
-            _ => Err(format!("`{s}`: expected anthropic, openai or read=R,write=W")),
+            _ => Err(format!("`{s}`: expected anthropic, openai, gemini or read=R,write=W")),
         }
     }
 }
@@ -358,13 +373,9 @@ pub(crate) struct Bills {
 }
 
 impl Bills {
-    /// The pricing an API's provider bills with: Anthropic's for
-    /// `/v1/messages`, OpenAI's for the other routes.
+    /// The pricing an API's provider bills with ([`Pricing::of`]).
     pub(crate) fn pricing(api: crate::Api) -> Pricing {
-        match api {
-            crate::Api::Messages => Pricing::ANTHROPIC,
-            _ => Pricing::OPENAI,
-        }
+        Pricing::of(api)
     }
 
     /// Bill one request: its items as sent (`direct`: identity and bytes

@@ -37,6 +37,9 @@ fn a_synthesised_request_reads_back_as_the_same_actions() {
 #[test]
 fn pricing_presets_and_custom() {
     assert_eq!(Pricing::parse("anthropic"), Ok(Pricing::ANTHROPIC));
+    assert_eq!(Pricing::parse("gemini"), Ok(Pricing::GEMINI));
+    assert_eq!(Pricing::of(Api::Gemini), Pricing::GEMINI);
+    assert_eq!(Pricing::of(Api::Messages), Pricing::ANTHROPIC);
     assert_eq!(Pricing::parse("read=0.25,write=1"), Ok(Pricing { read: 0.25, write: 1.0 }));
     assert!(Pricing::parse("read=x").is_err());
     assert!(Pricing::parse("read=0.1").is_err());
