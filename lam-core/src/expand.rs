@@ -18,7 +18,7 @@
 //! ```
 
 use crate::newlines::renumber;
-use crate::stub::{Place, Stub};
+use crate::stub::Stub;
 
 /// An earlier output in the model's context.
 #[derive(Debug, Clone, Copy)]
@@ -55,9 +55,11 @@ pub struct ExpandError {
 /// name it: `of its last output` and `last time` mean that name) and the
 /// outputs before it in the session (oldest first). A line stub (`lines
 /// 2-3 of `cat a.py``, `lines 7-9 ditto`: of the call the stub line above
-/// names) gives the lines it names (of this output above it, or of the
-/// newest earlier output of that name where those lines are readable
-/// text: no stub line, no hunk header of a difference form); a `same
+/// names) gives the lines it names, each of its spans in turn (`lines
+/// 1-4,7-12`), of this output above it, or of the newest earlier output of
+/// that name where those lines are readable text at every span (no stub
+/// line, no hunk header of a difference form); places are found by
+/// [`place_of`]; a `same
 /// output as` line gives that output whole. Refused: a
 /// `similar to` stub, a place that is not readable text.
 pub fn expand(residual: &[u8], call: &str, earlier: &[Seen<'_>]) -> Result<Reading, ExpandError> {
@@ -86,9 +88,11 @@ pub fn expand(residual: &[u8], call: &str, earlier: &[Seen<'_>]) -> Result<Readi
             None => out.text.extend_from_slice(line),
             Some(Err(s)) => return Err(err(format!("`{s}` has no call named on the stub line above"))),
             Some(Ok(Stub::Lines(l))) => {
+                // Each span in turn, all in one output.
+                let spans = |lines: &[Option<&[u8]>]| l.spans().map(|span| place(lines, span, l.shift)).collect::<Option<Vec<_>>>().map(|v| v.concat());
                 let named = match &l.from.of {
-                    None => place(&texts[..i], &l.from, l.shift).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
-                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| place(&text_lines(s.residual), &l.from, l.shift))
+                    None => spans(&texts[..i]).ok_or_else(|| err(format!("`{l}` names lines not above it as text")))?,
+                    Some(call) => newest(earlier, call, &mut out.ambiguous, |s| spans(&text_lines(s.residual)))
                         .ok_or_else(|| err(format!("`{l}` names no readable lines of an earlier `{call}`")))?,
                 };
                 out.text.extend_from_slice(&named);
@@ -153,9 +157,9 @@ fn text_lines(residual: &[u8]) -> Vec<Option<&[u8]>> {
 /// its newline and its line number moved by `shift`
 /// ([`crate::newlines::renumber`]), read from that output's lines as the
 /// model reads them ([`text_lines`]) by [`place_of`].
-fn place(lines: &[Option<&[u8]>], p: &Place, shift: i32) -> Option<Vec<u8>> {
+fn place(lines: &[Option<&[u8]>], (first, last): (u32, u32), shift: i32) -> Option<Vec<u8>> {
     let number = |i: usize| lines[i].map(|l| crate::newlines::Numbered::of(l).map_or(0, |n| n.number));
-    let named = &lines[place_of(lines.len(), p.first, p.last, number)?];
+    let named = &lines[place_of(lines.len(), first, last, number)?];
     let mut out = Vec::new();
     for l in named {
         let l = (*l)?;

@@ -210,6 +210,10 @@ pub struct LineStub {
     /// is this observation's own call, run again ([`LAST`]; empty when
     /// parsed, until [`Stub::set_own_call`] fills it in).
     pub last: bool,
+    /// Further spans of the same output, read after `from`'s, each with the
+    /// same shift (`lines 1-3,9-10 of `cat a.py``): two runs one right after
+    /// the other, written as one stub line.
+    pub more: Vec<(u32, u32)>,
 }
 
 /// An observation whose output repeats an earlier observation's whole: its
@@ -581,6 +585,9 @@ fn number(s: &str) -> Result<u32, &'static str> {
     }
 }
 
+/// Lines `first..=last` of an output, 1-based.
+type Span = (u32, u32);
+
 /// `similar to PLACES`, or `PLACE` (an L0 stub: `lines 3-9 of `ls``, `line 4 ditto`).
 fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static str> {
     if let Some(places) = head.strip_prefix(SIMILAR) {
@@ -598,17 +605,19 @@ fn parse_counted(head: &str, own: &str, recall: bool) -> Result<Stub, &'static s
         (None, Some(span)) => (span, false, true),
         (None, None) => (place, false, false),
     };
-    if ditto || last {
-        let mut from = parse_places(&format!("{place} of {THIS}"))?;
-        let from = from.pop().filter(|_| from.is_empty()).ok_or("more than one place")?;
-        let from = Place { of: Some(String::new()), ..from };
-        return Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto, last }));
-    }
-    let mut from = parse_places(place)?;
-    match (from.pop(), from.is_empty()) {
-        (Some(from), true) => Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto: false, last: false })),
-        _ => Err("more than one place"),
-    }
+    let places = if ditto || last { parse_places(&format!("{place} of {THIS}"))? } else { parse_places(place)? };
+    let (from, more) = one_output(places)?;
+    let from = if ditto || last { Place { of: Some(String::new()), ..from } } else { from };
+    Ok(Stub::Lines(LineStub { id: own.to_string(), from, recall, shift, ditto, last, more }))
+}
+
+/// The first place and the spans of the others, when all name one output
+/// (`lines 1-3,9-10 of X`, never `lines 1-3 of X, line 4 of Y`).
+fn one_output(places: Vec<Place>) -> Result<(Place, Vec<Span>), &'static str> {
+    let mut it = places.into_iter();
+    let first = it.next().ok_or("no place")?;
+    let more: Vec<Span> = it.map(|p| (p.of == first.of).then_some((p.first, p.last)).ok_or("more than one place")).collect::<Result<_, _>>()?;
+    Ok((first, more))
 }
 
 /// A place and its ` with line numbers +K` (K != 0), or the place alone.
@@ -751,8 +760,39 @@ impl LineStub {
         } else {
             Named::Of(self.from.of.as_deref())
         };
-        line_stub_len(named, (self.from.first, self.from.last), &self.id, self.recall, how, self.shift)
+        let one = line_stub_len(named, (self.from.first, self.from.last), &self.id, self.recall, how, self.shift);
+        // `line 7` becomes `lines 7,9-10`.
+        let word = usize::from(!self.more.is_empty() && self.from.first == self.from.last);
+        one + word + self.more.iter().map(|&(a, b)| more_span_len(a, b)).sum::<usize>()
     }
+
+    /// Where its lines are, as its places would be written
+    /// (``lines 1-4,7-12 of `cat a.py` ``; `ditto` and `its last output`
+    /// written out as the call).
+    pub fn places_text(&self) -> String {
+        struct Places(Vec<Place>);
+        impl fmt::Display for Places {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write_places(f, &self.0)
+            }
+        }
+        Places(self.spans().map(|(a, b)| Place::new(self.from.of.clone(), a, b)).collect()).to_string()
+    }
+
+    /// Its spans: `from`'s, then `more`.
+    pub fn spans(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        std::iter::once((self.from.first, self.from.last)).chain(self.more.iter().copied())
+    }
+}
+
+/// Bytes a further span adds to a line stub (`,9-10`; [`LineStub::more`]).
+pub fn more_span_len(first: u32, last: u32) -> usize {
+    1 + span_len(first, last)
+}
+
+/// A further span as a line stub writes it (`,9-10`; [`LineStub::more`]).
+pub fn more_span(first: u32, last: u32) -> String {
+    if first == last { format!(",{first}") } else { format!(",{first}-{last}") }
 }
 
 /// How a line stub names the output its lines are in.
@@ -873,11 +913,16 @@ impl LineStub {
     pub fn write_bytes(&self, out: &mut Vec<u8>, how: Recall<'_>) {
         let Place { ref of, first, last } = self.from;
         out.extend_from_slice(PREFIX.as_bytes());
-        out.extend_from_slice(if first == last { b"line " } else { b"lines " });
-        push_decimal(out, u64::from(first));
-        if last != first {
-            out.push(b'-');
-            push_decimal(out, u64::from(last));
+        out.extend_from_slice(if first == last && self.more.is_empty() { b"line " } else { b"lines " });
+        for (k, (a, b)) in self.spans().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            push_decimal(out, u64::from(a));
+            if b != a {
+                out.push(b'-');
+                push_decimal(out, u64::from(b));
+            }
         }
         match of.as_deref() {
             _ if self.ditto => out.extend_from_slice(DITTO.as_bytes()),
@@ -898,25 +943,10 @@ impl LineStub {
     }
 
     fn write(&self, f: &mut fmt::Formatter<'_>, how: Recall<'_>) -> fmt::Result {
-        f.write_str(PREFIX)?;
-        if self.ditto || self.last {
-            let Place { first, last, .. } = self.from;
-            let word = if first == last { "line" } else { "lines" };
-            write!(f, "{word} {first}")?;
-            if last != first {
-                write!(f, "-{last}")?;
-            }
-            f.write_str(if self.ditto { DITTO } else { " of " })?;
-            if !self.ditto {
-                f.write_str(LAST)?;
-            }
-        } else {
-            write!(f, "{}", self.from)?;
-        }
-        if self.shift != 0 {
-            write!(f, "{SHIFT}{:+}", self.shift)?;
-        }
-        write_recall(f, self.recall, &self.id, how)
+        // One writer: the bytes L0 writes (a stub line is UTF-8).
+        let mut out = Vec::new();
+        self.write_bytes(&mut out, how);
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -31,6 +31,10 @@
 //!   (`lam_core::stub::worth_replacing`: by the session's token counter, or
 //!   without one when the run holds at least twice the stub's bytes), so L0
 //!   never lengthens the text;
+//! - a run right after a stub line (nothing written between them) that
+//!   repeats lines of the same output with the same shift joins that line
+//!   as a further span (`lines 1-4,7-12 of `cat a.py``) when the line still
+//!   reads back exactly and the span is worth its bytes;
 //! - the first stub line of a record carries its `_recall §id`, later ones
 //!   do not (`docs/stubs.md`);
 //! - lines inside L1 stubs are not hashed.
@@ -51,7 +55,7 @@
 #![warn(missing_docs)]
 
 use lam_core::TokenCounter;
-use lam_core::stub::{LAST, LineStub, Named, Place, Recall, Stub, line_stub_len, worth_replacing};
+use lam_core::stub::{LAST, LineStub, Named, Place, Recall, Stub, line_stub_len, more_span, more_span_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -108,6 +112,9 @@ pub struct LineDedup {
     run_tags: Vec<u64>,
     /// The open run's line numbers, beside `run_tags`.
     run_numbers: Vec<u32>,
+    /// The spans of the record's last stub line while a run right after it
+    /// may join it ([`Writer::merge`]): each as named, and its lines.
+    merge_spans: Vec<((u32, u32), std::ops::Range<usize>)>,
     counter: Option<&'static dyn TokenCounter>,
     recall: Recall<'static>,
     /// Each distinct call name's index in `names` (its group,
@@ -552,23 +559,24 @@ impl Table {
         self.tags[a.clone()] == self.tags[b.clone()] && self.numbers[a] == self.numbers[b]
     }
 
-    /// Whether a stub naming the `n` lines at `c` as `lines first-last`
-    /// (`name`, [`Self::name`]) of its record's call reads back as those
-    /// lines: the reader takes the newest earlier output of that name whose
-    /// lines there are all text (no stub line), and that must be `c`'s or
-    /// one that reads the same (`lam_core::expand`). A newer forgotten
-    /// output of the name blocks it: what the model reads there (a
-    /// difference form's lines, a citation) is not what L0 wrote.
-    fn names_exactly(&self, c: &Cand, (first, last): (u32, u32), n: usize) -> bool {
-        let mine = c.abs as usize..c.abs as usize + n;
+    /// Whether a stub naming lines of record `record` reads back as them:
+    /// each of its spans as a stub names it (`lines first-last`,
+    /// [`Self::name`]) with the lines it stands for there. The reader takes
+    /// the newest earlier output of that record's name whose lines at every
+    /// span are all text (no stub line), and that must be `record` or one
+    /// that reads the same (`lam_core::expand`). A newer forgotten output
+    /// of the name blocks it: what the model reads there (a difference
+    /// form's lines, a citation) is not what L0 wrote.
+    fn names_exactly(&self, record: u32, spans: &[((u32, u32), std::ops::Range<usize>)]) -> bool {
         // Newest first: the group's newest record before this one, then back.
-        let mut r = self.group.get(c.at.record as usize).map_or(u32::MAX, |&g| self.group_newest[g as usize]);
-        while r != u32::MAX && r > c.at.record {
+        let mut r = self.group.get(record as usize).map_or(u32::MAX, |&g| self.group_newest[g as usize]);
+        while r != u32::MAX && r > record {
             if self.gone.contains(&r) {
                 return false;
             }
-            if let Some(there) = self.place(r, first, last) {
-                return self.same(there, mine);
+            let there: Option<Vec<_>> = spans.iter().map(|((first, last), _)| self.place(r, *first, *last)).collect();
+            if let Some(there) = there {
+                return there.into_iter().zip(spans).all(|(there, (_, mine))| self.same(there, mine.clone()));
             }
             r = self.prev_same[r as usize];
         }
@@ -614,11 +622,13 @@ impl Out<'_> {
     fn stub_line(&self) -> u32 {
         self.line + 1 + u32::from(self.mid_line())
     }
-    fn write_stub(&mut self, stub: &Stub, how: Recall<'_>) {
+    /// Write `stub` on a line of its own; returns where that line starts.
+    fn write_stub(&mut self, stub: &Stub, how: Recall<'_>) -> usize {
         if self.mid_line() {
             self.buf.push(b'\n');
             self.line += 1;
         }
+        let start = self.buf.len();
         // Written straight into the residual (no intermediate String).
         match stub {
             Stub::Lines(l) => l.write_bytes(self.buf, how),
@@ -627,6 +637,7 @@ impl Out<'_> {
         self.buf.push(b'\n');
         self.line += 1;
         self.stubs += 1;
+        start
     }
 }
 
@@ -750,6 +761,7 @@ impl LineDedup {
             map: LineMap { on: true, lines: Vec::new() },
             shortest: [None; 4],
             rerun,
+            merge: None,
         }
     }
 
@@ -802,6 +814,21 @@ pub struct Writer<'w> {
     shortest: [Option<usize>; 4],
     /// This record runs its call's last action again ([`LineDedup::rerun`]).
     rerun: bool,
+    /// The record's last stub line, while a run right after it may join it
+    /// ([`Writer::merged`]).
+    merge: Option<Merge>,
+}
+
+/// A line stub just written, which the next run joins as a further span
+/// when nothing was written after it (`lines 1-3,9-10 of ...`).
+#[derive(Debug, Clone, Copy)]
+struct Merge {
+    /// Where the stub line starts in the residual, and where it ends (past its newline).
+    start: usize,
+    end: usize,
+    /// The record its spans are in, and their shift.
+    record: u32,
+    shift: i32,
 }
 
 /// The residual line of every input line of a record, when kept
@@ -837,6 +864,7 @@ impl Writer<'_> {
     /// the record's recall when it is the record's first stub line.
     pub fn stub(&mut self, mut stub: Stub) {
         stub.set_recall(self.w.stubs == 0);
+        self.merge = None;
         self.w.write_stub(&stub, self.d.recall);
         self.d.set_above(stub.ditto_call());
         self.d.stubs.push(Ok(stub));
@@ -943,14 +971,73 @@ impl Writer<'_> {
         lam_core::newlines::Numbered::of(&line).map_or(0, |n| n.number)
     }
 
-    /// Replace a run by a stub when some place it repeats can be named
-    /// exactly ([`Table::names_exactly`]) and the stub costs fewer tokens
-    /// than the run (`worth_replacing`); otherwise keep it verbatim, its
-    /// lines now visible copies too. Either way the run's lines get their
-    /// residual lines in the line map. The bytes before the run not yet
-    /// written (`r.pending..r.start`) are written before a stub; the first
+    /// Replace a run by a stub: as a further span of the stub line just
+    /// written ([`Self::merged`]), or on a line of its own
+    /// ([`Self::stub_or_keep`]), which may also keep it verbatim. Either
+    /// way the run's lines get their residual lines in the line map, and
+    /// its blank lines after the last repeated one stay text. The first
     /// byte of `text` still unwritten is returned.
     fn flush(&mut self, r: Run, text: &[u8]) -> usize {
+        let written = if self.merged(&r, text) { r.body_end } else { self.stub_or_keep(&r, text) };
+        let d = &mut *self.d;
+        let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
+        let tail_map = run_map.get_mut(r.body_lines.min(run_map.len())..).unwrap_or_default();
+        tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
+        for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
+            d.table.set(LineLoc { record: self.record, line: n }, t, 0);
+        }
+        self.w.line += r.newlines - r.body_newlines;
+        written
+    }
+
+    /// Join the run to the record's last stub line as a further span
+    /// (`lines 1-3,9-10 of ...`) when nothing was written after that line,
+    /// some place the run repeats is in the same output with the same
+    /// shift (the first such in the order of `cands`, as [`pick`] would
+    /// take among equals), the line still reads back exactly with it
+    /// ([`Table::names_exactly`] over all its spans), and the span is worth
+    /// its bytes ([`worth_replacing`]).
+    fn merged(&mut self, r: &Run, text: &[u8]) -> bool {
+        let Some(m) = self.merge.filter(|m| m.end == self.w.buf.len() && r.pending == r.start) else { return false };
+        let d = &mut *self.d;
+        let (n, how) = (r.body_lines, d.how());
+        let body = &text[r.start..r.body_end];
+        let mut found = None;
+        for c in d.cands.iter().filter(|c| c.at.record == m.record && c.shift == m.shift) {
+            let Some(span) = d.table.name(c, n) else { continue };
+            d.merge_spans.push((span, c.abs as usize..c.abs as usize + n));
+            let reads = d.table.names_exactly(m.record, &d.merge_spans);
+            let tried = d.merge_spans.pop();
+            if reads {
+                found = tried;
+                break;
+            }
+        }
+        let Some((span, lines)) = found else { return false };
+        if !worth_replacing(how.counter, more_span_len(span.0, span.1), || more_span(span.0, span.1), 0, body) {
+            return false;
+        }
+        let Some(Stub::Lines(l)) = d.stubs.all.get_mut(d.stubs.live.wrapping_sub(1)) else { return false };
+        l.more.push(span);
+        self.w.buf.truncate(m.start);
+        l.write_bytes(self.w.buf, how.recall);
+        self.w.buf.push(b'\n');
+        self.merge = Some(Merge { end: self.w.buf.len(), ..m });
+        d.merge_spans.push((span, lines));
+        let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
+        run_map.iter_mut().take(n).for_each(|x| *x = self.w.line);
+        self.stats.lines_replaced += r.replaced;
+        self.stats.bytes_replaced += body.len() as u64;
+        true
+    }
+
+    /// Replace a run by a stub line when some place it repeats can be named
+    /// exactly ([`Table::names_exactly`]) and the stub costs fewer tokens
+    /// than the run (`worth_replacing`); otherwise keep it verbatim, its
+    /// lines now visible copies too. The bytes before the run not yet
+    /// written (`r.pending..r.start`) are written before a stub; the first
+    /// byte of `text` still unwritten is returned.
+    fn stub_or_keep(&mut self, r: &Run, text: &[u8]) -> usize {
         let d = &mut *self.d;
         let body = &text[r.start..r.body_end];
         let recall = self.w.stubs == 0;
@@ -964,22 +1051,31 @@ impl Writer<'_> {
             .get_or_insert_with(|| line_stub_len(if above.is_some() { Named::Ditto } else { Named::Of(Some("x")) }, (1, 1), self.id, recall, how.recall, 0));
         let hopeless = how.counter.is_none() && 2 * (*shortest + newlines) > body.len();
         let n = r.body_lines;
-        let named = d.cands.iter().filter(|c| d.table.name(c, n).is_some_and(|span| d.table.names_exactly(c, span, n)));
+        let named =
+            d.cands.iter().filter(|c| d.table.name(c, n).is_some_and(|span| d.table.names_exactly(c.at.record, &[(span, c.abs as usize..c.abs as usize + n)])));
         let name = |r: u32| d.names[d.calls[r as usize] as usize].as_str();
         let own = self.rerun.then(|| name(self.record));
         let at = if hopeless { None } else { pick(named.map(|c| (c.at, c.shift)), self.record, name, above, own) };
-        // The place picked, with the lines its stub names.
+        // The place picked, with the lines its stub names and where they are.
         let at = at.and_then(|(loc, shift)| {
             let c = d.cands.iter().find(|c| c.at == loc && c.shift == shift)?;
-            Some((loc, shift, d.table.name(c, n)?))
+            Some((loc, shift, d.table.name(c, n)?, c.abs as usize))
         });
         let of = at.map(|(at, ..)| (at.record != self.record).then(|| name(at.record)));
         let ditto = above.is_some() && of.flatten() == above;
         let last = own.is_some() && of.flatten() == own;
-        let fields =
-            |(_, shift, (first, end)): (LineLoc, i32, (u32, u32)), of| LineFields { id: self.id, of, first, last: end, recall, shift, ditto, own: last };
+        let fields = |(_, shift, (first, end), _): (LineLoc, i32, (u32, u32), usize), of| LineFields {
+            id: self.id,
+            of,
+            first,
+            last: end,
+            recall,
+            shift,
+            ditto,
+            own: last,
+        };
         let run_map = self.map.lines.get_mut(r.map_at..).unwrap_or_default();
-        let (body_map, tail_map) = run_map.split_at_mut(r.body_lines.min(run_map.len()));
+        let body_map = run_map.get_mut(..r.body_lines.min(run_map.len())).unwrap_or_default();
         let worth = at.zip(of).is_some_and(|(at, of)| {
             let named = if ditto {
                 Named::Ditto
@@ -991,15 +1087,18 @@ impl Writer<'_> {
             let len = line_stub_len(named, at.2, self.id, recall, how.recall, at.1);
             worth_replacing(how.counter, len, || fields(at, of).stub().with(how.recall).to_string(), newlines, body)
         });
-        let written = if let (true, Some(at), Some(of)) = (worth, at, of) {
+        if let (true, Some(at), Some(of)) = (worth, at, of) {
             self.w.buf.extend_from_slice(&text[r.pending..r.start]);
             body_map.fill(self.w.stub_line());
             let stub = d.stubs.push(Err(fields(at, of)));
-            self.w.write_stub(stub, how.recall);
+            let start = self.w.write_stub(stub, how.recall);
             match stub.ditto_call() {
                 Some(c) => c.clone_into(d.above.get_or_insert_default()),
                 None => d.above = None,
             }
+            self.merge = Some(Merge { start, end: self.w.buf.len(), record: at.0.record, shift: at.1 });
+            d.merge_spans.clear();
+            d.merge_spans.push((at.2, at.3..at.3 + n));
             self.stats.lines_replaced += r.replaced;
             self.stats.bytes_replaced += body.len() as u64;
             self.stats.stubs += 1;
@@ -1012,13 +1111,7 @@ impl Writer<'_> {
             }
             self.w.line += r.body_newlines;
             r.pending
-        };
-        tail_map.iter_mut().zip(self.w.line + 1..).for_each(|(m, n)| *m = n);
-        for (&t, n) in d.run_tags[r.body_lines..r.lines].iter().zip(self.w.line + 1..) {
-            d.table.set(LineLoc { record: self.record, line: n }, t, 0);
         }
-        self.w.line += r.newlines - r.body_newlines;
-        written
     }
 }
 
@@ -1142,7 +1235,7 @@ struct LineFields<'a> {
 impl LineFields<'_> {
     fn stub(&self) -> Stub {
         let from = Place::new(self.of.map(str::to_string), self.first, self.last);
-        Stub::Lines(LineStub { id: self.id.to_string(), from, recall: self.recall, shift: self.shift, ditto: self.ditto, last: self.own })
+        Stub::Lines(LineStub { id: self.id.to_string(), from, recall: self.recall, shift: self.shift, ditto: self.ditto, last: self.own, more: Vec::new() })
     }
 
     /// Overwrite `l` with these fields, reusing its strings.
@@ -1153,6 +1246,7 @@ impl LineFields<'_> {
             (of, was) => *was = of.map(str::to_string),
         }
         (l.from.first, l.from.last, l.recall, l.shift, l.ditto, l.last) = (self.first, self.last, self.recall, self.shift, self.ditto, self.own);
+        l.more.clear();
     }
 }
 

@@ -8,7 +8,7 @@ use crate::{LineLoc, MAX_STARTS, Segment, pick};
 use lam_core::TokenCounter;
 use lam_core::expand::place_of;
 use lam_core::newlines::Numbered;
-use lam_core::stub::{LineStub, Place, Recall, Stub, worth_replacing};
+use lam_core::stub::{LineStub, Place, Recall, Stub, more_span, more_span_len, worth_replacing};
 use std::collections::HashMap;
 
 /// A residual line as a run may repeat it.
@@ -34,6 +34,19 @@ pub struct NaiveLineDedup {
     numbered: HashMap<Vec<u8>, Vec<LineLoc>>,
     calls: Vec<String>,
     counter: Option<&'static dyn TokenCounter>,
+    /// The record's last line stub while a run right after it may join it.
+    merge: Option<Merge>,
+}
+
+/// A line stub just written: where it starts and ends in the output, the
+/// record its spans are in, their shift and their names.
+#[derive(Debug, Clone)]
+struct Merge {
+    start: usize,
+    end: usize,
+    record: u32,
+    shift: i32,
+    names: Vec<(u32, u32)>,
 }
 
 fn blank(line: &[u8]) -> bool {
@@ -126,13 +139,16 @@ impl NaiveLineDedup {
         r.out.extend_from_slice(line);
     }
 
-    fn put_stub(&mut self, r: &mut Rec<'_>, stub: &str) {
+    /// Write a stub line; returns where it starts.
+    fn put_stub(&mut self, r: &mut Rec<'_>, stub: &str) -> usize {
         if r.mid_line() {
             r.out.push(b'\n');
         }
+        let start = r.out.len();
         r.out.extend_from_slice(stub.as_bytes());
         r.out.push(b'\n');
         self.res[r.record as usize].push(Line::Stub);
+        start
     }
 
     /// The places a run starting with `key` may repeat: the newest
@@ -177,14 +193,43 @@ impl NaiveLineDedup {
         names.into_iter().flatten().find(|&f| here(f)).map(|f| (f, f + n - 1))
     }
 
-    /// Whether a stub of `record` naming the `n` lines at `c` as `name` by
-    /// its call's name reads back as them: the newest earlier record of
-    /// that name whose lines there are all text is `c`'s, or reads the same.
-    fn names_exactly(&self, c: LineLoc, name: (u32, u32), record: u32) -> bool {
-        let call = &self.calls[c.record as usize];
-        let newest =
-            (c.record + 1..record).rev().filter(|&k| self.calls[k as usize] == *call).find(|&k| self.place(k as usize, name).is_some()).unwrap_or(c.record);
-        newest == c.record || self.place(newest as usize, name) == self.place(c.record as usize, name)
+    /// Whether a stub of `record` naming lines of record `of` as `names`
+    /// (its spans) by that record's call name reads back as them: the
+    /// newest earlier record of that name whose lines at every span are all
+    /// text is `of`, or reads the same.
+    fn names_exactly(&self, of: u32, names: &[(u32, u32)], record: u32) -> bool {
+        let call = &self.calls[of as usize];
+        let reads = |k: u32| names.iter().map(|&name| self.place(k as usize, name)).collect::<Option<Vec<_>>>();
+        let newest = (of + 1..record).rev().filter(|&k| self.calls[k as usize] == *call).find(|&k| reads(k).is_some()).unwrap_or(of);
+        newest == of || reads(newest) == reads(of)
+    }
+
+    /// Join the run at `c` (`n` lines, `body`) to the stub line just
+    /// written as a further span, when nothing was written after it, a
+    /// place of the same record with the same shift reads back with the
+    /// line's other spans, and the span is worth its bytes.
+    fn merged(&mut self, r: &mut Rec<'_>, cands: &[(LineLoc, i32)], n: u32, body: &[u8], stubs: &mut [Stub]) -> bool {
+        let Some(m) = self.merge.take().filter(|m| m.end == r.out.len()) else { return false };
+        let joins = |&(c, k): &(LineLoc, i32)| {
+            let name = self.name(c, n).filter(|_| c.record == m.record && k == m.shift)?;
+            let all: Vec<(u32, u32)> = m.names.iter().copied().chain([name]).collect();
+            self.names_exactly(m.record, &all, r.record).then_some(all)
+        };
+        let Some(all) = cands.iter().find_map(joins) else {
+            self.merge = Some(m);
+            return false;
+        };
+        let (a, b) = all[all.len() - 1];
+        let Some(Stub::Lines(l)) = stubs.last_mut().filter(|_| worth_replacing(self.counter, more_span_len(a, b), || more_span(a, b), 0, body)) else {
+            self.merge = Some(m);
+            return false;
+        };
+        l.more.push((a, b));
+        r.out.truncate(m.start);
+        r.out.extend_from_slice(l.to_string().as_bytes());
+        r.out.push(b'\n');
+        self.merge = Some(Merge { end: r.out.len(), names: all, ..m });
+        true
     }
 
     /// Same contract as [`crate::LineDedup::process`]; returns the stubs written.
@@ -197,9 +242,11 @@ impl NaiveLineDedup {
         let start = out.len();
         let mut r = Rec { record, out, start };
         let mut stubs: Vec<Stub> = Vec::new();
+        self.merge = None;
         for seg in segments {
             match *seg {
                 Segment::Stub(s) => {
+                    self.merge = None;
                     let mut s = s.clone();
                     s.set_recall(stubs.is_empty());
                     self.put_stub(&mut r, &s.to_string());
@@ -243,10 +290,16 @@ impl NaiveLineDedup {
                 }
             }
             let n = (body_end - i) as u32;
+            let body: Vec<u8> = lines[i..body_end].concat();
+            if self.merged(r, &cands, n, &body, stubs) {
+                lines[body_end..j].iter().for_each(|l| self.put(r, l));
+                i = j;
+                continue;
+            }
             // The call the stub line above names: named again, it is written `ditto`.
             let above = stubs.last().and_then(Stub::ditto_call).map(str::to_string);
             let at = pick(
-                cands.iter().copied().filter(|(c, _)| self.name(*c, n).is_some_and(|name| self.names_exactly(*c, name, r.record))),
+                cands.iter().copied().filter(|(c, _)| self.name(*c, n).is_some_and(|name| self.names_exactly(c.record, &[name], r.record))),
                 r.record,
                 |k| self.calls[k as usize].as_str(),
                 above.as_deref(),
@@ -257,13 +310,18 @@ impl NaiveLineDedup {
                 let of = (at.record != r.record).then(|| self.calls[at.record as usize].clone());
                 let ditto = above.is_some() && of == above;
                 let (first, last) = self.name(at, n)?;
-                Some(LineStub { id: this_id.to_string(), from: Place::new(of, first, last), recall: stubs.is_empty(), shift, ditto, last: false })
+                let more = Vec::new();
+                Some((
+                    at.record,
+                    LineStub { id: this_id.to_string(), from: Place::new(of, first, last), recall: stubs.is_empty(), shift, ditto, last: false, more },
+                ))
             });
-            let body: Vec<u8> = lines[i..body_end].concat();
             let newlines = 1 + usize::from(r.mid_line());
-            let worth = |s: &LineStub| worth_replacing(self.counter, s.rendered_len(Recall::ARC), || s.to_string(), newlines, &body);
-            if let Some(stub) = stub.filter(worth) {
-                self.put_stub(r, &stub.to_string());
+            let worth = |(_, s): &(u32, LineStub)| worth_replacing(self.counter, s.rendered_len(Recall::ARC), || s.to_string(), newlines, &body);
+            if let Some((of, stub)) = stub.filter(worth) {
+                let start = self.put_stub(r, &stub.to_string());
+                let names = vec![(stub.from.first, stub.from.last)];
+                self.merge = Some(Merge { start, end: r.out.len(), record: of, shift: stub.shift, names });
                 stubs.push(Stub::Lines(stub));
             } else {
                 lines[i..body_end].iter().for_each(|l| self.put(r, l));

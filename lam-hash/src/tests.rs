@@ -74,6 +74,31 @@ fn repeated_file_read_becomes_one_stub() {
 }
 
 #[test]
+fn two_runs_one_after_the_other_are_one_stub_line() {
+    let line = |i: usize| format!("    total_{i} = compute_value(items[{i}], scale=SCALE)\n");
+    let file: String = (1..=12).map(line).collect();
+    // Lines 5-6 removed: two runs of one output, written as one stub line.
+    let cut: String = (1..=12).filter(|i| !(5..=6).contains(i)).map(line).collect();
+    let (_, outs) = run(&[file.as_bytes(), cut.as_bytes()]);
+    assert_eq!(outs[1], "[lam: lines 1-4,7-12 of `cat file0.py`; _recall §00000001]\n".as_bytes());
+    // The same with a line in between: two stub lines, the second `ditto`.
+    let edited: String = (1..=12)
+        .map(|i| {
+            if i == 5 {
+                "    total_5 = 0\n".to_string()
+            } else if i == 6 {
+                String::new()
+            } else {
+                line(i)
+            }
+        })
+        .collect();
+    let (_, outs) = run(&[file.as_bytes(), edited.as_bytes()]);
+    let want = "[lam: lines 1-4 of `cat file0.py`; _recall §00000001]\n    total_5 = 0\n[lam: lines 7-12 ditto]\n";
+    assert_eq!(String::from_utf8_lossy(&outs[1]), want);
+}
+
+#[test]
 fn short_runs_are_kept_verbatim() {
     let (_, outs) = run(&[b"ok\n", b"ok\n"]);
     assert_eq!(outs[1], b"ok\n", "a stub longer than the run is never emitted");
@@ -336,12 +361,15 @@ proptest! {
             for (k, (line, at)) in input.iter().zip(&map).enumerate() {
                 let Some(Stub::Lines(l)) = Stub::parse_bytes(res[*at as usize - 1]) else { continue };
                 let j = k - map.iter().position(|m| m == at).expect("mapped");
-                prop_assert!(j as u32 <= l.from.last - l.from.first, "record {} line {}: past the place", i, k + 1);
+                let len: u32 = l.spans().map(|(a, b)| b - a + 1).sum();
+                prop_assert!((j as u32) < len, "record {} line {}: past the place", i, k + 1);
                 // Every record's call is `ls` here: some earlier output (or this one) has it
-                // there, a blank line where the run has one.
+                // there (its spans one after the other), a blank line where the run has one.
                 let same = |x: &[u8]| lam_core::newlines::renumber(x, i64::from(l.shift)).as_deref() == Some(*line);
-                let (first, last) = (l.from.first as usize, l.from.last as usize);
-                let has = |ls: Vec<&[u8]>| named(&ls, first, last).is_some_and(|named| named.get(j).is_some_and(|x| same(x)));
+                let has = |ls: Vec<&[u8]>| {
+                    let all: Option<Vec<Vec<&[u8]>>> = l.spans().map(|(a, b)| named(&ls, a as usize, b as usize)).collect();
+                    all.is_some_and(|v| v.concat().get(j).is_some_and(|x| same(x)))
+                };
                 let found = match &l.from.of {
                     None => has(res[..*at as usize - 1].to_vec()),
                     Some(_) => (0..i).any(|r| has(lines(&outs[r]))),

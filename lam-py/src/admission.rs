@@ -101,9 +101,9 @@ pub fn stub_dict<'py>(py: Python<'py>, s: &Stub, distance: Option<f32>, how: lam
         }
         Stub::Lines(l) => {
             d.set_item("kind", "lines")?;
-            d.set_item("representative", l.from.to_string())?;
+            d.set_item("representative", l.places_text())?;
             d.set_item("distance", py.None())?;
-            d.set_item("lines", l.from.last - l.from.first + 1)?;
+            d.set_item("lines", l.spans().map(|(a, b)| b - a + 1).sum::<u32>())?;
         }
         Stub::Repeat(r) => {
             d.set_item("kind", "repeat")?;

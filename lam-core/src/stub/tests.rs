@@ -21,7 +21,7 @@ fn formats_as_documented() {
     assert_eq!(run.to_string(), "[lam: similar to lines 3-11 of this output, line 4 of `pytest -q`]");
     let grouped = similar(vec![at("ls", 3, 9), at("ls", 12, 12), Place::new(Some(String::new()), 2, 2)], false);
     assert_eq!(grouped.to_string(), "[lam: similar to lines 3-9,12 of `ls`, line 2 of an earlier output]");
-    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0, ditto: false, last: false };
+    let l = LineStub { id: "e5f6".into(), from: at("cat src/app.py", 40, 52), recall: false, shift: 0, ditto: false, last: false, more: Vec::new() };
     assert_eq!(l.to_string(), "[lam: lines 40-52 of `cat src/app.py`]");
     assert_eq!(l.rendered_len(Recall::ARC), l.to_string().len());
     let l1 = LineStub { from: here(7, 7), recall: true, ..l.clone() };
@@ -39,7 +39,16 @@ fn formats_as_documented() {
     assert_eq!(again.rendered_len(Recall::ARC), again.to_string().len());
     let one = LineStub { from: at("ls", 9, 9), shift: 0, ..again };
     assert_eq!(one.to_string(), "[lam: line 9 ditto]");
-    assert_eq!(Stub::Lines(one).calls(), vec!["ls"], "a ditto names the call it stands for");
+    assert_eq!(Stub::Lines(one.clone()).calls(), vec!["ls"], "a ditto names the call it stands for");
+    // Two runs one right after the other, of one output: one line.
+    let two = LineStub { more: vec![(11, 14)], ..one };
+    assert_eq!(two.to_string(), "[lam: lines 9,11-14 ditto]");
+    assert_eq!(two.rendered_len(Recall::ARC), two.to_string().len());
+    let three = LineStub { from: at("ls", 3, 4), ditto: false, recall: true, more: vec![(9, 9), (20, 22)], ..two };
+    assert_eq!(three.to_string(), "[lam: lines 3-4,9,20-22 of `ls`; _recall §e5f6]");
+    assert_eq!(three.rendered_len(Recall::ARC), three.to_string().len());
+    assert_eq!(Stub::parse(&three.to_string()).unwrap(), Stub::Lines(LineStub { id: "e5f6".into(), ..three.clone() }));
+    assert!(Stub::parse("[lam: lines 3-4 of `ls`, line 9 of `cat a`]").is_err(), "one output per line stub");
 }
 
 #[test]
@@ -93,7 +102,7 @@ fn ditto_names_the_call_of_the_stub_line_above() {
 
 #[test]
 fn the_recall_handle_fits_the_surface() {
-    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0, ditto: false, last: false });
+    let st = Stub::Lines(LineStub { id: "e5f6".into(), from: at("ls", 40, 40), recall: true, shift: 0, ditto: false, last: false, more: Vec::new() });
     let tool = Recall::parse("mcp__lam__recall").unwrap();
     assert_eq!(st.with(tool).to_string(), "[lam: line 40 of `ls`; mcp__lam__recall §e5f6]");
     assert_eq!(st.with(Recall::parse("lam recall").unwrap()).to_string(), "[lam: line 40 of `ls`; lam recall §e5f6]");
@@ -161,13 +170,11 @@ fn refuses_what_is_not_a_stub() {
         "[lam: line 4 of `ls`; _recall §E5F6]",
         "[lam: line 4294967296 of `ls`]",
         "[lam: lines 4-5 of `ls`, line 7 of this output]",
-        "[lam: lines 4-5,7 of `ls`]",
         "[lam: 12 lines repeated from lines 40-52 of `ls`]",
         "[lam: same as lines 40-52 of `ls`]",
         "[lam: lines 40-52 of `ls` ditto]",
         "[lam: lines 40-52 of this output ditto]",
         "[lam: line 4-5 ditto]",
-        "[lam: lines 4-5,7 ditto]",
         "[lam: ditto]",
         "[lam: chunks 3-6 ~ §a1b2c3d4#1-2,2 §c0ffee00#4; _recall §e5f6a7b8]",
         "[lam: 12 lines from §a1b2c3d4:40; _recall §e5f6a7b8]",
@@ -184,7 +191,10 @@ fn a_residual_gives_every_stub_its_own_id() {
     let stubs = parse_residual(res.as_bytes()).unwrap();
     assert_eq!(stubs.len(), 3);
     assert!(stubs.iter().all(|s| s.id() == "e5f6a7b8"));
-    assert_eq!(stubs[1], Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0, ditto: false, last: false }));
+    assert_eq!(
+        stubs[1],
+        Stub::Lines(LineStub { id: "e5f6a7b8".into(), from: here(1, 4), recall: false, shift: 0, ditto: false, last: false, more: Vec::new() })
+    );
     let two = "[lam: line 1 of this output; _recall §e5f6a7b8]\n[lam: line 1 of this output; _recall §a1b2c3d4]\n";
     assert!(parse_residual(two.as_bytes()).is_err());
     assert_eq!(parse_residual(b"no stubs\n").unwrap(), vec![]);
@@ -206,7 +216,7 @@ fn arb_stub() -> impl Strategy<Value = Stub> {
     let lines = (arb_id(), place(), any::<bool>(), shift, any::<bool>(), any::<bool>()).prop_map(|(id, from, recall, shift, ditto, last)| {
         // Only a named call can be named again by `ditto`, or be the own call.
         let named = from.of.as_deref().is_some_and(|c| !c.is_empty());
-        Stub::Lines(LineStub { id, from, recall, shift, ditto: ditto && named, last: last && named })
+        Stub::Lines(LineStub { id, from, recall, shift, ditto: ditto && named, last: last && named, more: Vec::new() })
     });
     let repeat = (arb_id(), prop_oneof![Just(String::new()), "[ -_a-~]{0,30}".prop_map(|s| crate::action::referent(&s))], any::<bool>(), any::<bool>())
         .prop_map(|(id, of, recall, last)| {
@@ -226,7 +236,7 @@ proptest! {
             parsed.set_own_id(stub.id());
         }
         if let Stub::Lines(LineStub { ditto: true, from, last, .. }) = &stub {
-            let above = Stub::Lines(LineStub { id: String::new(), from: from.clone(), recall: false, shift: 0, ditto: false, last: *last });
+            let above = Stub::Lines(LineStub { id: String::new(), from: from.clone(), recall: false, shift: 0, ditto: false, last: *last, more: Vec::new() });
             prop_assert!(parsed.follow(Some(&above)));
         }
         if let Some(call) = stub.calls().first() {
