@@ -574,9 +574,15 @@ impl Table {
             if self.gone.contains(&r) {
                 return false;
             }
-            let there: Option<Vec<_>> = spans.iter().map(|((first, last), _)| self.place(r, *first, *last)).collect();
-            if let Some(there) = there {
-                return there.into_iter().zip(spans).all(|(there, (_, mine))| self.same(there, mine.clone()));
+            // Readable at every span: the reader takes this one.
+            let mut same = true;
+            let readable = spans.iter().all(|((first, last), mine)| {
+                let there = self.place(r, *first, *last);
+                same &= there.clone().is_some_and(|t| self.same(t, mine.clone()));
+                there.is_some()
+            });
+            if readable {
+                return same;
             }
             r = self.prev_same[r as usize];
         }
