@@ -118,7 +118,7 @@ fn a_corpus_trajectory_saves_on_the_bill_in_both_shapes() {
 fn bad_pricing_is_a_usage_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_lam")).args(["replay", "--pricing", "cheap", "x.jsonl"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("expected anthropic, openai or read=R,write=W"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected anthropic, openai, gemini or read=R,write=W"));
 }
 
 /// A Claude Code transcript whose second tool result comes 10 minutes after
