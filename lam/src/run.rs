@@ -444,6 +444,12 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tok
             match pid.load(Ordering::SeqCst) {
                 0 => cut.notify_one(),
                 _ if sig == "INT" && !signalled.take_sent_int() => {}
+                // SIGTERM to the agent and every process below it: Gemini CLI's
+                // `node` launcher does not pass it on to the CLI it runs.
+                child if sig == "TERM" => {
+                    let pids: Vec<String> = with_descendants(child).iter().map(u32::to_string).collect();
+                    let _ = Command::new("kill").args(["-s", sig]).args(&pids).status();
+                }
                 child => {
                     let _ = Command::new("kill").args(["-s", sig, &child.to_string()]).status();
                 }
@@ -451,6 +457,25 @@ fn guard_signals(rt: &tokio::runtime::Runtime, pid: Arc<AtomicU32>, cut: Arc<tok
         }
     });
     Ok(())
+}
+
+/// `pid` and every process below it (its children, theirs, ...), from
+/// `/proc`; `pid` alone where `/proc` cannot be read.
+fn with_descendants(pid: u32) -> Vec<u32> {
+    // (process, parent): `/proc/P/stat` is `P (COMM) STATE PPID ...`.
+    let parent = |e: std::fs::DirEntry| -> Option<(u32, u32)> {
+        let p = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        Some((p, stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?))
+    };
+    let all: Vec<(u32, u32)> = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(parent).collect()).unwrap_or_default();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = out.get(i) {
+        out.extend(all.iter().filter(|&&(c, pp)| pp == p && !out.contains(&c)).map(|&(c, _)| c).collect::<Vec<_>>());
+        i += 1;
+    }
+    out
 }
 
 /// The agent's command line and environment, and the files written for it
@@ -461,6 +486,8 @@ struct Launch {
     cmd: Vec<OsString>,
     env: Vec<(String, String)>,
     files: Vec<PathBuf>,
+    /// The lock on the agent's home path while this run uses it ([`private_home`]).
+    _home_lock: Option<std::fs::File>,
 }
 
 /// `lam mcp`'s arguments for this run: the store (in a 0600 file added to
@@ -504,7 +531,7 @@ impl Launch {
                 store.shown
             );
             let cmd = std::iter::once(program.to_os_string()).chain(args.iter().cloned()).collect();
-            return Ok(Self { cmd, env: vars, files });
+            return Ok(Self { cmd, env: vars, files, _home_lock: None });
         };
         let env = |k: &str| std::env::var(k).ok();
         // The status line shows only in the interactive display: none in the batch form.
@@ -522,8 +549,10 @@ impl Launch {
             files.push(path);
         }
         let mut env = launch.env.clone();
+        let mut home_lock = None;
         if let Some(home) = &launch.home {
-            let dir = private_home(home)?;
+            let (dir, lock) = private_home(home)?;
+            home_lock = lock;
             env.push((home.var.to_string(), dir.to_string_lossy().into_owned()));
             env.extend(home.vars.iter().map(|(var, rel)| (var.to_string(), dir.join(rel).to_string_lossy().into_owned())));
             files.push(dir);
@@ -536,7 +565,7 @@ impl Launch {
         let before = launch.before.iter().map(arg);
         let after = launch.after.iter().map(arg);
         let cmd = std::iter::once(program.to_os_string()).chain(before).chain(args.iter().cloned()).chain(after).collect();
-        Ok(Self { cmd, env, files })
+        Ok(Self { cmd, env, files, _home_lock: home_lock })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -622,13 +651,66 @@ fn remove(path: &Path) {
     };
 }
 
-/// The agent's home for the run ([`agents::Home`]): a new directory
-/// `lam-run-PID-home` of the temporary directory that only this user can
-/// enter (0700), its files written (0600) and its links made, the
-/// directories they lead to made first where missing (a link whose target
-/// is still missing is left out).
-fn private_home(home: &agents::Home) -> Result<PathBuf> {
-    make_home(std::env::temp_dir().join(format!("lam-run-{}-home", std::process::id())), home)
+/// The agent's home for the run ([`agents::Home`]): a new directory of the
+/// temporary directory that only this user can enter (0700), its files
+/// written (0600) and its links made, the directories they lead to made
+/// first where missing (a link whose target is still missing is left out).
+///
+/// Its path is the same run after run, `lam-run-home-UID-VAR`, while this
+/// run holds that path's lock (`flock` on `...lock`, let go however the
+/// run ends): Gemini CLI tells the model its temporary folder, which lies
+/// in this home, so a path that changed would make a resumed conversation
+/// begin with other bytes (a new proxy session, the prompt cache missed
+/// from the first item). When another run holds it, or it is not this
+/// user's, `lam-run-PID-home`.
+/// Returns the path and, for the stable one, its lock (held while the
+/// file stays open).
+fn private_home(home: &agents::Home) -> Result<(PathBuf, Option<std::fs::File>)> {
+    let tmp = std::env::temp_dir();
+    // Never into a path someone else made (a link, another user's folder).
+    let free = |(d, _): &(PathBuf, std::fs::File)| std::fs::symlink_metadata(d).is_err() || owned_by_me(d);
+    if let Some((stable, lock)) = stable_home(&tmp, home.var).filter(free) {
+        let dir = make_home(stable, home)?;
+        if owned_by_me(&dir) {
+            return Ok((dir, Some(lock)));
+        }
+    }
+    Ok((make_home(tmp.join(format!("lam-run-{}-home", std::process::id())), home)?, None))
+}
+
+/// `lam-run-home-UID-VAR` in `tmp` and its lock, when this run takes it.
+#[cfg(unix)]
+fn stable_home(tmp: &Path, var: &str) -> Option<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = tmp.join(format!("lam-run-home-{uid}-{}", var.to_ascii_lowercase()));
+    let lock = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.with_extension("lock")).ok()?;
+    if lock.metadata().ok()?.uid() != uid {
+        return None;
+    }
+    // SAFETY: the descriptor is open for the call; LOCK_NB never blocks.
+    let taken = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    taken.then_some((dir, lock))
+}
+
+#[cfg(not(unix))]
+fn stable_home(_: &Path, _: &str) -> Option<(PathBuf, std::fs::File)> {
+    None
+}
+
+/// Whether `dir` is a directory of this user's, not a link.
+fn owned_by_me(dir: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o777 == 0o700)
+    }
+    #[cfg(not(unix))]
+    dir.is_dir()
 }
 
 /// [`private_home`] at `dir` (replaced when it is there).
@@ -841,6 +923,33 @@ mod tests {
             Ok(rd) => rd.flatten().filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink())).flat_map(|e| texts_in(&e.path())).collect(),
             Err(_) => vec![std::fs::read_to_string(path).unwrap()],
         }
+    }
+
+    /// The agent's home has one path run after run while a run holds its
+    /// lock; a second run at the same time gets a path of its own.
+    #[cfg(unix)]
+    #[test]
+    fn an_agent_s_home_keeps_its_path_while_its_lock_is_held() {
+        let home = agents::Home { var: "LAM_TEST_X_HOME", files: vec![(".x/a".into(), "1".into())], make: Vec::new(), links: Vec::new(), vars: Vec::new() };
+        let (first, lock) = private_home(&home).unwrap();
+        assert!(lock.is_some());
+        assert!(first.file_name().unwrap().to_str().unwrap().starts_with("lam-run-home-"), "{}", first.display());
+        assert!(owned_by_me(&first));
+        // The lock is this process's now: another home in it gets its own path.
+        let (second, none) = private_home(&home).unwrap();
+        assert!(none.is_none());
+        assert_eq!(second.file_name().unwrap().to_str().unwrap(), format!("lam-run-{}-home", std::process::id()));
+        remove(&first);
+        remove(&second);
+        drop(lock);
+        let (again, lock) = private_home(&home).unwrap();
+        assert_eq!((again.clone(), lock.is_some()), (first, true), "the same path once the lock is let go");
+        remove(&again);
+        // The descendants of a process: itself at least, and a child it has.
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(with_descendants(std::process::id()).contains(&child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// An agent's home for the run: made private with its files and links
