@@ -12,7 +12,8 @@
 # target/agents-report.json. SKIPPED (per agent) when npm is unreachable.
 # Then the agents driven interactively in a
 # pseudo-terminal (lam/tests/agents/pty_test.py: turns, Esc, exit keys,
-# hang-up, kill, resume; about a minute per agent; LAM_PTY_TEST=0 skips it).
+# hang-up, kill, resume; all four agents, about a minute each for Claude Code
+# and Codex, two for Gemini CLI and opencode; LAM_PTY_TEST=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-agents.sh

@@ -33,8 +33,9 @@ offers no tools (a title or a quota probe) gets a plain `DONE.`.
 Interactive runs (`Upstream(turns=True)`, lam/tests/agents/pty_test.py): each
 typed message carries a marker `LAMTURN-k`, and the step answered is the
 number of tool results plus k - 1, so a script can end a turn and go on in
-the next: `("end", None)` answers the final text `DONE.`. Steps that make
-the faults an interactive user meets (any script may hold them; none of
+the next: `("end", None)` answers the final text `DONE.` (on all three
+APIs; a Gemini call then carries a `thoughtSignature`, as a Gemini 3
+model's does). Steps that make the faults an interactive user meets (any script may hold them; none of
 the scripts above does, so the default behaviour is unchanged):
 
 - `("slow", seconds)`: a final text streamed a few words at a time over
@@ -468,17 +469,39 @@ FAULTS = ("end", "slow", "drop", "fail")
 SLOW_TEXT = "This answer streams slowly, a few words at a time, so that it can be interrupted. "
 
 
+def slow_pieces(api, n):
+    """The pieces of a slow answer: SLOW_TEXT again and again; for Gemini
+    CLI, whose loop detection stops an answer that repeats a 50-character
+    stretch (and asks the user about it), SLOW_TEXT once and then pieces
+    that differ in every stretch."""
+    if api != "gemini":
+        return [SLOW_TEXT] * n
+    return [SLOW_TEXT] + ["Then part %d, counted %d, and %d more. " % (i, i * 7919 % 10007, i * 104729 % 9973) for i in range(1, n)]
+
+
 def turn_index(api, body, body_text):
     """(step index, turn) of a request in turns mode: the tool results it
     holds plus the turns before the last marker `LAMTURN-k` typed."""
     turns = [int(k) for k in TURN.findall(body_text)]
     k = max(turns) if turns else 1
-    results = anthropic_results(body) if api == "messages" else responses_results(body)
-    return results + k - 1, k
+    return api_results(api, body) + k - 1, k
+
+
+def api_results(api, body):
+    """The tool results a request's conversation holds."""
+    return {"messages": anthropic_results, "responses": responses_results, "gemini": gemini_results}[api](body)
 
 
 def text_events(api, model, seq, pieces, usage=10):
     """A final text answer streamed as one event per piece (SSE), in order."""
+    if api == "gemini":
+        out = []
+        for i, p in enumerate(pieces):
+            r = gemini_response(None, seq, usage, p)
+            if i < len(pieces) - 1:
+                del r["candidates"][0]["finishReason"], r["usageMetadata"]
+            out.append(b"data: " + json.dumps(r).encode() + b"\r\n\r\n")
+        return out
     if api == "messages":
         msg = {"id": "msg_scripted_%d" % seq, "type": "message", "role": "assistant", "content": [], "model": model,
                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": usage, "output_tokens": 1}}
@@ -638,19 +661,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if entry is not None:
             entry["usage"], entry["compaction"], entry["masked"] = usage, kind == "compaction", gemini_masked(body)
         tools = gemini_tools(body)
+        if tools and kind is None and (self.server.turns or any(r in FAULTS for r, _ in self.server.script)):
+            return self.interactive("gemini", body, text, body.get("model", "scripted"), seq, entry, method)
         call = gemini_step(body, text, self.server.workdir, self.server.script) if tools and kind is None else None
         say = GEMINI_SUMMARY if kind == "compaction" else "DONE." if tools else GEMINI_UTILITY
         if method == "generateContent":
             return self.send(200, "application/json", json.dumps(gemini_response(call, seq, usage, say)).encode())
         return self.send(200, "text/event-stream", gemini_sse(call, seq, usage, say))
 
-    def interactive(self, api, body, text, model, seq, entry):
-        """Answer a conversation's request in turns mode, or at a fault step."""
+    def interactive(self, api, body, text, model, seq, entry, method=None):
+        """Answer a conversation's request in turns mode, or at a fault step
+        (`method`: the Gemini API's, `streamGenerateContent` or
+        `generateContent`)."""
         script, wd = self.server.script, self.server.workdir
         if self.server.turns:
             idx, k = turn_index(api, body, text)
         else:
-            idx = anthropic_results(body) if api == "messages" else responses_results(body)
+            idx = api_results(api, body)
             k = 1
         step = script[idx] if 0 <= idx < len(script) else None
         role = step[0] if step else None
@@ -665,6 +692,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     entry["dropped" if role == "drop" else "failed"] = True
                 if role == "fail":
                     err = {"type": "error", "error": {"type": "api_error", "message": "scripted upstream: a failure, once"}} if api == "messages" \
+                        else {"error": {"code": 500, "message": "scripted upstream: a failure, once", "status": "INTERNAL"}} if api == "gemini" \
                         else {"error": {"type": "server_error", "message": "scripted upstream: a failure, once", "code": "server_error"}}
                     return self.send(500, "application/json", json.dumps(err).encode())
                 return self.stream(text_events(api, model, seq, ["This answer ", "is cut ", "by a dropped ", "connection ", "here."]), 0.2, entry, drop_after=3)
@@ -674,13 +702,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 entry["role"] = role or "end"
         if role == "slow":
             n = max(1, int(step[1] / 0.25))
-            return self.stream(text_events(api, model, seq, [SLOW_TEXT] * n), 0.25, entry)
+            return self.stream(text_events(api, model, seq, slow_pieces(api, n)), 0.25, entry)
         if role in (None, "end"):
             block = None
+        elif api == "gemini":
+            block = gemini_step(body, text, wd, [step] * (gemini_results(body) + 1))
         elif api == "messages":
             block = anthropic_step(body, text, wd, [step] * (anthropic_results(body) + 1))
         else:
             block = responses_step(body, text, wd, [step] * (responses_results(body) + 1))
+        if api == "gemini":
+            if block is None:
+                r = gemini_response(None, seq)
+                chunks = gemini_sse(None, seq)
+            else:
+                # A call carries a thought signature, as a Gemini 3 model's
+                # does: without one Gemini CLI signs the calls of the turn
+                # in progress itself (`skip_thought_signature_validator`)
+                # and drops that at the next typed message, an earlier item
+                # changed that a real model's answers never make it change.
+                r = gemini_response(block, seq)
+                r["candidates"][0]["content"]["parts"][0]["thoughtSignature"] = "c2NyaXB0ZWQgc2lnbmF0dXJl"
+                chunks = b"data: " + json.dumps(r).encode() + b"\r\n\r\n"
+            if method == "generateContent":
+                return self.send(200, "application/json", json.dumps(r).encode())
+            return self.send(200, "text/event-stream", chunks)
         if api == "messages":
             if not body.get("stream"):
                 return self.send(200, "application/json", json.dumps(anthropic_json(block, model, seq)).encode())
