@@ -322,6 +322,10 @@ def environment(root, agent, bins, work):
     env = rat.agent_env(root)
     env["TERM"] = "xterm-256color"
     env.pop("NO_COLOR", None)
+    # A person's terminal, not CI: Gemini CLI runs headless (and waits for
+    # stdin) where `CI`, `CONTINUOUS_INTEGRATION` or a `CI_*` variable is set.
+    for k in [k for k in env if k in ("CI", "CONTINUOUS_INTEGRATION") or k.startswith("CI_")]:
+        del env[k]
     if agent == "claude":
         env["CLAUDE_CONFIG_DIR"] = str(claude_config(root, work))
     elif agent == "gemini":
