@@ -38,3 +38,5 @@ bash scripts/test-deploy.sh
 bash scripts/test-agents.sh
 # lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency
 bash scripts/test-mcp.sh
+# Two local users (made and removed here; as root with CI=true or LAM_TEST_SYSTEM=1): another user's planted files never reach `lam run`'s agent (the real Gemini CLI), token or start
+bash scripts/test-shared-host.sh

@@ -1,6 +1,7 @@
 //! `lam recall`: the exact bytes of an archived observation, or one part;
 //! `--list`: what a session (or the store) holds.
 
+use crate::printable::{escaped, first_line};
 use anyhow::{Context, Result, bail};
 use arc_store::{Access, StoreError};
 use arc_view::cut_parts;
@@ -135,23 +136,6 @@ fn list(store: &dyn ObsStore, session: Option<&SessionId>) -> Result<()> {
     Ok(())
 }
 
-/// A name printable on one line: control characters (newlines, tabs, escapes) escaped as Rust does.
-fn escaped(name: &str) -> String {
-    name.chars().flat_map(|c| if c.is_control() || c == '\\' { c.escape_debug().collect::<Vec<_>>() } else { vec![c] }).collect()
-}
-
-/// The first line of a preview, printable on one line (invalid UTF-8 and control characters escaped).
-fn first_line(head: &[u8]) -> String {
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    line.utf8_chunks()
-        .flat_map(|c| {
-            let valid = c.valid().chars().flat_map(|ch| if ch.is_control() { ch.escape_default().collect::<Vec<_>>() } else { vec![ch] });
-            let bad = c.invalid().iter().flat_map(|b| format!("\\x{b:02x}").chars().collect::<Vec<_>>());
-            valid.chain(bad).collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,18 +150,5 @@ mod tests {
         assert!(part("4").unwrap().resolve(3).is_err());
         assert!(part("2/4").unwrap().resolve(3).is_err());
         assert!(part("2/3").unwrap().resolve(19_849).is_err());
-    }
-
-    #[test]
-    fn first_lines_are_one_printable_line() {
-        assert_eq!(first_line(b"abc\ndef"), "abc");
-        assert_eq!(first_line(b"a\tb\xffc\r"), "a\\tb\\xffc\\r");
-        assert_eq!(first_line(b""), "");
-    }
-
-    #[test]
-    fn names_are_escaped() {
-        assert_eq!(escaped("run\n1\t\x1b[31m"), "run\\n1\\t\\u{1b}[31m");
-        assert_eq!(escaped("plain-é"), "plain-é");
     }
 }

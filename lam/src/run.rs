@@ -14,6 +14,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::runfiles::{self, RunDir};
 use crate::signals::Signalled;
 
 #[derive(clap::Args)]
@@ -91,7 +92,6 @@ pub fn run(a: RunArgs) -> Result<()> {
     let store = Store::resolve(a.store.as_deref())?;
     let proxy = Proxy::open(config(&a, agent, &upstream, store.spec.clone())?).context("lam run: starting the proxy")?;
     let pid = Arc::new(AtomicU32::new(0));
-    remove_stale_files();
     let signalled = Arc::new(Signalled::default());
     let server = Server::start(proxy.clone(), pid.clone(), signalled.clone())?;
     say!("lam run: proxy http://{} -> {} ({from})", server.addr, lam_core::redact::url(&upstream));
@@ -479,25 +479,28 @@ fn with_descendants(pid: u32) -> Vec<u32> {
 }
 
 /// The agent's command line and environment, and the files written for it
-/// (the MCP config, the store spec holding a password, the agent's home
-/// for the run), removed at the end.
+/// (the proxy's address for `lam top`, the MCP config, the store spec
+/// holding a password, the agent's home for the run), all in the run's
+/// private directory ([`RunDir`]), removed at the end.
 #[derive(Debug)]
 struct Launch {
     cmd: Vec<OsString>,
     env: Vec<(String, String)>,
+    /// The files and the agent's home written for the run.
     files: Vec<PathBuf>,
-    /// The lock on the agent's home path while this run uses it ([`private_home`]).
+    dir: RunDir,
+    /// The lock on the agent's home path while this run uses it ([`RunDir::home`]).
     _home_lock: Option<std::fs::File>,
 }
 
 /// `lam mcp`'s arguments for this run: the store (in a 0600 file added to
 /// `files` when its spec holds a password) and the run it answers for.
-fn mcp_args(store: &Store, run: Option<&str>, files: &mut Vec<PathBuf>) -> Result<Vec<String>> {
+fn mcp_args(store: &Store, run: Option<&str>, dir: &RunDir, files: &mut Vec<PathBuf>) -> Result<Vec<String>> {
     let mut mcp = vec!["mcp".to_string()];
     if lam_core::redact::url(&store.arg) == store.arg {
         mcp.extend(["--store".to_string(), store.arg.clone()]);
     } else {
-        let f = private_file("store", &store.arg)?;
+        let f = dir.file("store", &store.arg)?;
         mcp.extend(["--store-file".to_string(), f.to_string_lossy().into_owned()]);
         files.push(f);
     }
@@ -515,11 +518,12 @@ impl Launch {
     fn new(agent: Option<Agent>, program: &OsStr, args: &[OsString], addr: SocketAddr, store: &Store, held: Option<u64>, run: Option<&str>) -> Result<Self> {
         let exe = std::env::current_exe().context("lam run: the path of this lam")?;
         let exe = exe.to_string_lossy().into_owned();
+        let dir = RunDir::create(&mut |note| say!("lam run: {note}"))?;
         let mut files = Vec::new();
-        let mcp = mcp_args(store, run, &mut files)?;
+        let mcp = mcp_args(store, run, &dir, &mut files)?;
         let origin = format!("http://{addr}");
-        // `lam top` finds this run's proxy here (`lam-run-PID-proxy`).
-        files.push(private_file("proxy", &origin)?);
+        // `lam top` finds this run's proxy here.
+        files.push(dir.file("proxy", &origin)?);
         let Some(agent) = agent else {
             let known: Vec<&str> = Agent::ALL.iter().map(|a| a.program()).collect();
             let vars: Vec<(String, String)> = Agent::ALL.iter().filter_map(|a| Some((a.base_url_env()?.to_string(), a.base_url(&origin)))).collect();
@@ -531,7 +535,7 @@ impl Launch {
                 store.shown
             );
             let cmd = std::iter::once(program.to_os_string()).chain(args.iter().cloned()).collect();
-            return Ok(Self { cmd, env: vars, files, _home_lock: None });
+            return Ok(Self { cmd, env: vars, files, dir, _home_lock: None });
         };
         let env = |k: &str| std::env::var(k).ok();
         // The status line shows only in the interactive display: none in the batch form.
@@ -544,18 +548,18 @@ impl Launch {
         }
         let mut paths = std::collections::HashMap::new();
         for (name, text) in &launch.files {
-            let path = private_file(name, text)?;
+            let path = dir.file(name, text)?;
             paths.insert(*name, path.clone());
             files.push(path);
         }
         let mut env = launch.env.clone();
         let mut home_lock = None;
         if let Some(home) = &launch.home {
-            let (dir, lock) = private_home(home)?;
+            let (path, lock) = dir.home(home)?;
             home_lock = lock;
-            env.push((home.var.to_string(), dir.to_string_lossy().into_owned()));
-            env.extend(home.vars.iter().map(|(var, rel)| (var.to_string(), dir.join(rel).to_string_lossy().into_owned())));
-            files.push(dir);
+            env.push((home.var.to_string(), path.to_string_lossy().into_owned()));
+            env.extend(home.vars.iter().map(|(var, rel)| (var.to_string(), path.join(rel).to_string_lossy().into_owned())));
+            files.push(path);
         }
         let arg = |a: &agents::Arg| match a {
             agents::Arg::Text(t) => t.clone(),
@@ -565,7 +569,7 @@ impl Launch {
         let before = launch.before.iter().map(arg);
         let after = launch.after.iter().map(arg);
         let cmd = std::iter::once(program.to_os_string()).chain(before).chain(args.iter().cloned()).chain(after).collect();
-        Ok(Self { cmd, env, files, _home_lock: home_lock })
+        Ok(Self { cmd, env, files, dir, _home_lock: home_lock })
     }
 
     /// Run the agent with this terminal, and wait for it. With `first`
@@ -588,8 +592,9 @@ impl Launch {
 
     fn clean(&self) {
         for f in &self.files {
-            remove(f);
+            runfiles::remove(f);
         }
+        self.dir.remove();
     }
 }
 
@@ -624,139 +629,6 @@ fn watch(child: &mut Child, program: &str, limit: std::time::Duration, seen: &dy
 
 /// How long a stopped agent may take to exit before SIGKILL.
 const KILL_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Files `lam run` left in the temporary directory when it could not clean
-/// up (SIGKILL, out of memory): `lam-run-PID-*` of processes that are gone.
-fn remove_stale_files() {
-    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else { return };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("lam-run-")).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        let gone = !Path::new("/proc").join(pid.to_string()).exists() && Path::new("/proc/self").exists();
-        let mine = e.file_type().is_ok_and(|t| t.is_file() || t.is_dir());
-        if gone && mine {
-            remove(&e.path());
-        }
-    }
-}
-
-/// Remove a file, or a directory with what is in it (its links, never
-/// what they point at).
-fn remove(path: &Path) {
-    let _ = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        _ => std::fs::remove_file(path),
-    };
-}
-
-/// The agent's home for the run ([`agents::Home`]): a new directory of the
-/// temporary directory that only this user can enter (0700), its files
-/// written (0600) and its links made, the directories they lead to made
-/// first where missing (a link whose target is still missing is left out).
-///
-/// Its path is the same run after run, `lam-run-home-UID-VAR`, while this
-/// run holds that path's lock (`flock` on `...lock`, let go however the
-/// run ends): Gemini CLI tells the model its temporary folder, which lies
-/// in this home, so a path that changed would make a resumed conversation
-/// begin with other bytes (a new proxy session, the prompt cache missed
-/// from the first item). When another run holds it, or it is not this
-/// user's, `lam-run-PID-home`.
-/// Returns the path and, for the stable one, its lock (held while the
-/// file stays open).
-fn private_home(home: &agents::Home) -> Result<(PathBuf, Option<std::fs::File>)> {
-    let tmp = std::env::temp_dir();
-    // Never into a path someone else made (a link, another user's folder).
-    let free = |(d, _): &(PathBuf, std::fs::File)| std::fs::symlink_metadata(d).is_err() || owned_by_me(d);
-    if let Some((stable, lock)) = stable_home(&tmp, home.var).filter(free) {
-        let dir = make_home(stable, home)?;
-        if owned_by_me(&dir) {
-            return Ok((dir, Some(lock)));
-        }
-    }
-    Ok((make_home(tmp.join(format!("lam-run-{}-home", std::process::id())), home)?, None))
-}
-
-/// `lam-run-home-UID-VAR` in `tmp` and its lock, when this run takes it.
-#[cfg(unix)]
-fn stable_home(tmp: &Path, var: &str) -> Option<(PathBuf, std::fs::File)> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = tmp.join(format!("lam-run-home-{uid}-{}", var.to_ascii_lowercase()));
-    let lock = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.with_extension("lock")).ok()?;
-    if lock.metadata().ok()?.uid() != uid {
-        return None;
-    }
-    // SAFETY: the descriptor is open for the call; LOCK_NB never blocks.
-    let taken = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    taken.then_some((dir, lock))
-}
-
-#[cfg(not(unix))]
-fn stable_home(_: &Path, _: &str) -> Option<(PathBuf, std::fs::File)> {
-    None
-}
-
-/// Whether `dir` is a directory of this user's, not a link.
-fn owned_by_me(dir: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::getuid() };
-        std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o777 == 0o700)
-    }
-    #[cfg(not(unix))]
-    dir.is_dir()
-}
-
-/// [`private_home`] at `dir` (replaced when it is there).
-fn make_home(dir: PathBuf, home: &agents::Home) -> Result<PathBuf> {
-    remove(&dir);
-    let mut b = std::fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    let made = |d: &Path| b.create(d).with_context(|| format!("lam run: making {}", d.display()));
-    made(&dir)?;
-    for d in &home.make {
-        let _ = std::fs::create_dir_all(d);
-    }
-    for (rel, text) in &home.files {
-        let path = dir.join(rel);
-        made(path.parent().unwrap_or(&dir))?;
-        write_private(&path, text)?;
-    }
-    #[cfg(unix)]
-    for (rel, target) in home.links.iter().filter(|(_, t)| t.exists()) {
-        let path = dir.join(rel);
-        made(path.parent().unwrap_or(&dir))?;
-        std::os::unix::fs::symlink(target, &path).with_context(|| format!("lam run: linking {} to {}", path.display(), target.display()))?;
-    }
-    Ok(dir)
-}
-
-/// `text` in a new file `lam-run-PID-NAME` of the temporary directory that
-/// only this user can read (0600).
-fn private_file(name: &str, text: &str) -> Result<PathBuf> {
-    let path = std::env::temp_dir().join(format!("lam-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    write_private(&path, text)?;
-    Ok(path)
-}
-
-/// `text` in a new file at `path` that only this user can read (0600).
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(path).with_context(|| format!("lam run: writing {}", path.display()))?;
-    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("lam run: writing {}", path.display()))
-}
 
 /// The child's status as a shell reports it: its code, or 128 + the signal that ended it.
 fn exit_code(status: ExitStatus) -> i32 {
@@ -925,58 +797,13 @@ mod tests {
         }
     }
 
-    /// The agent's home has one path run after run while a run holds its
-    /// lock; a second run at the same time gets a path of its own.
+    /// The descendants of a process: itself at least, and a child it has.
     #[cfg(unix)]
     #[test]
-    fn an_agent_s_home_keeps_its_path_while_its_lock_is_held() {
-        let home = agents::Home { var: "LAM_TEST_X_HOME", files: vec![(".x/a".into(), "1".into())], make: Vec::new(), links: Vec::new(), vars: Vec::new() };
-        let (first, lock) = private_home(&home).unwrap();
-        assert!(lock.is_some());
-        assert!(first.file_name().unwrap().to_str().unwrap().starts_with("lam-run-home-"), "{}", first.display());
-        assert!(owned_by_me(&first));
-        // The lock is this process's now: another home in it gets its own path.
-        let (second, none) = private_home(&home).unwrap();
-        assert!(none.is_none());
-        assert_eq!(second.file_name().unwrap().to_str().unwrap(), format!("lam-run-{}-home", std::process::id()));
-        remove(&first);
-        remove(&second);
-        drop(lock);
-        let (again, lock) = private_home(&home).unwrap();
-        assert_eq!((again.clone(), lock.is_some()), (first, true), "the same path once the lock is let go");
-        remove(&again);
-        // The descendants of a process: itself at least, and a child it has.
+    fn a_process_s_descendants_include_its_children() {
         let mut child = Command::new("sleep").arg("5").spawn().unwrap();
         assert!(with_descendants(std::process::id()).contains(&child.id()));
         let _ = child.kill();
         let _ = child.wait();
-    }
-
-    /// An agent's home for the run: made private with its files and links
-    /// (a link whose target is missing left out), and removed with its
-    /// links, never what they point at.
-    #[cfg(unix)]
-    #[test]
-    fn an_agent_s_home_is_made_private_and_removed_with_its_links_only() {
-        let user = std::env::temp_dir().join(format!("lam-run-test-{}-user", std::process::id()));
-        std::fs::create_dir_all(&user).unwrap();
-        std::fs::write(user.join("creds.json"), "{}").unwrap();
-        let home = agents::Home {
-            var: "X_HOME",
-            files: vec![(".x/settings.json".into(), "{\"a\":1}".into())],
-            make: vec![user.join("tmp")],
-            links: vec![(".x/creds.json".into(), user.join("creds.json")), (".x/tmp".into(), user.join("tmp")), (".x/gone".into(), user.join("gone"))],
-            vars: Vec::new(),
-        };
-        // Not private_home's own path: a_store_password_never_reaches_a_command_line,
-        // running beside this test in the same process, makes and removes that one.
-        let dir = make_home(std::env::temp_dir().join(format!("lam-run-test-{}-home", std::process::id())), &home).unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join(".x/settings.json")).unwrap(), "{\"a\":1}");
-        assert_eq!(std::fs::read_link(dir.join(".x/creds.json")).unwrap(), user.join("creds.json"));
-        assert!(dir.join(".x/tmp").is_dir() && !dir.join(".x/gone").exists());
-        remove(&dir);
-        assert!(!dir.exists());
-        assert!(user.join("creds.json").is_file() && user.join("tmp").is_dir(), "what the links point at stays");
-        std::fs::remove_dir_all(&user).unwrap();
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct StatusLineArgs {
-    /// The proxy's address (`lam run` gives its own); default: the newest running `lam run`'s.
+    /// The proxy's address (`lam run` gives its own); default: the newest running `lam run` of this user's (docs/agents.md, "Run files").
     #[arg(long, value_name = "URL")]
     proxy: Option<String>,
     /// Serve Codex's status line: an MCP server on stdio whose `status` tool's resource is the line.
@@ -49,11 +49,12 @@ pub struct Row {
 impl Row {
     /// Add another session's figures (peaks: the larger).
     fn absorb(&mut self, o: &Row) {
-        self.requests += o.requests;
-        self.observations += o.observations;
-        self.tokens_in += o.tokens_in;
-        self.tokens_out += o.tokens_out;
-        self.cuts += o.cuts;
+        // Sums saturate: figures from a proxy are never trusted to fit.
+        self.requests = self.requests.saturating_add(o.requests);
+        self.observations = self.observations.saturating_add(o.observations);
+        self.tokens_in = self.tokens_in.saturating_add(o.tokens_in);
+        self.tokens_out = self.tokens_out.saturating_add(o.tokens_out);
+        self.cuts = self.cuts.saturating_add(o.cuts);
         self.peak_input_tokens = self.peak_input_tokens.max(o.peak_input_tokens);
         self.upstream_input_tokens = self.upstream_input_tokens.max(o.upstream_input_tokens);
         self.budget_tokens = self.budget_tokens.max(o.budget_tokens);
@@ -208,7 +209,7 @@ fn first_cause(e: &anyhow::Error) -> String {
 }
 
 pub fn run(a: StatusLineArgs) -> Result<()> {
-    let proxy = a.proxy.or_else(crate::top::newest_run);
+    let proxy = a.proxy.or_else(crate::runfiles::newest_run);
     if a.mcp {
         return mcp(proxy.as_deref());
     }

@@ -2,18 +2,18 @@
 //! a table refreshed every second from `GET /lam/stats`.
 //!
 //! Which proxy: `--proxy URL` (a `lam serve`; `LAM_TOKEN` when it has a
-//! token), else the newest `lam run` still running, which writes its
-//! address to `lam-run-PID-proxy` in the temporary directory.
+//! token), else the newest `lam run` of this user's still running, which
+//! writes its address in its private run directory (`crate::runfiles`).
+//! What the proxy sends is shown escaped (`crate::printable`).
 
 use crate::status::{Row, Snapshot, short, snapshot};
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct TopArgs {
-    /// The proxy's address (`lam serve --listen`'s, as http://HOST:PORT); default: the newest running `lam run`'s.
+    /// The proxy's address (`lam serve --listen`'s, as http://HOST:PORT); default: the newest running `lam run` of this user's.
     #[arg(long, value_name = "URL")]
     proxy: Option<String>,
     /// Print the table once and exit (what happens anyway when stdout is not a terminal).
@@ -24,24 +24,8 @@ pub struct TopArgs {
     interval_ms: u64,
 }
 
-/// The address in the newest `lam-run-PID-proxy` of a process still running.
-pub fn newest_run() -> Option<String> {
-    let dir = std::fs::read_dir(std::env::temp_dir()).ok()?;
-    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("lam-run-")).and_then(|r| r.strip_suffix("-proxy")) else { continue };
-        let alive = !Path::new("/proc/self").exists() || Path::new("/proc").join(pid).exists();
-        let (Ok(meta), true) = (e.metadata(), alive) else { continue };
-        if let Ok(url) = std::fs::read_to_string(e.path()) {
-            found.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), url.trim().to_string()));
-        }
-    }
-    found.into_iter().max_by_key(|(t, _)| *t).map(|(_, u)| u)
-}
-
 pub fn run(a: TopArgs) -> Result<()> {
-    let proxy = a.proxy.or_else(newest_run).context("lam top: no running `lam run` found; give the proxy with --proxy http://HOST:PORT")?;
+    let proxy = a.proxy.or_else(crate::runfiles::newest_run).context("lam top: no running `lam run` found; give the proxy with --proxy http://HOST:PORT")?;
     let live = !a.once && std::io::stdout().is_terminal();
     loop {
         let text = match snapshot(&proxy) {
@@ -80,7 +64,7 @@ fn row(conv: &str, session: &str, r: &Row) -> String {
         d if d > 0.0 => format!("{} vs {} ({:+.1}%)", short(r.billed_lam), short(d), 100.0 * (r.billed_lam - d) / d),
         _ => "-".to_string(),
     };
-    let session: String = session.chars().take(28).collect();
+    let session: String = crate::printable::escaped(session).chars().take(28).collect();
     format!("{conv:>4}  {session:<28} {:>8} {:>6} {tokens:>20} {:>6.1}% {:>5}  {bill}\n", r.requests, r.observations, 100.0 * r.removal(), r.cuts)
 }
 
@@ -108,5 +92,16 @@ mod tests {
         assert!(lines[1].contains("serve-1-1") && lines[1].contains("12.0k -> 3.00k") && lines[1].contains("75.0%"), "{t}");
         assert!(lines[1].ends_with("1.50k vs 2.00k (-25.0%)"), "{t}");
         assert!(lines[3].starts_with(" all") && lines[3].contains("12.5k -> 3.50k") && lines[3].contains("3.00k vs 4.00k (-25.0%)"), "{t}");
+    }
+
+    /// What a proxy sends reaches the terminal escaped, and sums saturate.
+    #[test]
+    fn hostile_names_are_escaped_and_sums_saturate() {
+        let r = |session: &str| Row { session: session.to_string(), requests: u64::MAX, tokens_in: u64::MAX, ..Row::default() };
+        let t = table(&Snapshot { sessions: vec![r("a\x1b]52;c;SGk=\x07"), r("\x1b[2J"), r("b")], ..Snapshot::default() });
+        assert!(!t.contains('\x1b') && !t.contains('\x07'), "{t:?}");
+        assert!(t.contains("a\\u{1b}]52;c;SGk=\\u{7}"), "{t}");
+        let total = t.lines().last().unwrap();
+        assert!(total.contains(&u64::MAX.to_string()), "{total}");
     }
 }

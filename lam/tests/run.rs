@@ -52,6 +52,10 @@ for n in range(3):
     with urllib.request.urlopen(req) as r:
         assert r.status == 200
         json.load(r)
+if os.environ.get("FAKE_TOP"):
+    import subprocess
+    top = subprocess.run([os.environ["FAKE_TOP"], "top", "--once"], capture_output=True, text=True)
+    rec["top"] = {"code": top.returncode, "out": top.stdout, "err": top.stderr}
 json.dump(rec, open(os.environ["FAKE_RECORD"], "w"))
 sys.exit(3)
 "#;
@@ -477,6 +481,62 @@ fn secrets_stay_out_of_the_output_and_directories_are_private() {
     for d in [dir.path().join("home"), runs, run] {
         assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700, "{}", d.display());
     }
+}
+
+/// `lam top` without `--proxy` finds the run it is called from, in the
+/// run's private directory (here `$XDG_RUNTIME_DIR/lam`), which is gone
+/// after the run.
+#[test]
+fn lam_top_finds_the_running_run_in_its_private_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    // As a login's runtime directory is: this user's, 0700 (tempfile makes 0755).
+    std::fs::set_permissions(runtime.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let (up, _seen) = upstream();
+    let agent = fake(dir.path(), "claude");
+    let xdg = runtime.path().to_str().unwrap();
+    let out = lam(dir.path(), &[("FAKE_TOP", &exe()), ("XDG_RUNTIME_DIR", xdg)], &["--upstream", &up, "--", agent.to_str().unwrap(), "-p", "hi"]);
+    assert!(dir.path().join("record.json").exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    let top = &record(dir.path())["top"];
+    let table = top["out"].as_str().unwrap();
+    assert_eq!(top["code"], 0, "{top}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("tokens in -> out") && table.contains("serve-"), "{table}");
+    let root = runtime.path().join("lam");
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "the run's directory is removed");
+}
+
+/// Run files someone else could have written are never read: a root that
+/// others may enter, and a run whose PID is not a `lam` of this user's
+/// (PID 1). `LAM_TOKEN` reaches no planted address.
+#[test]
+fn lam_top_reads_no_planted_proxy_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let planted = format!("http://{}", listener.local_addr().unwrap());
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let plant = |root: &Path, mode: u32, pid: u32| {
+        let run = root.join(format!("run-{pid}-abcdef"));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(run.join("proxy"), &planted).unwrap();
+        std::fs::set_permissions(run.join("proxy"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    plant(&tmp.path().join(format!("lam-{uid}")), 0o777, std::process::id());
+    plant(&tmp.path().join(format!("lam-{uid}-zzzzzz")), 0o700, 1);
+    let top = Command::new(env!("CARGO_BIN_EXE_lam"))
+        .args(["top", "--once"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("LAM_TOKEN", "VICTOKEN-s3cr3t")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&top.stderr);
+    assert!(!top.status.success() && err.contains("no running `lam run` found"), "{err}");
+    assert!(listener.accept().is_err(), "nothing connected to the planted address");
 }
 
 /// `lam mcp --store-file`: the spec from a file's first line; clear errors.

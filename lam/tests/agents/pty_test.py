@@ -755,7 +755,9 @@ def resume(ctx, agent):
     return c
 
 
-LAM_HOME_DIR = re.compile(r"lam-run-\d+-home")
+# A run's own home for the agent (`ROOT/run-PID-XXXXXX/home`) when another run
+# holds the shared one (lam/src/runfiles.rs).
+LAM_HOME_DIR = re.compile(r"run-\d+-[A-Za-z0-9]{6}/home")
 
 
 def context_diff(before, now):
@@ -768,8 +770,8 @@ def context_diff(before, now):
 def gemini_rebuilt(items):
     """Gemini items as its resume rebuilds them: no `thoughtSignature`, a
     `functionResponse` part whose call id came before in the same turn left
-    out, and the run's home (`lam-run-PID-home`, in the session context)
-    without its PID."""
+    out, and a run's own home (`run-PID-XXXXXX/home`, in the session
+    context) without its PID."""
     out = []
     for raw in items:
         item = json.loads(raw)
@@ -782,7 +784,7 @@ def gemini_rebuilt(items):
             seen.add(fid)
             parts.append(p)
         item["parts"] = parts
-        out.append(LAM_HOME_DIR.sub("lam-run-PID-home", json.dumps(item, sort_keys=True)))
+        out.append(LAM_HOME_DIR.sub("run-PID/home", json.dumps(item, sort_keys=True)))
     return out
 
 
