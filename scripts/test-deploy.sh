@@ -39,3 +39,8 @@ bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/test
 # alone forwards (0 bodies differ).
 bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work" --encoder "$encoder" \
   --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000
+# The same with each body as a Python client writes it (the official SDKs'
+# json.dumps: ", " and ": "): a mark taken off an item a replica froze gives
+# the client's own bytes (issue 68: 48 of 90 bodies differed in bytes before).
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work" --encoder "$encoder" \
+  --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000 --spaced

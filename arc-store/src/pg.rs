@@ -345,6 +345,11 @@ impl PgStore {
         self.shared.ids(session.0.as_bytes().to_vec()).await
     }
 
+    /// Shown ids of `session` created after the one shown as `after` ([`ObsStore::ids_after`]).
+    pub async fn ids_after_async(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, StoreError> {
+        self.shared.ids_after(session.0.as_bytes().to_vec(), after.map(str::to_string)).await
+    }
+
     /// Sessions holding at least one observation, sorted by their bytes.
     pub async fn sessions_async(&self) -> Result<Vec<SessionId>, StoreError> {
         self.shared.sessions().await
@@ -456,6 +461,11 @@ impl Shared {
         rows.iter().map(|r| r.try_get::<_, String>(0).map_err(|e| self.spec.err("ids", &e))).collect()
     }
 
+    async fn ids_after(&self, session: Vec<u8>, after: Option<String>) -> Result<Vec<String>, StoreError> {
+        let rows = self.read("ids", |c| query(c, Q::IdsAfter, vec![Box::new(session.clone()), Box::new(after.clone())])).await?;
+        rows.iter().map(|r| r.try_get::<_, String>(0).map_err(|e| self.spec.err("ids", &e))).collect()
+    }
+
     async fn sessions(&self) -> Result<Vec<SessionId>, StoreError> {
         let rows = self.read("sessions", |c| query(c, Q::Sessions, Vec::new())).await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -527,6 +537,7 @@ enum Q {
     Get,
     Meta,
     Ids,
+    IdsAfter,
     Sessions,
 }
 
@@ -536,6 +547,7 @@ impl Q {
             Q::Get => &st.get,
             Q::Meta => &st.meta,
             Q::Ids => &st.ids,
+            Q::IdsAfter => &st.ids_after,
             Q::Sessions => &st.sessions,
         }
     }
@@ -604,6 +616,11 @@ impl ObsStore for PgStore {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         let (shared, s) = (self.shared.clone(), session.0.as_bytes().to_vec());
         Ok(self.block(async move { shared.ids(s).await })?)
+    }
+
+    fn ids_after(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, Error> {
+        let (shared, s, a) = (self.shared.clone(), session.0.as_bytes().to_vec(), after.map(str::to_string));
+        Ok(self.block(async move { shared.ids_after(s, a).await })?)
     }
 
     fn sessions(&self) -> Result<Vec<SessionId>, Error> {

@@ -249,8 +249,20 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     assert_eq!(s.get(&sid("nobody"), &shown[0]).unwrap(), None);
     assert!(s.ids(&sid("nobody")).unwrap().is_empty());
     assert_eq!(s.sessions().unwrap(), vec![a.clone(), b], "sessions() lists both, sorted");
+    obs_store_ids_after(s, &a, &shown);
     obs_store_claims(s, &a, &shown);
     s.flush().unwrap();
+}
+
+/// `ids_after`: the ids after a given one, in creation order; all of them
+/// after none or an id the session does not hold.
+fn obs_store_ids_after<S: ObsStore>(s: &mut S, a: &SessionId, shown: &[String]) {
+    assert_eq!(s.ids_after(a, None).unwrap(), shown);
+    for (k, id) in shown.iter().enumerate() {
+        assert_eq!(s.ids_after(a, Some(id)).unwrap(), shown[k + 1..], "after {id}");
+    }
+    assert_eq!(s.ids_after(a, Some("ffffffff")).unwrap(), shown, "an id it does not hold: all");
+    assert!(s.ids_after(&sid("nobody"), None).unwrap().is_empty());
 }
 
 /// `claim`: a session that begins with the record is claimed again (and

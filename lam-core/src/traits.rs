@@ -207,6 +207,15 @@ pub trait ObsStore {
     fn meta(&self, session: &SessionId, shown: &str) -> Result<Option<ObsMeta>, Error>;
     /// Visible ids of `session`, in creation order.
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error>;
+    /// Visible ids of `session` created after the one shown as `after`, in
+    /// creation order (all of them when `after` is `None` or not in the
+    /// session): what a reader that has read up to `after` has not read
+    /// yet. Stores that keep ids elsewhere (PostgreSQL) read only those.
+    fn ids_after(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, Error> {
+        let mut ids = self.ids(session)?;
+        let from = after.and_then(|a| ids.iter().position(|x| x == a)).map_or(0, |k| k + 1);
+        Ok(ids.split_off(from))
+    }
     /// Sessions that hold at least one observation, sorted.
     fn sessions(&self) -> Result<Vec<SessionId>, Error>;
     /// Make every acknowledged append durable under the store's policy now
@@ -244,6 +253,9 @@ impl<S: ObsStore + ?Sized> ObsStore for Box<S> {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         (**self).ids(session)
     }
+    fn ids_after(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, Error> {
+        (**self).ids_after(session, after)
+    }
     fn sessions(&self) -> Result<Vec<SessionId>, Error> {
         (**self).sessions()
     }
@@ -267,6 +279,9 @@ impl<S: ObsStore + ?Sized> ObsStore for &mut S {
     }
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, Error> {
         (**self).ids(session)
+    }
+    fn ids_after(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, Error> {
+        (**self).ids_after(session, after)
     }
     fn sessions(&self) -> Result<Vec<SessionId>, Error> {
         (**self).sessions()

@@ -38,6 +38,9 @@ pub(crate) struct Delta {
     pub cut: crate::budget::CutTotals,
     pub input_tokens: Option<u64>,
     pub over_budget: bool,
+    /// With a budget: where the count of this request's answer is recorded
+    /// (the ledger's session and the request's point, [`crate::ledger::point`]).
+    pub usage_at: Option<(lam_core::SessionId, u128)>,
     /// Results of the recall tool among the new observations.
     pub recalls: u64,
     /// What could not be archived because the store was out of reach

@@ -19,6 +19,16 @@
 //! and the other adopts it. A factor is never below the one recorded
 //! before it in the conversation.
 //!
+//! The factor is what the upstream's answers said, and an answer is heard
+//! by the process that forwarded its request alone; so that the factor is
+//! the same whichever process records a point (one proxy, a replica, a
+//! restart: the same bytes for every deployment), each answer's count is
+//! recorded too, when it is read and before its last byte reaches the
+//! client (a `usage` record at the point of the request it answers,
+//! [`Ledger::note_usage`]), and a new point's factor is the largest of the
+//! one recorded before it and those the conversation's earlier answers
+//! recorded: never this process's memory of them.
+//!
 //! A record also says when its request arrived and whether it found the
 //! provider's prompt cache cold: more than the cache's TTL after the
 //! conversation's previous recorded request (the latest time among the
@@ -37,6 +47,12 @@ use std::sync::Mutex;
 
 /// What the action of a ledger record begins with (the point's hash follows in hex).
 const ACTION: &str = "lam serve budget ";
+
+/// What the action of an answer's count begins with (the point of the request it answered follows).
+const USAGE_ACTION: &str = "lam serve usage ";
+
+/// The first line of an answer's count; the factor follows.
+const USAGE_FORMAT: &str = "lam usage/1\nfactor: ";
 
 /// The first line of a record's text.
 const FORMAT: &str = "lam budget/1";
@@ -99,7 +115,7 @@ impl Terms {
     }
 }
 
-/// Every ledger this process has read: per store session, how many of its
+/// Every ledger this process has read: per store session, the last of its
 /// records it has read and the terms recorded for each point (the first).
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
@@ -108,8 +124,13 @@ pub(crate) struct Ledger {
 
 #[derive(Debug, Default)]
 struct Book {
-    read: usize,
+    /// The visible id of the last record read: a refresh reads only those
+    /// after it, so a request costs the same at the run's 9,000th request
+    /// as at its first (on PostgreSQL, [`lam_core::ObsStore::ids_after`]).
+    last: Option<String>,
     terms: HashMap<u128, Terms>,
+    /// The factor each answer's count gave, by the point of the request it answered (the largest).
+    usage: HashMap<u128, f64>,
 }
 
 /// The stretches of a request's items: `(end, terms)`, ends ascending,
@@ -146,7 +167,8 @@ impl Ledger {
         if found.last().map(|f| f.0) == Some(points.len()) || points.is_empty() {
             return Ok(found);
         }
-        let factor = found.last().map_or(ours.factor, |(_, t)| t.factor.max(ours.factor));
+        let heard = points.iter().filter_map(|p| book.usage.get(p)).fold(1.0, |a: f64, &f| a.max(f));
+        let factor = found.last().map_or(heard, |(_, t)| t.factor.max(heard));
         let prev = found.iter().filter_map(|(_, t)| t.at).max().max(last);
         let ours = Terms { factor, cold: ttl.expired(prev, ours.at), ..ours };
         let last = points[points.len() - 1];
@@ -158,21 +180,52 @@ impl Ledger {
     }
 }
 
+impl Ledger {
+    /// The upstream's answer to the request whose keys end at `point`
+    /// ([`point`]) gave `factor` ([`crate::budget::calibration`]): recorded
+    /// in `session` for every process's next point of the conversation.
+    pub(crate) fn note_usage(&self, store: &SharedStore, session: &SessionId, point: u128, factor: f64) -> Result<(), lam_core::Error> {
+        let text = format!("{USAGE_FORMAT}{factor}\n");
+        let rec = Record { index: 0, action: format!("{USAGE_ACTION}{point:032x}"), observation: text.into_bytes(), returncode: None };
+        let mut w = store;
+        w.append(session, &rec, 0).map(|_| ())
+    }
+}
+
+/// The point a request's keys end at (the preamble's first), where its
+/// answer's count is recorded; `None` for a request without items.
+pub(crate) fn point(keys: &[u128]) -> Option<u128> {
+    points(keys).last().copied()
+}
+
+/// An answer's count read back: its factor, when it is one this version
+/// writes and from 1 up.
+fn usage_factor(text: &[u8]) -> Option<f64> {
+    let f: f64 = std::str::from_utf8(text).ok()?.strip_prefix(USAGE_FORMAT)?.trim_end().parse().ok()?;
+    (f.is_finite() && f >= 1.0).then_some(f)
+}
+
 impl Book {
     /// Read the records appended to `session` since the last read.
     fn refresh(&mut self, store: &SharedStore, session: &SessionId) -> Result<(), lam_core::Error> {
-        let ids = store.ids(session)?;
-        for id in ids.iter().skip(self.read) {
+        let ids = store.ids_after(session, self.last.as_deref())?;
+        for id in &ids {
             let Some(meta) = store.meta(session, id)? else { continue };
-            let Some(point) = meta.action.strip_prefix(ACTION).and_then(|h| u128::from_str_radix(h, 16).ok()) else { continue };
-            if self.terms.contains_key(&point) {
-                continue;
-            }
-            if let Some(t) = store.get(session, id)?.as_deref().and_then(Terms::parse) {
-                self.terms.insert(point, t);
+            let hex = |prefix: &str| meta.action.strip_prefix(prefix).and_then(|h| u128::from_str_radix(h, 16).ok());
+            if let Some(point) = hex(ACTION).filter(|p| !self.terms.contains_key(p)) {
+                if let Some(t) = store.get(session, id)?.as_deref().and_then(Terms::parse) {
+                    self.terms.insert(point, t);
+                }
+            } else if let Some(point) = hex(USAGE_ACTION) {
+                // An answer read in pieces may be counted more than once: the largest.
+                if let Some(f) = store.get(session, id)?.as_deref().and_then(usage_factor) {
+                    self.usage.entry(point).and_modify(|x| *x = x.max(f)).or_insert(f);
+                }
             }
         }
-        self.read = self.read.max(ids.len());
+        if let Some(id) = ids.last() {
+            self.last = Some(id.clone());
+        }
         Ok(())
     }
 
@@ -222,7 +275,9 @@ mod tests {
     }
 
     /// The first record of a point wins; a later process reads the
-    /// stretches as recorded, whatever its own terms.
+    /// stretches as recorded, whatever its own terms; a new point's factor
+    /// is what the conversation's recorded answers said, whichever process
+    /// heard them, never this process's own.
     #[test]
     fn the_first_record_of_a_point_wins_and_stretches_follow_the_records() {
         let store = SharedStore::new(Box::new(arc_store::MemStore::new()), "mem:".into());
@@ -231,8 +286,10 @@ mod tests {
         let keys = [7u128, 1, 2, 3, 4, 5];
         assert_eq!(a.stretches(&store, &s, &keys[..3], terms(10, 1.0), NO_CLOCK).unwrap(), [(2, terms(10, 1.0))]);
         assert_eq!(b.stretches(&store, &s, &keys[..3], terms(99, 2.0), NO_CLOCK).unwrap(), [(2, terms(10, 1.0))], "adopted");
-        let got = b.stretches(&store, &s, &keys, terms(20, 1.5), NO_CLOCK).unwrap();
-        assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))]);
+        // The answer to the request of `keys[..3]` counted 1.5x, heard by `a`.
+        a.note_usage(&store, &s, point(&keys[..3]).unwrap(), 1.5).unwrap();
+        let got = b.stretches(&store, &s, &keys, terms(20, 1.0), NO_CLOCK).unwrap();
+        assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))], "the recorded answer's factor, not b's own");
         let got = a.stretches(&store, &s, &keys, terms(30, 1.0), NO_CLOCK).unwrap();
         assert_eq!(got, [(2, terms(10, 1.0)), (5, terms(20, 1.5))], "read, not decided again");
         let other = [8u128, 1, 2];

@@ -327,8 +327,20 @@ impl Proxy {
                 over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0))
             ));
         }
-        let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api });
+        let note = delta.usage_at.map(|(session, point)| crate::usage::Note { proxy: self.clone(), session, point });
+        let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api, note });
         Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })
+    }
+
+    /// Record the factor an answer's count gave ([`crate::ledger::Ledger::note_usage`]);
+    /// a store that cannot take it is an error counted, and the next
+    /// request of the conversation is folded as if it had not come.
+    pub(crate) fn note_usage(&self, session: &SessionId, point: u128, factor: f64) {
+        let engine = &self.inner.engine;
+        if let Err(e) = engine.ledger.note_usage(&engine.store, session, point, factor) {
+            self.inner.counters.counts.usage_unrecorded.fetch_add(1, Ordering::Relaxed);
+            self.log().line(format_args!("lam serve: the count of an answer could not be recorded in store session `{}`: {e}", session.0));
+        }
     }
 
     /// Every session's counters and the proxy's.

@@ -108,6 +108,10 @@ proxy_counters! {
     /// their body needs does not fit what `--max-memory` leaves requests in
     /// flight, at all or within the wait (`ServeConfig::in_flight_budget`).
     overloaded => "lam_serve_overloaded_total", "Requests refused with 503: the working memory their body needs did not fit what --max-memory leaves requests in flight.";
+    /// Answers whose count (`usage`) could not be recorded in the run's
+    /// ledger (the store out of reach): the conversation's next point is
+    /// recorded without it (`lam_serve::ledger`).
+    usage_unrecorded => "lam_serve_usage_unrecorded_total", "Answers whose usage could not be recorded in the run's ledger.";
     /// Requests that carried a new observation the store was out of reach
     /// for (an outage): it went upstream whole, unarchived, at once.
     store_unavailable => "lam_serve_store_unavailable_total", "Requests forwarded with observations left whole and unarchived because the store was out of reach.";

@@ -132,6 +132,9 @@ impl ObsStore for &SharedStore {
     fn ids(&self, session: &SessionId) -> Result<Vec<String>, lam_core::Error> {
         self.call("ids", |s| s.ids(session))
     }
+    fn ids_after(&self, session: &SessionId, after: Option<&str>) -> Result<Vec<String>, lam_core::Error> {
+        self.call("ids", |s| s.ids_after(session, after))
+    }
     fn sessions(&self) -> Result<Vec<SessionId>, lam_core::Error> {
         self.call("sessions", |s| s.sessions())
     }

@@ -145,12 +145,22 @@ impl Scan {
 }
 
 /// Where an answer's count goes: the conversation and what lam counted for
-/// the request it answers.
+/// the request it answers, and where it is recorded.
 #[derive(Debug, Clone)]
 pub(crate) struct Sink {
     pub handle: Arc<Handle>,
     pub local: u64,
     pub api: Api,
+    pub note: Option<Note>,
+}
+
+/// Where the factor an answer's count gives is recorded: the run's ledger
+/// ([`crate::ledger`]), at the point of the request it answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Note {
+    pub proxy: crate::Proxy,
+    pub session: lam_core::SessionId,
+    pub point: u128,
 }
 
 impl Sink {
@@ -160,9 +170,14 @@ impl Sink {
     /// already forwarded, no state the rewrite reads but the calibration,
     /// which the next request reads as its terms and the ledger records
     /// before any cut is made under it ([`crate::budget::Calibration`]).
+    /// With a note, the factor it gives is recorded before this returns
+    /// (a store write: call it off the async runtime's threads).
     pub(crate) fn report(&self, upstream: u64) {
         lock(&self.handle.stats).upstream_input_tokens = upstream;
         self.handle.calibration.raise(upstream, self.local);
+        if let (Some(n), true) = (&self.note, self.local > 0) {
+            n.proxy.note_usage(&n.session, n.point, crate::budget::factor(upstream, self.local));
+        }
     }
 }
 

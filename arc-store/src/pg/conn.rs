@@ -71,6 +71,12 @@ macro_rules! resolve {
 const GET: &str = concat!("SELECT id, action, body ", resolve!());
 const META: &str = concat!("SELECT shown, action, returncode, step, tokens, bytes, head, tail, id ", resolve!());
 const IDS: &str = "SELECT shown FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 ORDER BY seq";
+/// The ids after the one shown as `$2` (all when it is null or not there),
+/// by the `(session_key, seq)` index: only the rows after it are read.
+const IDS_AFTER: &str = r"
+SELECT shown FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1
+AND seq > COALESCE((SELECT seq FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND shown = $2), 0)
+ORDER BY seq";
 /// Distinct sessions by a skip scan of the primary key's `session_key` (one
 /// index probe per session, not a scan of every row), then each key's name;
 /// sorted by name in Rust.
@@ -91,6 +97,7 @@ pub(crate) struct Stmts {
     pub get: Statement,
     pub meta: Statement,
     pub ids: Statement,
+    pub ids_after: Statement,
     pub sessions: Statement,
 }
 
@@ -136,6 +143,7 @@ impl Conn {
             get: prepare(spec, &client, GET).await?,
             meta: prepare(spec, &client, META).await?,
             ids: prepare(spec, &client, IDS).await?,
+            ids_after: prepare(spec, &client, IDS_AFTER).await?,
             sessions: prepare(spec, &client, SESSIONS).await?,
         };
         Ok(Conn { client, st, schema_found, died })

@@ -109,6 +109,7 @@ impl Stage {
     ) -> Option<Fold> {
         self.cuts.order = engine.cite_order;
         let fold = terms.map(|(budget, pre)| {
+            delta.usage_at = crate::ledger::point(&req.keys).map(|p| (self.ledger.clone(), p));
             let ours = Terms { pre, factor, budget, at, cold: false };
             let stretches = self.stretches(req, engine, ours, ttl, delta);
             Fold { ours, stretches, prices: pricing(req.api, ttl), items: req.items.len() }

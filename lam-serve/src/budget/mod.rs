@@ -107,7 +107,7 @@ mod cut;
 mod plan;
 mod timing;
 
-pub(crate) use calibration::Calibration;
+pub(crate) use calibration::{Calibration, factor};
 pub use citable::CITED_LEAD;
 pub(crate) use citable::{Admitted, Archived, Citable, Place};
 pub(crate) use cut::{Reach, Stage};

@@ -128,3 +128,37 @@ fn paths_and_splices() {
     let out = splice(b, vec![(s.span.clone(), br#""z""#.to_vec())]);
     assert_eq!(out, br#"{"content":[{"text":"a"},{"a/b":"z"}]}"#.to_vec());
 }
+
+/// A mark taken off or put on gives the bytes the client sends without or
+/// with it, in the client's own style: Python's `json.dumps` (`, ` and
+/// `: `), an indented dump, and compact JSON alike (replicas that never saw
+/// the marked form forward the same bytes as one that froze it).
+#[test]
+fn marks_move_in_the_client_s_own_style() {
+    let styles: [(&str, &str, &str); 3] = [(",", ":", ""), (", ", ": ", ""), (",\n  ", ": ", "\n")];
+    for (comma, colon, nl) in styles {
+        let obj = |members: &[(&str, &str)]| {
+            let inner: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\"{colon}{v}")).collect();
+            format!("{{{nl}{}{nl}}}", inner.join(comma))
+        };
+        let mark = r#"{"type": "ephemeral"}"#;
+        let block = |marked: bool| {
+            let mut m = vec![("type", "\"tool_result\""), ("tool_use_id", "\"toolu_1\""), ("content", "\"out\"")];
+            if marked {
+                m.push(("cache_control", mark));
+            }
+            obj(&m)
+        };
+        let item = |marked: bool| obj(&[("role", "\"user\""), ("content", &format!("[{}]", block(marked)))]);
+        let (marked, plain) = (item(true), item(false));
+        let (m, p) = (parse(marked.as_bytes()).unwrap(), parse(plain.as_bytes()).unwrap());
+        assert_eq!(String::from_utf8(reannotate(marked.as_bytes(), &m, &[])).unwrap(), plain, "unmarked, {comma:?}");
+        let want = annotations(marked.as_bytes(), &m);
+        assert_eq!(String::from_utf8(reannotate(plain.as_bytes(), &p, &want)).unwrap(), marked, "marked, {comma:?}");
+    }
+    // A string content turned into the long form the client marks, spaced as it spaces.
+    let frozen = br#"{"role": "system", "content": "s"}"#;
+    let later = br#"{"role": "system", "content": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}]}"#;
+    let want = annotations(later, &parse(later).unwrap());
+    assert_eq!(String::from_utf8(reannotate(frozen, &parse(frozen).unwrap(), &want)).unwrap(), String::from_utf8(later.to_vec()).unwrap());
+}

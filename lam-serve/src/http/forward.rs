@@ -111,7 +111,9 @@ fn idle_limited(
                         let before = sc.input();
                         sc.feed(&b);
                         if let Some(n) = sc.input().filter(|n| Some(*n) != before) {
-                            sink.report(n);
+                            // Recorded in the store before this chunk goes on (`usage::Sink::report`).
+                            let k = sink.clone();
+                            let _ = tokio::task::spawn_blocking(move || k.report(n)).await;
                         }
                     }
                     Some((Ok(b), Some((s, scan))))

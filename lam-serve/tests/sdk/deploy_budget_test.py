@@ -112,7 +112,11 @@ def requests_of(args, work):
             if reqs and r["session"] != reqs[0][0]:
                 continue
             if len(reqs) < args.requests:
-                reqs.append((r["session"], r["agent"], r["path"], dt.raw_body(line)))
+                body = dt.raw_body(line)
+                if args.spaced:
+                    # As Python clients send JSON (the official SDKs: `json.dumps`, ", " and ": ").
+                    body = json.dumps(json.loads(body)).encode()
+                reqs.append((r["session"], r["agent"], r["path"], body))
     out.unlink()
     assert all(a == "claude-code" for _, a, _, _ in reqs), "a Claude Code transcript, please (the upstream speaks Messages)"
     return reqs
@@ -184,6 +188,7 @@ def main():
     ap.add_argument("--requests", type=int, default=90)
     ap.add_argument("--budget", type=int, default=20000)
     ap.add_argument("--encoder", default="hashing")
+    ap.add_argument("--spaced", action="store_true", help="send each body re-encoded with spaces after , and :, as Python clients do")
     args = ap.parse_args()
     pg, work = os.environ["LAM_TEST_PG_URL"], Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
