@@ -5,9 +5,10 @@
 #
 # Nothing outside the checkout and $LAM_HOME (default ~/.cache/lam, where the
 # model and compiler packages are cached) is changed, unless CI=true or
-# LAM_TEST_SYSTEM=1: only then may the PostgreSQL and ROCm parts install
-# system packages (apt-get) and add a `postgres` user; otherwise they print
-# SKIPPED and how to run them. About 35 minutes on a 2-core machine from
+# LAM_TEST_SYSTEM=1: only then may the PostgreSQL, HAProxy, nginx and ROCm
+# parts install system packages (apt-get), add a `postgres` user, and put the
+# network test's throwaway CA in the system's store (removed at its end);
+# otherwise they print SKIPPED and how to run them. About 35 minutes on a 2-core machine from
 # scratch. One part alone: see README ("Run the tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,8 @@ bash scripts/test-python.sh
 bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
 bash scripts/test-serve.sh
+# The upstream's network against nginx (installs nginx): a private CA trusted only when given (SSL_CERT_FILE, --upstream-ca, NODE_EXTRA_CA_CERTS, the system's store), HTTP/2 GOAWAY under concurrent streams with no request lost, a proxy's 407 as lam's own error
+bash scripts/test-network.sh
 # Three lam serve replicas on one PostgreSQL behind HAProxy (round robin): bytes equal one replica's, recall from the shared store, SIGKILL mid-stream (installs haproxy)
 bash scripts/test-deploy.sh
 # The real Claude Code and Codex (pinned, from npm) through `lam run` against a scripted loopback upstream (SKIPPED when npm is unreachable)

@@ -34,6 +34,12 @@ pub struct ServeConfig {
     /// With `log`: append the lines to this file (created 0600) instead of
     /// standard error (`lam run` with a full-screen agent on the terminal).
     pub log_file: Option<std::path::PathBuf>,
+    /// CA certificates (PEM files) the upstream's certificate may chain to,
+    /// besides the Mozilla roots and the system's store (or `SSL_CERT_FILE`
+    /// and `SSL_CERT_DIR` in its place): `--upstream-ca`, and under `lam
+    /// run` `NODE_EXTRA_CA_CERTS`. A file that gives no certificate stops
+    /// the proxy before it listens ([`crate::read_upstream_ca`]).
+    pub upstream_ca: Vec<std::path::PathBuf>,
     /// Longest wait for the upstream's TCP (and TLS) connection.
     pub connect_timeout: Duration,
     /// Longest silence from the upstream: before its answer's headers, and
@@ -130,6 +136,7 @@ impl ServeConfig {
             max_sessions: 4096,
             log: false,
             log_file: None,
+            upstream_ca: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(30),

@@ -86,6 +86,6 @@ pub use budget::{CITED_LEAD, CiteOrder};
 pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
 pub use default_budget::DefaultBudget;
 pub use error::Error;
-pub use http::{run, serve};
+pub use http::{read_upstream_ca, run, serve};
 pub use proxy::{Arrival, Proxy, Rewritten};
 pub use stats::{SessionStats, Stats};

@@ -89,6 +89,10 @@ proxy_counters! {
     upstream_errors => "lam_serve_upstream_errors_total", "Upstream answers with status >= 400.";
     /// Requests answered 502 because the upstream could not be reached.
     upstream_unreachable => "lam_serve_upstream_unreachable_total", "Requests answered 502 (upstream unreachable).";
+    /// Requests sent once more, on a new connection, because the upstream
+    /// refused them without processing any of them (HTTP/2: beyond the
+    /// last stream of its GOAWAY, or `REFUSED_STREAM`).
+    upstream_retries => "lam_serve_upstream_retries_total", "Requests sent again on a new connection because the upstream refused them unprocessed (HTTP/2 GOAWAY, REFUSED_STREAM).";
     /// Requests refused with 413.
     too_large => "lam_serve_too_large_total", "Requests refused with 413.";
     /// Requests answered 504, or streams cut, because the upstream fell

@@ -25,6 +25,8 @@ pub struct RunArgs {
     /// Upstream origin; default: the base URL the agent is configured with ($ANTHROPIC_BASE_URL, $OPENAI_BASE_URL, its configuration), else its vendor's (https://api.anthropic.com, https://api.openai.com).
     #[arg(long)]
     upstream: Option<String>,
+    #[arg(long, value_name = "FILE", help = concat!("A CA certificate (PEM file) to trust for the upstream, besides ", crate::trusted!(), " and the file NODE_EXTRA_CA_CERTS names (when set, as the node-based agents trust it); repeat for more. For a TLS-inspecting proxy or a gateway on an internal CA."))]
+    upstream_ca: Vec<PathBuf>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
     /// With --budget: how long the provider keeps a cached prompt after its last use, in SECONDS, or `none` (never cold). A request that comes longer than that after its conversation's previous one finds the cache cold, and is cut down to --budget-target whenever it is above it (the whole prompt is re-written anyway); while warm, a cut is made only at --budget, and only when it pays back its re-write. Default: the request's `cache_control.ttl` (`5m`, `1h`), else the provider's: 300 (Anthropic 5 minutes; OpenAI 5 to 10 minutes of inactivity).
@@ -341,6 +343,7 @@ fn config(a: &RunArgs, agent: Option<Agent>, upstream: &str, store: StoreSpec) -
     // On by default, so the agent never compacts its context on its own.
     cfg.default_budget = a.engine.default_budget(true)?;
     cfg.cache_ttl = a.cache_ttl;
+    cfg.upstream_ca = crate::serve::upstream_ca("lam run", &a.upstream_ca, true)?;
     cfg.log_file = log_file(a, agent)?;
     cfg.log = a.log || cfg.log_file.is_some();
     Ok(cfg)

@@ -143,6 +143,8 @@ pub struct ServeArgs {
     /// Bytes all sessions may hold in memory (e.g. `512MiB`, `2GiB`); beyond, the least recently used are dropped. Requests in flight may hold as much again, at most 16 x --max-body-mib (beyond: 503 lam_overloaded); the process stays within both plus about 96 MiB (docs/serve.md, "Memory"). Default: a quarter of the machine's memory.
     #[arg(long, value_parser = bytes, value_name = "SIZE")]
     max_memory: Option<usize>,
+    #[arg(long, value_name = "FILE", help = concat!("A CA certificate (PEM file) to trust for the upstream, besides ", crate::trusted!(), "; repeat for more. For a TLS-inspecting proxy or a gateway on an internal CA."))]
+    upstream_ca: Vec<PathBuf>,
     /// Seconds to wait for the upstream's connection.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     upstream_connect_timeout_s: u64,
@@ -164,6 +166,33 @@ pub struct ServeArgs {
     /// With --budget: how long the provider keeps a cached prompt after its last use, in SECONDS, or `none` (never cold). A request that comes longer than that after its conversation's previous one finds the cache cold, and is cut down to --budget-target whenever it is above it (the whole prompt is re-written anyway); while warm, a cut is made only at --budget, and only when it pays back its re-write. Default: the request's `cache_control.ttl` (`5m`, `1h`), else the provider's: 300 (Anthropic 5 minutes; OpenAI 5 to 10 minutes of inactivity).
     #[arg(long, value_parser = lam_serve::replay::CacheTtl::parse, value_name = "SECONDS|none")]
     cache_ttl: Option<lam_serve::replay::CacheTtl>,
+}
+
+/// What the upstream client trusts without `--upstream-ca` (docs/serve.md,
+/// "Trusting the upstream"): one text for `lam serve`'s and `lam run`'s help.
+#[macro_export]
+macro_rules! trusted {
+    () => {
+        "the Mozilla roots and the system's store (after update-ca-certificates; or SSL_CERT_FILE and SSL_CERT_DIR in its place)"
+    };
+}
+
+/// `--upstream-ca` files (each read now: one that gives no certificate is
+/// `cmd`'s error), and with `node` the file `NODE_EXTRA_CA_CERTS` names, the
+/// one node-based agents add to their trust: when it gives none, a warning,
+/// and the run goes on without it (as node does).
+pub fn upstream_ca(cmd: &str, files: &[PathBuf], node: bool) -> Result<Vec<PathBuf>> {
+    for f in files {
+        lam_serve::read_upstream_ca(f).with_context(|| format!("{cmd}: --upstream-ca"))?;
+    }
+    let mut all = files.to_vec();
+    if let Some(extra) = std::env::var_os("NODE_EXTRA_CA_CERTS").filter(|v| node && !v.is_empty()).map(PathBuf::from) {
+        match lam_serve::read_upstream_ca(&extra) {
+            Ok(_) => all.push(extra),
+            Err(e) => eprintln!("{cmd}: warning: NODE_EXTRA_CA_CERTS {e}; the upstream is trusted without it (as node does)"),
+        }
+    }
+    Ok(all)
 }
 
 /// `512MiB`, `2GiB`, `1G`, `64k`, `1000000`: bytes (K/M/G/T in powers of 1024).
@@ -215,6 +244,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if let Some(m) = a.max_memory {
         cfg.max_memory = m;
     }
+    cfg.upstream_ca = upstream_ca("lam serve", &a.upstream_ca, false)?;
     cfg.connect_timeout = Duration::from_secs(a.upstream_connect_timeout_s);
     cfg.idle_timeout = Duration::from_secs(a.upstream_idle_timeout_s);
     cfg.drain_timeout = Duration::from_secs(a.drain_timeout_s);

@@ -1,8 +1,9 @@
 //! Forwarding to the upstream under its timeouts, and its answer streamed
 //! back chunk by chunk as it arrives.
 
-use super::upstream::BoxError;
-use super::{App, BUDGET, BYPASS, HOP, SESSION, TOKEN, error};
+use super::upstream::{BoxError, Payload, causes, chain, find, unprocessed};
+use super::via::ProxyRefused;
+use super::{App, BUDGET, BYPASS, HOP, SESSION, TOKEN, error, trust};
 use crate::Proxy;
 use crate::usage::{self, Sink};
 use axum::body::{Body, Bytes, HttpBody as _};
@@ -16,11 +17,14 @@ use std::time::Duration;
 /// With `sink`, the answer's `usage` is read as it streams ([`crate::usage`]).
 /// The request goes with the client's headers as sent, less hop-by-hop
 /// ones and the proxy's own ([`filtered`]); the client adds only `host`.
-pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: Body, sink: Option<Sink>) -> Response {
+/// A kept body the upstream refused unprocessed goes once more (counted).
+pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body: Payload, sink: Option<Sink>) -> Response {
     let cfg = app.proxy.config();
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{pq}", cfg.upstream);
-    let send = app.client.send(parts.method.clone(), &url, filtered(&parts.headers, true), body);
+    let proxy = app.proxy.clone();
+    let retried = move || proxy.count(|c| &c.upstream_retries);
+    let send = app.client.send(parts.method.clone(), &url, filtered(&parts.headers, true), body, retried);
     let up = match tokio::time::timeout(cfg.idle_timeout, send).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return unreachable(app, e),
@@ -38,6 +42,8 @@ pub(crate) async fn forward(app: &App, parts: &axum::http::request::Parts, body:
 
 /// `502` (or `504` for a connect timeout) for a request that got no answer;
 /// the upstream shown with its password masked, never the request's URL.
+/// A proxy's refusal is its own kind; an unknown CA and a request the
+/// upstream left unprocessed say what to do.
 fn unreachable(app: &App, e: BoxError) -> Response {
     let cfg = app.proxy.config();
     let timeout = timed_out(&*e);
@@ -46,29 +52,25 @@ fn unreachable(app: &App, e: BoxError) -> Response {
     } else {
         app.proxy.count(|c| &c.upstream_unreachable);
     }
-    // The whole chain of causes: the last one is what went wrong (a reset, a refusal).
-    let mut why = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        why = format!("{why}: {c}");
-        cause = c.source();
-    }
     let shown = cfg.upstream_shown();
-    let why = why.replace(&cfg.upstream, &shown);
+    if let Some(p) = find::<ProxyRefused>(&*e) {
+        return error(StatusCode::BAD_GATEWAY, "lam_proxy_refused", &format!("lam serve: upstream {shown} not reached: {p}"));
+    }
+    let why = chain(&*e).replace(&cfg.upstream, &shown);
+    let help = if find::<rustls::Error>(&*e).is_some_and(trust::unknown_issuer) {
+        format!("; {}", trust::UNKNOWN_ISSUER_HELP)
+    } else if unprocessed(&*e) {
+        "; the upstream never processed the request (it was closing the connection): sending it again is safe".to_string()
+    } else {
+        String::new()
+    };
     let (status, kind) = if timeout { (StatusCode::GATEWAY_TIMEOUT, "lam_upstream_timeout") } else { (StatusCode::BAD_GATEWAY, "lam_upstream_unreachable") };
-    error(status, kind, &format!("lam serve: upstream {shown} unreachable: {why}"))
+    error(status, kind, &format!("lam serve: upstream {shown} unreachable: {why}{help}"))
 }
 
 /// Whether `e` or one of its causes is a timeout (the connect timeout's among them).
 fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut) {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    causes(e).any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut))
 }
 
 /// The upstream's answer, passed back as it streams.

@@ -9,14 +9,30 @@ use std::time::Duration;
 
 /// Serve `proxy` on `listener` until `shutdown` completes, then finish the
 /// requests in flight (streams included) and return.
+/// The upstream client is made here, once (its CAs loaded, [`super::trust`]).
 pub async fn serve(proxy: Proxy, listener: std::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+    let client = client(proxy.config())?;
+    serve_with(proxy, client, listener, shutdown).await
+}
+
+/// The upstream client for `cfg`, or why there can be none.
+fn client(cfg: &ServeConfig) -> Result<upstream::Client, Error> {
+    upstream::Client::new(cfg).map_err(|e| Error::Setting(format!("HTTP client: {e}")))
+}
+
+/// [`serve`] with `client`.
+async fn serve_with(
+    proxy: Proxy,
+    client: upstream::Client,
+    listener: std::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| Error::Io { what, source }
     };
     listener.set_nonblocking(true).map_err(io("listening"))?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(io("listening"))?;
-    let client = upstream::Client::new(proxy.config().connect_timeout, &proxy.config().upstream).map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
     let app = App { room: super::room::Room::new(proxy.config()), proxy, client };
     // Small SSE events go out at once (no Nagle delay waiting for an ACK).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
@@ -35,8 +51,9 @@ pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr))
         )));
     }
     let drain = cfg.drain_timeout;
-    // A proxy the client cannot speak stops it before it listens.
-    upstream::Client::new(cfg.connect_timeout, &cfg.upstream).map_err(|e| Error::Setting(format!("HTTP client: {e}")))?;
+    // A proxy the client cannot speak, or a CA file that gives no
+    // certificate, stops it before it listens.
+    let client = client(&cfg)?;
     let proxy = Proxy::open(cfg)?;
     let listener = std::net::TcpListener::bind(listen).map_err(|source| Error::Io { what: format!("listening on {listen}"), source })?;
     let addr = listener.local_addr().map_err(|source| Error::Io { what: "listening".into(), source })?;
@@ -47,7 +64,7 @@ pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr))
         Signals::new().map_err(|source| Error::Io { what: "installing signal handlers".into(), source })?
     };
     ready(addr);
-    let served = rt.block_on(serve_until_signalled(proxy.clone(), listener, signals, drain));
+    let served = rt.block_on(serve_until_signalled(proxy.clone(), client, listener, signals, drain));
     let closed = proxy.close();
     // Requests cut by the deadline may still run blocking work: do not wait.
     rt.shutdown_background();
@@ -57,9 +74,15 @@ pub fn run(cfg: ServeConfig, listen: SocketAddr, ready: impl FnOnce(SocketAddr))
 /// Serve until the first signal, then drain: return when every in-flight
 /// request is done, at a second signal, or after `drain`, whichever is first
 /// (the last two: [`Error::Cut`]).
-async fn serve_until_signalled(proxy: Proxy, listener: std::net::TcpListener, mut signals: Signals, drain: Duration) -> Result<(), Error> {
+async fn serve_until_signalled(
+    proxy: Proxy,
+    client: upstream::Client,
+    listener: std::net::TcpListener,
+    mut signals: Signals,
+    drain: Duration,
+) -> Result<(), Error> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = serve(proxy, listener, async move {
+    let server = serve_with(proxy, client, listener, async move {
         let _ = stopped.await;
     });
     tokio::pin!(server);

@@ -7,9 +7,12 @@ mod forward;
 mod guard;
 mod listen;
 mod room;
+mod trust;
 mod upstream;
+mod via;
 
 pub use listen::{run, serve};
+pub use trust::read_upstream_ca;
 
 use crate::{Api, Error, Proxy};
 use axum::Router;
@@ -116,7 +119,7 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     if let Some(s) = share.as_mut() {
         s.shrink_to(body.len());
     }
-    let mut resp = forward::forward(&app, &parts, body.into(), sink).await;
+    let mut resp = forward::forward(&app, &parts, upstream::Payload::Kept(body), sink).await;
     drop(share);
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         resp.headers_mut().insert(HeaderName::from_static(SESSION), s);
@@ -194,7 +197,7 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
     let started = Instant::now();
     app.proxy.count(|c| &c.passthrough);
     let (parts, body) = req.into_parts();
-    let resp = forward::forward(&app, &parts, body, None).await;
+    let resp = forward::forward(&app, &parts, body.into(), None).await;
     log(&app, &parts, &resp, started, None);
     resp
 }

@@ -1,35 +1,40 @@
 //! The client that sends requests upstream: hyper's pooled client, rustls
-//! (ring, the webpki roots, TLS 1.2 and 1.3) and HTTP/2 by ALPN. It sends
-//! the headers it is given and adds only `host` (from the URL): no
+//! (ring, TLS 1.2 and 1.3, the CAs of [`super::trust`]) and HTTP/2 by ALPN.
+//! It sends the headers it is given and adds only `host` (from the URL): no
 //! `accept`, `user-agent` or `accept-encoding` of its own (reqwest, used
 //! before, added `accept: */*` to every request without one, issue 57). A
 //! redirect is passed back, never followed. Like reqwest it takes its
 //! proxy from the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
-//! `NO_PROXY`), and a `user:password@` in the upstream's URL becomes
-//! `authorization: Basic` for a request that carries none.
+//! `NO_PROXY`; [`super::via`]), and a `user:password@` in the upstream's
+//! URL becomes `authorization: Basic` for a request that carries none.
+//!
+//! A request the upstream refused without processing any of it (HTTP/2:
+//! beyond the last stream of its GOAWAY, or reset with `REFUSED_STREAM`;
+//! RFC 9113 section 8.7) goes once more, on a new connection of its own,
+//! when its body is still in hand ([`Payload::Kept`]). Any other failure,
+//! after which the upstream may have acted on it, is never sent again.
 
-use axum::body::Body;
+use super::trust;
+use super::via::{ProxyRefused, ToProxy, Tunnel, Via};
+use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri, header};
 use base64::Engine as _;
-use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::connect::proxy::Tunnel;
-use hyper_util::client::legacy::connect::{Connect, Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::legacy::{Client as Pool, ResponseFuture};
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::error::Error as StdError;
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
 
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Tls<C> = HttpsConnector<C>;
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
+pub(crate) type Tls<C> = HttpsConnector<C>;
 
-/// The upstream client (cheap to clone: the pool is shared).
+/// The upstream client (cheap to clone: the pools are shared).
 #[derive(Clone)]
 pub(crate) struct Client {
     route: Route,
@@ -39,12 +44,46 @@ pub(crate) struct Client {
 
 #[derive(Clone)]
 enum Route {
-    Direct(Pool<Timed<Tls<HttpConnector>>, Body>),
+    Direct(Pools<Timed<Tls<HttpConnector>>>),
     /// An `http://` upstream through an HTTP proxy: requests in absolute
     /// form to the proxy, with its `proxy-authorization`.
-    Forward(Pool<Timed<ToProxy>, Body>, Option<HeaderValue>),
+    Forward(Pools<Timed<ToProxy>>, Via),
     /// An `https://` upstream through an HTTP proxy: TLS inside a CONNECT tunnel.
-    Tunnel(Pool<Timed<Tls<Tunnel<Tls<HttpConnector>>>>, Body>),
+    Tunnel(Pools<Timed<Tls<Tunnel>>>),
+}
+
+/// A route's connections: the shared pool, and one that opens a new
+/// connection for each request (a request sent again goes there: the
+/// first stream of a connection of its own).
+#[derive(Clone)]
+struct Pools<C> {
+    shared: Pool<C, Body>,
+    fresh: Pool<C, Body>,
+}
+
+impl<C: Connect + Clone + Send + Sync + 'static> Pools<C> {
+    fn new(c: C) -> Self {
+        let builder = || {
+            let mut b = Pool::builder(TokioExecutor::new());
+            b.timer(TokioTimer::new()).pool_timer(TokioTimer::new()).pool_idle_timeout(Duration::from_secs(90));
+            b
+        };
+        Self { shared: builder().build(c.clone()), fresh: builder().pool_max_idle_per_host(0).build(c) }
+    }
+
+    fn request(&self, fresh: bool, req: Request<Body>) -> ResponseFuture {
+        if fresh { self.fresh.request(req) } else { self.shared.request(req) }
+    }
+}
+
+impl Route {
+    fn request(&self, fresh: bool, req: Request<Body>) -> ResponseFuture {
+        match self {
+            Route::Direct(p) => p.request(fresh, req),
+            Route::Forward(p, _) => p.request(fresh, req),
+            Route::Tunnel(p) => p.request(fresh, req),
+        }
+    }
 }
 
 impl std::fmt::Debug for Client {
@@ -58,36 +97,52 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// A request's body: kept whole (it can be sent again), or streamed
+/// upstream as it comes (it cannot).
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Kept(Bytes),
+    Streamed(Body),
+}
+
+impl From<Body> for Payload {
+    /// A body known to be empty is kept (there is nothing to hold).
+    fn from(body: Body) -> Self {
+        if body.size_hint().exact() == Some(0) { Payload::Kept(Bytes::new()) } else { Payload::Streamed(body) }
+    }
+}
+
 impl Client {
-    /// The client for `upstream`, through the environment's proxy for it if any.
-    pub(crate) fn new(connect_timeout: Duration, upstream: &str) -> Result<Self, String> {
-        Self::with_proxies(connect_timeout, upstream, &Matcher::from_system())
+    /// The client for `cfg.upstream`, through the environment's proxy for
+    /// it if any, trusting the CAs of [`trust`] (with `cfg.upstream_ca`).
+    pub(crate) fn new(cfg: &crate::ServeConfig) -> Result<Self, String> {
+        let tls = trust::client_config(&cfg.upstream_ca)?;
+        Self::with_proxies(cfg.connect_timeout, &cfg.upstream, &Matcher::from_system(), &tls)
     }
 
     /// The client for `upstream`, through the proxy `proxies` gives it if any.
-    pub(crate) fn with_proxies(connect_timeout: Duration, upstream: &str, proxies: &Matcher) -> Result<Self, String> {
+    pub(crate) fn with_proxies(connect_timeout: Duration, upstream: &str, proxies: &Matcher, tls: &rustls::ClientConfig) -> Result<Self, String> {
         let parsed = upstream.parse::<Uri>().ok();
         let url_auth = parsed.as_ref().and_then(basic_auth);
         let timed = |inner| Timed { inner, limit: connect_timeout };
+        let https = parsed.as_ref().and_then(Uri::scheme_str) == Some("https");
         let route = match parsed.as_ref().and_then(|u| proxies.intercept(u)) {
-            None => Route::Direct(pool(timed(tls(true, tcp())?))),
+            None => Route::Direct(Pools::new(timed(secure(true, tcp(), tls)))),
             Some(p) if !matches!(p.uri().scheme_str(), Some("http" | "https")) => {
                 return Err(format!(
                     "the environment's proxy for the upstream, {}, is not http:// or https:// (lam speaks no other to a proxy); set NO_PROXY to reach the upstream directly",
                     lam_core::redact::url(&p.uri().to_string())
                 ));
             }
-            Some(p) if parsed.as_ref().and_then(Uri::scheme_str) == Some("https") => {
-                let mut tunnel = Tunnel::new(p.uri().clone(), tls(false, tcp())?);
-                if let Some(auth) = p.basic_auth() {
-                    tunnel = tunnel.with_auth(auth.clone());
+            Some(p) => {
+                let via = Via { uri: p.uri().clone(), auth: p.basic_auth().cloned(), var: if https { "HTTPS_PROXY" } else { "HTTP_PROXY" } };
+                let to_proxy = secure(false, tcp(), tls);
+                if https {
+                    Route::Tunnel(Pools::new(Timed { inner: secure(true, Tunnel { inner: to_proxy, via }, tls), limit: connect_timeout }))
+                } else {
+                    Route::Forward(Pools::new(Timed { inner: ToProxy { inner: to_proxy, proxy: via.uri.clone() }, limit: connect_timeout }), via)
                 }
-                Route::Tunnel(pool(Timed { inner: tls(true, tunnel)?, limit: connect_timeout }))
             }
-            Some(p) => Route::Forward(
-                pool(Timed { inner: ToProxy { inner: tls(false, tcp())?, proxy: p.uri().clone() }, limit: connect_timeout }),
-                p.basic_auth().cloned(),
-            ),
         };
         Ok(Self { route, url_auth })
     }
@@ -95,33 +150,123 @@ impl Client {
     /// Send `method url` with exactly `headers` (plus `host`, and the
     /// URL's or the proxy's credentials where the request has none) and
     /// `body`; its length goes as `content-length` when known, else chunked.
+    /// A kept body the upstream refused unprocessed goes once more, on a
+    /// new connection (`on_retry` is called then). A proxy's `407` is an
+    /// error ([`ProxyRefused`]), never the upstream's answer.
     pub(crate) fn send(
         &self,
         method: Method,
         url: &str,
-        mut headers: HeaderMap,
-        body: Body,
+        headers: HeaderMap,
+        body: Payload,
+        on_retry: impl FnOnce() + Send + 'static,
     ) -> impl Future<Output = Result<Response<Body>, BoxError>> + Send + 'static {
-        let sent = without_userinfo(url).map(|uri| {
-            if let Some(a) = &self.url_auth {
-                headers.entry(header::AUTHORIZATION).or_insert_with(|| a.clone());
-            }
-            if let Route::Forward(_, Some(a)) = &self.route {
-                headers.entry(header::PROXY_AUTHORIZATION).or_insert_with(|| a.clone());
-            }
-            let mut req = Request::new(body);
-            *req.method_mut() = method;
-            *req.uri_mut() = uri;
-            *req.headers_mut() = headers;
-            let sent: ResponseFuture = match &self.route {
-                Route::Direct(p) => p.request(req),
-                Route::Forward(p, _) => p.request(req),
-                Route::Tunnel(p) => p.request(req),
-            };
-            sent
-        });
-        async move { Ok(sent?.await?.map(Body::new)) }
+        let (client, uri) = (self.clone(), without_userinfo(url));
+        async move { client.exchange(Head { method, uri: uri?, headers }, body, on_retry).await }
     }
+
+    async fn exchange(self, mut head: Head, body: Payload, on_retry: impl FnOnce()) -> Result<Response<Body>, BoxError> {
+        if let Some(a) = &self.url_auth {
+            head.headers.entry(header::AUTHORIZATION).or_insert_with(|| a.clone());
+        }
+        if let Route::Forward(_, Via { auth: Some(a), .. }) = &self.route {
+            head.headers.entry(header::PROXY_AUTHORIZATION).or_insert_with(|| a.clone());
+        }
+        let (body, kept) = match body {
+            Payload::Kept(b) => (Body::from(b.clone()), Some(b)),
+            Payload::Streamed(b) => (b, None),
+        };
+        let answer = match (self.route.request(false, head.request(body)).await, kept) {
+            (Err(first), Some(kept)) if unprocessed(&first) => {
+                on_retry();
+                let again = self.route.request(true, head.request(Body::from(kept))).await;
+                again.map_err(|e| Retried { first: chain(&first), source: e.into() })?
+            }
+            (r, _) => r?,
+        };
+        self.refused_by_proxy(answer.map(Body::new), head.headers.contains_key(header::PROXY_AUTHORIZATION))
+    }
+
+    /// A proxy's own `407` to a forwarded request, as an error.
+    fn refused_by_proxy(&self, answer: Response<Body>, sent_credentials: bool) -> Result<Response<Body>, BoxError> {
+        match &self.route {
+            Route::Forward(_, via) if answer.status() == axum::http::StatusCode::PROXY_AUTHENTICATION_REQUIRED => {
+                let reason = answer.status().canonical_reason().unwrap_or_default();
+                Err(ProxyRefused::new(via, None, (407, reason), answer.headers(), sent_credentials).into())
+            }
+            _ => Ok(answer),
+        }
+    }
+}
+
+/// What a request sends before its body.
+struct Head {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl Head {
+    fn request(&self, body: Body) -> Request<Body> {
+        let mut req = Request::new(body);
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// A request sent again that failed again: both failures.
+#[derive(Debug)]
+struct Retried {
+    first: String,
+    source: BoxError,
+}
+
+impl std::fmt::Display for Retried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the upstream left the request unprocessed ({}), and sent again on a new connection it failed too", self.first)
+    }
+}
+
+impl StdError for Retried {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// `e` with its causes, `: `-joined (the last one is what went wrong: a
+/// reset, a refusal).
+pub(crate) fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut why = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        why = format!("{why}: {c}");
+        cause = c.source();
+    }
+    why
+}
+
+/// `e` and its causes, each `io::Error`'s own inner error among them (its
+/// `source` skips that one).
+pub(crate) fn causes<'a>(e: &'a (dyn StdError + 'static)) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(e), |&c: &&'a (dyn StdError + 'static)| match c.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+        Some(inner) => Some(inner as &(dyn StdError + 'static)),
+        None => c.source(),
+    })
+}
+
+/// The first of `e` and its causes that is a `T`.
+pub(crate) fn find<'a, T: StdError + 'static>(e: &'a (dyn StdError + 'static)) -> Option<&'a T> {
+    causes(e).find_map(|c| c.downcast_ref::<T>())
+}
+
+/// Whether the upstream refused the request before processing any of it:
+/// an HTTP/2 stream beyond the last one of the upstream's GOAWAY (or opened
+/// after it), or one it reset with `REFUSED_STREAM`. A stream the GOAWAY
+/// covers and that then broke may have been processed: not this.
+pub(crate) fn unprocessed(e: &(dyn StdError + 'static)) -> bool {
+    find::<h2::Error>(e).is_some_and(|h| h.is_remote() && (h.is_go_away() || h.reason() == Some(h2::Reason::REFUSED_STREAM)))
 }
 
 /// `url` without a `user:password@` (it goes as `authorization`, never in
@@ -163,18 +308,11 @@ fn tcp() -> HttpConnector {
     c
 }
 
-/// TLS over `inner` for `https://` (plain for `http://`); ALPN offers
-/// HTTP/2 then HTTP/1.1 (`h2`), or HTTP/1.1 alone (to a proxy).
-fn tls<C>(h2: bool, inner: C) -> Result<Tls<C>, String> {
-    let b = HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(Arc::new(rustls::crypto::ring::default_provider()))
-        .map_err(|e| format!("TLS: {e}"))?
-        .https_or_http();
-    Ok(if h2 { b.enable_all_versions().wrap_connector(inner) } else { b.enable_http1().wrap_connector(inner) })
-}
-
-fn pool<C: Connect + Clone + Send + Sync + 'static>(c: C) -> Pool<C, Body> {
-    Pool::builder(TokioExecutor::new()).timer(TokioTimer::new()).pool_timer(TokioTimer::new()).pool_idle_timeout(Duration::from_secs(90)).build(c)
+/// TLS with `tls` over `inner` for `https://` (plain for `http://`); ALPN
+/// offers HTTP/2 then HTTP/1.1 (`h2`), or HTTP/1.1 alone (to a proxy).
+fn secure<C>(h2: bool, inner: C, tls: &rustls::ClientConfig) -> Tls<C> {
+    let b = HttpsConnectorBuilder::new().with_tls_config(tls.clone()).https_or_http();
+    if h2 { b.enable_all_versions().wrap_connector(inner) } else { b.enable_http1().wrap_connector(inner) }
 }
 
 /// A connector whose whole connection (TCP, proxy tunnel, TLS) must be
@@ -185,8 +323,6 @@ struct Timed<C> {
     limit: Duration,
 }
 
-type Connecting<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
-
 impl<C> Service<Uri> for Timed<C>
 where
     C: Service<Uri>,
@@ -195,7 +331,7 @@ where
 {
     type Response = C::Response;
     type Error = BoxError;
-    type Future = Connecting<C::Response>;
+    type Future = super::via::Connecting<C::Response>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -215,71 +351,14 @@ where
     }
 }
 
-/// Connects to the proxy whatever the destination, the connection marked
-/// as a proxy's (requests go in absolute form).
-#[derive(Clone)]
-struct ToProxy {
-    inner: Tls<HttpConnector>,
-    proxy: Uri,
-}
-
-type ProxyIo = <Tls<HttpConnector> as Service<Uri>>::Response;
-
-impl Service<Uri> for ToProxy {
-    type Response = Proxied<ProxyIo>;
-    type Error = BoxError;
-    type Future = Connecting<Self::Response>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, _dst: Uri) -> Self::Future {
-        let connecting = self.inner.call(self.proxy.clone());
-        Box::pin(async move { connecting.await.map(Proxied) })
-    }
-}
-
-struct Proxied<T>(T);
-
-impl<T: Connection> Connection for Proxied<T> {
-    fn connected(&self) -> Connected {
-        self.0.connected().proxy(true)
-    }
-}
-
-impl<T: Read + Unpin> Read for Proxied<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl<T: Write + Unpin> Write for Proxied<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn tls() -> rustls::ClientConfig {
+        trust::client_config(&[]).unwrap()
+    }
 
     fn b64(s: &str) -> String {
         base64::engine::general_purpose::STANDARD.encode(s).to_ascii_lowercase()
@@ -308,8 +387,8 @@ mod tests {
         let (proxy, head) = fake_proxy("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
         let proxies = Matcher::builder().http(format!("http://pu:pp@{proxy}")).build();
         let upstream = "http://u:p%40ss@upstream.invalid:8080/api";
-        let c = Client::with_proxies(Duration::from_secs(5), upstream, &proxies).unwrap();
-        let r = c.send(Method::GET, &format!("{upstream}/v1/models?x=1"), HeaderMap::new(), Body::empty()).await.unwrap();
+        let c = Client::with_proxies(Duration::from_secs(5), upstream, &proxies, &tls()).unwrap();
+        let r = c.send(Method::GET, &format!("{upstream}/v1/models?x=1"), HeaderMap::new(), Payload::Kept(Bytes::new()), || ()).await.unwrap();
         assert_eq!(r.status(), 200);
         let head = head.await.unwrap();
         assert!(head.starts_with("get http://upstream.invalid:8080/api/v1/models?x=1 http/1.1\r\n"), "{head}");
@@ -323,12 +402,39 @@ mod tests {
     async fn an_https_upstream_goes_through_a_connect_tunnel() {
         let (proxy, head) = fake_proxy("HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n").await;
         let proxies = Matcher::builder().https(format!("http://pu:pp@{proxy}")).build();
-        let c = Client::with_proxies(Duration::from_secs(5), "https://upstream.invalid", &proxies).unwrap();
-        let sent = c.send(Method::POST, "https://upstream.invalid/v1/messages", HeaderMap::new(), Body::empty()).await;
-        assert!(sent.is_err(), "the proxy refused the tunnel");
+        let c = Client::with_proxies(Duration::from_secs(5), "https://upstream.invalid", &proxies, &tls()).unwrap();
+        let sent = c.send(Method::POST, "https://upstream.invalid/v1/messages", HeaderMap::new(), Payload::Kept(Bytes::new()), || ()).await;
+        let e = sent.expect_err("the proxy refused the tunnel");
+        let refused = find::<ProxyRefused>(&*e).map(ToString::to_string).unwrap_or_else(|| chain(&*e));
+        assert!(
+            refused
+                .starts_with(&format!("the HTTP proxy http://{proxy} (from HTTPS_PROXY or ALL_PROXY) answered 403 Forbidden to CONNECT upstream.invalid:443")),
+            "{refused}"
+        );
         let head = head.await.unwrap();
         assert!(head.starts_with("connect upstream.invalid:443 http/1.1\r\n"), "{head}");
         assert!(head.contains(&format!("\r\nproxy-authorization: basic {}\r\n", b64("pu:pp"))), "{head}");
+    }
+
+    /// A proxy's `407`, to a tunnel or to a forwarded request, is an error
+    /// naming the proxy and its status, never the upstream's answer.
+    #[tokio::test]
+    async fn a_proxy_s_407_is_an_error_naming_it() {
+        const ASK: &str = "HTTP/1.1 407 Proxy Authentication Required\r\nproxy-authenticate: Basic realm=\"corp\"\r\ncontent-length: 0\r\n\r\n";
+        for upstream in ["https://upstream.invalid", "http://upstream.invalid"] {
+            let (proxy, head) = fake_proxy(ASK).await;
+            let proxies = Matcher::builder().all(format!("http://{proxy}")).build();
+            let c = Client::with_proxies(Duration::from_secs(5), upstream, &proxies, &tls()).unwrap();
+            let e = c.send(Method::POST, &format!("{upstream}/v1/messages"), HeaderMap::new(), Payload::Kept(Bytes::new()), || ()).await.unwrap_err();
+            let refused = find::<ProxyRefused>(&*e).map(ToString::to_string).unwrap_or_else(|| chain(&*e));
+            let var = if upstream.starts_with("https") { "HTTPS_PROXY" } else { "HTTP_PROXY" };
+            assert!(
+                refused.starts_with(&format!("the HTTP proxy http://{proxy} (from {var} or ALL_PROXY) answered 407 Proxy Authentication Required")),
+                "{refused}"
+            );
+            assert!(refused.contains(&format!("{var}=http://USER:PASSWORD@{proxy} ")), "{refused}");
+            head.await.unwrap();
+        }
     }
 
     /// An `https://` upstream: TLS with its name (SNI), offering HTTP/2 and HTTP/1.1 (ALPN).
@@ -344,8 +450,11 @@ mod tests {
             b
         });
         let upstream = format!("https://localhost:{port}");
-        let c = Client::with_proxies(Duration::from_secs(5), &upstream, &Matcher::builder().build()).unwrap();
-        let sent = tokio::time::timeout(Duration::from_secs(5), c.send(Method::GET, &format!("{upstream}/v1/models"), HeaderMap::new(), Body::empty()));
+        let c = Client::with_proxies(Duration::from_secs(5), &upstream, &Matcher::builder().build(), &tls()).unwrap();
+        let sent = tokio::time::timeout(
+            Duration::from_secs(5),
+            c.send(Method::GET, &format!("{upstream}/v1/models"), HeaderMap::new(), Payload::Kept(Bytes::new()), || ()),
+        );
         let _ = sent.await;
         let hello = hello.await.unwrap();
         let has = |needle: &[u8]| hello.windows(needle.len()).any(|w| w == needle);
@@ -358,11 +467,11 @@ mod tests {
     fn no_proxy_goes_direct_and_a_socks_proxy_is_refused() {
         let t = Duration::from_secs(1);
         let socks = Matcher::builder().all("socks5://127.0.0.1:1080").build();
-        let e = Client::with_proxies(t, "https://api.example", &socks).unwrap_err();
+        let e = Client::with_proxies(t, "https://api.example", &socks, &tls()).unwrap_err();
         assert!(e.contains("socks5://127.0.0.1:1080"), "{e}");
         let bypassed = Matcher::builder().all("http://127.0.0.1:3128").no("api.example").build();
-        assert!(format!("{:?}", Client::with_proxies(t, "https://api.example", &bypassed).unwrap()).contains("direct"));
-        assert!(format!("{:?}", Client::with_proxies(t, "https://other.example", &bypassed).unwrap()).contains("tunnel"));
+        assert!(format!("{:?}", Client::with_proxies(t, "https://api.example", &bypassed, &tls()).unwrap()).contains("direct"));
+        assert!(format!("{:?}", Client::with_proxies(t, "https://other.example", &bypassed, &tls()).unwrap()).contains("tunnel"));
     }
 
     #[tokio::test]
