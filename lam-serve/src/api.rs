@@ -60,9 +60,11 @@ impl Context {
         if self.task.is_none() && wire::role(v) == Some("user") && wire::is_message(api, v) {
             self.task = Some(self.noted);
         }
+        let mut nth = Occurrences::default();
         for c in v.as_object().map(|o| wire::calls(api, o)).unwrap_or_default() {
-            self.actions.insert(c.id.to_string(), c.action());
-            self.names.insert(c.id.to_string(), c.name);
+            let key = nth.key(c.id);
+            self.actions.insert(key.clone(), c.action());
+            self.names.insert(key, c.name);
         }
         if wire::is_model_turn(api, v) {
             self.said = Arc::from(said(api, v));
@@ -74,6 +76,24 @@ impl Context {
     pub(crate) fn heap_bytes(&self) -> usize {
         let map = |m: &HashMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>();
         map(&self.actions) + map(&self.names) + self.said.len()
+    }
+}
+
+/// Calls and results paired by position where their ids are missing or
+/// repeated: the Gemini API (and the google-genai SDKs) send parallel calls
+/// without `functionCall.id`, so two `read_file` calls of one turn both go
+/// by their name, and so do their two `functionResponse`s, in the same
+/// order. Within one item, the `k`-th call (or result) of an id is keyed
+/// `id` the first time and `id` + U+001F + `k` after; a result looks up the
+/// key its own position gives, so the second result answers the second call.
+#[derive(Default)]
+struct Occurrences(HashMap<String, usize>);
+
+impl Occurrences {
+    fn key(&mut self, id: &str) -> String {
+        let k = self.0.entry(id.to_string()).or_default();
+        *k += 1;
+        if *k == 1 { id.to_string() } else { format!("{id}\u{1f}{k}") }
     }
 }
 
@@ -98,11 +118,14 @@ impl Observations for Api {
         let kept = |id: Option<&str>| id.is_some_and(|id| cx.names.get(id).is_some_and(|n| policy.keep_tools.contains(n)) || recall(id));
         let said = || cx.said.to_string();
         let action = |id: Option<&str>| id.and_then(|id| cx.actions.get(id)).cloned().unwrap_or_else(said);
-        let outputs = wire::outputs(self, obj);
+        let outputs = keyed_outputs(self, obj);
         if !outputs.is_empty() || (self == Api::Messages && wire::has_tool_results(obj)) {
             return outputs
                 .into_iter()
-                .map(|o| Slot { path: o.path, action: action(o.call_id), keep: kept(o.call_id), recall: o.call_id.is_some_and(recall) })
+                .map(|(path, id)| {
+                    let id = id.as_deref();
+                    Slot { path, action: action(id), keep: kept(id), recall: id.is_some_and(recall) }
+                })
                 .collect();
         }
         let user_obs = policy.user_turns && wire::role(v) == Some("user") && wire::is_message(self, v) && cx.task.is_some_and(|t| cx.noted > t);
@@ -111,6 +134,18 @@ impl Observations for Api {
         }
         wire::message_texts(self, obj).into_iter().map(|path| Slot { path, action: said(), keep: false, recall: false }).collect()
     }
+}
+
+/// Where each tool-result text of item `v` sits ([`wire::outputs`]), with
+/// the key of the call it answers ([`Occurrences`]).
+fn keyed_outputs(api: Api, v: &serde_json::Map<String, Value>) -> Vec<(Path, Option<String>)> {
+    let mut nth = Occurrences::default();
+    let mut out = Vec::new();
+    for r in wire::results(api, v) {
+        let key = r.call_id.map(|id| nth.key(id));
+        out.extend(r.paths.into_iter().map(|p| (p, key.clone())));
+    }
+    out
 }
 
 /// The action of a message the model wrote ([`action::of_message`]); a
@@ -365,6 +400,26 @@ mod tests {
         );
         let inputs: Vec<String> = citable_inputs(Api::Gemini, &items[4]).into_iter().map(|(s, _)| s.path.to_string()).collect();
         assert_eq!(inputs, ["/parts/0/functionCall/args/content"]);
+    }
+
+    /// Gemini's parallel calls without ids (as the Gemini API and the
+    /// google-genai SDKs send them) pair with their responses by position:
+    /// the second `read_file` response is the second call's, never the
+    /// last call's for both.
+    #[test]
+    fn parallel_calls_without_ids_pair_by_position() {
+        let call = |f: &str| json!({"functionCall":{"name":"read_file","args":{"file_path":f}}});
+        let answer = |out: &str| json!({"functionResponse":{"name":"read_file","response":{"output":out}}});
+        let items = [
+            json!({"role":"user","parts":[{"text":"Look at a.py and b.py"}]}),
+            json!({"role":"model","parts":[call("a.py"), call("b.py"), {"functionCall":{"name":"list_dir","args":{}}}]}),
+            json!({"role":"user","parts":[answer("A"), answer("B"), {"functionResponse":{"name":"list_dir","response":{"output":"a.py b.py"}}}]}),
+            json!({"role":"model","parts":[call("c.py")]}),
+            json!({"role":"user","parts":[answer("C")]}),
+        ];
+        let slots = read(Api::Gemini, &items, &Policy::default());
+        let got: Vec<&str> = slots.iter().map(|(_, s)| s.action.as_str()).collect();
+        assert_eq!(got, [r#"read_file({"file_path":"a.py"})"#, r#"read_file({"file_path":"b.py"})"#, "list_dir({})", r#"read_file({"file_path":"c.py"})"#]);
     }
 
     /// A large input of a server tool's call (`server_tool_use`) is as

@@ -21,8 +21,8 @@ impl<'de> Deserialize<'de> for Members {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
                 let mut out: Vec<(String, Box<RawValue>)> = Vec::new();
                 while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
-                    if GUARDED.contains(&k.as_str()) && out.iter().any(|(o, _)| *o == k) {
-                        return Err(A::Error::custom(format!("member `{k}` twice")));
+                    if let Some(g) = guarded(&k).filter(|&g| out.iter().any(|(o, _)| guarded(o) == Some(g))) {
+                        return Err(A::Error::custom(format!("member `{}` twice", GUARDED[g][0])));
                     }
                     out.push((k, v));
                 }
@@ -33,9 +33,18 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-/// Top-level members that hold the conversation or its preamble: a body
-/// holding one twice is ambiguous (which one does the upstream read?).
-pub(crate) const GUARDED: [&str; 4] = ["messages", "input", "system", "instructions"];
+/// Top-level members that hold the conversation or its preamble, each with
+/// the other names the upstream reads it by (the Gemini API takes a
+/// protobuf field by its JSON name and by its own, `systemInstruction` and
+/// `system_instruction`): a body holding one twice, under any of its names,
+/// is ambiguous (which one does the upstream read?).
+pub(crate) const GUARDED: [&[&str]; 6] =
+    [&["messages"], &["input"], &["system"], &["instructions"], &["contents"], &["systemInstruction", "system_instruction"]];
+
+/// Which [`GUARDED`] member `key` names.
+fn guarded(key: &str) -> Option<usize> {
+    GUARDED.iter().position(|names| names.contains(&key))
+}
 
 /// The first [`GUARDED`] member that `body` (a JSON object) holds twice,
 /// names compared after unescaping.
@@ -51,9 +60,9 @@ pub(crate) fn duplicate_key(body: &[u8]) -> Option<&'static str> {
             // Read to the end even after a find: serde_json refuses a map
             // whose visitor stops early, which would hide the find.
             while let Some((k, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
-                if let Some(i) = GUARDED.iter().position(|g| *g == k) {
+                if let Some(i) = guarded(&k) {
                     if seen[i] {
-                        twice = twice.or(Some(GUARDED[i]));
+                        twice = twice.or(Some(GUARDED[i][0]));
                     }
                     seen[i] = true;
                 }
@@ -148,6 +157,11 @@ mod tests {
         assert_eq!(duplicate_key(br#"{"model":"a","model":"b","messages":[]}"#), None);
         assert!(Members::parse(br#"{"model":"a","model":"b","messages":[]}"#).is_ok());
         assert_eq!(duplicate_key(b"not json"), None);
+        // The Gemini API's conversation and its preamble, under either name (escaped too).
+        assert_eq!(duplicate_key(br#"{"contents":[],"c\u006fntents":[]}"#), Some("contents"));
+        assert_eq!(duplicate_key(br#"{"systemInstruction":{},"contents":[],"system_instruction":{}}"#), Some("systemInstruction"));
+        assert!(Members::parse(br#"{"contents":[],"c\u006fntents":[{"role":"user"}]}"#).is_err());
+        assert!(Members::parse(br#"{"system_instruction":{},"systemInstruction":{}}"#).is_err());
     }
 
     #[test]

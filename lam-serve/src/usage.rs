@@ -12,8 +12,9 @@
 //! Completions `prompt_tokens`, both with the cached part included. Gemini
 //! reports `usageMetadata` (not `usage`): `promptTokenCount` with the cached
 //! part included (`cachedContentTokenCount` is a part of it, and
-//! `candidatesTokenCount` the output), in a JSON answer and in every SSE
-//! chunk of a streamed one.
+//! `candidatesTokenCount` the output), in a JSON answer, in every SSE
+//! chunk of a streamed one (`alt=sse`), and in every element of the JSON
+//! array a stream without `alt=sse` is.
 
 use crate::api::Api;
 use crate::engine::lock;
@@ -53,7 +54,8 @@ pub(crate) struct Scan {
     /// JSON body until it parses.
     pending: Vec<u8>,
     /// Whether the answer is SSE (decided by its first byte that is not
-    /// white space: a plain JSON body starts with `{`).
+    /// white space: a plain JSON body starts with `{`, the Gemini API's
+    /// JSON-array stream, `:streamGenerateContent` without `alt=sse`, with `[`).
     sse: Option<bool>,
 }
 
@@ -69,7 +71,7 @@ impl Scan {
     /// Read one chunk.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
         if self.sse.is_none() {
-            self.sse = chunk.iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b != b'{');
+            self.sse = chunk.iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b != b'{' && b != b'[');
         }
         match self.sse {
             Some(true) => self.feed_lines(chunk),
@@ -92,10 +94,11 @@ impl Scan {
         self.push(rest);
     }
 
-    /// Plain JSON: the body parsed once it ends with `}` (a complete one parses).
+    /// Plain JSON (an object, or an array of them): the body parsed once it
+    /// ends with `}` or `]` (a complete one parses).
     fn feed_body(&mut self, chunk: &[u8]) {
         self.push(chunk);
-        if self.pending.iter().rev().find(|b| !b.is_ascii_whitespace()) == Some(&b'}') {
+        if matches!(self.pending.iter().rev().find(|b| !b.is_ascii_whitespace()), Some(b'}' | b']')) {
             let body = std::mem::take(&mut self.pending);
             if !self.read(&body) {
                 self.pending = body;
@@ -222,6 +225,13 @@ mod tests {
         let mut s = Scan::new(Api::ChatCompletions);
         s.feed(br#"{"usageMetadata":{"promptTokenCount":321}}"#);
         assert_eq!(s.input(), None, "usageMetadata is Gemini's alone");
+        // `:streamGenerateContent` without `alt=sse`: one JSON array, its elements as they come.
+        let array = b"[{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ok\"}],\"role\":\"model\"}}],\"usageMetadata\":{\"promptTokenCount\":4321,\"candidatesTokenCount\":1}}\r\n,\r\n{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\" done\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":4321,\"candidatesTokenCount\":3}}\r\n]";
+        let mut s = Scan::new(Api::Gemini);
+        for c in array.chunks(13) {
+            s.feed(c);
+        }
+        assert_eq!(s.input(), Some(4321));
     }
 
     /// Only JSON integers count: a string, a float, a negative or too large

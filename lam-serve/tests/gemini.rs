@@ -228,9 +228,14 @@ async fn gemini_upstream(State(seen): State<Seen>, req: Request) -> Response {
     if pq.contains(":countTokens") {
         return ([(header::CONTENT_TYPE, "application/json")], json!({"totalTokens": prompt}).to_string()).into_response();
     }
-    if pq.contains(":streamGenerateContent") {
+    if pq.contains(":streamGenerateContent") && pq.contains("alt=sse") {
         let sse = format!("data: {}\r\n\r\ndata: {}\r\n\r\n", chunk("Done", 1), chunk(".", 2));
         return ([(header::CONTENT_TYPE, "text/event-stream")], sse).into_response();
+    }
+    if pq.contains(":streamGenerateContent") {
+        // Without `alt=sse`: one JSON array whose elements come as they are made.
+        let array = format!("[{}\r\n,\r\n{}\r\n]", chunk("Done", 1), chunk(".", 2));
+        return ([(header::CONTENT_TYPE, "application/json")], array).into_response();
     }
     ([(header::CONTENT_TYPE, "application/json")], chunk("Done.", 2).to_string()).into_response()
 }
@@ -329,6 +334,47 @@ async fn the_sse_answer_s_usage_is_read() {
     let sent = seen.0.lock().unwrap()[0].2.len();
     let st = run.proxy.stats();
     assert_eq!(st.sessions[0].upstream_input_tokens as usize, sent * 3 / 10, "promptTokenCount, its cached part not added again");
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}
+
+/// The JSON-array stream (`:streamGenerateContent` without `alt=sse`): its
+/// `usageMetadata` is read too (issue 68).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_array_stream_s_usage_is_read() {
+    let seen = Seen::default();
+    let mut run = proxy_to_gemini(&seen).await;
+    let url = format!("http://{}/v1beta/models/gemini-3.8-flash:streamGenerateContent", run.addr);
+    let r = reqwest::Client::new().post(url).header("x-goog-api-key", "k").body(request(&session()[..1])).send().await.unwrap();
+    assert!(r.text().await.unwrap().starts_with("[{\"candidates\""));
+    let sent = seen.0.lock().unwrap()[0].2.len();
+    assert_eq!(run.proxy.stats().sessions[0].upstream_input_tokens as usize, sent * 3 / 10, "promptTokenCount of the array's elements");
+    run.stop.take().unwrap().send(()).unwrap();
+    run.done.await.unwrap().unwrap();
+}
+
+/// A body holding the conversation twice (`contents`, and `c\u006fntents`,
+/// which a JSON reader takes for the same name), or the system instruction
+/// under both its names, is refused before anything goes upstream: one
+/// list compacted and archived, the other whole and unarchived, would be
+/// ambiguous (issue 68).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_given_twice_is_refused() {
+    let seen = Seen::default();
+    let mut run = proxy_to_gemini(&seen).await;
+    let url = format!("http://{}/v1beta/models/gemini-3.8-flash:generateContent", run.addr);
+    let one = String::from_utf8(request(&session()[..2])).unwrap();
+    let contents = one.find("\"contents\"").unwrap();
+    let twice = format!("{}\"c\\u006fntents\":[],{}", &one[..contents], &one[contents..]);
+    let system = one.replacen('{', r#"{"systemInstruction":{"parts":[{"text":"a"}]},"system_instruction":{"parts":[{"text":"b"}]},"#, 1);
+    for (body, member) in [(twice, "contents"), (system, "systemInstruction")] {
+        let r = reqwest::Client::new().post(&url).header("content-type", "application/json").body(body).send().await.unwrap();
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["type"], "lam_duplicate_key", "{e}");
+        assert!(e["error"]["message"].as_str().unwrap().contains(member), "{e}");
+    }
+    assert!(seen.0.lock().unwrap().is_empty(), "nothing went upstream");
     run.stop.take().unwrap().send(()).unwrap();
     run.done.await.unwrap().unwrap();
 }
