@@ -72,6 +72,7 @@ mod http;
 mod json;
 mod ledger;
 mod log;
+pub mod prices;
 mod proxy;
 mod registry;
 pub mod replay;
