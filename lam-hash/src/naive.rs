@@ -4,7 +4,8 @@
 //! table key (no hash), each record's residual kept as lines, each run of
 //! lines collected before it is judged.
 
-use crate::{LineLoc, MAX_STARTS, Segment, pick};
+use crate::stubs::pick;
+use crate::{LineLoc, MAX_STARTS, Segment};
 use lam_core::TokenCounter;
 use lam_core::expand::place_of;
 use lam_core::newlines::Numbered;
