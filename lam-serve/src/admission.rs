@@ -9,67 +9,12 @@ use crate::api::Slot;
 use crate::budget::{Admitted, Archived, Citable, Place};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
+use crate::report::{Report, Unarchived};
+use crate::rewrite::{Edit, json_string};
 use lam_core::wire::{Path, Seg};
 use lam_core::{Record, SessionId};
-use lam_operator::{Admission, SessionTotals};
+use lam_operator::Admission;
 use serde_json::Value;
-use std::ops::Range;
-
-/// One string of an item to replace: its span in the item's bytes and the
-/// JSON literal to put there.
-pub(crate) type Edit = (Range<usize>, Vec<u8>);
-
-/// What admitting one request's new observations changed.
-#[derive(Debug, Default)]
-pub(crate) struct Delta {
-    /// Items not forwarded before in this session (each is looked at once).
-    pub new_items: u64,
-    /// Items forwarded before, sent again as they were.
-    pub reused: u64,
-    /// The admissions (a kept tool's result counted as forwarded whole).
-    pub totals: SessionTotals,
-    pub errors: u64,
-    pub last_error: Option<String>,
-    /// The store session the conversation's first observation claimed,
-    /// in the request that claimed it.
-    pub store_session: Option<String>,
-    /// With `--budget`: what the cuts of this request did, the input it
-    /// forwards (tokens) and whether that is over the budget.
-    pub cut: crate::budget::CutTotals,
-    pub input_tokens: Option<u64>,
-    pub over_budget: bool,
-    /// With a budget: where the count of this request's answer is recorded
-    /// (the ledger's session and the request's point, [`crate::ledger::point`]).
-    pub usage_at: Option<(lam_core::SessionId, u128)>,
-    /// Results of the recall tool among the new observations.
-    pub recalls: u64,
-    /// What could not be archived because the store was out of reach
-    /// ([`crate::store`]): forwarded whole, archived when a later request
-    /// carries its item again (taken by the conversation after each item).
-    pub unarchived: Vec<Unarchived>,
-    /// How many observations and inputs that was in this request, and how
-    /// many of those held back earlier were archived in it.
-    pub unavailable: u64,
-    pub archived_late: u64,
-    /// What the request costs direct and as forwarded (prompt-cache pricing).
-    pub receipt: Option<crate::replay::Receipt>,
-}
-
-/// An observation (`Output`) or a large tool-call input (`Input`, with its
-/// path inside JSON-string arguments) that the store was out of reach
-/// for: what it takes to archive it later.
-#[derive(Debug, Clone)]
-pub(crate) enum Unarchived {
-    Output(Slot),
-    Input(Slot, Option<Path>),
-}
-
-impl Delta {
-    /// Count one admission; a kept one was forwarded whole.
-    fn add(&mut self, a: &Admission, kept: bool) {
-        if kept { self.totals.add_whole(a) } else { self.totals.add(a) }
-    }
-}
 
 /// One conversation's admission state: its operator and its store session.
 #[derive(Debug, Clone)]
@@ -123,7 +68,7 @@ impl Admitter {
         slots: &[Slot],
         engine: &Engine,
         loan: &mut Loan<'_>,
-        d: &mut Delta,
+        d: &mut Report,
         (citable, late): (Cite<'_>, bool),
     ) -> Vec<Edit> {
         let (item, mut citable) = citable;
@@ -136,23 +81,22 @@ impl Admitter {
             fault::check(text);
             let rec = Record { index: self.op.records(), action: s.action.clone(), observation: text.as_bytes().to_vec(), returncode: None };
             match self.claim(engine, &rec) {
-                Ok(Some(name)) => d.store_session = Some(name),
+                Ok(Some(name)) => d.admission.store_session = Some(name),
                 Ok(None) => {}
                 Err(e) if e.is_unavailable() => {
-                    d.unarchived.push(Unarchived::Output(s.clone()));
+                    d.outage.unarchived.push(Unarchived::Output(s.clone()));
                     continue;
                 }
                 Err(e) => {
-                    d.errors += 1;
-                    d.last_error = Some(format!("record {}: claiming store session {}: {e}", rec.index, self.store_session.0));
+                    d.admission.error(format!("record {}: claiming store session {}: {e}", rec.index, self.store_session.0));
                     continue;
                 }
             }
             match self.op.admit_archived(&mut &engine.store, &self.store_session, loan.encoder(), &rec) {
                 Ok(a) => {
                     let whole = s.keep || late;
-                    d.add(&a, whole);
-                    d.recalls += u64::from(s.recall);
+                    d.admission.add(&a, whole);
+                    d.admission.recalls += u64::from(s.recall);
                     if let Some(list) = citable.as_deref_mut() {
                         list.push(self.citable(item, s, &rec, &a, engine, whole));
                     }
@@ -160,10 +104,9 @@ impl Admitter {
                         edits.push((node.span.clone(), json_string(a.residual)));
                     }
                 }
-                Err(lam_operator::Error::Core(e)) if arc_store::is_unavailable(&e) => d.unarchived.push(Unarchived::Output(s.clone())),
+                Err(lam_operator::Error::Core(e)) if arc_store::is_unavailable(&e) => d.outage.unarchived.push(Unarchived::Output(s.clone())),
                 Err(e) => {
-                    d.errors += 1;
-                    d.last_error = Some(format!("record {}: {e}", rec.index));
+                    d.admission.error(format!("record {}: {e}", rec.index));
                 }
             }
         }
@@ -180,7 +123,7 @@ impl Admitter {
         value: &Value,
         slots: &[(Slot, Option<Path>)],
         engine: &Engine,
-        d: &mut Delta,
+        d: &mut Report,
         item: usize,
         citable: &mut Vec<Citable>,
     ) {
@@ -190,7 +133,7 @@ impl Admitter {
             let rec = Record { index: self.op.records(), action: action.clone(), observation: text.into_bytes(), returncode: None };
             let tokens = lam_tokens::count(&rec.observation);
             let archived = self.claim(engine, &rec).and_then(|claimed| {
-                d.store_session = claimed.or(d.store_session.take());
+                d.admission.store_session = claimed.or(d.admission.store_session.take());
                 lam_core::ObsStore::append(&mut &engine.store, &self.store_session, &rec, u32::try_from(tokens).unwrap_or(u32::MAX)).map_err(Into::into)
             });
             match archived {
@@ -199,10 +142,9 @@ impl Admitter {
                     let archived = Archived { action: &action, observation: &rec.observation, id: &meta.shown, tokens };
                     citable.push(Citable::new(place, archived, None, engine.operator.recall));
                 }
-                Err(e) if e.is_unavailable() => d.unarchived.push(Unarchived::Input(s.clone(), inner.clone())),
+                Err(e) if e.is_unavailable() => d.outage.unarchived.push(Unarchived::Input(s.clone(), inner.clone())),
                 Err(e) => {
-                    d.errors += 1;
-                    d.last_error = Some(format!("archiving a tool input ({}): {e}", s.action));
+                    d.admission.error(format!("archiving a tool input ({}): {e}", s.action));
                 }
             }
         }
@@ -264,13 +206,6 @@ impl Admitter {
         let admitted = Admitted { record: a.record, refs: self.op.refers(a), shown_tokens, kept: s.keep };
         Citable::new(place, archived, Some(admitted), engine.operator.recall)
     }
-}
-
-/// A residual as a JSON string literal (bytes that are not UTF-8, which an
-/// observation read from a JSON string never holds, replaced).
-pub(crate) fn json_string(residual: Vec<u8>) -> Vec<u8> {
-    let text = String::from_utf8(residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    serde_json::to_vec(&text).expect("a string serialises")
 }
 
 /// Tests make admission panic on an observation holding a marker, to check

@@ -22,7 +22,7 @@ pub struct ServeConfig {
     pub engine: EngineSettings,
     /// Which results a budget's cut cites first (default: the oldest;
     /// `lam_serve::budget`). Replicas must agree on it.
-    pub cite_order: crate::CiteOrder,
+    pub cite_order: crate::budget::CiteOrder,
     /// Largest request body a compacted route accepts, in bytes.
     pub max_body: usize,
     /// Sessions held at most; beyond, the least recently used is dropped
@@ -72,12 +72,12 @@ pub struct ServeConfig {
     /// cache cold, and a budget cuts there to its target (`none`: never
     /// cold). `None`: the request's `cache_control.ttl`, else the provider's
     /// default, 5 minutes (`lam_serve::budget`'s rule, docs/serve.md).
-    pub cache_ttl: Option<crate::replay::CacheTtl>,
+    pub cache_ttl: Option<crate::bill::CacheTtl>,
     /// The budget a request is held to when neither `engine.budget`
     /// (`--budget N`) nor its `x-lam-budget` header sets one: resolved from
-    /// its `model` ([`crate::DefaultBudget`]). `lam run` and `lam replay`
+    /// its `model` ([`crate::budget::DefaultBudget`]). `lam run` and `lam replay`
     /// set it unless `--budget off`; `lam serve` only with `--budget auto`.
-    pub default_budget: Option<crate::DefaultBudget>,
+    pub default_budget: Option<crate::budget::DefaultBudget>,
 }
 
 /// Whether `name` can name a run: 1 to 64 letters, digits, `-`, `_`, `.`.
@@ -131,7 +131,7 @@ impl ServeConfig {
             upstream: upstream.trim_end_matches('/').to_string(),
             store: StoreSpec::Memory,
             engine: EngineSettings::default(),
-            cite_order: crate::CiteOrder::default(),
+            cite_order: crate::budget::CiteOrder::default(),
             max_body: 32 << 20,
             max_sessions: 4096,
             log: false,
@@ -163,6 +163,22 @@ impl ServeConfig {
     /// userinfo or query masked.
     pub fn upstream_shown(&self) -> String {
         lam_core::redact::url(&self.upstream)
+    }
+
+    /// The budget a request is held to: the one its `x-lam-budget` header
+    /// gives (`header`, already cut to keep [`ServeConfig::keep_from`]'s
+    /// `--keep`), else `--budget`, else the default budget for its `model`
+    /// ([`crate::budget::DefaultBudget`]); `None`: no budget. The one place a
+    /// request's budget is resolved (the HTTP layer, the proxy and `lam
+    /// replay` all ask here).
+    pub fn budget_for(&self, header: Option<Budget>, model: Option<&str>) -> Option<Budget> {
+        header.or(self.engine.budget).or_else(|| self.default_budget.map(|d| d.for_model(model)))
+    }
+
+    /// The budget a header's budget takes `--keep` from: `--budget`, else
+    /// the default budget's (for no model in particular).
+    pub fn keep_from(&self) -> Option<Budget> {
+        self.engine.budget.or_else(|| self.default_budget.map(|d| d.for_model(None)))
     }
 
     /// [`ServeConfig::new`] with the model-free hashing encoder and no cache file.

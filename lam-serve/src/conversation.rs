@@ -4,12 +4,14 @@
 //! one with residuals goes with the exact bytes first forwarded (prefix
 //! stability). Only the new items of a request go on to admission.
 
-use crate::admission::{Admitter, Delta, Unarchived};
+use crate::admission::Admitter;
 use crate::api::{Api, Context, Observations as _};
+use crate::budget::{Asked, Books};
 use crate::budget::{Reach, Stage};
 use crate::canon::{self, Node};
 use crate::engine::{Engine, Loan};
-use crate::replay::CacheTtl;
+use crate::report::{Report, Unarchived};
+
 use crate::request::{Item, Parsed};
 use crate::rewrite::{self, Frozen, Piece};
 use lam_core::SessionId;
@@ -39,7 +41,7 @@ pub(crate) struct Conversation {
     /// request carries them again ([`Conversation::archive_late`]).
     pending: HashMap<u128, (usize, Vec<Unarchived>)>,
     /// What its requests cost direct and through lam ([`Conversation::bill`]).
-    bills: crate::replay::Bills,
+    bills: crate::bill::Bills,
 }
 
 impl Conversation {
@@ -59,7 +61,7 @@ impl Conversation {
             budget: Stage::new(run),
             pre: None,
             pending: HashMap::new(),
-            bills: crate::replay::Bills::default(),
+            bills: crate::bill::Bills::default(),
         }
     }
 
@@ -79,18 +81,8 @@ impl Conversation {
     /// else as received. Each item is read once per request, into its tree
     /// ([`Parsed::parse`]; a small one whose tree was not kept is read again
     /// if new); only items new to the conversation become values.
-    /// `budget`: the request's own (`x-lam-budget`), else the engine's;
-    /// `factor`: upstream tokens per token of lam's ([`crate::usage`]), which tightens it;
-    /// `clock`: when the request arrived (Unix ms) and the prompt cache's
-    /// TTL, which say whether it finds the cache cold ([`crate::budget`]).
-    pub(crate) fn rewrite(
-        &mut self,
-        req: &Parsed,
-        engine: &Engine,
-        (budget, factor): (Option<lam_operator::Budget>, f64),
-        clock: (Option<i64>, CacheTtl),
-    ) -> (Vec<u8>, Delta) {
-        let budget = budget.or(engine.budget);
+    /// `asked`: what the request brings to the budget ([`Asked`]).
+    pub(crate) fn rewrite(&mut self, req: &Parsed, engine: &Engine, asked: Asked) -> (Vec<u8>, Report) {
         let keys = &req.keys[1..];
         if !keys.starts_with(&self.cx_keys) {
             // Not an extension (a named session whose client rewrote its history): read it all.
@@ -98,15 +90,16 @@ impl Conversation {
             self.budget.reset();
         }
         let read = self.cx_keys.len();
-        let mut pass = Pass { engine, loan: None, delta: Delta::default(), budget: budget.is_some() };
-        let terms = budget.map(|b| (b, self.preamble_tokens(req)));
-        let fold = self.budget.begin(req, engine, (terms, factor), clock, &mut pass.delta);
+        let mut pass = Pass { engine, loan: None, report: Report::default(), budget: asked.budget.is_some() };
+        let books = Books { store: &engine.store, ledger: &engine.ledger, order: engine.cite_order };
+        let pre = if asked.budget.is_some() { self.preamble_tokens(req) } else { 0 };
+        let fold = self.budget.begin(req, books, asked, pre, &mut pass.report.budget);
         let mut out: Vec<Piece<'_>> = Vec::with_capacity(req.items.len());
         for (i, item) in req.items.iter().enumerate() {
             let raw = item.raw.get().as_bytes();
             let frozen = self.forwarded.get(&keys[i]).map(|f| f.forward(raw, &item.annotations));
             if frozen.is_some() && i < read {
-                pass.delta.reused += 1;
+                pass.report.admission.reused += 1;
                 out.extend(frozen);
                 self.archive_late(req, i, &mut pass);
                 continue;
@@ -115,7 +108,7 @@ impl Conversation {
                 let value = tree.map_or(Value::Null, |t| canon::value(raw, t));
                 out.push(match frozen {
                     Some(piece) => {
-                        pass.delta.reused += 1;
+                        pass.report.admission.reused += 1;
                         piece
                     }
                     None => self.forward_new((req.api, i, keys[i]), item, (tree, &value), &mut pass),
@@ -127,28 +120,28 @@ impl Conversation {
             self.cx_keys.push(keys[i]);
             if let Some(fold) = &fold {
                 let (store, session) = (&engine.store, &self.admitter.store_session);
-                let reach = Reach { out: &mut out, store, session, op: &mut self.admitter.op, delta: &mut pass.delta };
+                let reach = Reach { out: &mut out, store, session, op: &mut self.admitter.op, report: &mut pass.report.budget };
                 let changed = self.budget.after_item(fold, (i, assistant), reach);
                 self.freeze(req, &out, &changed);
             }
         }
         if let Some(fold) = &fold {
-            self.budget.finish(fold, &mut pass.delta);
+            self.budget.finish(fold, &mut pass.report.budget);
         }
-        pass.delta.receipt = Some(self.bill(req, &out));
-        (rewrite::body(req, &out), pass.delta)
+        pass.report.receipt = Some(self.bill(req, &out));
+        (rewrite::body(req, &out), pass.report)
     }
 
     /// What this request costs direct and as forwarded (`out`), by the
-    /// pricing rule `lam replay` bills with ([`crate::replay::Bills`]).
-    fn bill(&mut self, req: &Parsed, out: &[Piece<'_>]) -> crate::replay::Receipt {
+    /// pricing rule `lam replay` bills with ([`crate::bill::Bills`]).
+    fn bill(&mut self, req: &Parsed, out: &[Piece<'_>]) -> crate::bill::Receipt {
         let keys = &req.keys[1..];
         let direct: Vec<u128> = req.items.iter().map(|it| it.identity).collect();
         let lam: Vec<u128> = direct.iter().zip(keys).map(|(id, k)| self.forwarded.get(k).map_or(*id, |f| f.identity(*id))).collect();
         let sent: Vec<&[u8]> = req.items.iter().map(|it| it.raw.get().as_bytes()).collect();
         let forwarded: Vec<&[u8]> = out.iter().map(AsRef::as_ref).collect();
         let pre = self.preamble_tokens(req);
-        self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::replay::Bills::pricing(req.api))
+        self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::bill::Bills::pricing(req.api))
     }
 
     /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.
@@ -181,11 +174,11 @@ impl Conversation {
     /// The bytes of an item seen for the first time (`read`: its tree and
     /// value), frozen: its observations admitted and replaced by their residuals.
     fn forward_new<'a>(&mut self, (api, at, key): (Api, usize, u128), item: &'a Item, read: (Option<&Node>, &Value), pass: &mut Pass<'_>) -> Piece<'a> {
-        pass.delta.new_items += 1;
+        pass.report.admission.new_items += 1;
         let (engine, raw, (tree, value)) = (pass.engine, item.raw.get().as_bytes(), read);
         if let (true, Some(_)) = (pass.budget, tree) {
             let inputs = crate::api::citable_inputs(api, value);
-            self.admitter.archive_inputs(value, &inputs, engine, &mut pass.delta, at, self.budget.citable());
+            self.admitter.archive_inputs(value, &inputs, engine, &mut pass.report, at, self.budget.citable());
         }
         let edits = match tree {
             Some(tree) => {
@@ -195,7 +188,7 @@ impl Conversation {
                 } else {
                     let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
                     let citable = pass.budget.then(|| self.budget.citable());
-                    self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.delta, ((at, citable), false))
+                    self.admitter.admit((value, tree), &slots, engine, loan, &mut pass.report, ((at, citable), false))
                 }
             }
             None => Vec::new(),
@@ -216,9 +209,9 @@ impl Conversation {
     /// Keep what admitting item `key` (at `at`) could not archive, for
     /// [`Conversation::archive_late`].
     fn hold_unarchived(&mut self, key: u128, at: usize, pass: &mut Pass<'_>) {
-        let held = std::mem::take(&mut pass.delta.unarchived);
+        let held = std::mem::take(&mut pass.report.outage.unarchived);
         if !held.is_empty() {
-            pass.delta.unavailable += held.len() as u64;
+            pass.report.outage.unavailable += held.len() as u64;
             self.pending.insert(key, (at, held));
         }
     }
@@ -247,18 +240,18 @@ impl Conversation {
                     Unarchived::Input(s, inner) => inputs.push((s, inner)),
                 }
             }
-            self.admitter.archive_inputs(&value, &inputs, engine, &mut pass.delta, at, &mut late);
+            self.admitter.archive_inputs(&value, &inputs, engine, &mut pass.report, at, &mut late);
             if !outputs.is_empty() {
                 let loan = pass.loan.get_or_insert_with(|| engine.pool.take());
                 let cite = pass.budget.then_some(&mut late);
-                self.admitter.admit((&value, tree), &outputs, engine, loan, &mut pass.delta, ((at, cite), true));
+                self.admitter.admit((&value, tree), &outputs, engine, loan, &mut pass.report, ((at, cite), true));
             }
         });
         if pass.budget {
             self.budget.add_late(late);
         }
-        let still = pass.delta.unarchived.len() as u64;
-        pass.delta.archived_late += count - still;
+        let still = pass.report.outage.unarchived.len() as u64;
+        pass.report.outage.archived_late += count - still;
         self.hold_unarchived(key, at, pass);
     }
 }
@@ -268,7 +261,7 @@ impl Conversation {
 struct Pass<'e> {
     engine: &'e Engine,
     loan: Option<Loan<'e>>,
-    delta: Delta,
+    report: Report,
     /// Whether a budget is in force (observations are then kept citable).
     budget: bool,
 }

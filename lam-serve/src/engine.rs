@@ -3,13 +3,14 @@
 //! a pool of encoders (a session borrows one for its admissions, so sessions
 //! encode in parallel) and the operator settings (with the token counter).
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::SharedStore;
+use crate::sync::lock;
 use arc_store::AnyStore;
 use lam_core::{Encoder, ObsStore};
 use lam_encode::CachedEncoder;
 use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 
 /// An encoder behind its embedding cache.
 pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
@@ -18,12 +19,6 @@ pub(crate) type Enc = CachedEncoder<Box<dyn Encoder>>;
 /// ([`CachedEncoder::bounded`]): part of the constant above `--max-memory`
 /// that the process may hold (`docs/serve.md`).
 pub(crate) const MEMO_BYTES: usize = 32 << 20;
-
-/// Lock a mutex, taking the data even when a panicking holder poisoned it
-/// (every holder leaves its data consistent between calls).
-pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Encoders lent one at a time.
 pub(crate) struct Pool {
@@ -105,12 +100,10 @@ pub(crate) struct Engine {
     pub model_id: String,
     /// What is compacted (user turns, kept tools).
     pub policy: crate::api::Policy,
-    /// The bound on a request's input (`--budget`), if any.
-    pub budget: Option<lam_operator::Budget>,
     /// Which results a cut cites first.
-    pub cite_order: crate::CiteOrder,
-    /// The terms the budget's cuts were decided under, as recorded ([`crate::ledger`]).
-    pub ledger: crate::ledger::Ledger,
+    pub cite_order: crate::budget::CiteOrder,
+    /// The terms the budget's cuts were decided under, as recorded ([`crate::budget::ledger`]).
+    pub ledger: crate::budget::ledger::Ledger,
 }
 
 impl std::fmt::Debug for Engine {
@@ -122,7 +115,7 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// Load the encoders (each behind the cache) and set the operator up
     /// for `store`, the one writer.
-    pub(crate) fn open(s: &crate::EngineSettings, store: AnyStore, shown: String) -> Result<Self, Error> {
+    pub(crate) fn open(s: &crate::config::EngineSettings, store: AnyStore, shown: String) -> Result<Self, Error> {
         if s.encoders == 0 {
             return Err(Error::Setting("--encoders must be at least 1".into()));
         }
@@ -155,9 +148,8 @@ impl Engine {
             dim,
             model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
-            budget: s.budget,
-            cite_order: crate::CiteOrder::default(),
-            ledger: crate::ledger::Ledger::default(),
+            cite_order: crate::budget::CiteOrder::default(),
+            ledger: crate::budget::ledger::Ledger::default(),
         })
     }
 

@@ -61,31 +61,31 @@ macro_rules! say {
 
 mod admission;
 mod api;
+pub mod bill;
 mod budget;
 mod canon;
 mod config;
 mod conversation;
-pub mod default_budget;
 mod engine;
 mod error;
 mod http;
 mod json;
-mod ledger;
 mod log;
-pub mod prices;
 mod proxy;
 mod registry;
 pub mod replay;
+mod report;
 mod request;
 mod rewrite;
 mod stats;
 mod store;
+mod sync;
 mod usage;
 
 pub use api::{Api, Policy};
+pub use budget::DefaultBudget;
 pub use budget::{CITED_LEAD, CiteOrder};
 pub use config::{Budget, EngineSettings, ServeConfig, Token, default_max_memory, valid_run};
-pub use default_budget::DefaultBudget;
 pub use error::Error;
 pub use http::{read_upstream_ca, run, serve};
 pub use proxy::{Arrival, Proxy, Rewritten};

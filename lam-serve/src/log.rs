@@ -3,8 +3,8 @@
 //! terminal, whose display lines on standard error would garble). A line
 //! that cannot be written is lost, never the request.
 
-use crate::Error;
 use crate::config::ServeConfig;
+use crate::error::Error;
 use std::io::Write as _;
 use std::sync::Mutex;
 

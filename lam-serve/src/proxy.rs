@@ -3,10 +3,11 @@
 //! rewrite, stats). The HTTP side (`http`) calls [`Proxy::try_rewrite`].
 
 use crate::api::Api;
-use crate::engine::{Engine, lock};
+use crate::engine::Engine;
 use crate::registry::{self, Registry};
 use crate::request::Parsed;
 use crate::stats::{Counters, Held, Stats};
+use crate::sync::lock;
 use crate::{Error, ServeConfig, json};
 use arc_store::Access;
 use lam_core::{ObsStore as _, Record, SessionId};
@@ -21,12 +22,12 @@ pub struct Rewritten {
     /// The store session of the conversation; `None` when the body holds no
     /// conversation the proxy understands (it is then forwarded as it came).
     pub session: Option<String>,
-    /// The proxy's number for the conversation ([`SessionStats::conversation`](crate::SessionStats)), with `session`.
+    /// The proxy's number for the conversation ([`SessionStats::conversation`](crate::stats::SessionStats)), with `session`.
     pub conversation: Option<u64>,
     /// With `--budget`: where the upstream's count of this request's input goes.
     pub(crate) sink: Option<crate::usage::Sink>,
     /// What the request costs direct and as forwarded, with `session`.
-    pub receipt: Option<crate::replay::Receipt>,
+    pub receipt: Option<crate::bill::Receipt>,
 }
 
 impl Rewritten {
@@ -56,7 +57,7 @@ pub struct Arrival {
     pub at_ms: Option<i64>,
     /// The TTL in place of the proxy's (`--cache-ttl`, else the request's
     /// `cache_control.ttl`, else the provider's default).
-    pub ttl: Option<crate::replay::CacheTtl>,
+    pub ttl: Option<crate::bill::CacheTtl>,
 }
 
 impl Arrival {
@@ -113,7 +114,7 @@ fn claim_run(engine: &Engine, cfg: &ServeConfig, name: &str) -> Result<(), Error
     }
     let mut ours = cfg.engine.identity(&engine.model_id);
     if let (None, Some(d)) = (cfg.engine.budget, cfg.default_budget) {
-        ours.push_str(&format!("budget: default ceiling {} keep {}\n", d.ceiling, d.keep.unwrap_or(crate::Budget::KEEP)));
+        ours.push_str(&format!("budget: default ceiling {} keep {}\n", d.ceiling, d.keep.unwrap_or(crate::config::Budget::KEEP)));
     }
     let session = settings_session(name);
     let rec = Record { index: 0, action: "lam serve --run".into(), observation: ours.clone().into_bytes(), returncode: None };
@@ -249,7 +250,7 @@ impl Proxy {
     /// `--budget` (the `x-lam-budget` header). A conversation's cuts are a
     /// function of its items and the budget, so a client sends the same
     /// budget with every request of a conversation.
-    pub fn try_rewrite_within(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::Budget>) -> Result<Rewritten, Error> {
+    pub fn try_rewrite_within(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::config::Budget>) -> Result<Rewritten, Error> {
         self.try_rewrite_at(api, session, body, budget, Arrival::default())
     }
 
@@ -262,7 +263,14 @@ impl Proxy {
 
     /// [`Proxy::try_rewrite_within`] of a request that arrived at `arrival`
     /// (the HTTP layer: [`Arrival::now`] when the request came).
-    pub fn try_rewrite_at(&self, api: Api, session: Option<&str>, body: &[u8], budget: Option<crate::Budget>, arrival: Arrival) -> Result<Rewritten, Error> {
+    pub fn try_rewrite_at(
+        &self,
+        api: Api,
+        session: Option<&str>,
+        body: &[u8],
+        budget: Option<crate::config::Budget>,
+        arrival: Arrival,
+    ) -> Result<Rewritten, Error> {
         let c = &self.inner.counters;
         c.requests[api as usize].fetch_add(1, Ordering::Relaxed);
         let Some(req) = Parsed::parse(api, body) else {
@@ -286,10 +294,7 @@ impl Proxy {
         // The calibration its answers gave so far: this request's own
         // terms, which reach the bytes only as the ledger records them.
         let factor = handle.calibration.get();
-        // The default budget, from the request's model, when neither the
-        // header nor `--budget` sets one ([`crate::DefaultBudget`]).
-        let cfg = &self.inner.cfg;
-        let budget = budget.or(cfg.engine.budget).or_else(|| cfg.default_budget.map(|d| d.for_model(req.model().as_deref())));
+        let budget = self.inner.cfg.budget_for(budget, req.model().as_deref());
         let rewritten = {
             let mut conv = lock(&handle.conv);
             // A panic inside admission must not answer 500 for the rest of
@@ -297,42 +302,46 @@ impl Proxy {
             // half-updated) and this request goes as it came.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let ttl = crate::budget::cache_ttl(&req, arrival.ttl.or(self.inner.cfg.cache_ttl));
-                let (out, delta) = conv.rewrite(&req, &self.inner.engine, (budget, factor), (arrival.at_ms, ttl));
-                (out, delta, conv.bytes())
+                let asked = crate::budget::Asked { budget, factor, at: arrival.at_ms, ttl };
+                let (out, report) = conv.rewrite(&req, &self.inner.engine, asked);
+                (out, report, conv.bytes())
             }))
         };
-        let Ok((out, delta, held)) = rewritten else {
+        let Ok((out, report, held)) = rewritten else {
             c.counts.failed_open.fetch_add(1, Ordering::Relaxed);
             lock(&self.inner.sessions).retire(&handle);
             say!("lam serve: rewriting a request failed inside lam (a bug; please report it); forwarding it as it came and starting a new session");
             return Ok(Rewritten::as_it_came(body));
         };
         lock(&self.inner.sessions).account(&handle, held, self.inner.cfg.max_memory);
-        if delta.unavailable > 0 {
+        if report.outage.unavailable > 0 {
             c.counts.store_unavailable.fetch_add(1, Ordering::Relaxed);
         }
-        c.counts.archived_late.fetch_add(delta.archived_late, Ordering::Relaxed);
+        c.counts.archived_late.fetch_add(report.outage.archived_late, Ordering::Relaxed);
         let agent_session = req.agent_session();
         let mut st = lock(&handle.stats);
-        st.apply(&delta);
+        st.apply(&report);
         st.budget_tokens = budget.map_or(0, |b| b.tokens);
         if agent_session.is_some() {
             st.agent_session = agent_session;
         }
         let (session, conversation) = (Some(st.session.clone()), Some(st.conversation));
         drop(st);
-        if delta.over_budget && self.log().on() {
+        if report.budget.over_budget && self.log().on() {
             self.log().line(format_args!(
                 "{}",
-                over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), delta.input_tokens.unwrap_or(0))
+                over_budget_warning(session.as_deref().unwrap_or_default(), conversation.unwrap_or_default(), report.budget.input_tokens.unwrap_or(0))
             ));
         }
-        let note = delta.usage_at.map(|(session, point)| crate::usage::Note { proxy: self.clone(), session, point });
-        let sink = delta.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api, note });
-        Ok(Rewritten { body: out, session, conversation, sink, receipt: delta.receipt })
+        let note = report.budget.usage_at.clone().map(|(session, point)| {
+            let proxy = self.clone();
+            crate::usage::Note(Arc::new(move |factor| proxy.note_usage(&session, point, factor)))
+        });
+        let sink = report.budget.input_tokens.map(|local| crate::usage::Sink { handle: handle.clone(), local, api, note });
+        Ok(Rewritten { body: out, session, conversation, sink, receipt: report.receipt })
     }
 
-    /// Record the factor an answer's count gave ([`crate::ledger::Ledger::note_usage`]);
+    /// Record the factor an answer's count gave ([`crate::budget::ledger::Ledger::note_usage`]);
     /// a store that cannot take it is an error counted, and the next
     /// request of the conversation is folded as if it had not come.
     pub(crate) fn note_usage(&self, session: &SessionId, point: u128, factor: f64) {
@@ -548,7 +557,7 @@ mod tests {
         assert!(err.contains("other settings") && err.contains("threshold: 0.9") && err.contains("threshold: 0.95"), "{err}");
         assert!(err.contains("other settings than this process's (differs: threshold: 0.9 (the run's: 0.95));"), "the differing setting first: {err}");
         let mut with_budget = cfg(0.95);
-        with_budget.engine.budget = crate::Budget::new(4000, None, None).ok();
+        with_budget.engine.budget = crate::config::Budget::new(4000, None, None).ok();
         let err = Proxy::open(with_budget).unwrap_err().to_string();
         assert!(err.contains("(differs: budget: 4000 target 2000 keep 3 (the run's: (not set)));"), "{err}");
         // `lam serve --budget auto` (the default budget) is a setting too.
@@ -564,7 +573,7 @@ mod tests {
     /// ceiling, or the model's level when lower; `--budget` comes first.
     #[test]
     fn the_default_budget_follows_the_request_s_model() {
-        let held = |default: Option<crate::DefaultBudget>, budget: Option<crate::Budget>, model: &str| {
+        let held = |default: Option<crate::budget::DefaultBudget>, budget: Option<crate::config::Budget>, model: &str| {
             let mut c = ServeConfig::for_tests("http://127.0.0.1:9");
             (c.default_budget, c.engine.budget) = (default, budget);
             let p = Proxy::open(c).unwrap();
@@ -572,12 +581,12 @@ mod tests {
             p.try_rewrite(Api::Messages, None, &serde_json::to_vec(&body).unwrap()).unwrap();
             p.stats().sessions[0].budget_tokens
         };
-        let high = Some(crate::DefaultBudget { ceiling: 500_000, keep: None });
+        let high = Some(crate::budget::DefaultBudget { ceiling: 500_000, keep: None });
         assert_eq!(held(high, None, "claude-sonnet-4-5-20250929"), 133_000);
         assert_eq!(held(high, None, "claude-opus-4-7"), 500_000);
         assert_eq!(held(high, None, "gpt-5-codex"), 195_000);
         assert_eq!(held(Some(crate::DefaultBudget::new(None)), None, "claude-sonnet-4-5"), crate::DefaultBudget::CEILING);
-        assert_eq!(held(high, crate::Budget::new(4000, None, None).ok(), "claude-sonnet-4-5"), 4000);
+        assert_eq!(held(high, crate::config::Budget::new(4000, None, None).ok(), "claude-sonnet-4-5"), 4000);
         assert_eq!(held(None, None, "claude-sonnet-4-5"), 0, "no budget");
     }
 
@@ -613,7 +622,7 @@ mod tests {
     #[test]
     fn the_upstream_s_count_calibrates_the_budget() {
         let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
-        cfg.engine.budget = Some(crate::Budget::new(6000, Some(3000), Some(1)).unwrap());
+        cfg.engine.budget = Some(crate::config::Budget::new(6000, Some(3000), Some(1)).unwrap());
         let proxy = Proxy::open(cfg).unwrap();
         let out = |k: usize| (0..40).map(|i| format!("src/m{k}/f{i}.py:{i}: def handler_{k}_{i}(request):\n")).collect::<String>();
         let outs: Vec<String> = (0..8).map(out).collect();

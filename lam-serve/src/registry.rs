@@ -7,12 +7,13 @@
 //! `--max-sessions` and `--max-memory`; a dropped session's archive stays.
 //! The store session a new proxy session archives in is named here too.
 
-use crate::Error;
 use crate::budget::Calibration;
 use crate::conversation::Conversation;
-use crate::engine::{Engine, lock};
+use crate::engine::Engine;
+use crate::error::Error;
 use crate::request::Parsed;
 use crate::stats::SessionStats;
+use crate::sync::lock;
 use lam_core::wire;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

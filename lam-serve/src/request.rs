@@ -97,7 +97,7 @@ impl Parsed {
     }
 
     /// Its `model`, when a string (the default budget is resolved from it:
-    /// [`crate::DefaultBudget`]).
+    /// [`crate::budget::DefaultBudget`]).
     pub(crate) fn model(&self) -> Option<String> {
         self.members.raw("model").and_then(|m| serde_json::from_str::<String>(m).ok())
     }

@@ -5,11 +5,21 @@
 //! client puts on it now; the body goes with every member as received and
 //! the conversation list replaced.
 
-use crate::admission::Edit;
 use crate::canon::{self, Annotation, Node};
 use crate::request::Parsed;
 use std::ops::Range;
 use std::sync::Arc;
+
+/// One string of an item to replace: its span in the item's bytes and the
+/// JSON literal to put there.
+pub(crate) type Edit = (Range<usize>, Vec<u8>);
+
+/// A residual as a JSON string literal (bytes that are not UTF-8, which an
+/// observation read from a JSON string never holds, replaced).
+pub(crate) fn json_string(residual: Vec<u8>) -> Vec<u8> {
+    let text = String::from_utf8(residual).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    serde_json::to_vec(&text).unwrap_or_else(|_| b"\"\"".to_vec())
+}
 
 /// An item's bytes with `edits` applied.
 pub(crate) fn spliced(raw: &[u8], edits: Vec<Edit>) -> Vec<u8> {

@@ -2,7 +2,7 @@
 //! one of the two tables below, which give its field (in `GET /lam/stats`),
 //! its Prometheus metric and help (`GET /metrics`), and how it is summed.
 
-use crate::admission::Delta;
+use crate::report::Report;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -176,7 +176,7 @@ macro_rules! session_counters {
             pub calibration: f64,
             /// The budget its last request was held to, in tokens (before
             /// calibration): `--budget`, `x-lam-budget`, or the default for
-            /// its model ([`crate::DefaultBudget`]); 0 with none.
+            /// its model ([`crate::budget::DefaultBudget`]); 0 with none.
             pub budget_tokens: u64,
             /// The last admission error.
             pub last_error: Option<String>,
@@ -272,35 +272,35 @@ session_counters! {
 
 impl SessionStats {
     /// Count one request of this session: what admitting it changed.
-    pub(crate) fn apply(&mut self, d: &Delta) {
+    pub(crate) fn apply(&mut self, d: &Report) {
         let one = SessionStats {
             requests: 1,
-            new_items: d.new_items,
-            reused_items: d.reused,
-            observations: d.totals.observations,
-            tokens_in: d.totals.tokens_in,
-            tokens_out: d.totals.tokens_out,
-            stubs: d.totals.stubs,
-            admission_errors: d.errors,
-            admit_seconds: d.totals.seconds(),
-            cuts: d.cut.cuts,
-            cuts_cold: d.cut.cold,
-            cuts_warm: d.cut.cuts - d.cut.cold,
-            citations: d.cut.citations,
-            tokens_cited: d.cut.kept_out,
-            over_budget: u64::from(d.over_budget),
-            recalls: d.recalls,
-            peak_input_tokens: d.input_tokens.unwrap_or(0),
+            new_items: d.admission.new_items,
+            reused_items: d.admission.reused,
+            observations: d.admission.totals.observations,
+            tokens_in: d.admission.totals.tokens_in,
+            tokens_out: d.admission.totals.tokens_out,
+            stubs: d.admission.totals.stubs,
+            admission_errors: d.errors(),
+            admit_seconds: d.admission.totals.seconds(),
+            cuts: d.budget.cut.cuts,
+            cuts_cold: d.budget.cut.cold,
+            cuts_warm: d.budget.cut.cuts - d.budget.cut.cold,
+            citations: d.budget.cut.citations,
+            tokens_cited: d.budget.cut.kept_out,
+            over_budget: u64::from(d.budget.over_budget),
+            recalls: d.admission.recalls,
+            peak_input_tokens: d.budget.input_tokens.unwrap_or(0),
             billed_direct: d.receipt.map_or(0.0, |r| r.direct),
             billed_lam: d.receipt.map_or(0.0, |r| r.lam),
             ..SessionStats::default()
         };
         self.absorb(&one);
-        if let Some(s) = &d.store_session {
+        if let Some(s) = &d.admission.store_session {
             self.session.clone_from(s);
         }
-        if d.last_error.is_some() {
-            self.last_error.clone_from(&d.last_error);
+        if let Some(e) = d.last_error() {
+            self.last_error = Some(e.clone());
         }
     }
 }
@@ -390,7 +390,7 @@ mod tests {
     fn calibration_reads_1_until_the_upstream_counts_and_sums_to_the_largest() {
         let mut t = SessionStats::default();
         assert_eq!(t.calibration, 1.0);
-        t.apply(&Delta::default());
+        t.apply(&Report::default());
         assert_eq!(t.calibration, 1.0, "a request counted without an answer yet");
         t.absorb(&SessionStats { calibration: 1.25, ..Default::default() });
         t.absorb(&SessionStats::default());

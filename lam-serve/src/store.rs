@@ -11,7 +11,7 @@
 //! admission could not archive meanwhile goes upstream whole and is
 //! archived when a later request carries it again (`conversation`).
 
-use crate::engine::lock;
+use crate::sync::lock;
 use arc_store::{AnyStore, StoreError};
 use lam_core::{ObsMeta, ObsStore, Record, SessionId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -251,7 +251,9 @@ mod tests {
 mod outage {
     use super::flaky::Flaky;
     use super::*;
-    use crate::{Api, Proxy, ServeConfig};
+    use crate::api::Api;
+    use crate::config::ServeConfig;
+    use crate::proxy::Proxy;
     use serde_json::{Value, json};
 
     /// A chat conversation of one task and a `cat` of each output.
@@ -272,7 +274,7 @@ mod outage {
         (0..60).map(|i| format!("src/m{k}/f{i}.py:{i}: def handler_{k}_{i}(request): return {}\n", k * 1000 + i)).collect()
     }
 
-    fn proxy(budget: Option<crate::Budget>) -> (Proxy, Arc<AtomicBool>, Arc<AtomicU64>) {
+    fn proxy(budget: Option<crate::config::Budget>) -> (Proxy, Arc<AtomicBool>, Arc<AtomicU64>) {
         let (out, calls) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
         let store = Flaky { inner: arc_store::MemStore::new(), out: out.clone(), calls: calls.clone() };
         let mut cfg = ServeConfig::for_tests("http://127.0.0.1:9");
@@ -325,7 +327,7 @@ mod outage {
 
     #[test]
     fn a_result_archived_late_can_be_cited_by_a_budget() {
-        let budget = crate::Budget::new(6000, Some(3000), Some(1)).unwrap();
+        let budget = crate::config::Budget::new(6000, Some(3000), Some(1)).unwrap();
         let (p, out, _) = proxy(Some(budget));
         let outs: Vec<String> = (0..12).map(output).collect();
         p.try_rewrite(Api::ChatCompletions, None, &chat(&outs[..1])).unwrap();

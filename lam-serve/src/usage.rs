@@ -4,7 +4,7 @@
 //! What it changes is the conversation's calibration, in memory, and
 //! nothing else: it reaches the forwarded bytes only as the next request's
 //! terms, recorded in the ledger before any cut is made under them
-//! ([`crate::budget`]'s `calibration.rs`, [`crate::ledger`]).
+//! ([`crate::budget`]'s `calibration.rs`, [`crate::budget::ledger`]).
 //!
 //! Anthropic reports `input_tokens` without the cached prefix, which it
 //! reports apart (`cache_read_input_tokens`, `cache_creation_input_tokens`):
@@ -17,8 +17,8 @@
 //! array a stream without `alt=sse` is.
 
 use crate::api::Api;
-use crate::engine::lock;
 use crate::registry::Handle;
+use crate::sync::lock;
 use std::sync::Arc;
 
 /// The fields read, by API.
@@ -157,13 +157,16 @@ pub(crate) struct Sink {
     pub note: Option<Note>,
 }
 
-/// Where the factor an answer's count gives is recorded: the run's ledger
-/// ([`crate::ledger`]), at the point of the request it answers.
-#[derive(Debug, Clone)]
-pub(crate) struct Note {
-    pub proxy: crate::Proxy,
-    pub session: lam_core::SessionId,
-    pub point: u128,
+/// Records the factor an answer's count gives in the run's ledger
+/// ([`crate::budget::ledger`]), at the point of the request it answers
+/// (made by the proxy, which owns the ledger).
+#[derive(Clone)]
+pub(crate) struct Note(pub Arc<dyn Fn(f64) + Send + Sync>);
+
+impl std::fmt::Debug for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Note(..)")
+    }
 }
 
 impl Sink {
@@ -178,8 +181,8 @@ impl Sink {
     pub(crate) fn report(&self, upstream: u64) {
         lock(&self.handle.stats).upstream_input_tokens = upstream;
         self.handle.calibration.raise(upstream, self.local);
-        if let (Some(n), true) = (&self.note, self.local > 0) {
-            n.proxy.note_usage(&n.session, n.point, crate::budget::factor(upstream, self.local));
+        if let (Some(Note(record)), true) = (&self.note, self.local > 0) {
+            record(crate::budget::factor(upstream, self.local));
         }
     }
 }

@@ -6,7 +6,7 @@
 //! before every request forward the same bytes.
 
 use arc_store::AnyStore;
-use lam_serve::replay::CacheTtl;
+use lam_serve::bill::CacheTtl;
 use lam_serve::{Api, Arrival, Budget, Proxy, ServeConfig};
 use serde_json::json;
 use std::path::Path;

@@ -4,7 +4,8 @@
 
 use anyhow::{Context, Result, bail};
 use lam_core::wire::Api;
-use lam_serve::replay::{self, CacheTtl, Call, Pricing, SessionReport};
+use lam_serve::bill::{CacheTtl, Pricing};
+use lam_serve::replay::{self, Call, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
 use lam_trajectory::agents::Agent;
 use lam_trajectory::read::{self, Trajectory};

@@ -164,8 +164,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     run: Option<String>,
     /// With --budget: how long the provider keeps a cached prompt after its last use, in SECONDS, or `none` (never cold). A request that comes longer than that after its conversation's previous one finds the cache cold, and is cut down to --budget-target whenever it is above it (the whole prompt is re-written anyway); while warm, a cut is made only at --budget, and only when it pays back its re-write. Default: the request's `cache_control.ttl` (`5m`, `1h`), else the provider's: 300 (Anthropic 5 minutes; OpenAI 5 to 10 minutes of inactivity).
-    #[arg(long, value_parser = lam_serve::replay::CacheTtl::parse, value_name = "SECONDS|none")]
-    cache_ttl: Option<lam_serve::replay::CacheTtl>,
+    #[arg(long, value_parser = lam_serve::bill::CacheTtl::parse, value_name = "SECONDS|none")]
+    cache_ttl: Option<lam_serve::bill::CacheTtl>,
 }
 
 /// What the upstream client trusts without `--upstream-ca` (docs/serve.md,

@@ -1,16 +1,16 @@
 //! Calibration: upstream tokens per token lam counts, learnt from the
 //! upstream's answers (their `usage`, read by [`crate::usage`]), which
 //! tightens a conversation's budget. The budget's state, held by the
-//! session ([`crate::registry::Handle`]); `/lam/stats` only reports it.
+//! session (the registry's `Handle`); `/lam/stats` only reports it.
 //!
 //! **Nothing flows back from the response path but through a recorded
 //! decision.** An answer's `usage` ([`crate::usage::Sink::report`]) may
 //! only raise this figure in memory; it never changes bytes already
 //! forwarded, nor any other state the rewrite reads. The figure is read
 //! once when the conversation's next request comes
-//! ([`crate::proxy::Proxy::try_rewrite_at`]), as that request's own terms,
+//! (`Proxy::try_rewrite_at`), as that request's own terms,
 //! and reaches the forwarded bytes only as the factor the ledger records
-//! for a point no record names yet ([`crate::ledger`]: never below the one
+//! for a point no record names yet ([`crate::budget::ledger`]: never below the one
 //! recorded before it); every stretch already recorded is folded under its
 //! recorded factor, whatever this process's answers said since. So a
 //! replica or a restart, which never saw these answers, forwards the same

@@ -1,7 +1,7 @@
 //! The cut, and the fold that makes it: a conversation's budget stage
 //! ([`Stage`]: its [`Cuts`], the store session its ledger is recorded in,
 //! when its last request came). Per request, [`Stage::begin`] reads the
-//! terms each stretch of its items is folded under ([`crate::ledger`]);
+//! terms each stretch of its items is folded under ([`crate::budget::ledger`]);
 //! the conversation calls [`Stage::after_item`] after each item, which
 //! counts it and cuts when the terms say (cold: at the stretch's last item,
 //! down to the target; warm: at the budget, when the cut is worth one and
@@ -16,11 +16,10 @@
 use super::citable::{Citable, Form};
 use super::plan::Cuts;
 use super::timing::pricing;
-use crate::admission::Delta;
+use super::{Asked, Books, Report};
+use crate::bill::{CacheTtl, Pricing};
+use crate::budget::ledger::{self, Stretches, Terms};
 use crate::canon;
-use crate::engine::Engine;
-use crate::ledger::{self, Stretches, Terms};
-use crate::replay::{CacheTtl, Pricing};
 use crate::request::Parsed;
 use crate::rewrite::{self, Piece};
 use crate::store::SharedStore;
@@ -32,7 +31,7 @@ use std::sync::Arc;
 
 /// A conversation's budget stage: every item's tokens and what the cuts
 /// did, the store session that records the terms of its cuts
-/// ([`crate::ledger`]), and when its last request with a time arrived
+/// ([`crate::budget::ledger`]), and when its last request with a time arrived
 /// (Unix ms): with the ledger's times, what a request's coldness is judged from.
 #[derive(Debug, Clone)]
 pub(crate) struct Stage {
@@ -60,7 +59,7 @@ pub(crate) struct Reach<'r, 'p> {
     pub store: &'r SharedStore,
     pub session: &'r SessionId,
     pub op: &'r mut lam_operator::Session,
-    pub delta: &'r mut Delta,
+    pub report: &'r mut Report,
 }
 
 impl Stage {
@@ -94,37 +93,30 @@ impl Stage {
         }
     }
 
-    /// A request begins: with `terms` (the budget, the preamble's tokens)
-    /// tightened by `factor` ([`super::calibration`]), the terms its items
-    /// are folded under: this process's, and the stretches recorded for the
-    /// conversation (ours alone, an error counted, when the store cannot
-    /// say); `clock`: when it arrived and the prompt cache's TTL.
-    pub(crate) fn begin(
-        &mut self,
-        req: &Parsed,
-        engine: &Engine,
-        (terms, factor): (Option<(Budget, u64)>, f64),
-        (at, ttl): (Option<i64>, CacheTtl),
-        delta: &mut Delta,
-    ) -> Option<Fold> {
-        self.cuts.order = engine.cite_order;
-        let fold = terms.map(|(budget, pre)| {
-            delta.usage_at = crate::ledger::point(&req.keys).map(|p| (self.ledger.clone(), p));
-            let ours = Terms { pre, factor, budget, at, cold: false };
-            let stretches = self.stretches(req, engine, ours, ttl, delta);
-            Fold { ours, stretches, prices: pricing(req.api, ttl), items: req.items.len() }
+    /// A request begins, as `asked` (its budget, tightened by the factor
+    /// its conversation's answers gave, [`super::calibration`]; when it
+    /// arrived and the prompt cache's TTL), its preamble `pre` tokens: the
+    /// terms its items are folded under, this process's and the stretches
+    /// the run's ledger (`books`) records for the conversation (ours alone,
+    /// an error counted, when the store cannot say).
+    pub(crate) fn begin(&mut self, req: &Parsed, books: Books<'_>, asked: Asked, pre: u64, report: &mut Report) -> Option<Fold> {
+        self.cuts.order = books.order;
+        let fold = asked.budget.map(|budget| {
+            report.usage_at = ledger::point(&req.keys).map(|p| (self.ledger.clone(), p));
+            let ours = Terms { pre, factor: asked.factor, budget, at: asked.at, cold: false };
+            let stretches = self.stretches(req, books, ours, asked.ttl, report);
+            Fold { ours, stretches, prices: pricing(req.api, asked.ttl), items: req.items.len() }
         });
-        self.last_at = self.last_at.max(at);
+        self.last_at = self.last_at.max(asked.at);
         fold
     }
 
-    /// The stretches recorded for the request's items ([`crate::ledger`]).
-    fn stretches(&self, req: &Parsed, engine: &Engine, ours: Terms, ttl: CacheTtl, delta: &mut Delta) -> Stretches {
-        match engine.ledger.stretches(&engine.store, &self.ledger, &req.keys, ours, (ttl, self.last_at)) {
+    /// The stretches recorded for the request's items ([`crate::budget::ledger`]).
+    fn stretches(&self, req: &Parsed, books: Books<'_>, ours: Terms, ttl: CacheTtl, report: &mut Report) -> Stretches {
+        match books.ledger.stretches(books.store, &self.ledger, &req.keys, ours, (ttl, self.last_at)) {
             Ok(s) => s,
             Err(e) => {
-                delta.errors += 1;
-                delta.last_error = Some(format!("the budget's ledger in store session `{}` could not be read or written: {e}", self.ledger));
+                report.error(format!("the budget's ledger in store session `{}` could not be read or written: {e}", self.ledger));
                 Vec::new()
             }
         }
@@ -151,11 +143,11 @@ impl Stage {
 
     /// The request's input as forwarded, and whether it is over the budget
     /// of its last stretch.
-    pub(crate) fn finish(&self, fold: &Fold, delta: &mut Delta) {
+    pub(crate) fn finish(&self, fold: &Fold, report: &mut Report) {
         let t = fold.stretches.last().map_or(fold.ours, |s| s.1);
         let (b, pre) = (t.scaled(), t.pre);
         let input = self.cuts.input(pre);
-        (delta.input_tokens, delta.over_budget) = (Some(input), input > b.tokens);
+        (report.input_tokens, report.over_budget) = (Some(input), input > b.tokens);
     }
 
     /// A cut: cite citable results in the plan's order (the oldest first:
@@ -208,21 +200,21 @@ impl Stage {
         }
         let records: Vec<u32> = cited.iter().filter_map(|&k| self.cuts.citable[k].record).collect();
         r.op.forget(&records);
-        self.count(r.delta, cited.len() as u64, warm.is_none(), kept_out);
+        self.count(r.report, cited.len() as u64, warm.is_none(), kept_out);
         changed
     }
 
     /// Count a cut that cited `citations` results (`cold`: where the cache
     /// was cold), the cuts' totals at `kept_out` before it.
-    fn count(&mut self, delta: &mut Delta, citations: u64, cold: bool, kept_out: u64) {
+    fn count(&mut self, report: &mut Report, citations: u64, cold: bool, kept_out: u64) {
         let t = &mut self.cuts.totals;
         t.cuts += 1;
         t.cold += u64::from(cold);
         t.citations += citations;
-        delta.cut.cuts += 1;
-        delta.cut.cold += u64::from(cold);
-        delta.cut.citations += citations;
-        delta.cut.kept_out += t.kept_out - kept_out;
+        report.cut.cuts += 1;
+        report.cut.cold += u64::from(cold);
+        report.cut.citations += citations;
+        report.cut.kept_out += t.kept_out - kept_out;
     }
 
     /// Put the forms `which` are now in (a citation, or the archived
@@ -249,8 +241,7 @@ impl Stage {
                 None => match lam_core::ObsStore::get(&r.store, r.session, &c.id) {
                     Ok(Some(b)) => texts.push((k, String::from_utf8_lossy(&b).into_owned())),
                     other => {
-                        r.delta.errors += 1;
-                        r.delta.last_error = Some(format!("§{}: the original for a cut could not be read: {other:?}", c.id));
+                        r.report.error(format!("§{}: the original for a cut could not be read: {other:?}", c.id));
                     }
                 },
             }
@@ -277,7 +268,7 @@ impl Stage {
             .filter_map(|(path, cites)| {
                 let node = canon::find(&tree, path)?;
                 let text = cited_string(&now[node.span.clone()], &cites)?;
-                Some((node.span.clone(), crate::admission::json_string(text.into_bytes())))
+                Some((node.span.clone(), crate::rewrite::json_string(text.into_bytes())))
             })
             .collect();
         let bytes: Arc<[u8]> = rewrite::spliced(now, edits).into();

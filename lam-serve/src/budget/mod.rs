@@ -14,7 +14,7 @@
 //! conversation's; the preamble's tokens, the budget and the factor are
 //! terms that another request or the upstream's answers may change, so each
 //! stretch of items is folded under the terms recorded for it in the store
-//! ([`crate::ledger`]), the first process to forward it having recorded
+//! ([`crate::budget::ledger`]), the first process to forward it having recorded
 //! its own. So a restarted proxy or another replica makes the same cuts and
 //! forwards the same bytes (tested: `tests/replicas.rs`). Between cuts the
 //! prefix is byte-stable.
@@ -71,12 +71,12 @@
 //! never goes cold); else the longest `cache_control.ttl` the request sets
 //! (Anthropic: `"5m"` or `"1h"`); else the provider's documented default,
 //! 5 minutes for both (Anthropic's default; OpenAI keeps cached prefixes
-//! 5 to 10 minutes of inactivity, the lower bound: [`crate::replay::CacheTtl::OPENAI`]).
-//! The prices are [`crate::replay::Bills::pricing`]'s, with Anthropic's
+//! 5 to 10 minutes of inactivity, the lower bound: [`crate::bill::CacheTtl::OPENAI`]).
+//! The prices are [`crate::bill::Bills::pricing`]'s, with Anthropic's
 //! 1-hour writes at 2x. The time is the request's arrival, given by the
-//! caller ([`crate::Arrival`]: the HTTP layer's clock, `lam replay`'s
+//! caller (`lam_serve::Arrival`: the HTTP layer's clock, `lam replay`'s
 //! transcript timestamps); a request without one is never cold. Whether a
-//! request was cold is recorded with its stretch ([`crate::ledger`]), so a
+//! request was cold is recorded with its stretch ([`crate::budget::ledger`]), so a
 //! replica or a restart makes the same cut.
 
 //!
@@ -104,13 +104,73 @@
 mod calibration;
 mod citable;
 mod cut;
+pub(crate) mod default;
+pub(crate) mod ledger;
 mod plan;
 mod timing;
 
 pub(crate) use calibration::{Calibration, factor};
+
+/// What a request brings to the budget: the budget it is held to (the
+/// header's, `--budget`, or the default for its model:
+/// [`crate::config::BudgetSettings::resolve`], the one place it is
+/// resolved; none: no budget), the calibration factor its conversation's
+/// answers gave ([`Calibration`]), when it arrived (Unix ms) and the prompt
+/// cache's TTL ([`cache_ttl`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked {
+    /// The budget, or none.
+    pub budget: Option<lam_operator::Budget>,
+    /// Upstream tokens per token of lam's (1 before any answer).
+    pub factor: f64,
+    /// When the request arrived (`None`: unknown, never cold).
+    pub at: Option<i64>,
+    /// How long the provider keeps a cached prompt.
+    pub ttl: crate::bill::CacheTtl,
+}
+
+/// What the budget reads the run's ledger with: the store, this process's
+/// books of it, and the order cuts cite in (the engine's, lent).
+#[derive(Clone, Copy)]
+pub(crate) struct Books<'e> {
+    /// The store the ledger is recorded in.
+    pub store: &'e crate::store::SharedStore,
+    /// What this process has read of it.
+    pub ledger: &'e ledger::Ledger,
+    /// Which results a cut cites first.
+    pub order: CiteOrder,
+}
+
+/// What the budget did for one request: its part of the request's report
+/// ([`crate::report::Report`]).
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    /// What the cuts of this request did.
+    pub cut: CutTotals,
+    /// The input it forwards (tokens, lam's count) and whether that is over the budget.
+    pub input_tokens: Option<u64>,
+    /// See `input_tokens`.
+    pub over_budget: bool,
+    /// Where the count of this request's answer is recorded (the ledger's
+    /// session and the request's point, [`ledger::point`]).
+    pub usage_at: Option<(lam_core::SessionId, u128)>,
+    /// The ledger or an original a cut needed could not be read: the request
+    /// was folded under this process's terms, the result left whole.
+    pub errors: u64,
+    /// See `errors`.
+    pub last_error: Option<String>,
+}
+
+impl Report {
+    fn error(&mut self, why: String) {
+        self.errors += 1;
+        self.last_error = Some(why);
+    }
+}
 pub use citable::CITED_LEAD;
 pub(crate) use citable::{Admitted, Archived, Citable, Place};
 pub(crate) use cut::{Reach, Stage};
+pub use default::DefaultBudget;
 pub use plan::CiteOrder;
 pub(crate) use plan::CutTotals;
 pub(crate) use timing::cache_ttl;

@@ -6,7 +6,7 @@
 //! A function of the citable list alone, so of the conversation's items.
 
 use super::citable::{Citable, Form};
-use crate::replay::Pricing;
+use crate::bill::Pricing;
 use lam_operator::Budget;
 
 /// Which answered results a cut cites first ([`Cuts::plan`]). Measured

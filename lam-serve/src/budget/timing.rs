@@ -6,7 +6,7 @@
 //! judged by ([`cache_ttl`]) and the prices a cut is weighed at
 //! ([`pricing`]).
 
-use crate::replay::{CacheTtl, Pricing};
+use crate::bill::{CacheTtl, Pricing};
 
 /// A warm cut is made only when it pays back its re-write within this many
 /// requests (its own included): about the requests a cut is read before the
@@ -29,12 +29,12 @@ pub(crate) fn pays_back(input: u64, removed: u64, before: u64, p: Pricing) -> bo
 }
 
 /// The prices a cut is weighed at: the provider's for `api`
-/// ([`crate::replay::Bills::pricing`]), Anthropic's writes to the 1-hour
+/// ([`crate::bill::Bills::pricing`]), Anthropic's writes to the 1-hour
 /// cache at 2x.
-pub(crate) fn pricing(api: crate::Api, ttl: CacheTtl) -> Pricing {
-    let p = crate::replay::Bills::pricing(api);
+pub(crate) fn pricing(api: crate::api::Api, ttl: CacheTtl) -> Pricing {
+    let p = crate::bill::Bills::pricing(api);
     match (api, ttl.0) {
-        (crate::Api::Messages, Some(t)) if t > 300 => Pricing { write: 2.0, ..p },
+        (crate::api::Api::Messages, Some(t)) if t > 300 => Pricing { write: 2.0, ..p },
         _ => p,
     }
 }
@@ -50,7 +50,7 @@ pub(crate) fn cache_ttl(req: &crate::request::Parsed, given: Option<CacheTtl>) -
     let set = items.chain(req.preamble_raws().map(ttl_in)).flatten().max();
     match (set, req.api) {
         (Some(s), _) => CacheTtl(Some(s)),
-        (None, crate::Api::Messages) => CacheTtl::ANTHROPIC,
+        (None, crate::api::Api::Messages) => CacheTtl::ANTHROPIC,
         (None, _) => CacheTtl::OPENAI,
     }
 }
@@ -105,10 +105,10 @@ mod tests {
         assert!(pays_back(100_000, 10_000, 75_000, Pricing::OPENAI));
         assert!(!pays_back(100_000, 10_000, 0, Pricing::OPENAI));
         // Anthropic's 1-hour writes cost 2x: the same cut may pay back at 5 minutes only.
-        let hour = pricing(crate::Api::Messages, CacheTtl(Some(3600)));
+        let hour = pricing(crate::api::Api::Messages, CacheTtl(Some(3600)));
         assert_eq!(hour, Pricing { read: 0.1, write: 2.0 });
-        assert_eq!(pricing(crate::Api::Messages, CacheTtl(Some(300))), a);
-        assert_eq!(pricing(crate::Api::Responses, CacheTtl(Some(3600))), Pricing::OPENAI);
+        assert_eq!(pricing(crate::api::Api::Messages, CacheTtl(Some(300))), a);
+        assert_eq!(pricing(crate::api::Api::Responses, CacheTtl(Some(3600))), Pricing::OPENAI);
         assert!(pays_back(50_000, 10_000, 10_000, a) && !pays_back(50_000, 10_000, 10_000, hour));
     }
 
@@ -117,18 +117,18 @@ mod tests {
     #[test]
     fn the_ttl_is_the_flag_s_else_the_request_s_else_the_provider_s() {
         let parse = |api, body: &str| crate::request::Parsed::parse(api, body.as_bytes()).unwrap_or_else(|| panic!("{body}"));
-        let plain = parse(crate::Api::Messages, r#"{"messages":[{"role":"user","content":"hi"}]}"#);
+        let plain = parse(crate::api::Api::Messages, r#"{"messages":[{"role":"user","content":"hi"}]}"#);
         assert_eq!(cache_ttl(&plain, None), CacheTtl::ANTHROPIC);
         assert_eq!(cache_ttl(&plain, Some(CacheTtl::NONE)), CacheTtl::NONE);
         let hour = r#"{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl" : "1h"}}],
             "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}"#;
-        assert_eq!(cache_ttl(&parse(crate::Api::Messages, hour), None), CacheTtl(Some(3600)));
-        assert_eq!(cache_ttl(&parse(crate::Api::Messages, hour), Some(CacheTtl(Some(60)))), CacheTtl(Some(60)));
+        assert_eq!(cache_ttl(&parse(crate::api::Api::Messages, hour), None), CacheTtl(Some(3600)));
+        assert_eq!(cache_ttl(&parse(crate::api::Api::Messages, hour), Some(CacheTtl(Some(60)))), CacheTtl(Some(60)));
         let five = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}"#;
-        assert_eq!(cache_ttl(&parse(crate::Api::Messages, five), None), CacheTtl(Some(300)));
+        assert_eq!(cache_ttl(&parse(crate::api::Api::Messages, five), None), CacheTtl(Some(300)));
         let text = r#"{"messages":[{"role":"user","content":"the \"ttl\": \"1h\" of a text is no setting"}]}"#;
-        assert_eq!(cache_ttl(&parse(crate::Api::Messages, text), None), CacheTtl::ANTHROPIC);
-        let codex = parse(crate::Api::Responses, r#"{"input":[{"role":"user","content":"hi"}]}"#);
+        assert_eq!(cache_ttl(&parse(crate::api::Api::Messages, text), None), CacheTtl::ANTHROPIC);
+        let codex = parse(crate::api::Api::Responses, r#"{"input":[{"role":"user","content":"hi"}]}"#);
         assert_eq!(cache_ttl(&codex, None), CacheTtl::OPENAI);
         assert_eq!((ttl_in(br#"{"ttl":"90s"}"#), ttl_in(br#"{"ttl":"2d"}"#), ttl_in(br#"{"ttl":5}"#)), (Some(90), None, None));
     }

@@ -4,7 +4,7 @@
 use super::upstream::{BoxError, Payload, causes, chain, find, unprocessed};
 use super::via::ProxyRefused;
 use super::{App, BUDGET, BYPASS, HOP, SESSION, TOKEN, error, trust};
-use crate::Proxy;
+use crate::proxy::Proxy;
 use crate::usage::{self, Sink};
 use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

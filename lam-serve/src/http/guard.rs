@@ -46,7 +46,7 @@ pub(crate) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
 /// Whether the headers carry `token`: in `x-lam-token`, or for the proxy's
 /// own routes also as `Authorization: Bearer` (on proxied routes that header
 /// is the provider key's and passes through untouched).
-fn authorized(token: &crate::Token, h: &HeaderMap, own: bool) -> bool {
+fn authorized(token: &crate::config::Token, h: &HeaderMap, own: bool) -> bool {
     let mut ok = false;
     for v in h.get_all(TOKEN) {
         ok |= token.matches(v.as_bytes());

@@ -2,7 +2,9 @@
 //! the drain deadline).
 
 use super::{App, router, upstream};
-use crate::{Error, Proxy, ServeConfig};
+use crate::config::ServeConfig;
+use crate::error::Error;
+use crate::proxy::Proxy;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;

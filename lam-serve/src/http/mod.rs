@@ -14,7 +14,9 @@ mod via;
 pub use listen::{run, serve};
 pub use trust::read_upstream_ca;
 
-use crate::{Api, Error, Proxy};
+use crate::api::Api;
+use crate::error::Error;
+use crate::proxy::Proxy;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -98,7 +100,7 @@ async fn compacted(State(app): State<App>, api: Api, req: Request) -> Response {
     };
     // A header's budget keeps `--keep` results, of `--budget` or the default budget.
     let cfg = app.proxy.config();
-    let keep_from = cfg.engine.budget.or_else(|| cfg.default_budget.map(|d| d.for_model(None)));
+    let keep_from = cfg.keep_from();
     let budget = match request_budget(&parts.headers, keep_from) {
         Ok(b) => b,
         Err(why) => {
@@ -153,13 +155,13 @@ async fn reserve(app: &App, len: usize, factor: usize) -> Result<room::Share, Re
 }
 
 /// The body to forward, its session, where the upstream's count goes, and its receipt.
-type Forwarded = (Bytes, Option<String>, Option<crate::usage::Sink>, Option<crate::replay::Receipt>);
+type Forwarded = (Bytes, Option<String>, Option<crate::usage::Sink>, Option<crate::bill::Receipt>);
 
 /// The body to forward and its session, or the error answer.
 async fn rewritten(
     app: &App,
     api: Api,
-    (name, budget): (Option<String>, Option<crate::Budget>),
+    (name, budget): (Option<String>, Option<crate::config::Budget>),
     bytes: Bytes,
     share: &mut Option<room::Share>,
 ) -> Result<Forwarded, Response> {
@@ -168,8 +170,8 @@ async fn rewritten(
     // back room the rewrite still holds.
     let held = share.take();
     // The request's arrival, the one clock reading a cut may depend on
-    // (recorded once: `crate::ledger`).
-    let arrival = crate::Arrival::now();
+    // (recorded once: `crate::budget::ledger`).
+    let arrival = crate::proxy::Arrival::now();
     let done = tokio::task::spawn_blocking(move || (p.try_rewrite_at(api, name.as_deref(), &sent, budget, arrival), held)).await;
     match done.map(|(r, held)| {
         *share = held;
@@ -205,14 +207,14 @@ async fn passthrough(State(app): State<App>, req: Request) -> Response {
 /// The `x-lam-session` name: visible ASCII, 1 to 256 bytes (absent or empty: none).
 /// `x-lam-budget: TOKENS`: the request's own budget, cut to half, keeping
 /// the proxy's `--keep` (`proxy`: its `--budget`, if any).
-fn request_budget(h: &HeaderMap, proxy: Option<crate::Budget>) -> Result<Option<crate::Budget>, String> {
+fn request_budget(h: &HeaderMap, proxy: Option<crate::config::Budget>) -> Result<Option<crate::config::Budget>, String> {
     let Some(v) = single(h, BUDGET)? else { return Ok(None) };
     let bad = |why: &str| format!("lam serve: {BUDGET} must be a number of tokens, at least 1 ({why})");
     let tokens: u64 = v.to_str().map_err(|_| bad("not text"))?.trim().parse().map_err(|_| bad("not a number"))?;
     if tokens == 0 {
         return Err(bad("0"));
     }
-    crate::Budget::new(tokens, None, proxy.map(|b| b.keep)).map(Some).map_err(|e| bad(&e))
+    crate::config::Budget::new(tokens, None, proxy.map(|b| b.keep)).map(Some).map_err(|e| bad(&e))
 }
 
 fn session_name(h: &HeaderMap) -> Result<Option<String>, String> {
@@ -256,7 +258,7 @@ pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 
 /// One line per request when `--log` is on: never a header, never a body;
 /// a compacted request's ends with its receipt ([`receipt_text`]).
-fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant, receipt: Option<&crate::replay::Receipt>) {
+fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: Instant, receipt: Option<&crate::bill::Receipt>) {
     if app.proxy.log().on() {
         let session = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).unwrap_or("-");
         app.proxy.log().line(format_args!(
@@ -274,7 +276,7 @@ fn log(app: &App, parts: &axum::http::request::Parts, resp: &Response, started: 
 /// what the request's input is billed direct and as forwarded, in tokens at
 /// the plain input price (prompt-cache reads and writes priced as `lam
 /// replay` prices them).
-pub(crate) fn receipt_text(r: &crate::replay::Receipt) -> String {
+pub(crate) fn receipt_text(r: &crate::bill::Receipt) -> String {
     let pct = if r.direct > 0.0 { 100.0 * r.saved() / r.direct } else { 0.0 };
     format!("; input would have cost {:.0}, cost {:.0}, saved {:.0} ({pct:.1}%) plain-input tokens", r.direct, r.lam, r.saved())
 }

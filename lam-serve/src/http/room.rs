@@ -8,7 +8,7 @@
 //! share never fits or its turn does not come.
 
 use super::error;
-use crate::ServeConfig;
+use crate::config::ServeConfig;
 pub(crate) use crate::config::WORK_PER_BODY_BYTE;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;

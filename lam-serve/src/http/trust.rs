@@ -57,8 +57,8 @@ fn ca_file(path: &Path) -> Result<RootCertStore, String> {
 /// The number of CA certificates in the PEM file `path`, read as
 /// `--upstream-ca` reads it: an error (`PATH: why`) when it cannot be read
 /// or gives none (`lam run` checks `NODE_EXTRA_CA_CERTS` with it).
-pub fn read_upstream_ca(path: &Path) -> Result<usize, crate::Error> {
-    ca_file(path).map(|c| c.len()).map_err(crate::Error::Setting)
+pub fn read_upstream_ca(path: &Path) -> Result<usize, crate::error::Error> {
+    ca_file(path).map(|c| c.len()).map_err(crate::error::Error::Setting)
 }
 
 /// Whether `e` is a certificate no trusted CA signed.

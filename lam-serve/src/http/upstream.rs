@@ -19,7 +19,7 @@ use super::via::{ProxyRefused, ToProxy, Tunnel, Via};
 use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri, header};
 use base64::Engine as _;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::legacy::{Client as Pool, ResponseFuture};
 use hyper_util::client::proxy::matcher::Matcher;
@@ -31,8 +31,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
 
-pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
-pub(crate) type Tls<C> = HttpsConnector<C>;
+pub(crate) use super::via::{BoxError, Tls};
 
 /// The upstream client (cheap to clone: the pools are shared).
 #[derive(Clone)]
@@ -115,7 +114,7 @@ impl From<Body> for Payload {
 impl Client {
     /// The client for `cfg.upstream`, through the environment's proxy for
     /// it if any, trusting the CAs of [`trust`] (with `cfg.upstream_ca`).
-    pub(crate) fn new(cfg: &crate::ServeConfig) -> Result<Self, String> {
+    pub(crate) fn new(cfg: &crate::config::ServeConfig) -> Result<Self, String> {
         let tls = trust::client_config(&cfg.upstream_ca)?;
         Self::with_proxies(cfg.connect_timeout, &cfg.upstream, &Matcher::from_system(), &tls)
     }

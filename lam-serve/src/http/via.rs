@@ -4,9 +4,9 @@
 //! status, never a bare "unsuccessful", and for a `407` how to give it
 //! credentials).
 
-use super::upstream::{BoxError, Tls};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 use std::future::Future;
@@ -15,6 +15,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tower_service::Service;
+
+/// Any error a connection or a request may end with.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// TLS over a connector (plain for `http://`).
+pub(crate) type Tls<C> = HttpsConnector<C>;
 
 pub(crate) type Connecting<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 

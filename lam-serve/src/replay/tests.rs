@@ -1,4 +1,5 @@
 use super::*;
+use crate::bill::carries_tool_result;
 use lam_core::wire::Api;
 use serde_json::json;
 
@@ -87,7 +88,7 @@ fn every_output_type_of_the_wire_carries_a_tool_result() {
         assert!(carries_tool_result(Api::Responses, item.to_string().as_bytes()), "{t}");
     }
     let anthropic = br#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}"#;
-    assert!(super::carries_tool_result(Api::Messages, anthropic));
+    assert!(carries_tool_result(Api::Messages, anthropic));
     let gemini = br#"{"role":"user","parts":[{"functionResponse":{"id":"r","name":"read_file","response":{"output":"x"}}}]}"#;
     assert!(carries_tool_result(Api::Gemini, gemini));
     assert!(carries_tool_result(Api::ChatCompletions, br#"{"role":"tool","tool_call_id":"c","content":"x"}"#));
@@ -140,7 +141,7 @@ fn a_gap_past_the_ttl_makes_the_next_request_a_miss_both_ways() {
     for agent in Agent::ALL {
         let pricing = Pricing::ANTHROPIC;
         let run = |calls: &[Call], ttl| {
-            let proxy = Proxy::open(crate::ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
+            let proxy = Proxy::open(crate::config::ServeConfig::for_tests("http://127.0.0.1:9")).unwrap();
             replay(&proxy, agent, "s", "task", calls, (pricing, ttl), &counter)
         };
         let (warm, cold) = (run(&timed, CacheTtl::NONE), run(&timed, CacheTtl(Some(300))));
@@ -179,8 +180,8 @@ fn a_cited_line_the_agent_quotes_later_is_counted_once() {
     calls.push(quote(&format!("The log said `{needed}`, and `{shared}`."), "echo ok"));
     calls.push(quote("again", &format!("grep -n '{needed}' first.log; echo code 7")));
     let run = |calls: &[Call], budget: Option<u64>| {
-        let mut cfg = crate::ServeConfig::for_tests("http://127.0.0.1:9");
-        cfg.engine.budget = budget.map(|b| crate::Budget::new(b, None, Some(1)).unwrap());
+        let mut cfg = crate::config::ServeConfig::for_tests("http://127.0.0.1:9");
+        cfg.engine.budget = budget.map(|b| crate::config::Budget::new(b, None, Some(1)).unwrap());
         let proxy = Proxy::open(cfg).unwrap();
         replay(&proxy, Agent::ClaudeCode, "s", "task", calls, (Pricing::ANTHROPIC, CacheTtl::NONE), &counter)
     };
@@ -204,7 +205,7 @@ fn a_cited_line_the_agent_quotes_later_is_counted_once() {
 /// A citation's `§id` is its first one, 4 hex digits or more.
 #[test]
 fn a_citation_s_id_is_read_from_its_text() {
-    let c = format!("{} `cat a.py` → §9f3a rc=0 12 tok 40 B\n  _recall §9f3a", crate::CITED_LEAD);
+    let c = format!("{} `cat a.py` → §9f3a rc=0 12 tok 40 B\n  _recall §9f3a", crate::budget::CITED_LEAD);
     assert_eq!(super::cited_id(&c), Some("9f3a"));
     assert_eq!(super::cited_id("no id here"), None);
     assert_eq!(super::cited_id("§9f3"), None, "too short");

@@ -37,9 +37,9 @@
 //! process that records the point decides, and every other reads it: a
 //! cold stretch is cut to the target at its last item ([`crate::budget`]).
 
-use crate::engine::lock;
-use crate::replay::CacheTtl;
+use crate::bill::CacheTtl;
 use crate::store::SharedStore;
+use crate::sync::lock;
 use lam_core::{ObsStore as _, Record, SessionId};
 use lam_operator::Budget;
 use std::collections::HashMap;

@@ -58,15 +58,12 @@ impl DefaultBudget {
     }
 }
 
-/// The budget a request `body` sent without `x-lam-budget` is held to under
-/// `cfg`: `--budget`, else the default for its `model`, else none.
-pub fn budget_of(cfg: &crate::ServeConfig, body: &[u8]) -> Option<Budget> {
-    cfg.engine.budget.or_else(|| {
-        let d = cfg.default_budget?;
-        let members = crate::json::Members::parse(body).ok();
-        let model = members.as_ref().and_then(|m| m.raw("model")).and_then(|m| serde_json::from_str::<String>(m).ok());
-        Some(d.for_model(model.as_deref()))
-    })
+/// The budget `lam replay` holds a request `body` to ([`crate::config::ServeConfig::budget_for`]
+/// with its `model` member; a replayed request carries no header).
+pub fn budget_of(cfg: &crate::config::ServeConfig, body: &[u8]) -> Option<Budget> {
+    let members = crate::json::Members::parse(body).ok();
+    let model = members.as_ref().and_then(|m| m.raw("model")).and_then(|m| serde_json::from_str::<String>(m).ok());
+    cfg.budget_for(None, model.as_deref())
 }
 
 /// The threshold at which the agent compacts its context on its own for

@@ -12,7 +12,7 @@
 //! OpenAI's nano, mini or the full model; Gemini's flash-lite, flash or
 //! pro; the newest of that tier), and the price says so ([`Priced::note`]).
 
-use crate::Api;
+use crate::api::Api;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -35,16 +35,16 @@ pub struct Price {
 }
 
 impl Price {
-    /// This price as multiples of its input price ([`crate::replay::Pricing`]),
+    /// This price as multiples of its input price ([`crate::bill::Pricing`]),
     /// writes at the 1-hour price when `hour`.
-    pub fn pricing(&self, hour: bool) -> crate::replay::Pricing {
+    pub fn pricing(&self, hour: bool) -> crate::bill::Pricing {
         let write = if hour { self.write_1h } else { self.write_5m };
         let per = |x: f64| if self.input > 0.0 { x / self.input } else { 0.0 };
-        crate::replay::Pricing { read: per(self.read), write: per(write) }
+        crate::bill::Pricing { read: per(self.read), write: per(write) }
     }
 
     /// Dollars for `units` of input (`units`: tokens at the plain input
-    /// price, the unit [`crate::replay::Bill`] counts in).
+    /// price, the unit [`crate::bill::Bill`] counts in).
     pub fn usd(&self, units: f64) -> f64 {
         units * self.input / 1e6
     }
@@ -141,7 +141,9 @@ impl Prices {
     /// The table built in (`prices.json`).
     pub fn builtin() -> &'static Prices {
         static TABLE: OnceLock<Prices> = OnceLock::new();
-        TABLE.get_or_init(|| Prices::parse(include_str!("prices.json")).unwrap_or_else(|e| unreachable!("the built-in price table is checked by its tests: {e}")))
+        TABLE.get_or_init(|| {
+            Prices::parse(include_str!("prices.json")).unwrap_or_else(|e| unreachable!("the built-in price table is checked by its tests: {e}"))
+        })
     }
 
     /// A table from `path` (`--prices FILE`), in the built-in's format; an
