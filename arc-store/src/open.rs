@@ -174,15 +174,18 @@ pub struct Found {
 }
 
 /// Recall `shown` (with or without its `§`) from `store`: in `session` when
-/// one is given, else in whichever sessions hold it. Ids are content
-/// addresses, so sessions that hold the same id normally hold the same bytes;
-/// only a true prefix collision (different bytes behind one shown id) is
-/// refused, naming the sessions. An id whose only copies are damaged is
-/// [`StoreError::Damaged`]; an unknown id is an error with the nearest ids.
+/// one is given, else in whichever conversation sessions hold it (a run's
+/// settings, [`SessionId::settings_run`], are no conversation's: their
+/// records are never cited, and a shown id of theirs may begin like a tool
+/// result's). Ids are content addresses, so sessions that hold the same id
+/// normally hold the same bytes; only a true prefix collision (different
+/// bytes behind one shown id) is refused, naming the sessions. An id whose
+/// only copies are damaged is [`StoreError::Damaged`]; an unknown id is an
+/// error with the nearest ids.
 pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
     let sessions = match session {
         Some(s) => vec![s.clone()],
-        None => store.sessions()?,
+        None => store.sessions()?.into_iter().filter(|s| s.settings_run().is_none()).collect(),
     };
     find_in(store, &sessions, shown)
 }
@@ -293,6 +296,22 @@ mod tests {
         let e = find(&st, None, "0000ffff").unwrap_err();
         assert!(matches!(e, StoreError::NotFound { ref nearest, .. } if nearest.len() == 3), "{e}");
         assert!(open(&StoreSpec::Memory, Access::ReadWrite).is_ok());
+    }
+
+    /// A run's settings session may hold a record whose shown id is a tool
+    /// result's (4 hex each, chosen per session): recall without a session
+    /// finds the tool result, not an ambiguity (found by `lam replay` on
+    /// real Gemini CLI sessions under a budget).
+    #[test]
+    fn find_skips_a_run_s_settings() {
+        let mut st = MemStore::new();
+        let run = SessionId("serve-1-2".into());
+        let m = st.append(&run, &rec(0, b"a tool result"), 1).unwrap();
+        let clash = (0u32..).map(|i| format!("terms {i}")).find(|t| lam_core::ObsId::of(b"cat x", t.as_bytes()).hex().starts_with(&m.shown)).unwrap();
+        let settings = SessionId::settings_of(&run.0);
+        assert_eq!(st.append(&settings, &rec(0, clash.as_bytes()), 1).unwrap().shown, m.shown, "the same shown id");
+        assert_eq!(find(&st, None, &m.shown).unwrap().bytes, b"a tool result");
+        assert_eq!(find(&st, Some(&settings), &m.shown).unwrap().bytes, clash.as_bytes(), "named, the settings session is searched");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub mod trajectory;
 pub use names::SessionNames;
 #[cfg(feature = "readers")]
 pub use read::{Input, JsonlRecord};
-pub use trajectory::{Format, ReadError, Trajectory};
+pub use trajectory::{Format, ReadError, Trajectory, Unreadable};
 
 pub use lam_core::corpus_dir;
 /// cl100k_base accounting ([`lam_tokens`]), re-exported for the readers' users.

@@ -138,14 +138,22 @@ fn special_kind(ft: &std::fs::FileType) -> &'static str {
 }
 
 /// Read an input; an optional one that is not a trajectory yields `Ok(None)`.
+/// An agent's transcript is strict once recognised: a `.jsonl` by its first
+/// line, a `.json` as a document its agent reads ([`crate::agents::detect_document`]).
 pub fn read_input(input: &Input) -> Result<Option<Vec<Trajectory>>, ReadError> {
-    if input.optional && is_jsonl(&input.path) {
-        let bytes = read_file(&input.path)?;
+    if !input.optional {
+        return read_path(&input.path).map(Some);
+    }
+    let bytes = read_file(&input.path)?;
+    if is_jsonl(&input.path) {
         return if crate::agents::detect(&bytes).is_none() { Ok(None) } else { read_bytes(&bytes, &input.path).map(Some) };
     }
-    match read_path(&input.path) {
+    match read_bytes(&bytes, &input.path) {
         Ok(t) => Ok(Some(t)),
-        Err(ReadError::Unknown { .. } | ReadError::Json { .. } | ReadError::Record { .. }) if input.optional => Ok(None),
+        Err(e @ (ReadError::Unknown { .. } | ReadError::Json { .. } | ReadError::Record { .. })) => {
+            let agent_s = serde_json::from_slice::<Value>(&bytes).ok().as_ref().and_then(crate::agents::detect_document);
+            if agent_s.is_some() { Err(e) } else { Ok(None) }
+        }
         Err(e) => Err(e),
     }
 }
@@ -177,7 +185,8 @@ fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
 /// the name ends in `.jsonl` (or `.jsonl.gz`), read as an agent's
 /// transcript when its first non-blank line is one
 /// ([`crate::agents::detect`]), else as lam JSONL; otherwise one JSON document
-/// whose format is recognised by its content. `path` names the input in errors and
+/// whose format is recognised by its content (an agent's transcript,
+/// [`crate::agents::detect_document`], read by its room). `path` names the input in errors and
 /// gives the default session name; nothing is read from it.
 pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
     let name = path.display().to_string();
@@ -190,6 +199,9 @@ pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadErro
     }
     let v: Value =
         serde_json::from_slice(bytes).map_err(|e| ReadError::Json { path: name.clone(), line: e.line(), column: e.column(), message: e.to_string() })?;
+    if let Some(agent) = crate::agents::detect_document(&v) {
+        return agent.read(bytes, path);
+    }
     let session = default_session(path);
     read_value(&v, path, session).map(|t| vec![t])
 }
@@ -248,7 +260,7 @@ fn from_swe_steps(steps: &[Value], name: &str) -> Result<Parsed, ReadError> {
     let mut out = Vec::with_capacity(steps.len());
     let mut thoughts = Vec::with_capacity(steps.len());
     for (i, s) in steps.iter().enumerate() {
-        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("trajectory[{i}]"), message };
+        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("trajectory[{i}]"), line: None, message };
         let obs = match s.get("observation") {
             Some(Value::String(x)) => x.as_bytes().to_vec(),
             Some(Value::Null) | None => Vec::new(),
@@ -310,7 +322,7 @@ fn from_messages(msgs: &[Value], name: &str, field: &str) -> Result<Parsed, Read
     let mut last_action: Option<String> = None;
     let mut last_assistant: Option<&Value> = None;
     for (i, m) in msgs.iter().enumerate() {
-        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("{field}[{i}]"), message };
+        let rec = |message: String| ReadError::Record { path: name.to_string(), record: format!("{field}[{i}]"), line: None, message };
         let Value::Object(_) = m else {
             return Err(rec(format!("message is {}, not an object", kind(m))));
         };
@@ -409,7 +421,7 @@ fn read_jsonl(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let rec = |message: String| ReadError::Record { path: name.clone(), record: format!("line {n}"), message };
+        let rec = |message: String| ReadError::Record { path: name.clone(), record: format!("line {n}"), line: Some(n), message };
         let r: JsonlRecord = serde_json::from_slice(line).map_err(|e| rec(format!("malformed JSON at column {}: {e}", e.column())))?;
         let observation = match (r.observation, r.observation_b64) {
             (Some(s), None) => s.into_bytes(),

@@ -118,6 +118,8 @@ pub enum ReadError {
         path: String,
         /// Which record, e.g. `trajectory[3]` or `line 7`.
         record: String,
+        /// Its 1-based line, in a JSON Lines file.
+        line: Option<usize>,
         /// What is wrong.
         message: String,
     },
@@ -129,6 +131,66 @@ pub enum ReadError {
         /// Why.
         message: String,
     },
+}
+
+impl ReadError {
+    /// The file it names.
+    pub fn path(&self) -> &str {
+        match self {
+            ReadError::Io { path, .. } | ReadError::Json { path, .. } | ReadError::Record { path, .. } | ReadError::Unknown { path, .. } => path,
+        }
+    }
+
+    /// The 1-based line it names: of the JSON text, or a JSON Lines file's record.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ReadError::Json { line, .. } => Some(*line),
+            ReadError::Record { line, .. } => *line,
+            _ => None,
+        }
+    }
+
+    /// The record it names (`line 7`, `messages[3]`, `trajectory[1]`).
+    pub fn record(&self) -> Option<&str> {
+        match self {
+            ReadError::Record { record, .. } => Some(record),
+            _ => None,
+        }
+    }
+}
+
+/// An input a run could not use, as `lam compact` and `lam replay`
+/// (`--json`: `unreadable`) and `lam eval` (`failed`) report it: the file,
+/// the line and record when a reader named them, and the error. The run
+/// goes on with the other inputs and fails at the end.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Unreadable {
+    /// The input.
+    pub path: String,
+    /// The 1-based line ([`ReadError::line`]).
+    pub line: Option<usize>,
+    /// The record ([`ReadError::record`]).
+    pub record: Option<String>,
+    /// The error, on one line, naming the file.
+    pub error: String,
+}
+
+impl Unreadable {
+    /// `file`, which failed with `error` (on one line); `read`, the
+    /// [`ReadError`] behind it when there is one, gives the line and record.
+    pub fn new(file: &std::path::Path, read: Option<&ReadError>, error: &str) -> Self {
+        Unreadable {
+            path: file.display().to_string(),
+            line: read.and_then(ReadError::line),
+            record: read.and_then(ReadError::record).map(str::to_string),
+            error: error.lines().collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    /// The file, and its line when known: `a.jsonl line 182`.
+    pub fn place(&self) -> String {
+        self.line.map_or(self.path.clone(), |l| format!("{} line {l}", self.path))
+    }
 }
 
 /// How a JSON value is named in an error: "a string", "an array".

@@ -1,7 +1,9 @@
 //! Gemini CLI's room: its session file as the real 0.61.0 writes it
-//! (`tests/fixtures/gemini-cli`, recorded: see its PROVENANCE.md), how
-//! `lam run` launches it (a home of its own with lam's settings), and the
-//! requests `lam replay` sends as it.
+//! (`tests/fixtures/gemini-cli`, recorded: see its PROVENANCE.md) and the
+//! real `.json` chats of earlier versions (`tests/fixtures/gemini-cli/tmp`,
+//! public, MIT), how `lam run` launches it (a home of its own with lam's
+//! settings) and what its exit codes say, and the requests `lam replay`
+//! sends as it.
 
 use lam_core::wire::{self, Api};
 use lam_trajectory::agents::{self, Agent, Setup, gemini};
@@ -149,6 +151,8 @@ fn batch_form_upstream_and_compaction() {
     assert_eq!(Agent::GeminiCli.recall_tool(), "mcp_lam_recall");
     assert_eq!(Agent::GeminiCli.compaction_threshold("gemini-3.1-pro-preview"), Some(524_288));
     assert_eq!(Agent::GeminiCli.compaction_threshold("claude-sonnet-4-5"), None);
+    assert!(Agent::GeminiCli.exit_reason(55).is_some_and(|r| r.contains("untrusted folder") && r.contains("--skip-trust")));
+    assert_eq!((Agent::GeminiCli.exit_reason(1), Agent::ClaudeCode.exit_reason(55)), (None, None));
     let env = |k: &str| (k == "GOOGLE_GEMINI_BASE_URL").then(|| "https://gw.example/ ".to_string());
     let (up, from) = Agent::GeminiCli.upstream(&[], Path::new("/"), &env);
     assert_eq!((up.as_str(), from.as_str()), ("https://gw.example", "from $GOOGLE_GEMINI_BASE_URL"));
@@ -182,4 +186,120 @@ fn replay_requests_are_gemini_cli_s() {
     assert_eq!(last["contents"][0], json!({"role": "user", "parts": [{"text": t.task}]}), "the task as its transcript keeps it");
     assert_eq!(Agent::GeminiCli.path(), "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse", "the model is in the path");
     assert_eq!(Agent::ClaudeCode.path(), "/v1/messages");
+}
+
+/// The real `.json` chats of `tests/fixtures/gemini-cli/tmp` (Gemini CLI
+/// before 0.39: one JSON document per session; published by their
+/// authors, MIT, see PROVENANCE.md), as `~/.gemini/tmp` holds them.
+fn json_chats() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemini-cli/tmp")
+}
+
+/// (session, records, non-empty records) of each `.json` chat under
+/// `json_chats()`, found by the folder walk as `lam replay ~/.gemini/tmp`
+/// finds them. The counts were taken independently, by a Python count
+/// of each `toolCalls` entry's `functionResponse` texts (`output`, `error`).
+#[test]
+fn real_json_chats_read_every_result_once() {
+    let inputs = read::expand_inputs(&[json_chats()]).unwrap();
+    assert_eq!(inputs.len(), 4);
+    assert!(inputs.iter().all(|i| i.optional), "found in a folder");
+    let mut got = Vec::new();
+    for i in &inputs {
+        let bytes = std::fs::read(&i.path).unwrap();
+        let doc: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(agents::detect_document(&doc), Some(Agent::GeminiCli));
+        for t in read::read_input(i).unwrap().expect("a Gemini CLI chat, not skipped") {
+            assert_eq!(t.format, Format::Agent(Agent::GeminiCli));
+            assert!(t.records.iter().all(|r| r.action.contains('(')), "every result found its call");
+            assert_eq!(t.times.len(), t.records.len());
+            assert!(t.times.iter().all(Option::is_some));
+            assert!(!t.task.is_empty());
+            got.push((t.session.0.clone(), t.records.len(), t.records.iter().filter(|r| !r.observation.is_empty()).count()));
+        }
+    }
+    got.sort();
+    let s = |id: &str, n, e| (id.to_string(), n, e);
+    assert_eq!(
+        got,
+        [
+            s("0b23371a-ce2e-4b1c-81a0-44af5d94d9ce", 11, 11),
+            s("95ee2bc8-b4a1-47fb-8db8-b0cfe91bee88", 9, 9),
+            s("f85cf6cc-5e3e-4b46-9450-6239b8471a9c", 1, 1),
+            s("fa5a5754-4fd3-4f6c-acf6-db41f65deaba", 0, 0),
+        ]
+    );
+    // Named alone, the same; the model's answers are found in this form too.
+    let one = inputs.iter().find(|i| i.path.to_string_lossy().contains("0b23371a")).unwrap();
+    let t = &read::read_path(&one.path).unwrap()[0];
+    assert!(t.records[0].action.starts_with(r#"write_file({"content":"<!DOCTYPE html>"#), "{}", t.records[0].action);
+    assert_eq!(t.records[0].observation, b"Successfully created and wrote to new file: /Users/yoavfarhi/dev/pomodoro/gemini/index.html.");
+    assert!(t.task.starts_with("Build a simple Pomodoro timer web app"), "{}", t.task);
+    assert!(agents::model_answered(&std::fs::read(&one.path).unwrap()));
+}
+
+/// One rule for both forms: a real `.json` chat written as Gemini CLI 0.61
+/// writes a session (its header, then each message on a line of its own)
+/// reads the same records.
+#[test]
+fn a_json_chat_and_its_jsonl_form_read_alike() {
+    let inputs = read::expand_inputs(&[json_chats()]).unwrap();
+    let dir = tmp("forms");
+    for i in &inputs {
+        let mut doc: serde_json::Map<String, Value> = serde_json::from_slice(&std::fs::read(&i.path).unwrap()).unwrap();
+        let messages = doc.remove("messages").unwrap();
+        let mut lines = vec![serde_json::to_string(&doc).unwrap()];
+        lines.extend(messages.as_array().unwrap().iter().map(|m| serde_json::to_string(m).unwrap()));
+        let path = dir.join(i.path.file_name().unwrap()).with_extension("jsonl");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let (a, b) = (&read::read_path(&i.path).unwrap()[0], &read::read_path(&path).unwrap()[0]);
+        assert_eq!((&a.session, &a.records, &a.thoughts, &a.task, &a.times), (&b.session, &b.records, &b.thoughts, &b.task, &b.times));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A `.json` chat is strict once recognised: a broken message names its
+/// record, found in a folder too; a `.json` that is no chat (its
+/// `logs.json`) is skipped.
+#[test]
+fn a_broken_json_chat_names_its_record_and_other_json_is_skipped() {
+    let dir = tmp("broken-json");
+    let chats = dir.join("tmp/p/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    let doc = json!({"sessionId": "s1", "projectHash": "p", "startTime": "2025-10-21T20:04:20.819Z", "lastUpdated": "2025-10-21T20:04:20.819Z",
+        "messages": [{"id": "u", "type": "user", "content": "go"}, {"id": "g", "type": "gemini", "content": "", "toolCalls": {}}]});
+    std::fs::write(chats.join("session-2025-10-21T20-04-s1.json"), doc.to_string()).unwrap();
+    let logs = json!([{"sessionId": "s1", "messageId": 0, "type": "user", "message": "go", "timestamp": "2025-10-21T20:04:20.819Z"}]);
+    std::fs::write(dir.join("tmp/p/logs.json"), logs.to_string()).unwrap();
+    let inputs = read::expand_inputs(&[dir.join("tmp")]).unwrap();
+    let results: Vec<_> = inputs.iter().map(read::read_input).collect();
+    let e = results.iter().find_map(|r| r.as_ref().err()).expect("the broken chat is an error").to_string();
+    assert!(e.contains("session-2025-10-21T20-04-s1.json: messages[1]: `toolCalls` is an object, not an array"), "{e}");
+    assert_eq!(results.iter().filter(|r| matches!(r, Ok(None))).count(), 1, "logs.json skipped");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Records as Gemini CLI 0.61 loads them: `$rewindTo` drops that message
+/// and every later one, a `$set` of `messages` replaces them all.
+#[test]
+fn rewinds_and_sets_leave_the_conversation_gemini_cli_loads() {
+    let dir = tmp("rewind");
+    let call = |id: &str, cmd: &str, out: &str| {
+        json!({"id": format!("g-{id}"), "type": "gemini", "content": "", "timestamp": "2026-01-01T00:00:01Z",
+            "toolCalls": [{"id": id, "name": "run_shell_command", "args": {"command": cmd},
+                "result": [{"functionResponse": {"id": id, "name": "run_shell_command", "response": {"output": out}}}]}]})
+    };
+    let header = json!({"sessionId": "s", "projectHash": "p", "startTime": "2026-01-01T00:00:00Z"});
+    let user = json!({"id": "u1", "type": "user", "content": [{"text": "task"}], "timestamp": "2026-01-01T00:00:00Z"});
+    let lines = [header, user.clone(), call("c1", "ls", "a"), call("c2", "cat a", "b"), json!({"$rewindTo": "g-c2"}), call("c3", "pwd", "/w")];
+    let path = dir.join("session-r.jsonl");
+    let write = |ls: &[Value]| std::fs::write(&path, ls.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")).unwrap();
+    write(&lines);
+    let outputs = |p: &Path| read::read_path(p).unwrap()[0].records.iter().map(|r| String::from_utf8_lossy(&r.observation).into_owned()).collect::<Vec<_>>();
+    assert_eq!(outputs(&path), ["a", "/w"], "the rewound call is gone");
+    let mut set = lines.to_vec();
+    set.push(json!({"$set": {"messages": [user, call("c4", "id", "uid=0")]}}));
+    write(&set);
+    assert_eq!(outputs(&path), ["uid=0"], "a $set of messages replaces them");
+    let _ = std::fs::remove_dir_all(dir);
 }

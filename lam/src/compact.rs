@@ -7,8 +7,8 @@ use lam_core::{DeletionDigest, Encoder, Threshold};
 use lam_encode::{CachedEncoder, EmbeddingsWriter, PrecomputedEncoder};
 use lam_eval::report::{self, Run};
 use lam_operator::{Config, IndexChoice, Order};
-use lam_trajectory::SessionNames;
 use lam_trajectory::read::{self, JsonlRecord, Trajectory};
+use lam_trajectory::{SessionNames, Unreadable};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -180,8 +180,12 @@ pub fn run(a: CompactArgs) -> Result<()> {
     let mut failed = Vec::new();
     for input in &files {
         if let Err(e) = r.input(input, &mut so) {
-            eprintln!("lam compact: {}", crate::opts::one_line(&e));
-            failed.push(input.path.display().to_string());
+            let u = Unreadable::new(&input.path, e.downcast_ref::<read::ReadError>(), &crate::opts::one_line(&e));
+            eprintln!("lam compact: {}", u.error);
+            if a.json {
+                writeln!(so, "{}", serde_json::json!({ "unreadable": u }))?;
+            }
+            failed.push(u);
         }
     }
     let Runner { dump, mut archive, tot, .. } = r;
@@ -196,7 +200,8 @@ pub fn run(a: CompactArgs) -> Result<()> {
         summary(&mut so, &a, t, &tot, enc.as_dyn())?;
     }
     if !failed.is_empty() {
-        bail!("{} of {} input(s) failed (errors above): {}", failed.len(), files.len(), failed.join(", "));
+        let named: Vec<String> = failed.iter().map(Unreadable::place).collect();
+        bail!("{} of {} input(s) failed (errors above): {}", failed.len(), files.len(), named.join(", "));
     }
     if !tot.all_equal {
         bail!("online and batch residuals differ");

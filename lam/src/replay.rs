@@ -7,6 +7,7 @@ use lam_core::wire::Api;
 use lam_serve::bill::{CacheTtl, Pricing};
 use lam_serve::replay::{self, Call, SessionReport};
 use lam_serve::{Proxy, ServeConfig};
+use lam_trajectory::Unreadable;
 use lam_trajectory::agents::Agent;
 use lam_trajectory::read::{self, Trajectory};
 use std::io::{BufWriter, Write};
@@ -76,10 +77,21 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     let mut sessions = Vec::new();
     // The budget each session was held to (0: none).
     let mut budgets = Vec::new();
-    for input in read::expand_inputs(&a.paths)? {
-        let Some(trajs) = read::read_input(&input)? else {
-            eprintln!("note: skipping {} (not a transcript)", input.path.display());
-            continue;
+    // Every readable input is replayed; each unreadable one is named with its error, and the run fails at the end.
+    let mut unreadable = Vec::new();
+    let inputs = read::expand_inputs(&a.paths)?;
+    for input in &inputs {
+        let trajs = match read::read_input(input) {
+            Ok(Some(trajs)) => trajs,
+            Ok(None) => {
+                eprintln!("note: skipping {} (not a transcript)", input.path.display());
+                continue;
+            }
+            Err(e) => {
+                eprintln!("lam replay: {e}");
+                unreadable.push(Unreadable::new(&input.path, Some(&e), &e.to_string()));
+                continue;
+            }
         };
         for t in trajs.iter().filter(|t| !t.records.is_empty()) {
             let created = proxy.stats().sessions_created;
@@ -92,19 +104,32 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     }
     proxy.close().context("lam replay: saving the embedding cache")?;
     if sessions.is_empty() {
-        bail!("no tool results found in {}", a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        let paths = a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        bail!("no tool results found in {paths}{}", failed_note(&unreadable, inputs.len()));
     }
     let mut total = SessionReport { session: "total".into(), ..Default::default() };
     sessions.iter().for_each(|s| total.absorb(&s.1));
     if a.json {
-        print_json(&sessions, &total, (budget, &budgets))?;
+        print_json(&sessions, &total, (budget, &budgets), &unreadable)?;
     } else {
         print_table(&sessions, &total);
         if budget != (None, None) {
             print_budget(&sessions, &total, (budget, &budgets));
         }
     }
+    if !unreadable.is_empty() {
+        bail!("{}", failed_note(&unreadable, inputs.len()).trim_start_matches("; "));
+    }
     Ok(())
+}
+
+/// `; N of M input(s) unreadable (errors above): FILE line L, ...`; empty when none.
+fn failed_note(unreadable: &[Unreadable], inputs: usize) -> String {
+    if unreadable.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = unreadable.iter().map(Unreadable::place).collect();
+    format!("; {} of {inputs} input(s) unreadable (errors above), the rest replayed: {}", unreadable.len(), named.join(", "))
 }
 
 /// `--budget N`, or the default budget (`lam run`'s; none with `--budget off`).
@@ -326,7 +351,7 @@ fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRep
     println!("With a budget, chg in the table above counts the items re-written at cuts.");
 }
 
-fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, (held, budgets): (Held, &[u64])) -> Result<()> {
+fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, (held, budgets): (Held, &[u64]), unreadable: &[Unreadable]) -> Result<()> {
     let summary = |r: &SessionReport| {
         serde_json::json!({
             "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
@@ -361,6 +386,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
         (None, Some(d)) => serde_json::json!({"mode": "default", "ceiling": d.ceiling, "keep": d.keep.unwrap_or(lam_serve::Budget::KEEP)}),
         (None, None) => serde_json::json!({"mode": "off"}),
     };
-    println!("{}", serde_json::to_string_pretty(&serde_json::json!({"budget": budget, "sessions": rows, "total": summary(total)}))?);
+    let all = serde_json::json!({"budget": budget, "sessions": rows, "total": summary(total), "unreadable": unreadable});
+    println!("{}", serde_json::to_string_pretty(&all)?);
     Ok(())
 }

@@ -176,9 +176,11 @@ impl Held {
 fn report(stats: &Stats, store: &Store, ran: &Ran<'_>) -> i32 {
     summary(stats, stored(store, stats), store, ran.program, ran.status);
     say!("lam run: {}", budget_line(&stats.total(), ran.budget, ran.agent, store, stats.sessions.first().map(|s| s.session.as_str())));
-    let transcript = ran.agent.filter(|_| !ran.batch).and_then(|ag| crate::transcript::find(ag, ran.started));
+    // A batch run's transcript is read only when no model request reached the proxy (the evidence for the alarm).
+    let look = !ran.batch || stats.model_requests() == 0;
+    let transcript = ran.agent.filter(|_| look).and_then(|ag| crate::transcript::find(ag, ran.started));
     let code = confirmed(stats, ran, exit_code(ran.status), transcript.as_ref());
-    if let (Some(ag), Some(crate::transcript::Transcript { answered: true, session: Some(id) })) = (ran.agent, &transcript) {
+    if let (Some(ag), Some(crate::transcript::Transcript { answered: true, session: Some(id) }), false) = (ran.agent, &transcript, ran.batch) {
         let own = ag.resume(id).1;
         say!("lam run: to go on with this conversation through lam: {} ({own}: use this one)", crate::transcript::resume_command(ag, &store.shown, id));
     }
@@ -212,26 +214,31 @@ fn batch(agent: Option<Agent>, args: &[OsString]) -> bool {
 }
 
 /// The exit code, after checking that the agent's model requests came
-/// through the proxy. When none did: an interactive agent lam knows
-/// whose transcript of this run holds no model answer made none (the user
-/// left at once, or was not logged in): one plain line. Otherwise (a batch
-/// run, which always asks the model, or a transcript with an answer) the
-/// requests went around lam: an error, and an agent that exited 0 makes
-/// `lam` exit 1; for other agents a warning.
+/// through the proxy. When none did, the alarm (its requests went around
+/// lam: an error, and an agent that exited 0 makes `lam` exit 1) needs
+/// evidence that the agent talked to a model: its transcript of this run
+/// holds a model's answer, or its batch form, which asks the model at once,
+/// exited 0. Without it an agent lam knows ended before any model request
+/// (the user left at once, it was not logged in, Gemini CLI's untrusted
+/// folder): one plain line with its exit code and what the code means
+/// ([`Agent::exit_reason`]). Other agents: a warning.
 fn confirmed(stats: &Stats, ran: &Ran<'_>, code: i32, transcript: Option<&crate::transcript::Transcript>) -> i32 {
     if stats.model_requests() > 0 {
         return code;
     }
     let name = ran.program.to_string_lossy();
-    if ran.agent.is_some() && !ran.batch && !transcript.is_some_and(|t| t.answered) {
-        say!("lam run: `{name}` made no model request");
+    let answered = transcript.is_some_and(|t| t.answered);
+    if let Some(agent) = ran.agent
+        && !answered
+        && !(ran.batch && code == 0)
+    {
+        say!("lam run: `{name}` made no model request: {}", ended(agent, ran.status));
         return code;
     }
-    let what = match transcript {
-        Some(t) if t.answered => {
-            "its transcript of this run holds a model's answer, yet no model request reached the proxy: it went around lam (nothing was compacted or archived)"
-        }
-        _ => "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)",
+    let what = if answered {
+        "its transcript of this run holds a model's answer, yet no model request reached the proxy: it went around lam (nothing was compacted or archived)"
+    } else {
+        "no model request reached the proxy: if the agent talked to a model, it went around lam (nothing was compacted or archived)"
     };
     let Some(how) = ran.agent.map(Agent::pointed_by) else {
         say!("lam run: warning: `{name}`: {what}; point its base URL at the proxy");
@@ -241,6 +248,20 @@ fn confirmed(stats: &Stats, ran: &Ran<'_>, code: i32, transcript: Option<&crate:
         "lam run: error: `{name}`: {what}. lam set {how}; this version of `{name}` may read its base URL another way (a config file's model provider, say). Check with `lam run --log`, or run `lam serve` and point the agent at it yourself."
     );
     if code == 0 { 1 } else { code }
+}
+
+/// How an agent that asked no model ended: its exit code and what its
+/// room says the code means, or the signal.
+fn ended(agent: Agent, status: ExitStatus) -> String {
+    #[cfg(unix)]
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return format!("signal {sig} ended it");
+    }
+    match status.code() {
+        Some(0) => "it exited 0".into(),
+        Some(c) => format!("it exited {c} ({})", agent.exit_reason(c).unwrap_or("its own messages above say why")),
+        None => "it ended".into(),
+    }
 }
 
 /// `program` as `Command` will find it: a path, or a name on PATH.

@@ -23,9 +23,14 @@ fn scratch(name: &str) -> PathBuf {
 
 const FAST: [&str; 6] = ["compact", "--encoder", "hashing", "--no-cache", "--no-tokens", "--json"];
 
-/// Sessions of `lam compact --json` rows.
+/// `lam compact --json` lines.
+fn rows(o: &Output) -> Vec<serde_json::Value> {
+    text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Sessions of `lam compact --json` rows (the `unreadable` lines aside).
 fn sessions(o: &Output) -> Vec<String> {
-    text(&o.stdout).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session"].as_str().unwrap().to_string()).collect()
+    rows(o).iter().filter_map(|v| v.get("session")).map(|s| s.as_str().unwrap().to_string()).collect()
 }
 
 #[test]
@@ -108,7 +113,10 @@ fn finding_4_compact_reads_every_good_file_and_fails_at_the_end() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("b.jsonl: line 2"), "the bad file is named with its error: {err}");
-    assert!(err.contains("1 of 3 input(s) failed"), "{err}");
+    assert!(err.contains("1 of 3 input(s) failed") && err.contains("b.jsonl line 2"), "{err}");
+    let unreadable: Vec<_> = rows(&o).into_iter().filter_map(|v| v.get("unreadable").cloned()).collect();
+    assert_eq!(unreadable.len(), 1, "--json names the bad input: {unreadable:?}");
+    assert!(unreadable[0]["path"].as_str().unwrap().ends_with("b.jsonl") && unreadable[0]["line"] == 2, "{unreadable:?}");
     let names = sessions(&o);
     assert_eq!(names.len(), 2, "both good files were compacted: {names:?}");
     assert_eq!(names[1], "c");

@@ -1,7 +1,8 @@
-//! `lam replay` on Claude Code transcripts and Codex rollouts, and on a real
-//! corpus trajectory in both wire shapes: one proxy session per conversation,
-//! every tool result admitted once, no earlier byte changed, no line the
-//! model had not seen withheld.
+//! `lam replay` on Claude Code transcripts, Codex rollouts and Gemini CLI
+//! session files (both forms), and on a real corpus trajectory in both wire
+//! shapes: one proxy session per conversation, every tool result admitted
+//! once, no earlier byte changed, no line the model had not seen withheld;
+//! an unreadable input is named and costs no other.
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -51,6 +52,67 @@ fn a_gemini_cli_session_replays_on_the_gemini_wire() {
     let s = &v["sessions"][0];
     assert_eq!((s["shape"].as_str(), s["requests"].as_u64(), s["admitted"].as_u64()), (Some("gemini-cli"), Some(9), Some(8)));
     assert!(s["tool_tokens_out"].as_u64() < s["tool_tokens_in"].as_u64(), "{s}");
+}
+
+/// The real `.json` chats of Gemini CLI before 0.39 (fixtures `gemini-cli/tmp`,
+/// laid out as `~/.gemini/tmp`; public, MIT), found by the folder walk and
+/// sent as Gemini CLI sends its requests: 21 results in 3 sessions (the
+/// fourth has none), each admitted once, nothing earlier changed or
+/// withheld, the bill no higher; under a budget small enough to cut them
+/// (4,000 tokens) every cited id recalls exactly.
+#[test]
+fn real_gemini_cli_json_chats_replay_on_the_gemini_wire() {
+    let v = replay(&[&fixtures("gemini-cli/tmp")]);
+    check_sessions(&v);
+    let sessions = v["sessions"].as_array().unwrap();
+    assert!(sessions.iter().all(|s| s["shape"] == "gemini-cli"), "{v}");
+    let t = &v["total"];
+    assert_eq!((sessions.len(), t["tool_results"].as_u64(), t["proxy_sessions"].as_u64()), (3, Some(21), Some(3)), "{t}");
+    assert_eq!(v["unreadable"], serde_json::json!([]));
+    let t = &replay(&[&fixtures("gemini-cli/tmp"), "--budget", "4000"])["total"];
+    assert!(t["cuts"].as_u64().unwrap() > 0, "{t}");
+    assert!(t["cited_recalled"].as_u64().unwrap() > 0 && t["cited_recall_wrong"] == 0, "every cited id recalls exactly: {t}");
+}
+
+/// A real Codex rollout (shared corpus, OpenPrintKit, MIT) with NUL bytes
+/// spliced in at line 182, beside a good session: the good one is replayed
+/// and printed, the bad one named with its line (standard error, and
+/// `unreadable` in `--json`), and the run exits 1 at the end.
+#[test]
+fn one_unreadable_input_costs_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = lam_core::corpus_dir().join("agent-transcripts/openprintkit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl");
+    let bad = dir.path().join("rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl");
+    std::fs::write(&bad, with_nuls_at_line(&std::fs::read(&real).unwrap(), 182)).unwrap();
+    std::fs::copy(format!("{}/session-2026-12-06T09-27-0f700217.jsonl", fixtures("gemini-cli")), dir.path().join("session-good.jsonl")).unwrap();
+    let run = |json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lam"));
+        c.args(["replay", "--encoder", "hashing", dir.path().to_str().unwrap()]).args(json.then_some("--json")).stdin(Stdio::null()).output().unwrap()
+    };
+    let out = run(true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}: line 182: malformed JSON at column 1", bad.display())), "{err}");
+    assert!(err.contains("1 of 2 input(s) unreadable") && err.contains(&format!("{} line 182", bad.display())), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_sessions(&v);
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1, "the good session is replayed: {v}");
+    let u = &v["unreadable"];
+    assert_eq!(
+        (u.as_array().unwrap().len(), &u[0]["path"], &u[0]["line"], &u[0]["record"]),
+        (1, &Value::from(bad.to_str().unwrap()), &Value::from(182), &Value::from("line 182")),
+        "{u}"
+    );
+    assert!(u[0]["error"].as_str().unwrap().contains("malformed JSON at column 1"), "{u}");
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cited ids recalled exactly:"), "the table of the good session is printed");
+}
+
+/// `bytes` with 512 NUL bytes spliced in at the start of line `n` (1-based).
+fn with_nuls_at_line(bytes: &[u8], n: usize) -> Vec<u8> {
+    let at = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(n - 2).map(|(i, _)| i + 1).unwrap();
+    [&bytes[..at], &[0u8; 512][..], &bytes[at..]].concat()
 }
 
 /// Every real transcript of `shared/corpus/agent-transcripts` (Claude Code

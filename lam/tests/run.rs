@@ -595,6 +595,50 @@ fn an_interactive_agent_that_asked_nothing_is_no_alarm() {
     }
 }
 
+/// An agent that ends before any model request and left no transcript
+/// with an answer, batch form or not (`gemini -p` in a folder it does not
+/// trust exits 55 at once; `claude -p` that failed): one plain line with
+/// its exit code and what the code means, never that it went around lam.
+#[test]
+fn an_agent_that_ended_before_any_request_is_no_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("user");
+    let untrusted = "echo 'Gemini CLI is not running in a trusted directory.' >&2; exit 55";
+    for (name, body, code, says) in
+        [("gemini", untrusted, 55, "it exited 55 (Gemini CLI's untrusted folder"), ("claude", "exit 1", 1, "it exited 1 (its own messages above say why)")]
+    {
+        let p = script(dir.path(), name, body);
+        let out = lam(dir.path(), &[("HOME", home.to_str().unwrap())], &["--upstream", "http://127.0.0.1:9", "--", p.to_str().unwrap(), "-p", "hi"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{err}");
+        assert!(err.contains(&format!("lam run: `{}` made no model request: {says}", p.display())), "{err}");
+        assert!(!err.contains("error:") && !err.contains("went around lam"), "{err}");
+    }
+}
+
+/// The real Gemini CLI (scripts/install-agents.sh; skipped, saying so,
+/// when it is not installed) run headless in a folder it does not trust:
+/// it exits 55 before any request, and `lam run` says so.
+#[test]
+fn the_real_gemini_cli_in_an_untrusted_folder_is_no_alarm() {
+    let agents = std::env::var_os("LAM_AGENTS_DIR").map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agents"), PathBuf::from);
+    let gemini = agents.join("node_modules/.bin/gemini");
+    if !gemini.exists() {
+        eprintln!("SKIPPED: the real Gemini CLI is not installed at {} (scripts/install-agents.sh, or LAM_AGENTS_DIR)", gemini.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("user");
+    std::fs::create_dir(&home).unwrap();
+    let env = [("HOME", home.to_str().unwrap()), ("GEMINI_API_KEY", "not-a-key")];
+    let out = lam(dir.path(), &env, &["--upstream", "http://127.0.0.1:9", "--", gemini.to_str().unwrap(), "-p", "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(55), "{err}");
+    assert!(err.contains("not running in a trusted directory"), "Gemini CLI's own words: {err}");
+    assert!(err.contains("made no model request: it exited 55 (Gemini CLI's untrusted folder"), "{err}");
+    assert!(!err.contains("error:") && !err.contains("went around lam"), "{err}");
+}
+
 /// Where the fake agents write their transcripts: Claude Code's project
 /// directory of the working directory, Codex's day directory; a line that
 /// names the session, a user line and the model's answer.

@@ -88,7 +88,7 @@ pub(super) fn read_sample(
         let trajs: Vec<Trajectory> = match read::read_input(&f) {
             Ok(t) => t.unwrap_or_default().into_iter().filter(|t| !t.records.is_empty()).collect(),
             Err(e) => {
-                failed.push(FailedInput { path: f.path.display().to_string(), error: e.to_string() });
+                failed.push(FailedInput::new(&f.path, Some(&e), &e.to_string()));
                 Vec::new()
             }
         };

@@ -294,14 +294,9 @@ pub struct Timing {
     pub baselines_s: f64,
 }
 
-/// An input `lam eval` could not use.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct FailedInput {
-    /// The file.
-    pub path: String,
-    /// Why (the error names the file and the record).
-    pub error: String,
-}
+/// An input `lam eval` could not use (`failed` in its report: `path`, `line`,
+/// `record`, `error`), the one form `lam compact` and `lam replay` report too.
+pub use lam_trajectory::Unreadable as FailedInput;
 
 /// The report of `lam eval`.
 #[derive(Debug, Clone, Serialize)]

@@ -160,7 +160,7 @@ fn prepare_all(
                     p.input = inputs.iter().position(|i| f.path.starts_with(i)).unwrap_or(0);
                     preps.push(p);
                 }
-                Err(e) => failed.push(FailedInput { path: f.path.display().to_string(), error: e.to_string() }),
+                Err(e) => failed.push(FailedInput::new(&f.path, None, &e.to_string())),
             }
         }
         progress.inc(1);

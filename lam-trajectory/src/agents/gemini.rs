@@ -11,8 +11,12 @@
 //! - **Wire**: the Gemini API, `POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`
 //!   ([`GeminiCli::request`]).
 //! - **Transcripts**: `~/.gemini/tmp/<project>/chats/session-*.jsonl`
-//!   (JSON Lines; a message written again under its `id` replaces the
-//!   first: [`GeminiCli::read`]); resumed by `gemini --resume ID`.
+//!   (JSON Lines since 0.39; a message written again under its `id`
+//!   replaces the first, `$set` and `$rewindTo` as Gemini CLI loads them:
+//!   [`GeminiCli::read`]), and `session-*.json` of versions 0.6 to 0.38
+//!   (one JSON document: the header with every message in `messages`;
+//!   0.61 still reads them), both read by one rule; resumed by
+//!   `gemini --resume ID`.
 //! - **Compaction**: when the last answer's `promptTokenCount` reaches half
 //!   the token limit, 1,048,576 for every current model: 524,288
 //!   ([`GeminiCli::compaction_threshold`]), at a user message. Before that, in any
@@ -22,9 +26,9 @@
 
 #[cfg(feature = "readers")]
 use super::Agent;
+use super::files_in;
 #[cfg(feature = "readers")]
-use super::jsonl::{Session, line_error, objects, stem, texts_at, timestamp};
-use super::jsonl_in;
+use super::jsonl::{Session, objects, stem, texts_at, timestamp};
 use super::launch::{Home, Launch, Setup};
 use super::opencode::{parse_jsonc, set};
 use super::requests::Call as Recorded;
@@ -227,12 +231,35 @@ impl Room for GeminiCli {
         (format!("gemini --resume {session}"), "Gemini CLI's own `gemini --resume` line goes around lam")
     }
 
-    /// Its session files, every project's (`tmp/<project>/chats/session-*.jsonl`).
+    /// Its fatal errors' exit codes (0.61.0, `FatalError` and its
+    /// subclasses); each ends it before or instead of a model request.
+    fn exit_reason(&self, code: i32) -> Option<&'static str> {
+        Some(match code {
+            41 => "Gemini CLI's authentication error, FatalAuthenticationError",
+            42 => "Gemini CLI's input error, FatalInputError",
+            44 => "Gemini CLI's sandbox error, FatalSandboxError",
+            52 => "Gemini CLI's configuration error, FatalConfigError",
+            53 => "Gemini CLI's turn limit, FatalTurnLimitedError",
+            54 => "Gemini CLI's tool execution error, FatalToolExecutionError",
+            55 => {
+                "Gemini CLI's untrusted folder, FatalUntrustedWorkspaceError: run headless in a folder it does not trust, it stops before \
+                 any model request; trust the folder, pass --skip-trust or set GEMINI_CLI_TRUST_WORKSPACE=true"
+            }
+            130 => "Gemini CLI cancelled, FatalCancellationError",
+            _ => return None,
+        })
+    }
+
+    /// Its session files, every project's (`tmp/<project>/chats/session-*.jsonl`,
+    /// and `session-*.json` of versions before 0.39).
     fn transcripts(&self, _cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
         let Some(tmp) = home(env).map(|h| h.join("tmp")) else { return Vec::new() };
         let Ok(rd) = std::fs::read_dir(&tmp) else { return Vec::new() };
         let chats = rd.flatten().map(|e| e.path().join("chats"));
-        chats.flat_map(|d| jsonl_in(&d)).filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("session-"))).collect()
+        chats
+            .flat_map(|d| files_in(&d, &["jsonl", "json"]))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("session-")))
+            .collect()
     }
 
     #[cfg(feature = "readers")]
@@ -255,7 +282,7 @@ impl Room for GeminiCli {
         let mut s = Session::default();
         s.name = session;
         let mut task = Vec::new();
-        for (n, m) in &messages {
+        for (at, m) in &messages {
             s.time = timestamp(m);
             match m.get("type").and_then(Value::as_str) {
                 Some("user") => {
@@ -267,7 +294,7 @@ impl Room for GeminiCli {
                         results(&mut s, &c);
                     }
                 }
-                Some("gemini") => gemini_message(&mut s, m, &answered_by_user).map_err(|e| line_error(&name, *n, e))?,
+                Some("gemini") => gemini_message(&mut s, m, &answered_by_user).map_err(|e| record_error(&name, at, e))?,
                 _ => {}
             }
             if !s.records.is_empty() || m.get("toolCalls").is_some() {
@@ -288,7 +315,20 @@ impl Room for GeminiCli {
     /// Whether a session file's first line is its header:
     /// `{sessionId, projectHash, startTime, ...}`.
     fn is_first_line(&self, o: &Map<String, Value>) -> bool {
-        o.get("sessionId").is_some_and(Value::is_string) && o.contains_key("projectHash") && o.contains_key("startTime")
+        is_header(o) && o.contains_key("startTime")
+    }
+
+    /// Whether a JSON document is a session file of the form before 0.39
+    /// (`session-*.json`): the header with the `messages` array.
+    fn is_document(&self, o: &Map<String, Value>) -> bool {
+        is_header(o) && o.get("messages").is_some_and(Value::is_array)
+    }
+
+    #[cfg(feature = "readers")]
+    /// Whether the model answered in a session file, in either form: a
+    /// message of the conversation as Gemini CLI loads it ([`messages`]).
+    fn answered_in(&self, bytes: &[u8]) -> bool {
+        messages(bytes, "").is_ok_and(|(_, ms)| ms.iter().any(|(_, m)| self.answered(m)))
     }
 
     /// Where it compresses its context on its own for `model`: half the token
@@ -337,38 +377,127 @@ impl Room for GeminiCli {
 }
 
 #[cfg(feature = "readers")]
-/// A message of a session file and its line.
-type Message = (usize, Map<String, Value>);
+/// A message of a session file and where it came from, for errors.
+type Message = (At, Map<String, Value>);
 
 #[cfg(feature = "readers")]
-/// The messages of a session file: every message line and every message of
-/// a `$set` of `messages`, the last written under each `id` in place of the
-/// earlier ones (a `gemini` message is written again with its `toolCalls`),
-/// in the order their ids first came; the header and the other `$set`s
-/// (`lastUpdated`) say nothing of the conversation.
+/// Where a message is: its line (JSON Lines) and record (`line 7`,
+/// `line 2: $set.messages[0]`, `messages[3]`).
+#[derive(Debug, Clone)]
+struct At {
+    line: Option<usize>,
+    record: String,
+}
+
+#[cfg(feature = "readers")]
+/// A record of a session file and its line (none for the one JSON document).
+type Record = (Option<usize>, Map<String, Value>);
+
+#[cfg(feature = "readers")]
+/// The records of a session file, each with where it is: the whole file
+/// when it is one JSON object (the form before 0.39, `session-*.json`:
+/// `{sessionId, projectHash, startTime, lastUpdated, messages: [...]}`,
+/// the same message objects), else its lines (JSON Lines, `.jsonl`).
+fn records(bytes: &[u8], name: &str) -> Result<Vec<Record>, ReadError> {
+    if let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(bytes) {
+        return Ok(vec![(None, doc)]);
+    }
+    objects(bytes, name).map(|r| r.map(|(n, o)| (Some(n), o))).collect()
+}
+
+#[cfg(feature = "readers")]
+/// The messages of a session file in either form, by the rule Gemini CLI
+/// loads it with (`loadConversationRecord`): a message (a record with a
+/// `type`, or a string `id`) written again under its `id` replaces the
+/// first in place (a `gemini` message is written again with its
+/// `toolCalls`); a `$set` of `messages` replaces them all; `$rewindTo: ID`
+/// drops that message and every later one (all of them when no message
+/// has that id); the header (`sessionId`, `projectHash`) names the session
+/// and adds the `messages` it holds (the whole conversation, in the one
+/// JSON document form). Other records (`$set` of `lastUpdated`) say nothing
+/// of the conversation.
 fn messages(bytes: &[u8], name: &str) -> Result<(Option<String>, Vec<Message>), ReadError> {
-    let (mut session, mut order, mut last) = (None, Vec::new(), HashMap::new());
-    let mut put = |n: usize, m: Map<String, Value>, order: &mut Vec<String>| -> Result<(), ReadError> {
-        let id = m.get("id").and_then(Value::as_str).ok_or_else(|| line_error(name, n, "message has no string `id`".into()))?.to_string();
-        if last.insert(id.clone(), (n, m)).is_none() {
-            order.push(id);
-        }
-        Ok(())
-    };
-    for line in objects(bytes, name) {
-        let (n, o) = line?;
-        if GeminiCli.is_first_line(&o) {
-            session = o.get("sessionId").and_then(Value::as_str).map(str::to_string);
-        } else if let Some(set) = o.get("$set") {
-            for m in set.get("messages").and_then(Value::as_array).into_iter().flatten() {
-                let m = m.as_object().ok_or_else(|| line_error(name, n, format!("a message of `$set` is {}, not an object", kind(m))))?;
-                put(n, m.clone(), &mut order)?;
+    let mut c = Conversation::default();
+    for (n, o) in records(bytes, name)? {
+        let at = |what: String| At {
+            line: n,
+            record: match (n, what.is_empty()) {
+                (Some(n), true) => format!("line {n}"),
+                (Some(n), false) => format!("line {n}: {what}"),
+                (None, true) => "the document".to_string(),
+                (None, false) => what,
+            },
+        };
+        if let Some(id) = o.get("$rewindTo").and_then(Value::as_str) {
+            c.rewind(id);
+        } else if let Some(set) = o.get("$set").filter(|s| s.is_object()) {
+            if let Some(list) = set.get("messages").and_then(Value::as_array) {
+                c.clear();
+                c.put_all(list, "$set.messages", &at, name)?;
             }
-        } else if o.contains_key("type") {
-            put(n, o, &mut order)?;
+        } else if is_header(&o) {
+            c.session = o.get("sessionId").and_then(Value::as_str).map(str::to_string);
+            c.put_all(o.get("messages").and_then(Value::as_array).map_or(&[][..], Vec::as_slice), "messages", &at, name)?;
+        } else if o.contains_key("type") || o.get("id").is_some_and(Value::is_string) {
+            c.put(at(String::new()), o, name)?;
         }
     }
-    Ok((session, order.iter().filter_map(|id| last.remove(id)).collect()))
+    Ok((c.session, c.order.iter().filter_map(|id| c.last.remove(id)).collect()))
+}
+
+/// A session file's header, in either form: a string `sessionId` and
+/// `projectHash` (Gemini CLI's `isPartialMetadataRecord`).
+fn is_header(o: &Map<String, Value>) -> bool {
+    o.get("sessionId").is_some_and(Value::is_string) && o.get("projectHash").is_some_and(Value::is_string)
+}
+
+#[cfg(feature = "readers")]
+/// The conversation as the records so far leave it: its messages by id, in
+/// the order their ids came.
+#[derive(Default)]
+struct Conversation {
+    session: Option<String>,
+    order: Vec<String>,
+    last: HashMap<String, Message>,
+}
+
+#[cfg(feature = "readers")]
+impl Conversation {
+    fn put(&mut self, at: At, m: Map<String, Value>, name: &str) -> Result<(), ReadError> {
+        let id = m.get("id").and_then(Value::as_str).ok_or_else(|| record_error(name, &at, "message has no string `id`".into()))?.to_string();
+        if self.last.insert(id.clone(), (at, m)).is_none() {
+            self.order.push(id);
+        }
+        Ok(())
+    }
+
+    /// Every message of `list` (a `messages` array found at `field`).
+    fn put_all(&mut self, list: &[Value], field: &str, at: &dyn Fn(String) -> At, name: &str) -> Result<(), ReadError> {
+        for (i, m) in list.iter().enumerate() {
+            let here = at(format!("{field}[{i}]"));
+            let m = m.as_object().ok_or_else(|| record_error(name, &here, format!("message is {}, not an object", kind(m))))?;
+            self.put(here, m.clone(), name)?;
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.order.clear();
+        self.last.clear();
+    }
+
+    /// `$rewindTo: id`: that message and every later one gone (all when none has that id).
+    fn rewind(&mut self, id: &str) {
+        let from = self.order.iter().position(|o| o == id).unwrap_or(0);
+        for gone in self.order.drain(from..) {
+            self.last.remove(&gone);
+        }
+    }
+}
+
+#[cfg(feature = "readers")]
+fn record_error(name: &str, at: &At, message: String) -> ReadError {
+    ReadError::Record { path: name.to_string(), record: at.record.clone(), line: at.line, message }
 }
 
 #[cfg(feature = "readers")]
@@ -385,7 +514,6 @@ fn content(m: &Map<String, Value>) -> Map<String, Value> {
     c
 }
 
-#[cfg(feature = "readers")]
 #[cfg(feature = "readers")]
 /// The records of one `Content`'s `functionResponse` parts: one per text
 /// of its `response` (none: one empty record), each naming its call.

@@ -21,7 +21,7 @@ pub(crate) fn objects<'a>(bytes: &'a [u8], name: &'a str) -> impl Iterator<Item 
 }
 
 pub(crate) fn line_error(name: &str, n: usize, message: String) -> ReadError {
-    ReadError::Record { path: name.to_string(), record: format!("line {n}"), message }
+    ReadError::Record { path: name.to_string(), record: format!("line {n}"), line: Some(n), message }
 }
 
 /// A line's `timestamp` (ISO 8601 / RFC 3339), in Unix milliseconds;
@@ -31,11 +31,11 @@ pub fn timestamp(o: &Map<String, Value>) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(t).ok().map(|d| d.timestamp_millis())
 }
 
-/// A transcript file's name without `.jsonl` / `.jsonl.gz`.
+/// A transcript file's name without `.jsonl` / `.json` (and `.gz`).
 pub(crate) fn stem(path: &Path) -> String {
     let n = path.file_name().and_then(|n| n.to_str()).unwrap_or("session");
     let n = n.strip_suffix(".gz").unwrap_or(n);
-    n.strip_suffix(".jsonl").unwrap_or(n).to_string()
+    n.strip_suffix(".jsonl").or_else(|| n.strip_suffix(".json")).unwrap_or(n).to_string()
 }
 
 /// The objects of a content array (none for a string).

@@ -133,6 +133,12 @@ impl Agent {
         self.room().pointed_by()
     }
 
+    /// What its exit code `code` says (Gemini CLI's fatal errors have codes
+    /// of their own); `None` when it has no such code.
+    pub fn exit_reason(self, code: i32) -> Option<&'static str> {
+        self.room().exit_reason(code)
+    }
+
     /// The agent's arguments that resume `session`, and why its own resume
     /// line does not do (it goes around lam).
     pub fn resume(self, session: &str) -> (String, &'static str) {
@@ -236,13 +242,26 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
     Some(Format::Agent(agent))
 }
 
+/// The agent whose transcript a JSON document (a `.json` file read whole)
+/// is: Gemini CLI's session files of the form before 0.39. `None` for
+/// any other document.
+pub fn detect_document(doc: &Value) -> Option<Agent> {
+    let o = doc.as_object()?;
+    Agent::ALL.into_iter().find(|a| a.room().is_document(o))
+}
+
 #[cfg(feature = "readers")]
-/// Whether an agent's transcript holds something the model answered (not
-/// a local stand-in such as a login error). Lines that are no JSON objects
-/// are skipped; other formats: false.
+/// Whether an agent's transcript (JSON Lines, or a JSON document its room
+/// reads) holds something the model answered (not a local stand-in such
+/// as a login error). Lines that are no JSON objects are skipped; other
+/// formats: false.
 pub fn model_answered(bytes: &[u8]) -> bool {
-    let Some(Format::Agent(agent)) = detect(bytes) else { return false };
-    jsonl::objects(bytes, "").flatten().any(|(_, o)| agent.room().answered(&o))
+    let agent = match detect(bytes) {
+        Some(Format::Agent(a)) => Some(a),
+        Some(_) => None,
+        None => serde_json::from_slice::<Value>(bytes).ok().as_ref().and_then(detect_document),
+    };
+    agent.is_some_and(|a| a.room().answered_in(bytes))
 }
 
 /// The first non-blank line of a JSONL file, when it is a JSON object.
@@ -274,6 +293,11 @@ fn home(env: &dyn Fn(&str) -> Option<String>, var: &str, default: &str) -> Optio
 
 /// The `.jsonl` files of `dir`.
 fn jsonl_in(dir: &Path) -> Vec<PathBuf> {
+    files_in(dir, &["jsonl"])
+}
+
+/// The files of `dir` whose extension is one of `extensions`.
+fn files_in(dir: &Path, extensions: &[&str]) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
-    rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file()).collect()
+    rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| extensions.iter().any(|e| x == *e)) && p.is_file()).collect()
 }

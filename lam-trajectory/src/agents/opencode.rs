@@ -301,7 +301,7 @@ impl Room for OpenCode {
     /// (when it holds tool results), its task the summary.
     fn read(&self, _bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
         let name = path.display().to_string();
-        let sql = |e: rusqlite::Error| ReadError::Record { path: name.clone(), record: "database".into(), message: e.to_string() };
+        let sql = |e: rusqlite::Error| ReadError::Record { path: name.clone(), record: "database".into(), line: None, message: e.to_string() };
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let db = rusqlite::Connection::open_with_flags(path, flags).map_err(sql)?;
         let mut sessions = db.prepare("SELECT id, parent_id FROM session ORDER BY parent_id IS NOT NULL, time_created DESC, id").map_err(sql)?;
@@ -317,6 +317,7 @@ impl Room for OpenCode {
             out.extend(reader::session(path, &base, &rows).map_err(|(part, message)| ReadError::Record {
                 path: name.clone(),
                 record: format!("part {part}"),
+                line: None,
                 message,
             })?);
         }

@@ -60,6 +60,12 @@ pub trait Room: Sync {
     /// What `lam run` set to point it at the proxy.
     fn pointed_by(&self) -> &'static str;
 
+    /// What its exit code `code` says, when it has a code of its own for
+    /// it (by default none).
+    fn exit_reason(&self, _code: i32) -> Option<&'static str> {
+        None
+    }
+
     /// The arguments that resume `session`, and why its own resume line does not do.
     fn resume(&self, session: &str) -> (String, &'static str);
 
@@ -78,11 +84,24 @@ pub trait Room: Sync {
         let newest = dated.filter(|(t, _)| *t >= since).max()?.1;
         let bytes = std::fs::read(&newest).ok()?;
         let session = self.read(&bytes, &newest).ok().and_then(|t| t.into_iter().next()).map(|t| t.session.0);
-        Some(RunTranscript { answered: super::model_answered(&bytes), session })
+        Some(RunTranscript { answered: self.answered_in(&bytes), session })
     }
 
     /// Whether a line of its transcript is the model's answer (by default never).
     fn answered(&self, _line: &Map<String, Value>) -> bool {
+        false
+    }
+
+    /// Whether the model answered in one of its transcripts (by default:
+    /// a line [`Room::answered`] names, lines that are no JSON objects skipped).
+    #[cfg(feature = "readers")]
+    fn answered_in(&self, bytes: &[u8]) -> bool {
+        super::jsonl::objects(bytes, "").flatten().any(|(_, o)| self.answered(&o))
+    }
+
+    /// Whether a JSON document (a `.json` file read whole) is one of its
+    /// transcripts (by default never).
+    fn is_document(&self, _doc: &Map<String, Value>) -> bool {
         false
     }
 
