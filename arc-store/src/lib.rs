@@ -69,7 +69,7 @@ pub use claim::claim_session;
 pub use error::{Result, StoreError, is_unavailable};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
-pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_embeddings, open_reported, open_with_reconnect, redact};
+pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, observation_sessions, open, open_embeddings, open_reported, open_with_reconnect, redact};
 #[cfg(feature = "postgres")]
 pub use pg::{PgEmbeddings, PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};
