@@ -23,11 +23,15 @@
 //! a `--store` spec (a directory, `mem:`, `postgres://...`).
 //!
 //! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
-//! as the shortest prefix (4 hex or more) with which no earlier id of the
-//! session begins; an id resolves to the earliest record whose id begins
-//! with it.
-//! Every session is a namespace: an id shown in one session never resolves
-//! in another. Observations are bytes; invalid UTF-8 is kept exactly.
+//! as the shortest prefix (4 hex or more) with which no other observation's
+//! id of the store begins: the observations of every session share one id
+//! space (a run's settings session is a space of its own), so an exact
+//! visible id names one observation in the whole store and [`find`]
+//! resolves it without a session. Stores made before keep ids per session
+//! (`FileStore` format version 1; PostgreSQL rows written before schema
+//! version 5). Records live in sessions: `get(session, id)` answers only
+//! for that session's records. Observations are bytes; invalid UTF-8 is
+//! kept exactly.
 //! Recall bookkeeping (what was recalled, when) is not stored here: it
 //! belongs to the view.
 //!
