@@ -37,10 +37,13 @@ def swe_records(path):
     return [((s.get("action") or "").strip(), (s.get("observation") or "").encode()) for s in steps]
 
 
-def ids(recs):
-    """Visible ids as lam gives them (SHA-1 over action, 0x1F, observation): the shortest
-    prefix, 4 hex or more, with which no earlier id of the session begins; fixed at first use."""
-    shown, out = {}, []
+def ids(recs, shown):
+    """Visible ids as lam gives them (SHA-1 over action, 0x1F, observation): one id space
+    for the observations of every session of the store (`shown`, full hex -> visible id,
+    shared by the sessions archived so far): the id an observation already shows, else the
+    shortest prefix, 4 hex or more, with which no other observation's id begins; fixed at
+    first use."""
+    out = []
     for action, obs in recs:
         full = hashlib.sha1(action.encode() + b"\x1f" + obs).hexdigest()
         if full not in shown:
@@ -58,7 +61,8 @@ assert len(runs) == 2, f"two runs of jackson-core-370 under {corpus}"
 out = run("compact", "--encoder", "hashing", "--no-cache", "--no-tokens", "--json", example, *runs, "--store", url)
 sessions = [json.loads(l)["session"] for l in out.stdout.decode().splitlines()]
 assert len(set(sessions)) == 3, sessions
-expect = {sessions[0]: ids(example_records()), sessions[1]: ids(swe_records(runs[0])), sessions[2]: ids(swe_records(runs[1]))}
+space = {}
+expect = {sessions[0]: ids(example_records(), space), sessions[1]: ids(swe_records(runs[0]), space), sessions[2]: ids(swe_records(runs[1]), space)}
 non_utf8 = 0
 recalled = 0
 for s, recs in expect.items():
@@ -70,6 +74,8 @@ for s, recs in expect.items():
         assert f[0] == "§" + i and f[1] == f"{len(obs)} bytes", (line, i, len(obs))
         got = run("recall", "--store", url, "--session", s, "§" + i).stdout
         assert got == obs, f"{s} §{i}: recall is not byte-exact"
+        got = run("recall", "--store", url, "§" + i).stdout
+        assert got == obs, f"§{i} of {s}: recall by the id alone is not byte-exact"
         recalled += 1
         try:
             obs.decode("utf-8")

@@ -41,8 +41,12 @@
 //!
 //! Every segment is read and every record's checksum verified; the index
 //! (session -> [`lam_core::IdBook`], visible id -> segment, offset, length,
-//! metadata) is rebuilt in record order, so visible ids, including collision
-//! extensions, come out as they were first given. Damage never stops a store
+//! metadata) is rebuilt in record order through the store's
+//! [`lam_core::StoreIds`], so visible ids, including collision extensions,
+//! come out as they were first given. The segment headers' format version
+//! says which rule gave them (`FORMAT.md`): 2, one id space for the
+//! observations of every session (a store this build creates); 1, one per
+//! session (a store made before, which keeps that rule). Damage never stops a store
 //! from opening (the rules: `FORMAT.md`, "Reading and recovery"):
 //!
 //! - an incomplete final record of the last segment (or a zero-filled tail,
@@ -67,7 +71,7 @@ use crate::quarantine::{Keeper, sync_dir};
 use crate::recovery::{Damage, DamageKind, DamagedRecord, Recovery};
 use crate::scan::{Event, Header, scan};
 use crate::secure;
-use lam_core::{Error, ObsId, ObsMeta, ObsStore, Record, SessionId};
+use lam_core::{Error, IdScope, ObsId, ObsMeta, ObsStore, Record, SessionId, StoreIds};
 use std::collections::HashMap;
 use std::fs::{self, File, TryLockError};
 use std::os::unix::fs::FileExt;
@@ -165,11 +169,16 @@ pub struct FileStore {
     recovery: Recovery,
     /// Recompute every record's content address while scanning (`check`).
     verify_ids: bool,
+    /// The store's format version: the header of every segment it writes,
+    /// and the rule of its visible ids, given out by `ids`.
+    version: u32,
+    ids: StoreIds,
 }
 
 /// Where a scan's events go: the index, and the damage list.
 struct Sink<'a> {
     sessions: &'a mut HashMap<String, SessionIndex<Loc>>,
+    ids: &'a mut StoreIds,
     damage: &'a mut Vec<Damage>,
     path: &'a Path,
     seg: u32,
@@ -183,12 +192,9 @@ impl Sink<'_> {
             Event::Record(off, rec) => match self.check(&rec) {
                 Ok(session) => {
                     let loc = Loc { seg: self.seg, off, len: rec.framed_len() as u64, obs_off: rec.obs_offset() as u32 };
-                    if !self.sessions.contains_key(session) {
-                        self.sessions.insert(session.to_string(), SessionIndex::default());
-                    }
-                    let s = self.sessions.get_mut(session).unwrap();
+                    let s = index_of(self.sessions, session);
                     // A repeated id cannot come from this writer; the first answers for it.
-                    s.add(rec.id, rec.action, rec.observation, rec.returncode, rec.step, rec.tokens, loc);
+                    s.add(self.ids, rec.id, rec.action, rec.observation, rec.returncode, rec.step, rec.tokens, loc);
                     self.records += 1;
                 }
                 Err((kind, reason)) => {
@@ -237,10 +243,29 @@ impl Sink<'_> {
             && let Some(session) = r.session.as_deref()
         {
             let handle = self.damage.len();
-            r.shown = Some(self.sessions.entry(session.to_string()).or_default().add_damaged(r.id, handle));
+            r.shown = Some(index_of(self.sessions, session).add_damaged(self.ids, r.id, handle));
         }
         self.damage.push(d);
     }
+}
+
+/// The first bytes of `seg`, when it is long enough to hold a header.
+fn read_header(seg: &Segment) -> Result<Option<[u8; HEADER_LEN]>> {
+    let flen = seg.file.metadata().map_err(io("stat", &seg.path, None))?.len();
+    if flen < HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    let mut h = [0u8; HEADER_LEN];
+    seg.file.read_exact_at(&mut h, 0).map_err(io("read", &seg.path, Some(0)))?;
+    Ok(Some(h))
+}
+
+/// The index of `session`, made empty if new.
+fn index_of<'m>(sessions: &'m mut HashMap<String, SessionIndex<Loc>>, session: &str) -> &'m mut SessionIndex<Loc> {
+    if !sessions.contains_key(session) {
+        sessions.insert(session.to_string(), SessionIndex::new(session));
+    }
+    sessions.get_mut(session).unwrap()
 }
 
 impl FileStore {
@@ -259,6 +284,14 @@ impl FileStore {
     /// rewritten. Damage elsewhere stays in place and is skipped. All of it is
     /// reported in [`FileStore::recovery`].
     pub fn open_with(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
+        Self::open_with_ids(dir, opts, IdScope::Store)
+    }
+
+    /// [`FileStore::open_with`], creating a new store with visible ids of
+    /// `scope` (`IdScope::Session`: format version 1, as stores made before
+    /// issue 68; `salvage` keeps its source's). An existing store keeps the
+    /// rule its segment headers say.
+    pub fn open_with_ids(dir: impl AsRef<Path>, opts: Options, scope: IdScope) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         secure::create_dir(&dir, true)?;
         let lock_path = dir.join("LOCK");
@@ -269,7 +302,8 @@ impl FileStore {
             Err(TryLockError::Error(e)) => return Err(io("lock", &lock_path, None)(e)),
         }
         let writer = Writer { _lock: lock, pending: 0, oldest: None, buf: Vec::new(), poisoned: false, inflight: None };
-        let mut s = Self::load(dir, opts, true, false)?;
+        let version = if scope == IdScope::Store { format::VERSION } else { format::VERSION_SESSION_IDS };
+        let mut s = Self::load(dir, opts, true, false, version)?;
         s.writer = Some(writer);
         s.quarantine_damage()?;
         let Some(last) = s.segs.last_mut() else { return s.create_segment(1).map(|()| s) };
@@ -278,7 +312,7 @@ impl FileStore {
             (Header::Torn, _) => {
                 // A segment whose header never fully reached the file: rewrite it.
                 file.set_len(0).map_err(io("truncate", path, Some(0)))?;
-                file.write_all_at(&format::header(last.number), 0).map_err(io("write header", path, Some(0)))?;
+                file.write_all_at(&format::header_of(s.version, last.number), 0).map_err(io("write header", path, Some(0)))?;
                 file.sync_all().map_err(io("fsync", path, None))?;
                 last.len = HEADER_LEN as u64;
             }
@@ -338,10 +372,11 @@ impl FileStore {
     /// address while scanning (a mismatch is damage).
     pub(crate) fn open_reader(dir: &Path, verify_ids: bool) -> Result<Self> {
         fs::metadata(dir).map_err(io("open", dir, None))?;
-        Self::load(dir.to_path_buf(), Options::default(), false, verify_ids)
+        Self::load(dir.to_path_buf(), Options::default(), false, verify_ids, format::VERSION)
     }
 
-    fn load(dir: PathBuf, opts: Options, writable: bool, verify_ids: bool) -> Result<Self> {
+    /// Read the store in `dir`; `version`: a new store's format version.
+    fn load(dir: PathBuf, opts: Options, writable: bool, verify_ids: bool, version: u32) -> Result<Self> {
         let mut numbers = Vec::new();
         for e in fs::read_dir(&dir).map_err(io("read directory", &dir, None))? {
             let e = e.map_err(io("read directory", &dir, None))?;
@@ -352,20 +387,71 @@ impl FileStore {
             }
         }
         numbers.sort_unstable();
-        let mut s = FileStore { dir, opts, segs: Vec::new(), sessions: HashMap::new(), writer: None, recovery: Recovery::default(), verify_ids };
+        let ids = StoreIds::new(format::id_scope(version));
+        let mut s = FileStore { dir, opts, segs: Vec::new(), sessions: HashMap::new(), writer: None, recovery: Recovery::default(), verify_ids, version, ids };
+        for &n in &numbers {
+            let path = s.dir.join(format::segment_file_name(n));
+            let file = secure::open(secure::options().read(true).write(writable), "open", &path)?;
+            s.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
+        }
+        s.settle_version()?;
         let mut expect = 1u32;
         for (i, &n) in numbers.iter().enumerate() {
             if n > expect {
                 s.missing(expect, n - 1);
             }
             expect = n.saturating_add(1);
-            let path = s.dir.join(format::segment_file_name(n));
-            let file = secure::open(secure::options().read(true).write(writable), "open", &path)?;
-            s.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
-            s.scan_from(i + 1 == numbers.len(), 0)?;
+            s.scan_from(i, i + 1 == numbers.len(), 0)?;
         }
         s.recovery.segments = numbers.len() as u32;
         Ok(s)
+    }
+
+    /// Before anything is indexed, take the format version the segment
+    /// headers give (a new store keeps the one it was made with): the
+    /// first sound header's; else the version field of the first damaged
+    /// one, when this build reads that version; else, when every header is
+    /// damaged, version 1 (what every store was before version 2).
+    fn settle_version(&mut self) -> Result<()> {
+        if !self.sessions.is_empty() {
+            return Ok(());
+        }
+        let (mut field, mut damaged) = (None, false);
+        let n = self.segs.len();
+        for (i, seg) in self.segs.iter().enumerate() {
+            let h = read_header(seg)?;
+            // The last segment's header may not be written yet.
+            if i + 1 == n && h.is_none_or(|h| h == [0u8; HEADER_LEN]) {
+                continue;
+            }
+            let Some(h) = h else {
+                damaged = true;
+                continue;
+            };
+            if let Ok(v) = format::check_header(&h, seg.number) {
+                self.set_version(v);
+                return Ok(());
+            }
+            let v = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+            field = field.or(Some(v).filter(|v| (format::VERSION_SESSION_IDS..=format::VERSION).contains(v)));
+            damaged = true;
+        }
+        match (field, damaged) {
+            (Some(v), _) => self.set_version(v),
+            (None, true) => self.set_version(format::VERSION_SESSION_IDS),
+            (None, false) => {}
+        }
+        Ok(())
+    }
+
+    fn set_version(&mut self, v: u32) {
+        self.version = v;
+        self.ids = StoreIds::new(format::id_scope(v));
+    }
+
+    /// How this store's visible ids are given (its format version's rule).
+    pub fn id_scope(&self) -> IdScope {
+        self.ids.scope()
     }
 
     /// Report segments `from..=to` as missing (one entry per gap).
@@ -375,17 +461,23 @@ impl FileStore {
         self.recovery.damage.push(Damage { kind: DamageKind::MissingSegment, path, offset: 0, len: 0, reason, record: None, quarantine: None });
     }
 
-    /// Scan the last-loaded segment from file offset `from` (its current
-    /// scanned length) to its end, indexing every record and reporting damage.
-    fn scan_from(&mut self, last: bool, from: u64) -> Result<u64> {
-        let si = self.segs.len() - 1;
+    /// Scan segment `si` from file offset `from` (its current scanned
+    /// length) to its end, indexing every record and reporting damage.
+    fn scan_from(&mut self, si: usize, last: bool, from: u64) -> Result<u64> {
         let seg = &self.segs[si];
         let flen = seg.file.metadata().map_err(io("stat", &seg.path, None))?.len();
         let mut data = vec![0u8; flen.saturating_sub(from) as usize];
         seg.file.read_exact_at(&mut data, from).map_err(io("read", &seg.path, Some(from)))?;
         let path = seg.path.clone();
-        let mut sink =
-            Sink { sessions: &mut self.sessions, damage: &mut self.recovery.damage, path: &path, seg: si as u32, verify_ids: self.verify_ids, records: 0 };
+        let mut sink = Sink {
+            sessions: &mut self.sessions,
+            ids: &mut self.ids,
+            damage: &mut self.recovery.damage,
+            path: &path,
+            seg: si as u32,
+            verify_ids: self.verify_ids,
+            records: 0,
+        };
         let out = scan(&path, seg.number, &data, from, last, |e| sink.event(e))?;
         let added = sink.records;
         let seg = &mut self.segs[si];
@@ -427,6 +519,8 @@ impl FileStore {
             }
             self.recovery.segments = 1;
         }
+        // A store still empty at open: its first header may be there now.
+        self.settle_version()?;
         loop {
             // Look for the next segment *before* reading this one: the writer
             // finishes a segment before it creates the next, so if the next
@@ -444,7 +538,7 @@ impl FileStore {
                 self.recovery.damage.pop();
             }
             let from = self.segs.last().unwrap().len;
-            added += self.scan_from(next.is_none(), from)?;
+            added += self.scan_from(self.segs.len() - 1, next.is_none(), from)?;
             let Some(file) = next else { break };
             self.segs.push(Segment { number: n, path, file, len: 0, header: Header::NotRead, sealed: false, torn: None });
             self.recovery.segments += 1;
@@ -455,7 +549,7 @@ impl FileStore {
     fn create_segment(&mut self, n: u32) -> Result<()> {
         let path = self.dir.join(format::segment_file_name(n));
         let file = secure::open(secure::options().read(true).write(true).create_new(true), "create", &path)?;
-        file.write_all_at(&format::header(n), 0).map_err(io("write header", &path, Some(0)))?;
+        file.write_all_at(&format::header_of(self.version, n), 0).map_err(io("write header", &path, Some(0)))?;
         if self.opts.durability != Durability::None {
             file.sync_all().map_err(io("fsync", &path, None))?;
             sync_dir(&self.dir)?;
@@ -595,10 +689,8 @@ impl FileStore {
             w.buf = Vec::new();
         }
         let loc = r?;
-        if !self.sessions.contains_key(&session.0) {
-            self.sessions.insert(session.0.clone(), SessionIndex::default());
-        }
-        let meta = self.sessions.get_mut(&session.0).unwrap().add(
+        let meta = index_of(&mut self.sessions, &session.0).add(
+            &mut self.ids,
             id,
             rec.action,
             rec.observation,

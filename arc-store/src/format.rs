@@ -1,10 +1,10 @@
-//! The on-disk format of a segment file (version 1). See `FORMAT.md` at the
-//! crate root for the prose description; this module is its only encoder and
-//! decoder.
+//! The on-disk format of a segment file (versions 1 and 2, one record
+//! layout). See `FORMAT.md` at the crate root for the prose description;
+//! this module is its only encoder and decoder.
 //!
 //! ```text
 //! segment  := header record*
-//! header   := magic "ARCSEG\r\n" (8) | version u32 = 1 | segment number u32      (16 bytes)
+//! header   := magic "ARCSEG\r\n" (8) | version u32 (1 or 2) | segment number u32      (16 bytes)
 //! record   := len u32 | crc u32 | payload[len]
 //!             crc = CRC-32 (IEEE, crc32fast) over len (4 LE bytes) followed by payload
 //! payload  := kind u8 = 0xA1 | id [20] (SHA-1 over action, 0x1F, observation)
@@ -12,14 +12,19 @@
 //!             | step u32 | tokens u32 | rc_present u8 (0|1) | rc i32
 //!             | obs_len u64 | observation
 //! ```
-//! All integers are little-endian.
+//! All integers are little-endian. The version says how visible ids are
+//! derived (`lam_core::id`): 1, per session (stores made before issue 68);
+//! 2, one id space for the observations of every session ([`id_scope`]).
 
-use lam_core::ObsId;
+use lam_core::{IdScope, ObsId};
 
 /// Segment magic.
 pub const MAGIC: [u8; 8] = *b"ARCSEG\r\n";
-/// Format version written and accepted.
-pub const VERSION: u32 = 1;
+/// Format version a new store is written in (and the newest read).
+pub const VERSION: u32 = 2;
+/// The format version of stores made before issue 68, still read and
+/// appended to as they are: visible ids per session.
+pub const VERSION_SESSION_IDS: u32 = 1;
 /// Segment header length.
 pub const HEADER_LEN: usize = 16;
 /// Record frame (len + crc) length.
@@ -46,17 +51,27 @@ pub fn parse_segment_file_name(name: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// The segment header for segment number `n`.
+/// The segment header for segment number `n` of a new store ([`VERSION`]).
 pub fn header(n: u32) -> [u8; HEADER_LEN] {
+    header_of(VERSION, n)
+}
+
+/// The segment header for segment number `n` of a store in format `version`.
+pub fn header_of(version: u32, n: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     h[12..16].copy_from_slice(&n.to_le_bytes());
     h
 }
 
-/// Check a segment header; `Err` says why it is refused.
-pub fn check_header(h: &[u8], n: u32) -> Result<(), String> {
+/// How a store in format `version` derives visible ids.
+pub fn id_scope(version: u32) -> IdScope {
+    if version >= 2 { IdScope::Store } else { IdScope::Session }
+}
+
+/// Check a segment header; its format version, or why it is refused.
+pub fn check_header(h: &[u8], n: u32) -> Result<u32, String> {
     if h.len() < HEADER_LEN {
         return Err(format!("segment header is {} bytes, expected {HEADER_LEN}", h.len()));
     }
@@ -64,14 +79,14 @@ pub fn check_header(h: &[u8], n: u32) -> Result<(), String> {
         return Err("bad segment magic (not an arc-store segment)".into());
     }
     let v = u32::from_le_bytes(h[8..12].try_into().unwrap());
-    if v != VERSION {
-        return Err(format!("unsupported segment format version {v} (this build reads {VERSION})"));
+    if !(VERSION_SESSION_IDS..=VERSION).contains(&v) {
+        return Err(format!("unsupported segment format version {v} (this build reads {VERSION_SESSION_IDS} to {VERSION})"));
     }
     let m = u32::from_le_bytes(h[12..16].try_into().unwrap());
     if m != n {
         return Err(format!("segment header says number {m}, file name says {n}"));
     }
-    Ok(())
+    Ok(v)
 }
 
 /// The fields of one archived observation, borrowed.

@@ -1,14 +1,16 @@
 //! The per-session index both stores keep in memory: the session's
-//! [`IdBook`], and for every archived observation its metadata and where its
-//! body lives (`L`: the bytes themselves for `MemStore`, a file location for
+//! [`IdBook`] (its visible ids, given out by the store's [`StoreIds`]), and
+//! for every archived observation its metadata and where its body lives
+//! (`L`: the bytes themselves for `MemStore`, a file location for
 //! `FileStore`).
 
-use lam_core::{IdBook, ObsId, ObsMeta, previews};
+use lam_core::{IdBook, ObsId, ObsMeta, SessionId, StoreIds, previews};
 use std::collections::HashMap;
 
-/// One session's namespace.
+/// One session's records.
 #[derive(Debug)]
 pub(crate) struct SessionIndex<L> {
+    name: SessionId,
     book: IdBook,
     by_id: HashMap<ObsId, usize>,
     entries: Vec<(ObsMeta, L)>,
@@ -18,27 +20,37 @@ pub(crate) struct SessionIndex<L> {
     damaged: HashMap<ObsId, usize>,
 }
 
-impl<L> Default for SessionIndex<L> {
-    fn default() -> Self {
-        Self { book: IdBook::new(), by_id: HashMap::new(), entries: Vec::new(), damaged: HashMap::new() }
-    }
-}
-
 impl<L> SessionIndex<L> {
+    /// The empty index of session `name`.
+    pub fn new(name: &str) -> Self {
+        Self { name: SessionId::new(name), book: IdBook::new(), by_id: HashMap::new(), entries: Vec::new(), damaged: HashMap::new() }
+    }
+
     /// The metadata of `id`, if already archived in this session.
     pub fn meta_of(&self, id: &ObsId) -> Option<&ObsMeta> {
         self.by_id.get(id).map(|&i| &self.entries[i].0)
     }
 
     /// Record a newly archived observation (after its body is stored, so a
-    /// failed write never consumes a visible id). Returns its metadata.
-    /// Re-adding a known id returns the first record's metadata unchanged.
+    /// failed write never consumes a visible id), its visible id given by
+    /// `ids`. Returns its metadata. Re-adding a known id returns the first
+    /// record's metadata unchanged.
     #[allow(clippy::too_many_arguments)]
-    pub fn add(&mut self, id: ObsId, action: &[u8], observation: &[u8], returncode: Option<i32>, step: u32, tokens: u32, loc: L) -> &ObsMeta {
+    pub fn add(
+        &mut self,
+        ids: &mut StoreIds,
+        id: ObsId,
+        action: &[u8],
+        observation: &[u8],
+        returncode: Option<i32>,
+        step: u32,
+        tokens: u32,
+        loc: L,
+    ) -> &ObsMeta {
         if let Some(&i) = self.by_id.get(&id) {
             return &self.entries[i].0;
         }
-        let shown = self.book.visible(id).to_string();
+        let shown = ids.visible(&self.name, &mut self.book, id);
         let (h, t) = previews(observation);
         let meta = ObsMeta {
             id,
@@ -56,7 +68,7 @@ impl<L> SessionIndex<L> {
         &self.entries.last().unwrap().0
     }
 
-    /// The entry shown as `shown` in this session.
+    /// The entry `shown` names in this session (`IdBook::resolve`).
     pub fn lookup(&self, shown: &str) -> Option<&(ObsMeta, L)> {
         let id = self.book.resolve(shown)?;
         self.by_id.get(&id).map(|&i| &self.entries[i])
@@ -65,9 +77,9 @@ impl<L> SessionIndex<L> {
     /// Register a damaged record's id (in file order, like `add`); returns
     /// its visible id. An intact record of the same id, earlier or later,
     /// answers for it instead.
-    pub fn add_damaged(&mut self, id: ObsId, handle: usize) -> String {
+    pub fn add_damaged(&mut self, ids: &mut StoreIds, id: ObsId, handle: usize) -> String {
         self.damaged.entry(id).or_insert(handle);
-        self.book.visible(id).to_string()
+        ids.visible(&self.name, &mut self.book, id)
     }
 
     /// The handle of the damaged record shown as `shown`, when no intact

@@ -23,11 +23,15 @@
 //! a `--store` spec (a directory, `mem:`, `postgres://...`).
 //!
 //! Ids follow `lam_core::id`: SHA-1 over (action, 0x1F, observation), shown
-//! as the shortest prefix (4 hex or more) with which no earlier id of the
-//! session begins; an id resolves to the earliest record whose id begins
-//! with it.
-//! Every session is a namespace: an id shown in one session never resolves
-//! in another. Observations are bytes; invalid UTF-8 is kept exactly.
+//! as the shortest prefix (4 hex or more) with which no other observation's
+//! id of the store begins: the observations of every session share one id
+//! space (a run's settings session is a space of its own), so an exact
+//! visible id names one observation in the whole store and [`find`]
+//! resolves it without a session. Stores made before keep ids per session
+//! (`FileStore` format version 1; PostgreSQL rows written before schema
+//! version 5). Records live in sessions: `get(session, id)` answers only
+//! for that session's records. Observations are bytes; invalid UTF-8 is
+//! kept exactly.
 //! Recall bookkeeping (what was recalled, when) is not stored here: it
 //! belongs to the view.
 //!
@@ -69,7 +73,7 @@ pub use claim::claim_session;
 pub use error::{Result, StoreError, is_unavailable};
 pub use file::{Durability, FileStore, Options};
 pub use mem::MemStore;
-pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, open, open_embeddings, open_reported, open_with_reconnect, redact};
+pub use open::{Access, AnyStore, Found, StoreSpec, find, find_in, observation_sessions, open, open_embeddings, open_reported, open_with_reconnect, redact};
 #[cfg(feature = "postgres")]
 pub use pg::{PgEmbeddings, PgInfo, PgOptions, PgStats, PgStore, SCHEMA_VERSION};
 pub use quarantine::{QUARANTINE_DIR, REPAIR_LOG};

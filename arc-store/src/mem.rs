@@ -1,15 +1,22 @@
 //! `MemStore`: the in-memory archive (tests, short-lived sessions).
 
 use crate::index::SessionIndex;
-use lam_core::{Error, ObsId, ObsMeta, ObsStore, Record, SessionId};
+use lam_core::{Error, IdScope, ObsId, ObsMeta, ObsStore, Record, SessionId, StoreIds};
 use std::collections::HashMap;
 
-/// An in-memory [`ObsStore`]: every session is its own namespace with its own
-/// [`lam_core::IdBook`]; bodies are kept as exact bytes. Nothing survives the
-/// process.
-#[derive(Debug, Default)]
+/// An in-memory [`ObsStore`]: the observations of all its sessions share one
+/// id space ([`lam_core::id`], [`IdScope::Store`]); bodies are kept as exact
+/// bytes. Nothing survives the process.
+#[derive(Debug)]
 pub struct MemStore {
     sessions: HashMap<String, SessionIndex<Vec<u8>>>,
+    ids: StoreIds,
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        Self { sessions: HashMap::new(), ids: StoreIds::new(IdScope::Store) }
+    }
 }
 
 impl MemStore {
@@ -39,11 +46,11 @@ impl MemStore {
 impl ObsStore for MemStore {
     fn append(&mut self, session: &SessionId, record: &Record, tokens: u32) -> Result<ObsMeta, Error> {
         let id = ObsId::of(record.action.as_bytes(), &record.observation);
-        let s = self.sessions.entry(session.0.clone()).or_default();
+        let s = self.sessions.entry(session.0.clone()).or_insert_with(|| SessionIndex::new(&session.0));
         if let Some(m) = s.meta_of(&id) {
             return Ok(m.clone());
         }
-        let meta = s.add(id, record.action.as_bytes(), &record.observation, record.returncode, record.index, tokens, record.observation.clone());
+        let meta = s.add(&mut self.ids, id, record.action.as_bytes(), &record.observation, record.returncode, record.index, tokens, record.observation.clone());
         Ok(meta.clone())
     }
 

@@ -174,41 +174,79 @@ pub struct Found {
 }
 
 /// Recall `shown` (with or without its `§`) from `store`: in `session` when
-/// one is given, else in whichever conversation sessions hold it (a run's
-/// settings, [`SessionId::settings_run`], are no conversation's: their
-/// records are never cited, and a shown id of theirs may begin like a tool
-/// result's). Ids are content addresses, so sessions that hold the same id
-/// normally hold the same bytes; only a true prefix collision (different
-/// bytes behind one shown id) is refused, naming the sessions. An id whose
+/// one is given (a run's settings session too, named so), else in every
+/// session that holds observations ([`observation_sessions`]: a run's
+/// settings are no observations, and a lookup by id alone never counts
+/// them). How an id is resolved across sessions: [`find_in`]. An id whose
 /// only copies are damaged is [`StoreError::Damaged`]; an unknown id is an
 /// error with the nearest ids.
 pub fn find(store: &dyn ObsStore, session: Option<&SessionId>, shown: &str) -> Result<Found, StoreError> {
     let sessions = match session {
         Some(s) => vec![s.clone()],
-        None => store.sessions()?.into_iter().filter(|s| s.settings_run().is_none()).collect(),
+        None => observation_sessions(store)?,
     };
     find_in(store, &sessions, shown)
 }
 
+/// The sessions of `store` that hold observations
+/// ([`SessionId::holds_observations`]: all but runs' settings), sorted.
+pub fn observation_sessions(store: &dyn ObsStore) -> Result<Vec<SessionId>, StoreError> {
+    Ok(store.sessions()?.into_iter().filter(SessionId::holds_observations).collect())
+}
+
 /// [`find`] among `sessions` only (a server scoped to some sessions).
+///
+/// A citation is the id its session shows, so the sessions that show an
+/// observation *exactly* as `shown` answer first: in a store whose
+/// observations share one id space (`lam_core::id`) that is one
+/// observation, wherever it is archived. Only where none shows it exactly
+/// is `shown` read as a longer prefix of an id someone typed (the full hex):
+/// each session resolves it by its own rule (the earliest observation whose
+/// id begins with it), and its answer counts when that observation's own id
+/// is a prefix of `shown` (a shorter `shown` begins several observations'
+/// ids, and may be the citation of one not searched). Sessions that answer
+/// with different bytes are [`StoreError::Ambiguous`], naming them (two
+/// sessions of a store made before that rule showing one id for two
+/// observations); a damaged record that may be the one cited is
+/// [`StoreError::Damaged`]: never the bytes of another observation.
 pub fn find_in(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Result<Found, StoreError> {
     let shown = shown.trim_start_matches('§').to_ascii_lowercase();
-    let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
-    // A damaged copy in one session does not hide an intact one in another.
+    let (mut exact, mut longer) = (Vec::new(), Vec::new());
     let mut damaged = None;
     for s in sessions {
-        match store.get(s, &shown).map_err(StoreError::from) {
-            Ok(Some(b)) => hits.push((s.clone(), b)),
+        match store.meta(s, &shown).map_err(StoreError::from) {
+            Ok(Some(m)) if m.shown == shown => exact.push(s.clone()),
+            Ok(Some(m)) if shown.starts_with(&m.shown) => longer.push(s.clone()),
+            Ok(_) => {}
+            Err(e @ StoreError::Damaged { .. }) => damaged = damaged.or(Some(e)),
+            Err(e) => return Err(e),
+        }
+    }
+    let named = match (exact.is_empty(), damaged) {
+        (false, _) => exact,
+        // A damaged record may be the one shown so: no other answers for it.
+        (true, Some(e)) => return Err(e),
+        (true, None) if longer.is_empty() => return Err(not_found(store, sessions, &shown)?),
+        (true, None) => longer,
+    };
+    same_bytes(store, named, shown)
+}
+
+/// The bytes every session of `named` gives for `shown`, when they agree.
+/// A damaged copy in one session does not hide an intact one in another.
+fn same_bytes(store: &dyn ObsStore, named: Vec<SessionId>, shown: String) -> Result<Found, StoreError> {
+    let mut hits: Vec<(SessionId, Vec<u8>)> = Vec::new();
+    let mut damaged = None;
+    for s in named {
+        match store.get(&s, &shown).map_err(StoreError::from) {
+            Ok(Some(b)) => hits.push((s, b)),
             Ok(None) => {}
             Err(e @ StoreError::Damaged { .. }) => damaged = damaged.or(Some(e)),
             Err(e) => return Err(e),
         }
     }
-    if let (None, Some(e)) = (hits.first(), damaged) {
-        return Err(e);
-    }
     let Some((_, first)) = hits.first() else {
-        return by_prefix(store, sessions, &shown);
+        return Err(damaged.unwrap_or(StoreError::NotFound { shown, nearest: Vec::new() }));
     };
     if hits.iter().any(|(_, b)| b != first) {
         return Err(StoreError::Ambiguous { shown, sessions: hits.into_iter().map(|(s, _)| s).collect() });
@@ -217,35 +255,22 @@ pub fn find_in(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Res
     Ok(Found { sessions: hits.into_iter().map(|(s, _)| s).collect(), bytes })
 }
 
-/// An id not shown anywhere: the observation whose shown id begins with
-/// `shown` (at least 4 hex) when exactly one does (the same bytes in every
-/// session that has it); otherwise the three nearest ids of all sessions.
-fn by_prefix(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Result<Found, StoreError> {
+/// An id no session answers for: the error, naming the three nearest ids
+/// of all `sessions`.
+fn not_found(store: &dyn ObsStore, sessions: &[SessionId], shown: &str) -> Result<StoreError, StoreError> {
     let mut all: Vec<(String, SessionId)> = Vec::new();
     for s in sessions {
         all.extend(store.ids(s)?.into_iter().map(|id| (id, s.clone())));
-    }
-    let starts: Vec<&(String, SessionId)> = all.iter().filter(|(id, _)| shown.len() >= 4 && id.starts_with(shown)).collect();
-    if let Some((id, s)) = starts.first() {
-        let bytes = store.get(s, id)?.unwrap_or_default();
-        let mut found = Found { sessions: Vec::new(), bytes };
-        for (id, s) in &starts {
-            if store.get(s, id)?.as_deref() != Some(&found.bytes[..]) {
-                return Err(StoreError::Ambiguous { shown: shown.to_string(), sessions: starts.iter().map(|(_, s)| s.clone()).collect() });
-            }
-            found.sessions.push(s.clone());
-        }
-        return Ok(found);
     }
     let ids: Vec<String> = all.iter().map(|(id, _)| id.clone()).collect();
     let mut used = vec![false; all.len()];
     let mut nearest: Vec<String> = Vec::new();
     for id in lam_core::id::nearest(&ids, shown, 3) {
-        let k = (0..all.len()).find(|&k| !used[k] && all[k].0 == id).expect("listed above");
+        let Some(k) = (0..all.len()).find(|&k| !used[k] && all[k].0 == id) else { continue };
         used[k] = true;
         nearest.push(format!("§{id} ({})", all[k].1));
     }
-    Err(StoreError::NotFound { shown: shown.to_string(), nearest })
+    Ok(StoreError::NotFound { shown: shown.to_string(), nearest })
 }
 
 #[cfg(test)]
@@ -298,20 +323,21 @@ mod tests {
         assert!(open(&StoreSpec::Memory, Access::ReadWrite).is_ok());
     }
 
-    /// A run's settings session may hold a record whose shown id is a tool
-    /// result's (4 hex each, chosen per session): recall without a session
-    /// finds the tool result, not an ambiguity (found by `lam replay` on
-    /// real Gemini CLI sessions under a budget).
+    /// Issue 68: a run's settings record and an observation showing one id
+    /// (each in its own id space) made `lam recall §id` ambiguous.
     #[test]
-    fn find_skips_a_run_s_settings() {
+    fn a_run_s_settings_are_never_counted() {
+        let (x, y) = lam_core::testsuite::colliding_pair();
         let mut st = MemStore::new();
-        let run = SessionId("serve-1-2".into());
-        let m = st.append(&run, &rec(0, b"a tool result"), 1).unwrap();
-        let clash = (0u32..).map(|i| format!("terms {i}")).find(|t| lam_core::ObsId::of(b"cat x", t.as_bytes()).hex().starts_with(&m.shown)).unwrap();
-        let settings = SessionId::settings_of(&run.0);
-        assert_eq!(st.append(&settings, &rec(0, clash.as_bytes()), 1).unwrap().shown, m.shown, "the same shown id");
-        assert_eq!(find(&st, None, &m.shown).unwrap().bytes, b"a tool result");
-        assert_eq!(find(&st, Some(&settings), &m.shown).unwrap().bytes, clash.as_bytes(), "named, the settings session is searched");
+        let (run, settings) = (SessionId::new("serve-1"), SessionId::settings_of("serve-1"));
+        let cat = |o: &[u8]| lam_core::testsuite::rec(0, "cat", o, None);
+        let w = st.append(&settings, &cat(&x), 0).unwrap();
+        let o = st.append(&run, &cat(&y), 1).unwrap();
+        assert_eq!(w.shown, o.shown, "two spaces: the same 4 hex");
+        let f = find(&st, None, &o.shown).unwrap();
+        assert_eq!((f.bytes.as_slice(), f.sessions.as_slice()), (&y[..], std::slice::from_ref(&run)));
+        assert_eq!(find(&st, Some(&settings), &w.shown).unwrap().bytes, x, "named, it is found");
+        assert_eq!(observation_sessions(&st).unwrap(), vec![run]);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `PgStore`: the archive in a PostgreSQL database (feature `postgres`), so
-//! agents on many hosts share one recall namespace per session.
+//! agents on many hosts share one archive and one id space.
 //!
 //! - **Schema**: versioned (`lam_meta.schema_version`), created or migrated
 //!   on the first read-write connect under an advisory lock; a database whose
@@ -7,17 +7,22 @@
 //! - **Appends** are content-addressed and idempotent: one row per (session,
 //!   full SHA-1), from any number of processes; the same observation appended
 //!   again returns the first record's metadata. Shown ids follow
-//!   `lam_core::IdBook` (the shortest prefix, 4 hex or more, with which no
-//!   earlier id of the session begins): each
-//!   transaction takes its sessions' advisory locks, so ids of one session
-//!   are assigned one at a time, in commit order, by every writer alike; a
-//!   unique constraint on (session, shown) guards the rule.
+//!   `lam_core::id`: the observations of every session share one id space
+//!   (an observation shown elsewhere keeps that id while no other shows it;
+//!   else the shortest prefix, 4 hex or more, with which no other
+//!   observation's id of the store begins; rows written before schema
+//!   version 5 keep their per-session ids and count as taken); a run's
+//!   settings session is a space of its own. Each transaction takes its
+//!   sessions' advisory locks and then one lock per 4-hex prefix of its
+//!   observations' ids, all in one fixed order, so ids beginning alike are
+//!   assigned one at a time, in commit order, by every writer alike; a
+//!   unique constraint on (session, shown) guards each session.
 //! - **Group commit**: appends from every thread or task sharing a handle
 //!   (clones share it) are inserted in one transaction per batch, and each
 //!   returns only after that transaction committed; under concurrent load
 //!   up to four writing connections overlap their commits ([`PgOptions`]).
-//! - **Sessions** are namespaces in every query: an id resolves only in its
-//!   own session.
+//! - **Sessions**: every read names its session; an id resolves to the row
+//!   of that session showing it, else the earliest whose id begins with it.
 //! - **Bytes** are `bytea`: invalid UTF-8, NUL bytes, anything, exactly; a
 //!   recalled body is checked against its SHA-1.
 //! - **Credentials** come from the URL or the usual `PG*` variables and never
@@ -36,6 +41,18 @@
 //! be used through [`ObsStore`] from a thread outside any runtime or from a
 //! multi-threaded runtime (through `block_in_place`); on a current-thread
 //! runtime that would deadlock, so it is an error there.
+
+/// SQL for "the row `$t` belongs to a session that holds observations":
+/// `lam_core::SessionId::holds_observations` over the name's bytes (a name
+/// `RUN.settings`, `RUN` not empty, holds a run's settings). The schema's
+/// index of the observations' ids (version 5) and the statements that use
+/// it write this same text, so the planner matches them; a test checks it
+/// against the Rust rule.
+macro_rules! observations {
+    ($t:literal) => {
+        concat!("NOT (octet_length(", $t, "session) > 9 AND substring(", $t, "session FROM octet_length(", $t, "session) - 8) = '.settings'::bytea)")
+    };
+}
 
 mod config;
 mod conn;

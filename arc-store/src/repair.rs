@@ -191,7 +191,8 @@ pub fn salvage(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> Result<SalvageRe
     if tmp.exists() {
         return Err(StoreError::Exists { path: tmp });
     }
-    let mut new = FileStore::open_with(&tmp, Options::default())?;
+    // The same id rule as the source, so every intact record keeps its id.
+    let mut new = FileStore::open_with_ids(&tmp, Options::default(), old.id_scope())?;
     let mut report = SalvageReport { src: src.to_path_buf(), dst: dst.to_path_buf(), records: 0, sessions: 0, damage: Vec::new(), renamed: Vec::new() };
     for (session, meta, _) in old.records_in_file_order() {
         let sid = SessionId(session.to_string());

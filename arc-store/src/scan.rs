@@ -138,7 +138,8 @@ enum HeaderCheck {
 fn check_header(data: &[u8], n: u32, last: bool) -> HeaderCheck {
     let zeros = data.iter().all(|&b| b == 0);
     if data.len() < HEADER_LEN {
-        if last && (format::header(n).starts_with(data) || zeros) {
+        let expected = (format::VERSION_SESSION_IDS..=format::VERSION).any(|v| format::header_of(v, n).starts_with(data));
+        if last && (expected || zeros) {
             return HeaderCheck::Torn(format!("segment header incomplete ({} of {HEADER_LEN} bytes)", data.len()));
         }
         return HeaderCheck::Damaged(format!("segment is {} bytes, shorter than its {HEADER_LEN}-byte header", data.len()));
@@ -147,13 +148,14 @@ fn check_header(data: &[u8], n: u32, last: bool) -> HeaderCheck {
         return HeaderCheck::Torn(format!("segment is {} zero bytes (created, never written)", data.len()));
     }
     match format::check_header(data, n) {
-        Ok(()) => HeaderCheck::Good,
+        Ok(_) => HeaderCheck::Good,
         Err(reason) => {
             let version = u32::from_le_bytes(data[8..12].try_into().unwrap());
             if data[..8] == format::MAGIC && version > format::VERSION {
-                // A newer writer's segment must never be read as version 1,
-                // unless a version 1 record right after the header proves
-                // that the version field is what is damaged.
+                // A newer writer's segment must never be read as this
+                // build's, unless a record of this build's layout right
+                // after the header proves that the version field is what is
+                // damaged.
                 if !format::valid_at(data, HEADER_LEN) {
                     return HeaderCheck::Newer(reason);
                 }

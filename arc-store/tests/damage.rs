@@ -415,6 +415,33 @@ fn a_damaged_record_keeps_its_id_so_later_ids_keep_their_extensions() {
     assert_eq!((r.renamed[0].was.as_str(), r.renamed[0].now.as_str()), (my.as_str(), &my[..4]));
 }
 
+/// A damaged record keeps its id in the store's id space, and a lookup by
+/// that id never answers with the bytes of another session's observation
+/// whose id begins with it.
+#[test]
+fn a_damaged_record_s_id_is_never_answered_by_another_observation() {
+    let (x, y) = colliding_pair();
+    let d = tempfile::tempdir().unwrap();
+    let (mx, my) = {
+        let mut s = FileStore::open_with(d.path(), OPTS).unwrap();
+        let mx = s.append(&sid("d"), &rec(0, "cat", &x, None), 1).unwrap();
+        let my = s.append(&sid("e"), &rec(0, "cat", &y, None), 1).unwrap();
+        (mx.shown, my.shown)
+    };
+    assert!(my.starts_with(&mx) && my.len() > mx.len(), "§{mx} §{my}: one id space");
+    let seg = last_segment(d.path());
+    flip(&seg, record_offsets(&seg)[1] - 2, 0x01);
+    let s = FileStore::open_read_only(d.path()).unwrap();
+    expect_damaged(&s, "d", &mx);
+    assert_eq!(s.ids(&sid("e")).unwrap(), vec![my.clone()], "§{my} keeps its length");
+    // `d` holds no intact record, so it is not listed: e's y, whose id begins
+    // with §{mx} but is shown longer, does not answer for it.
+    let r = arc_store::find(&s, None, &mx);
+    assert!(matches!(r, Err(StoreError::NotFound { .. })), "§{mx} is d's damaged record, not e's: {r:?}");
+    assert!(matches!(arc_store::find(&s, Some(&sid("d")), &mx), Err(StoreError::Damaged { .. })));
+    assert_eq!(arc_store::find(&s, None, &my).unwrap().bytes, y);
+}
+
 #[test]
 fn a_record_nested_in_an_observation_is_not_taken_for_a_boundary() {
     let inner = tempfile::tempdir().unwrap();

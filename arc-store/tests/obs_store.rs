@@ -120,11 +120,16 @@ fn op() -> impl Strategy<Value = Op> {
         .prop_map(|(session, action, obs, rc)| Op { session, action, obs, rc })
 }
 
+/// Session `k` of the property test: the last holds a run's settings.
+fn session(k: u8) -> SessionId {
+    if k == 3 { SessionId::settings_of("session") } else { sid(&format!("session-{k}")) }
+}
+
 fn apply<S: ObsStore>(s: &mut S, ops: &[Op], base: usize) -> Vec<(SessionId, String, Vec<u8>)> {
     ops.iter()
         .enumerate()
         .map(|(i, o)| {
-            let session = sid(&format!("session-{}", o.session));
+            let session = session(o.session);
             let m = s.append(&session, &rec((base + i) as u32, &format!("act{}", o.action), &o.obs, o.rc), o.obs.len() as u32).unwrap();
             (session, m.shown, o.obs.clone())
         })
@@ -134,9 +139,11 @@ fn apply<S: ObsStore>(s: &mut S, ops: &[Op], base: usize) -> Vec<(SessionId, Str
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Random appends across sessions, in two runs with a reopen between:
-    /// every id recalls exactly, from the writer, after reopen and from a
-    /// reader, and the ids equal those of a MemStore fed the same appends.
+    /// Random appends across sessions (one of them a run's settings), in two
+    /// runs with a reopen between: every id recalls exactly, from the
+    /// writer, after reopen and from a reader, an observation's id by
+    /// itself too (`find` without a session), and the ids equal those of a
+    /// MemStore fed the same appends.
     #[test]
     fn every_id_recalls_exactly(ops in proptest::collection::vec(op(), 1..60), split in 0usize..60, seg in 200u64..4000) {
         let d = tempfile::tempdir().unwrap();
@@ -158,10 +165,13 @@ proptest! {
             prop_assert_eq!(w.get(session, shown).unwrap(), Some(obs.clone()));
             prop_assert_eq!(r.get(session, shown).unwrap(), Some(obs.clone()));
             prop_assert_eq!(w.meta(session, shown).unwrap(), m.meta(session, shown).unwrap());
+            if session.holds_observations() {
+                prop_assert_eq!(&arc_store::find(&r, None, shown).unwrap().bytes, obs, "§{} by itself", shown);
+            }
             for other in 0..4 {
-                let o = sid(&format!("session-{other}"));
+                let o = self::session(other);
                 if o != *session {
-                    // Short ids are session-scoped: in another session the id resolves to
+                    // In another session an id resolves to the record shown so, else to
                     // that session's earliest record whose id begins with it (the same
                     // content, or another that shares the prefix: `fe36` in two sessions, the
                     // second seed in obs_store.proptest-regressions), as in MemStore.
@@ -170,10 +180,128 @@ proptest! {
             }
         }
         for k in 0..4 {
-            let o = sid(&format!("session-{k}"));
+            let o = session(k);
             prop_assert_eq!(r.ids(&o).unwrap(), m.ids(&o).unwrap());
         }
     }
+}
+
+/// Every id an observation session shows resolves by itself (`find`
+/// without a session) to that session's bytes, in a store holding the
+/// conformance suite's sessions and a run's settings.
+#[test]
+fn every_shown_id_resolves_by_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let mut f = FileStore::open(d.path()).unwrap();
+    let mut m = MemStore::new();
+    for mut s in [&mut f as &mut dyn ObsStore, &mut m] {
+        behaviour(&mut s);
+        collision(&mut s);
+        let mut resolved = 0;
+        for session in arc_store::observation_sessions(s).unwrap() {
+            for id in s.ids(&session).unwrap() {
+                let found = arc_store::find(s, None, &format!("§{id}")).unwrap();
+                assert_eq!(Some(found.bytes), s.get(&session, &id).unwrap(), "§{id} of {session}");
+                resolved += 1;
+            }
+        }
+        assert!(resolved > 10);
+        // A run's settings are never counted by a lookup without a session, and found when it is named.
+        let settings = SessionId::settings_of("shared-p");
+        for id in s.ids(&settings).unwrap() {
+            let own = s.get(&settings, &id).unwrap();
+            assert_eq!(arc_store::find(s, Some(&settings), &id).unwrap().bytes, own.clone().unwrap());
+            if let Ok(found) = arc_store::find(s, None, &id) {
+                assert!(!found.sessions.contains(&settings), "§{id}: {found:?}");
+            }
+        }
+    }
+}
+
+/// A store made before the store-wide rule (format version 1, ids per
+/// session) keeps its ids on reopen, append and salvage: its new segments
+/// stay version 1, two sessions may show one id for two observations, and a
+/// lookup without a session then says so; an id only one session shows
+/// exactly resolves by itself.
+#[test]
+fn an_older_store_keeps_ids_per_session() {
+    let (x, y) = colliding_pair();
+    let d = tempfile::tempdir().unwrap();
+    let opts = Options { durability: Durability::None, segment_bytes: 300 };
+    let (mx, my, mx2) = {
+        let mut s = FileStore::open_with_ids(d.path(), opts, lam_core::IdScope::Session).unwrap();
+        let mx = s.append(&sid("a"), &rec(0, "cat", &x, None), 1).unwrap().shown;
+        let my = s.append(&sid("b"), &rec(0, "cat", &y, None), 1).unwrap().shown;
+        let mx2 = s.append(&sid("b"), &rec(1, "cat", &x, None), 1).unwrap().shown;
+        (mx, my, mx2)
+    };
+    assert_eq!((mx.len(), my.len()), (4, 4), "one id, two observations, as before");
+    assert_ne!(mx2, mx, "per session: y came first in b");
+    // Opened by this build as a writer (the default rule is for new stores only).
+    let mut s = FileStore::open_with(d.path(), opts).unwrap();
+    assert_eq!(s.id_scope(), lam_core::IdScope::Session);
+    assert_eq!((s.ids(&sid("a")).unwrap(), s.ids(&sid("b")).unwrap()), (vec![mx.clone()], vec![my.clone(), mx2.clone()]));
+    let z = with_prefix_of(&x, 1).remove(0);
+    let mz = s.append(&sid("c"), &rec(0, "cat", &z, None), 1).unwrap().shown;
+    assert_eq!(mz, mx, "a new session of an older store: its own space");
+    assert!(s.segment_paths().len() > 1, "rolled");
+    drop(s);
+    for seg in FileStore::open_read_only(d.path()).unwrap().segment_paths() {
+        assert_eq!(std::fs::read(&seg).unwrap()[8], 1, "{}: still version 1", seg.display());
+    }
+    let r = FileStore::open_read_only(d.path()).unwrap();
+    assert!(matches!(arc_store::find(&r, None, &mx), Err(arc_store::StoreError::Ambiguous { .. })), "never a guess");
+    assert_eq!(arc_store::find(&r, Some(&sid("b")), &my).unwrap().bytes, y);
+    assert_eq!(arc_store::find(&r, None, &mx2).unwrap().bytes, x, "shown so only in b");
+    let out = tempfile::tempdir().unwrap();
+    let report = arc_store::salvage(d.path(), out.path().join("s")).unwrap();
+    assert!(report.renamed.is_empty(), "{report}");
+    assert_eq!(FileStore::open_read_only(out.path().join("s")).unwrap().id_scope(), lam_core::IdScope::Session);
+}
+
+/// A new store is format version 2: one id space for its observations,
+/// the same ids after reopen, by a reader and after salvage; the rule holds
+/// when segment 1's magic is damaged (its version field still says 2).
+#[test]
+fn a_new_store_shares_one_id_space_across_reopen_and_salvage() {
+    let (x, y) = colliding_pair();
+    let d = tempfile::tempdir().unwrap();
+    let opts = Options { durability: Durability::None, segment_bytes: 300 };
+    let shown = {
+        let mut s = FileStore::open_with(d.path(), opts).unwrap();
+        let mut v = Vec::new();
+        for (k, o) in [&x, &y, &x].into_iter().enumerate() {
+            let session = sid(["a", "b", "b"][k]);
+            v.push((session.clone(), s.append(&session, &rec(k as u32, "cat", o, None), 1).unwrap().shown));
+        }
+        v
+    };
+    assert_eq!(shown[0].1, shown[2].1, "x shows one id in a and b");
+    assert_ne!(shown[0].1, shown[1].1);
+    let seg1 = d.path().join("seg-000001.log");
+    assert_eq!(std::fs::read(&seg1).unwrap()[8], 2);
+    let check = |dir: &std::path::Path| {
+        let r = FileStore::open_read_only(dir).unwrap();
+        assert_eq!(r.id_scope(), lam_core::IdScope::Store);
+        for (session, id) in &shown {
+            assert!(r.ids(session).unwrap().contains(id), "§{id} in {session}");
+        }
+        assert_eq!(arc_store::find(&r, None, &shown[1].1).unwrap().bytes, y);
+    };
+    check(d.path());
+    let out = tempfile::tempdir().unwrap();
+    arc_store::salvage(d.path(), out.path().join("s")).unwrap();
+    check(&out.path().join("s"));
+    let mut b = std::fs::read(&seg1).unwrap();
+    b[0] ^= 0xff;
+    std::fs::write(&seg1, &b).unwrap();
+    check(d.path());
+}
+
+/// Observations of `cat` whose ids begin with the same 4 hex as `cat x`'s, `n` of them.
+fn with_prefix_of(x: &[u8], n: usize) -> Vec<Vec<u8>> {
+    let want = lam_core::ObsId::of(b"cat", x).0;
+    (0u64..).map(|i| format!("z {i}\n").into_bytes()).filter(|o| lam_core::ObsId::of(b"cat", o).0[..2] == want[..2]).take(n).collect()
 }
 
 #[test]

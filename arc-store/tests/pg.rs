@@ -32,8 +32,8 @@ fn conformance_suite() {
     assert_eq!(db.sql("SELECT value FROM lam_meta WHERE key = 'schema_version'"), arc_store::SCHEMA_VERSION.to_string());
     // A second handle (another process would do the same) sees it all, through the opener too.
     let again = arc_store::open(&StoreSpec::parse(&db.url).unwrap(), Access::ReadOnly).unwrap();
-    assert_eq!(again.sessions().unwrap().len(), 5);
-    for session in ["A", "B", "C", "coll", "coll-b"] {
+    assert_eq!(again.sessions().unwrap().len(), 8);
+    for session in ["A", "B", "C", "coll", "coll-b", "shared-p", "shared-q", "shared-p.settings"] {
         let sid = SessionId(session.into());
         let ids = s.ids(&sid).unwrap();
         assert_eq!(again.ids(&sid).unwrap(), ids);
@@ -72,7 +72,7 @@ fn same_metadata_as_file_store() {
     records.push(("s2".into(), rec(0, "cat", &y, None)));
     records.push(("s2".into(), rec(1, "cat", &x, None)));
     for i in 0..200u64 {
-        let session = ["s1", "s2", "s3 ünïcode", "s\u{0}nul"][(i % 4) as usize].to_string();
+        let session = ["s1", "s2", "s3 ünïcode", "s\u{0}nul", "s1.settings"][(i % 5) as usize].to_string();
         records.push((session, observation(i % 70, false)));
     }
     for (session, r) in &records {
@@ -123,14 +123,70 @@ fn eight_processes_at_once() {
         let got: BTreeSet<String> = store.ids(&SessionId(session.clone())).unwrap().into_iter().collect();
         assert_eq!(&got, shown, "{session}");
     }
-    // An id resolves in another session only if that session archived the same observation.
+    // Another session shows an id only if it archived the same observation.
     for a in acks.iter().filter(|a| a.session.starts_with("own-")) {
         let other = if a.session == "own-0" { "own-1" } else { "own-0" };
         let there = want[other].contains(&a.shown);
-        assert_eq!(store.get(&SessionId(other.into()), &a.shown).unwrap().is_some(), there, "§{} of {} in {other}", a.shown, a.session);
+        let shown = store.meta(&SessionId(other.into()), &a.shown).unwrap().is_some_and(|m| m.shown == a.shown);
+        assert_eq!(shown, there, "§{} of {} in {other}", a.shown, a.session);
     }
     let rows: usize = db.sql("SELECT count(*) FROM lam_obs").parse().unwrap();
     assert_eq!(rows, want.values().map(BTreeSet::len).sum::<usize>(), "one row per (session, observation)");
+}
+
+/// Writers of different sessions on four hosts (four stores, each with its
+/// own connections, two threads each) race to give ids to 16 observations
+/// whose ids all begin with the same 4 hex: the lock of that prefix makes
+/// them take turns, so every observation shows one id in every session and
+/// no id names two observations.
+#[test]
+fn writers_of_different_sessions_race_on_one_prefix() {
+    let Some(admin) = admin_url() else { return };
+    let db = Scratch::new(&admin, "race");
+    let obs = same_prefix(16);
+    let stores: Vec<PgStore> = (0..4).map(|_| PgStore::connect(&db.url, Access::ReadWrite).unwrap()).collect();
+    let barrier = std::sync::Barrier::new(8);
+    std::thread::scope(|sc| {
+        for (k, st) in stores.iter().enumerate() {
+            for t in 0..2 {
+                let (mut st, obs, barrier) = (st.clone(), &obs, &barrier);
+                sc.spawn(move || {
+                    let s = sid(&format!("race-{k}"));
+                    barrier.wait();
+                    for j in 0..obs.len() {
+                        let o = &obs[(j + 4 * k + 7 * t) % obs.len()];
+                        st.append(&s, &rec(j as u32, "cat", o, None), 1).unwrap();
+                    }
+                });
+            }
+        }
+    });
+    let counts = check_integrity(&stores[0]);
+    assert_eq!(counts.iter().map(|(_, n)| *n).collect::<Vec<_>>(), vec![16; 4], "{counts:?}");
+    let shown: BTreeSet<String> = stores[0].ids(&sid("race-0")).unwrap().into_iter().collect();
+    for k in 1..4 {
+        let theirs: BTreeSet<String> = stores[0].ids(&sid(&format!("race-{k}"))).unwrap().into_iter().collect();
+        assert_eq!(theirs, shown, "race-{k}: the same 16 ids");
+    }
+    for id in &shown {
+        let f = arc_store::find(&stores[0], None, id).unwrap();
+        assert_eq!(f.sessions.len(), 4, "§{id} names one observation, held by the four sessions");
+    }
+}
+
+/// `n` observations of `cat` whose ids begin with the same 4 hex.
+fn same_prefix(n: usize) -> Vec<Vec<u8>> {
+    let mut by: std::collections::HashMap<[u8; 2], Vec<Vec<u8>>> = std::collections::HashMap::new();
+    for i in 0u64.. {
+        let o = format!("race {i}\n").into_bytes();
+        let id = lam_core::ObsId::of(b"cat", &o);
+        let same = by.entry([id.0[0], id.0[1]]).or_default();
+        same.push(o);
+        if same.len() == n {
+            return std::mem::take(same);
+        }
+    }
+    unreachable!()
 }
 
 /// Eight processes connecting to a database without the schema at the same

@@ -84,17 +84,17 @@ fn a_segment_of_a_newer_version_is_an_error_naming_it() {
     let d = tempfile::tempdir().unwrap();
     fill(d.path(), 2, OPTS);
     let seg = last_segment(d.path());
-    // A version 1 record after a version 2 header proves the version field is damaged.
+    // A record after a version 3 header proves the version field is damaged.
     let mut b = fs::read(&seg).unwrap();
-    b[8] = 2;
+    b[8] = 3;
     fs::write(&seg, &b).unwrap();
     let r = FileStore::open_read_only(d.path()).unwrap();
     assert_eq!(r.recovery().damage[0].kind, arc_store::DamageKind::Header, "{}", r.recovery());
     assert_eq!(r.ids(&sid("t")).unwrap().len(), 2);
     drop(r);
-    // A newer writer's segment: its records are not version 1.
+    // A newer writer's segment: its records are not this build's.
     let mut b = format::header(2).to_vec();
-    b[8] = 2;
+    b[8] = 3;
     b.extend_from_slice(b"records of a later format");
     let seg = d.path().join("seg-000002.log");
     fs::write(&seg, &b).unwrap();
@@ -102,10 +102,10 @@ fn a_segment_of_a_newer_version_is_an_error_naming_it() {
         match r {
             Err(e @ StoreError::Corrupt { .. }) => {
                 let msg = e.to_string();
-                assert!(msg.contains(seg.to_str().unwrap()) && msg.contains("version 2"), "{msg}");
+                assert!(msg.contains(seg.to_str().unwrap()) && msg.contains("version 3"), "{msg}");
             }
             Err(e) => panic!("expected Corrupt, got {e}"),
-            Ok(_) => panic!("a newer segment was read as version 1"),
+            Ok(_) => panic!("a newer segment was read as this build's"),
         }
     }
     assert_eq!(fs::read(&seg).unwrap(), b, "nothing was changed");

@@ -1,13 +1,29 @@
 //! Content-addressed observation ids (`§id`), shared by stubs and the archive.
 //!
-//! id = SHA-1 over (action signature, byte 0x1F, observation). The visible id
-//! is session-scoped: the shortest prefix of the id's hex, at least
-//! [`MIN_SHOWN`] characters, with which no earlier observation's id in the
-//! session begins. It is fixed at first use and never changes; it resolves to
-//! the earliest observation of the session whose id begins with it, so ids
-//! already given out stay valid and unambiguous as the session grows (and
-//! any longer prefix, the full hex included, resolves to the same record).
+//! id = SHA-1 over (action signature, byte 0x1F, observation). The visible
+//! id is the shortest prefix of the id's hex, at least [`MIN_SHOWN`]
+//! characters, with which no other observation's id in its *id space*
+//! begins; it is fixed at first use and never changes.
+//!
+//! An id space ([`IdScope`], applied by [`StoreIds`]):
+//!
+//! - [`IdScope::Store`] (every store made since issue 68): all the sessions
+//!   of a store that hold observations ([`crate::SessionId::holds_observations`])
+//!   share one space. An observation already shown in another session is
+//!   shown by the same id (content-addressed), so an exact visible id names
+//!   one observation in the whole store, whatever else the store holds. A
+//!   session holding a run's settings is a space of its own: its records
+//!   neither take nor block observations' ids.
+//! - [`IdScope::Session`] (stores made before): each session is its own
+//!   space, as every id was given out then; such stores keep this rule.
+//!
+//! Within one session an id resolves to the observation shown exactly as
+//! it; otherwise (a longer prefix, the full hex, the 8-hex ids of older
+//! builds) to the earliest observation of the session whose id begins with
+//! it. Within one session a visible id is therefore never ambiguous, and ids
+//! already given out stay valid as the store grows.
 
+use crate::SessionId;
 use sha1::{Digest, Sha1};
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,11 +55,13 @@ pub fn is_shown_form(s: &str) -> bool {
     (MIN_SHOWN..=40).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Gives each observation of one session its visible id (the module's rule)
-/// and resolves visible ids back.
+/// Gives each observation of one id space its visible id (the module's
+/// rule) and resolves visible ids back.
 #[derive(Debug, Default, Clone)]
 pub struct IdBook {
     shown: HashMap<ObsId, String>,
+    /// Every visible id given, and whose it is.
+    by_shown: HashMap<String, ObsId>,
     /// Every id given a visible id, by full hex, with its arrival order.
     by_hex: BTreeMap<String, (u32, ObsId)>,
 }
@@ -59,46 +77,101 @@ impl IdBook {
         if !self.shown.contains_key(&id) {
             let full = id.hex();
             let n = (MIN_SHOWN..40).find(|&n| self.earliest(&full[..n]).is_none()).unwrap_or(40);
-            let order = self.by_hex.len() as u32;
-            self.shown.insert(id, full[..n].to_string());
-            self.by_hex.insert(full, (order, id));
+            self.insert(id, full[..n].to_string());
         }
         &self.shown[&id]
     }
 
+    /// The visible id `id` has in this book, if any.
+    pub fn get(&self, id: &ObsId) -> Option<&str> {
+        self.shown.get(id).map(String::as_str)
+    }
+
     /// Take `shown` as `id`'s visible id, as the archive that gave it shows
-    /// it (an archive session that other conversations share holds ids this
-    /// book never saw, so its visible id may be longer than this book's rule
-    /// would give, or, for an observation another conversation archived
-    /// first, shorter). True when `id` had no visible id yet and `shown` is
-    /// one of its forms, or already had this one; false (nothing changed)
-    /// otherwise.
+    /// it (a store's id space holds ids this book never saw, so its visible
+    /// id may be longer than this book's rule would give, or, for an
+    /// observation archived elsewhere first, shorter). True when `id` had no
+    /// visible id yet, `shown` is one of its forms and no other id of the
+    /// book shows it, or when `id` already had this one; false (nothing
+    /// changed) otherwise.
     pub fn adopt(&mut self, id: ObsId, shown: &str) -> bool {
         if let Some(s) = self.shown.get(&id) {
             return s == shown;
         }
-        let full = id.hex();
-        if !is_shown_form(shown) || !full.starts_with(shown) {
+        if !is_shown_form(shown) || !id.hex().starts_with(shown) || self.by_shown.contains_key(shown) {
             return false;
         }
-        let order = self.by_hex.len() as u32;
-        self.shown.insert(id, shown.to_string());
-        self.by_hex.insert(full, (order, id));
+        self.insert(id, shown.to_string());
         true
     }
 
-    /// The earliest id that begins with `visible` (a visible id, or any
-    /// longer prefix of one), if any.
+    fn insert(&mut self, id: ObsId, shown: String) {
+        let order = self.by_hex.len() as u32;
+        self.by_shown.insert(shown.clone(), id);
+        self.shown.insert(id, shown);
+        self.by_hex.insert(id.hex(), (order, id));
+    }
+
+    /// The id shown exactly as `visible`, else the earliest id that begins
+    /// with `visible` (a longer prefix of a visible id), if any.
     pub fn resolve(&self, visible: &str) -> Option<ObsId> {
         if !is_shown_form(visible) {
             return None;
         }
-        self.earliest(visible)
+        self.by_shown.get(visible).copied().or_else(|| self.earliest(visible))
     }
 
     fn earliest(&self, prefix: &str) -> Option<ObsId> {
         let hits = self.by_hex.range(prefix.to_string()..).take_while(|(hex, _)| hex.starts_with(prefix));
         hits.map(|(_, v)| *v).min().map(|(_, id)| id)
+    }
+}
+
+/// Which observations share one id space (the module's rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdScope {
+    /// Every session of the store that holds observations shares one space
+    /// (stores made since issue 68).
+    Store,
+    /// Each session is a space of its own (stores made before).
+    Session,
+}
+
+/// The visible ids of one store: the module's rule, applied by every store
+/// that derives ids itself (`MemStore`, `FileStore`). Each session keeps its
+/// own [`IdBook`] to resolve ids; this gives them out.
+#[derive(Debug, Clone)]
+pub struct StoreIds {
+    /// The observations' shared space ([`IdScope::Store`]).
+    shared: Option<IdBook>,
+}
+
+impl StoreIds {
+    /// No ids given yet, under `scope`.
+    pub fn new(scope: IdScope) -> Self {
+        Self { shared: (scope == IdScope::Store).then(IdBook::new) }
+    }
+
+    /// The rule these ids follow.
+    pub fn scope(&self) -> IdScope {
+        if self.shared.is_some() { IdScope::Store } else { IdScope::Session }
+    }
+
+    /// The visible id of `id`, archived in `session` whose own book is
+    /// `book`, given now unless `book` holds it already. In the shared space
+    /// an observation keeps the id it has in another session.
+    pub fn visible(&mut self, session: &SessionId, book: &mut IdBook, id: ObsId) -> String {
+        if let Some(s) = book.get(&id) {
+            return s.to_string();
+        }
+        if let Some(space) = self.shared.as_mut().filter(|_| session.holds_observations()) {
+            let s = space.visible(id).to_string();
+            // A session's book holds only ids of the space, so none shows `s`.
+            if book.adopt(id, &s) {
+                return s;
+            }
+        }
+        book.visible(id).to_string()
     }
 }
 
@@ -166,5 +239,45 @@ mod tests {
         assert!(book.adopt(a, long) && !book.adopt(a, &a.hex()[..4]), "fixed once given");
         assert!(!book.adopt(b, "abc") && !book.adopt(b, &a.hex()[..4]) && !book.adopt(b, "ABCD"), "not a form of b's id");
         assert_eq!(book.visible(b), &b.hex()[..4], "a refused form changes nothing");
+    }
+
+    fn id_of(hex: &str) -> ObsId {
+        let mut b = [0u8; 20];
+        hex::decode_to_slice(format!("{hex:0<40}"), &mut b).unwrap();
+        ObsId(b)
+    }
+
+    #[test]
+    fn an_exact_visible_id_resolves_first() {
+        // Adopted out of order, as a session of a shared space gets them:
+        // `y` was shown first elsewhere, `x` here comes before it.
+        let (x, y) = (id_of("abcd5e"), id_of("abcd5f"));
+        let mut book = IdBook::new();
+        assert!(book.adopt(y, "abcd5f") && book.adopt(x, "abcd"));
+        assert_eq!(book.resolve("abcd"), Some(x), "shown exactly");
+        assert_eq!(book.resolve("abcd5f"), Some(y));
+        assert_eq!(book.resolve("abcd5"), Some(y), "not shown: the earliest whose id begins with it");
+        assert_eq!(book.resolve(&x.hex()), Some(x), "the full id");
+        assert!(!book.adopt(id_of("abcd77"), "abcd"), "x shows it");
+    }
+
+    #[test]
+    fn a_store_s_observations_share_one_space() {
+        let mut ids = StoreIds::new(IdScope::Store);
+        let (a, b, run) = (SessionId::new("a"), SessionId::new("b"), SessionId::settings_of("a"));
+        let (mut ba, mut bb, mut br) = (IdBook::new(), IdBook::new(), IdBook::new());
+        let (x, y, z) = (id_of("abcd5e"), id_of("abcd5f"), id_of("abcd77"));
+        assert_eq!(ids.visible(&run, &mut br, z), "abcd", "a settings record: its own space");
+        assert_eq!(ids.visible(&a, &mut ba, x), "abcd", "the settings record blocks nothing");
+        assert_eq!(ids.visible(&b, &mut bb, y), "abcd5f", "x holds abcd and abcd5 in the store");
+        assert_eq!(ids.visible(&b, &mut bb, x), "abcd", "x keeps its id in another session");
+        assert_eq!(ids.visible(&b, &mut bb, x), "abcd", "fixed at first use");
+        assert_eq!((bb.resolve("abcd"), bb.resolve("abcd5f")), (Some(x), Some(y)));
+        assert_eq!(ids.visible(&run, &mut br, y), "abcd5", "the settings session keeps its own rule");
+        assert_eq!(ids.visible(&a, &mut ba, z), "abcd7", "not blocked by the settings record, only by x");
+        let mut own = StoreIds::new(IdScope::Session);
+        let (mut ca, mut cb) = (IdBook::new(), IdBook::new());
+        assert_eq!((own.visible(&a, &mut ca, x), own.visible(&b, &mut cb, y)), ("abcd".into(), "abcd".into()), "older stores: per session");
+        assert_eq!((ids.scope(), own.scope()), (IdScope::Store, IdScope::Session));
     }
 }

@@ -57,7 +57,7 @@ pub use counter::SimpleCounter;
 pub use digest::{ChunkKey, DeletionDigest};
 pub use embedding::{check_unit, lcg_uniform, normalize_in_place, random_unit_vectors};
 pub use error::{BoxError, Error, VectorFault};
-pub use id::{IdBook, MIN_SHOWN, ObsId, is_shown_form};
+pub use id::{IdBook, IdScope, MIN_SHOWN, ObsId, StoreIds, is_shown_form};
 pub use stub::Stub;
 pub use threshold::Threshold;
 pub use traits::{

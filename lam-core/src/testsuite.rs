@@ -196,7 +196,8 @@ pub fn embedding_store<S: crate::EmbeddingStore + ?Sized>(s: &mut S) {
 
 /// The `ObsStore` conformance suite: ids, exact bytes (invalid UTF-8 and
 /// empty observations included), metadata and previews, same content same
-/// record, sessions as namespaces, unknown ids. `s` must be empty.
+/// record, sessions apart, one id space for the observations of every
+/// session (a run's settings apart), unknown ids. `s` must be empty.
 pub fn obs_store<S: ObsStore>(s: &mut S) {
     let a = sid("A");
     let b = sid("B");
@@ -231,7 +232,7 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     assert_ne!(other.shown, shown[1]);
     shown.push(other.shown.clone());
     assert_eq!(s.ids(&a).unwrap(), shown);
-    // Sessions are namespaces.
+    // Sessions hold their own records.
     for id in &shown {
         assert_eq!(s.get(&b, id).unwrap(), None);
         assert_eq!(s.meta(&b, id).unwrap(), None);
@@ -251,6 +252,7 @@ pub fn obs_store<S: ObsStore>(s: &mut S) {
     assert_eq!(s.sessions().unwrap(), vec![a.clone(), b], "sessions() lists both, sorted");
     obs_store_ids_after(s, &a, &shown);
     obs_store_claims(s, &a, &shown);
+    obs_store_shared_ids(s);
     s.flush().unwrap();
 }
 
@@ -281,6 +283,57 @@ fn obs_store_claims<S: ObsStore>(s: &mut S, a: &SessionId, shown: &[String]) {
     assert_eq!(s.claim(&c, &rec(0, &act, &obs, rc), 1).unwrap(), None);
 }
 
+/// One id space for the observations of every session (`crate::id`): two
+/// sessions whose observations share a 4-hex prefix show them by different
+/// ids; an observation shows one id in every session that holds it; a run's
+/// settings session neither takes nor blocks an observation's id (its
+/// records get ids of their own space); every id shown names one
+/// observation in the whole store.
+fn obs_store_shared_ids<S: ObsStore>(s: &mut S) {
+    let (x, y) = colliding_pair();
+    let (ix, iy) = (ObsId::of(b"cat", &x), ObsId::of(b"cat", &y));
+    let (p, q, settings) = (sid("shared-p"), sid("shared-q"), SessionId::settings_of("shared-p"));
+    let w = s.append(&settings, &rec(0, "cat", &y, None), 1).unwrap();
+    assert_eq!(w.shown, expected_shown(&[], &iy), "a settings session is a space of its own");
+    let before = observation_ids(s);
+    let mx = s.append(&p, &rec(0, "cat", &x, None), 1).unwrap();
+    assert_eq!(mx.shown, expected_shown(&before, &ix), "the settings record blocks no observation's id");
+    assert!(iy.hex().starts_with(&mx.shown), "x and y share their first 8 hex");
+    let before = observation_ids(s);
+    let my = s.append(&q, &rec(0, "cat", &y, None), 1).unwrap();
+    assert_ne!(my.shown, mx.shown, "another session's observation with the same 4 hex");
+    assert_eq!(my.shown, expected_shown(&before, &iy), "the shortest prefix no other observation of the store begins with");
+    let mx_q = s.append(&q, &rec(1, "cat", &x, None), 1).unwrap();
+    assert_eq!(mx_q.shown, mx.shown, "one observation, one id in every session");
+    assert_eq!(s.ids(&q).unwrap(), vec![my.shown.clone(), mx.shown.clone()]);
+    assert_eq!(s.get(&q, &mx.shown).unwrap().as_deref(), Some(&x[..]), "shown exactly, though y came first in q");
+    assert_eq!(s.get(&q, &my.shown).unwrap().as_deref(), Some(&y[..]));
+    let wx = s.append(&settings, &rec(1, "cat", &x, None), 1).unwrap();
+    assert_eq!(wx.shown, expected_shown(&[iy], &ix), "the settings session keeps the per-session rule");
+    assert_eq!(s.get(&settings, &w.shown).unwrap().as_deref(), Some(&y[..]), "its ids resolve in it");
+    // Every id shown in an observation session names one observation.
+    let mut named: std::collections::HashMap<String, ObsId> = std::collections::HashMap::new();
+    for session in s.sessions().unwrap().into_iter().filter(SessionId::holds_observations) {
+        for shown in s.ids(&session).unwrap() {
+            let m = s.meta(&session, &shown).unwrap().expect("a listed id has metadata");
+            assert_eq!(m.shown, shown, "{session}: §{shown} resolves to the observation shown so");
+            let first = *named.entry(shown.clone()).or_insert(m.id);
+            assert_eq!(first, m.id, "§{shown} names two observations ({session})");
+        }
+    }
+}
+
+/// The distinct ids of the observations of `s` (every session but runs' settings).
+pub fn observation_ids<S: ObsStore>(s: &S) -> Vec<ObsId> {
+    let mut ids = std::collections::BTreeSet::new();
+    for session in s.sessions().unwrap().into_iter().filter(SessionId::holds_observations) {
+        for shown in s.ids(&session).unwrap() {
+            ids.insert(s.meta(&session, &shown).unwrap().expect("a listed id has metadata").id);
+        }
+    }
+    ids.into_iter().collect()
+}
+
 /// The visible id `id` gets after `earlier` (`lam_core::id`'s rule).
 pub fn expected_shown(earlier: &[ObsId], id: &ObsId) -> String {
     let hex = id.hex();
@@ -289,9 +342,9 @@ pub fn expected_shown(earlier: &[ObsId], id: &ObsId) -> String {
 }
 
 /// Collision extension: of two observations whose ids share 8 hex, the
-/// first gets 4 and the second one more than they share; each id, and the
-/// 8-hex prefix earlier builds showed, resolves to the earliest record
-/// whose id begins with it.
+/// first gets 4 and the second one more than they share; each id resolves
+/// to the record shown so, and any other prefix (the 8 hex earlier builds
+/// showed) to the earliest record of the session whose id begins with it.
 pub fn obs_store_collision<S: ObsStore>(s: &mut S) -> (String, String) {
     let (x, y) = colliding_pair();
     let (ix, iy) = (ObsId::of(b"cat", &x), ObsId::of(b"cat", &y));
@@ -306,13 +359,14 @@ pub fn obs_store_collision<S: ObsStore>(s: &mut S) -> (String, String) {
     assert_eq!(s.get(&a, &my.shown).unwrap().unwrap(), y);
     assert_eq!(s.get(&a, &ix.hex()[..8]).unwrap().unwrap(), x, "an 8-hex id of earlier builds: the earliest");
     assert_eq!(s.get(&a, &iy.hex()).unwrap().unwrap(), y);
-    // In another session the order differs, and so do the visible ids.
+    // In another session the order differs; the visible ids do not (one id space).
     let b = sid("coll-b");
     let my_b = s.append(&b, &rec(0, "cat", &y, None), 1).unwrap();
     let mx_b = s.append(&b, &rec(1, "cat", &x, None), 1).unwrap();
-    assert_eq!(my_b.shown.len(), 4);
-    assert_eq!(mx_b.shown.len(), shared + 1);
+    assert_eq!((&my_b.shown, &mx_b.shown), (&my.shown, &mx.shown));
     assert_eq!(s.get(&b, &mx_b.shown).unwrap().unwrap(), x);
+    assert_eq!(s.get(&b, &my_b.shown).unwrap().unwrap(), y);
+    assert_eq!(s.get(&b, &ix.hex()[..8]).unwrap().unwrap(), y, "not shown so: the earliest of the session whose id begins with it");
     (mx.shown, my.shown)
 }
 

@@ -148,7 +148,8 @@ pub struct ObsMeta {
     /// Full content id: SHA-1 over (action, 0x1F, observation).
     pub id: ObsId,
     /// The visible id (without `§`): the shortest prefix (4 hex or more) with
-    /// which no earlier id of the session begins (`lam_core::id`).
+    /// which no other id of its id space begins (`lam_core::id`: one space
+    /// for the observations of every session of a store).
     pub shown: String,
     /// The action signature that produced the observation.
     pub action: String,
@@ -194,7 +195,11 @@ pub fn previews(obs: &[u8]) -> (Range<usize>, Range<usize>) {
 
 /// An append-only, content-addressed archive of observations (ARC).
 ///
-/// Every session is a namespace: ids resolve only within their own session.
+/// Records live in sessions: `get` and `meta` answer for the session's own
+/// records, and an id resolves to the record of the session shown exactly as
+/// it, else the earliest whose id begins with it. Visible ids follow
+/// `lam_core::id`: the observations of every session of a store share one id
+/// space, so an exact visible id names one observation in the whole store.
 /// Appending the same (action, observation) twice in a session returns the
 /// first record's metadata; nothing is ever overwritten.
 pub trait ObsStore {

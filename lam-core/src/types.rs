@@ -1,8 +1,8 @@
 use std::ops::Range;
 
-/// A session (one agent trajectory): the namespace of its observations'
-/// ids, its operator state and its archive. Sessions never see each other's
-/// records.
+/// A session (one agent trajectory): its operator state and its archive.
+/// Sessions never see each other's records; a store's observations share
+/// one id space (`crate::id`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub String);
 
@@ -30,6 +30,14 @@ impl SessionId {
     /// proxy writes these sessions, and listings of conversations leave them out.
     pub fn settings_run(&self) -> Option<&str> {
         self.0.strip_suffix(SETTINGS_SUFFIX).filter(|run| !run.is_empty())
+    }
+
+    /// Whether this session holds observations of conversations (every
+    /// session but a run's settings, [`SessionId::settings_run`]): the
+    /// sessions whose records share a store's id space (`crate::id`) and
+    /// that a lookup by id alone searches.
+    pub fn holds_observations(&self) -> bool {
+        self.settings_run().is_none()
     }
 }
 
@@ -120,8 +128,10 @@ mod tests {
         assert_eq!(s.as_str(), "team.settings");
         assert_eq!(s.settings_run(), Some("team"));
         assert_eq!(SessionId::settings_of("a.b").settings_run(), Some("a.b"));
+        assert!(!s.holds_observations());
         for conversation in ["team", ".settings", "team.settings@2", "settings", "team-settings"] {
             assert_eq!(SessionId::new(conversation).settings_run(), None, "{conversation}");
+            assert!(SessionId::new(conversation).holds_observations(), "{conversation}");
         }
     }
 }

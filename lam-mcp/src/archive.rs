@@ -239,12 +239,12 @@ impl Archive {
     }
 
     /// The sessions a call without a session searches: `session`, or every
-    /// conversation session of the store in the server's scope (a run's
-    /// settings are none, as for `arc_store::find`).
+    /// session of the store in the server's scope that holds observations
+    /// (`arc_store::observation_sessions`: a run's settings are none).
     fn sessions(&self, st: &dyn ObsStore, session: Option<&SessionId>) -> Result<Vec<SessionId>, Error> {
         match session {
             Some(s) => Ok(vec![s.clone()]),
-            None => Ok(st.sessions().map_err(StoreError::Store)?.into_iter().filter(|s| s.settings_run().is_none() && self.in_run(s.as_str())).collect()),
+            None => Ok(arc_store::observation_sessions(st)?.into_iter().filter(|s| self.in_run(s.as_str())).collect()),
         }
     }
 

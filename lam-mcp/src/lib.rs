@@ -12,7 +12,8 @@
 //!   ARC renders it; without a session, the list of sessions.
 //!
 //! Ids resolve as `lam recall` resolves them ([`arc_store::find`]): without a
-//! session, the bytes every session holding the id agrees on. A server can be
+//! session, in the sessions that hold observations (never a run's settings),
+//! those showing the id exactly first. A server can be
 //! scoped to one session ([`Config::session`]). Every failure is a tool error
 //! (`isError: true`) with a message; the connection stays up.
 //!

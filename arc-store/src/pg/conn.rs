@@ -21,17 +21,14 @@ macro_rules! prefixed {
     };
 }
 
-/// Append one observation, inside a transaction that holds its session's
-/// lock. Returns the row's metadata: the new row's, or the first record's
-/// when the session already holds the id. The shown id is the first of the
-/// candidates (`$3`: the id's hex prefixes of 4, 5, ..., 40 characters)
-/// with which no id of the session begins, which is `IdBook::visible`
-/// exactly, because the lock makes this statement the only one assigning
-/// ids in the session until commit. A claim (`$12`, `ObsStore::claim`) returns no row
-/// and writes nothing when the session's first row is another observation;
-/// under the lock, the check and the insert are one step for every host.
-const APPEND: &str = concat!(
-    r"
+/// The first steps of an append, inside a transaction that holds its
+/// session's lock: `refused`, a claim (`$12`, `ObsStore::claim`) whose
+/// session's first row is another observation (under the lock, the check
+/// and the insert are one step for every host); `old`, the session's row of
+/// the id, when it holds it already.
+macro_rules! append_head {
+    () => {
+        r"
 WITH refused AS (
     SELECT 1 FROM (
         SELECT id FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 ORDER BY seq LIMIT 1
@@ -40,12 +37,16 @@ WITH refused AS (
     SELECT shown, action, returncode, step, tokens, bytes, head, tail
     FROM lam_obs WHERE session_key = sha256($1::bytea) AND session = $1 AND id = $2
     AND NOT EXISTS (SELECT 1 FROM refused)
-), pick AS (
-    SELECT c.p FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
-    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session_key = sha256($1::bytea) AND t.session = $1 AND ",
-    prefixed!("t.id", "c.p"),
-    r")
-    ORDER BY c.o LIMIT 1
+), "
+    };
+}
+
+/// The last step: insert the row with the shown id `pick` chose (unless the
+/// session holds it or the claim is refused); return the new row's
+/// metadata, or the first record's.
+macro_rules! append_tail {
+    () => {
+        r"
 ), ins AS (
     INSERT INTO lam_obs (session, id, shown, action, returncode, step, tokens, bytes, head, tail, body)
     SELECT $1, $2, pick.p, $4, $5, $6, $7, $8, $9, $10, $11 FROM pick
@@ -53,9 +54,62 @@ WITH refused AS (
     RETURNING shown, action, returncode, step, tokens, bytes, head, tail
 )
 SELECT * FROM ins UNION ALL SELECT * FROM old"
+    };
+}
+
+/// Append one observation to a session that holds observations, inside a
+/// transaction that holds its session's lock and the lock of its id's
+/// 4-hex prefix (`LOCK_IDS`). The shown id (`lam_core::id`, the
+/// observations' space) is the one the observation shows in another session
+/// (the earliest row) while no other observation shows it; else the first
+/// of the candidates (`$3`: the id's hex prefixes of 4, 5, ..., 40
+/// characters) with which no other observation's id of the store begins.
+/// That is `StoreIds::visible` exactly, because the locks make this
+/// statement the only one assigning ids of that prefix until commit.
+const APPEND: &str = concat!(
+    append_head!(),
+    r"pick AS (
+    SELECT k.p FROM (
+        (SELECT t.shown AS p, 0::bigint AS o FROM lam_obs t
+        WHERE t.id = $2 AND ",
+    observations!("t."),
+    r" AND NOT EXISTS (
+            SELECT 1 FROM lam_obs u WHERE ",
+    observations!("u."),
+    " AND u.id <> $2 AND u.shown = t.shown AND ",
+    prefixed!("u.id", "t.shown"),
+    r"
+        ) ORDER BY t.seq LIMIT 1)
+        UNION ALL
+        SELECT c.p, c.o FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
+        WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE ",
+    observations!("t."),
+    " AND t.id <> $2 AND ",
+    prefixed!("t.id", "c.p"),
+    r")
+    ) k ORDER BY k.o LIMIT 1",
+    append_tail!()
 );
 
-const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
+/// Append one record to a session that holds a run's settings (its own id
+/// space), inside a transaction that holds its session's lock: the shown id
+/// is the first of the candidates with which no id of the session begins,
+/// which is `IdBook::visible` exactly, because the lock makes this
+/// statement the only one assigning ids in the session until commit.
+const APPEND_OWN: &str = concat!(
+    append_head!(),
+    r"pick AS (
+    SELECT c.p FROM unnest($3::text[]) WITH ORDINALITY AS c(p, o)
+    WHERE NOT EXISTS (SELECT 1 FROM lam_obs t WHERE t.session_key = sha256($1::bytea) AND t.session = $1 AND ",
+    prefixed!("t.id", "c.p"),
+    r")
+    ORDER BY c.o LIMIT 1",
+    append_tail!()
+);
+
+/// The advisory locks `$1, k` for every `k` of `$2` (sorted), in that order
+/// (the rows of `unnest` come in the array's order).
+const LOCKS: &str = "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k";
 /// The row a visible id (`$2`, checked to be 4 to 40 lowercase hex) names:
 /// the row showing it, else the earliest of the session whose id begins with
 /// it (`lam_core::id`: a longer prefix, or an id of an earlier build).
@@ -93,7 +147,8 @@ SELECT (SELECT o.session FROM lam_obs o WHERE o.session_key = s.k LIMIT 1) FROM 
 #[derive(Debug)]
 pub(crate) struct Stmts {
     pub append: Statement,
-    pub lock: Statement,
+    pub append_own: Statement,
+    pub locks: Statement,
     pub get: Statement,
     pub meta: Statement,
     pub ids: Statement,
@@ -139,7 +194,8 @@ impl Conn {
         let schema_found = schema::ensure(&mut client, &spec.target.shown, create).await?;
         let st = Stmts {
             append: prepare(spec, &client, APPEND).await?,
-            lock: prepare(spec, &client, LOCK).await?,
+            append_own: prepare(spec, &client, APPEND_OWN).await?,
+            locks: prepare(spec, &client, LOCKS).await?,
             get: prepare(spec, &client, GET).await?,
             meta: prepare(spec, &client, META).await?,
             ids: prepare(spec, &client, IDS).await?,

@@ -25,15 +25,21 @@
 //! Version 4: `lam_embeddings`, the embedding cache replicas share
 //! (`PgEmbeddings`): one row per (model, chunk key), the vector's bytes and
 //! a checksum.
+//!
+//! Version 5: one id space for the observations of every session
+//! (`lam_core::id`): `lam_obs_observation_id`, an index of the ids of rows
+//! whose session holds observations, so a new row's shown id is chosen
+//! against every observation of the store by a range of ids. Rows written
+//! before keep their shown ids.
 
 use crate::StoreError;
 use tokio_postgres::{Client, GenericClient};
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// `MIGRATIONS[v]` takes a database from version `v` to `v + 1` (0: no lam tables).
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
 
 pub(crate) const V1: &str = r"
 CREATE TABLE lam_meta (
@@ -93,12 +99,20 @@ CREATE TABLE lam_embeddings (
 COMMENT ON TABLE lam_embeddings IS 'lam embedding cache: one row per (model, chunk content key); written only through arc-store PgEmbeddings; rows are checked on read';
 ";
 
+/// Version 5: the observations' ids, store-wide (the rows of runs'
+/// settings sessions left out: their ids are per session).
+const V5: &str = concat!("CREATE INDEX lam_obs_observation_id ON lam_obs (id) WHERE ", observations!(""), ";");
+
 /// First key of every advisory lock lam takes ("LAM" + 0): the second key is
 /// 0 for the schema lock.
 pub(crate) const LOCK_SCHEMA: i32 = 0x4C41_4D00;
 /// First key of the per-session shown-id locks ("LAM" + 1); the second key is
 /// a hash of the session.
 pub(crate) const LOCK_SESSION: i32 = 0x4C41_4D01;
+/// First key of the shown-id locks of the observations' space ("LAM" + 2);
+/// the second key is the first two bytes of an id (its 4-hex prefix), the
+/// only ids its shown id depends on.
+pub(crate) const LOCK_IDS: i32 = 0x4C41_4D02;
 
 /// The schema version of the database `c` is connected to (0: no lam tables).
 pub(crate) async fn version(c: &impl GenericClient) -> Result<i64, String> {

@@ -281,3 +281,87 @@ fn shared_embeddings_connect_again_after_the_connection_is_lost() {
     a.put(m, d, &[3], &[3.0, 3.0]).unwrap();
     assert_eq!(a.get(m, d, &[3]).unwrap(), vec![Some(vec![3.0, 3.0])]);
 }
+
+/// A client of `url` for setting a database up by hand.
+async fn client(url: &str) -> tokio_postgres::Client {
+    let target = config::resolve(url).unwrap();
+    let (client, conn) = target.config.connect(tls::connector(target.ssl, None).unwrap()).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// The SQL text of "the session holds observations" says what
+/// `SessionId::holds_observations` says, for names of every kind.
+#[test]
+fn the_sql_rule_of_settings_sessions_is_the_rust_rule() {
+    let Some(admin) = admin_url() else { return };
+    runtime(false).block_on(async {
+        let c = client(&admin).await;
+        let sql = concat!("SELECT ", observations!(""), " FROM (SELECT $1::bytea AS session) x");
+        for name in
+            ["team.settings", "a.b.settings", ".settings", "team", "team.settings@2", "settings", "x.settingsy", "é.settings", "", "s\u{0}.settings", "ü"]
+        {
+            let got: bool = c.query_one(sql, &[&name.as_bytes()]).await.unwrap().get(0);
+            assert_eq!(got, SessionId::new(name).holds_observations(), "{name:?}");
+        }
+    });
+}
+
+/// Observations of `cat` (`"{tag} {i}"`) whose ids begin with the first two
+/// bytes of `like`'s, `n` of them.
+fn with_prefix_of(like: &lam_core::ObsId, tag: &str, n: usize) -> Vec<Vec<u8>> {
+    let obs = (0u64..).map(|i| format!("{tag} {i}\n").into_bytes());
+    obs.filter(|o| ObsId::of(b"cat", o).0[..2] == like.0[..2]).take(n).collect()
+}
+
+/// A version 4 database whose two sessions show one id for two observations
+/// (the per-session rule) migrates to version 5: the old rows keep their
+/// ids, a lookup by id alone there is ambiguous rather than a guess, and new
+/// rows get ids no other observation of the store shows, an observation
+/// shown elsewhere keeping its id only where no other shows it.
+#[test]
+fn version_4_databases_keep_their_ids_and_new_rows_share_one_space() {
+    let Some(admin) = admin_url() else { return };
+    let (x, y) = lam_core::testsuite::colliding_pair();
+    let (ix, iy) = (ObsId::of(b"cat", &x), ObsId::of(b"cat", &y));
+    let old_shown = ix.hex()[..4].to_string();
+    let url = runtime(false).block_on(async {
+        let url = scratch(&admin, "v4").await;
+        let c = client(&url).await;
+        for sql in &schema::MIGRATIONS[..4] {
+            c.batch_execute(sql).await.unwrap();
+        }
+        c.batch_execute("INSERT INTO lam_meta VALUES ('schema_version', '4')").await.unwrap();
+        let insert = "INSERT INTO lam_obs (session, id, shown, action, step, tokens, bytes, head, tail, body) VALUES ($1, $2, $3, 'cat'::bytea, 0, 1, $4, ''::bytea, ''::bytea, $5)";
+        for (session, id, body) in [("old-a", ix, &x), ("old-b", iy, &y)] {
+            let (id, n) = (id.0.to_vec(), body.len() as i64);
+            c.execute(insert, &[&session.as_bytes(), &id, &old_shown, &n, body]).await.unwrap();
+        }
+        url
+    });
+    let mut st = PgStore::connect(&url, Access::ReadWrite).unwrap();
+    assert_eq!(st.info().schema_found, 4);
+    let (a, b) = (sid("old-a"), sid("old-b"));
+    assert_eq!(ObsStore::get(&st, &a, &old_shown).unwrap().as_deref(), Some(&x[..]));
+    assert_eq!(ObsStore::get(&st, &b, &old_shown).unwrap().as_deref(), Some(&y[..]));
+    let e = crate::find(&st, None, &old_shown).unwrap_err();
+    assert!(matches!(e, StoreError::Ambiguous { .. }), "two old sessions show it for two observations: {e}");
+    // New rows: z begins as x and y do; x again, in a new session.
+    let z = with_prefix_of(&ix, "z", 1).remove(0);
+    let iz = ObsId::of(b"cat", &z);
+    let n = sid("new");
+    let mz = ObsStore::append(&mut st, &n, &rec(0, "cat", &z, None), 1).unwrap();
+    assert_eq!(mz.shown, lam_core::testsuite::expected_shown(&[ix, iy], &iz));
+    let mx = ObsStore::append(&mut st, &n, &rec(1, "cat", &x, None), 1).unwrap();
+    assert_eq!(mx.shown, lam_core::testsuite::expected_shown(&[iy, iz], &ix), "§{old_shown} names y too: not x's to keep");
+    for m in [&mz, &mx] {
+        let f = crate::find(&st, None, &m.shown).unwrap();
+        assert_eq!((ObsId::of(b"cat", &f.bytes), f.sessions.clone()), (m.id, vec![n.clone()]), "§{}", m.shown);
+    }
+    // y, shown alone by its old id nowhere (x shows it too), gets a new one; z keeps its id in another session.
+    let c = sid("new-c");
+    assert_eq!(ObsStore::append(&mut st, &c, &rec(0, "cat", &z, None), 1).unwrap().shown, mz.shown);
+    let my = ObsStore::append(&mut st, &c, &rec(1, "cat", &y, None), 1).unwrap();
+    assert_eq!(my.shown, lam_core::testsuite::expected_shown(&[ix, iz], &iy));
+    assert_eq!(crate::find(&st, None, &my.shown).unwrap().bytes, y);
+}

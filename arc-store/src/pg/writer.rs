@@ -14,7 +14,7 @@
 //! one bad record fails only its own append.
 
 use super::conn::{Conn, lost, transient};
-use super::schema::LOCK_SESSION;
+use super::schema::{LOCK_IDS, LOCK_SESSION};
 use super::{Counters, PgOptions, Spec, meta_of};
 use crate::StoreError;
 use lam_core::{ObsId, ObsMeta, Record, SessionId, previews};
@@ -51,6 +51,9 @@ pub(crate) struct Insert {
     body: Vec<u8>,
     /// Written only as the session's first observation (`ObsStore::claim`).
     claim: bool,
+    /// The session holds observations: its ids are the store's (else a
+    /// run's settings, ids of its own).
+    shared: bool,
 }
 
 impl Insert {
@@ -74,6 +77,7 @@ impl Insert {
             tail: obs[t].to_vec(),
             body: obs.clone(),
             claim: false,
+            shared: session.holds_observations(),
         })
     }
 
@@ -84,6 +88,13 @@ impl Insert {
 
     pub fn len(&self) -> usize {
         self.body.len()
+    }
+
+    /// The key of the lock its shown id is chosen under: its session's
+    /// (`LOCK_SESSION`), or, in the observations' space, the first two bytes
+    /// of its id (`LOCK_IDS`).
+    fn id_lock(&self) -> Option<i32> {
+        self.shared.then(|| i32::from(u16::from_be_bytes([self.id.0[0], self.id.0[1]])))
     }
 }
 
@@ -302,26 +313,32 @@ async fn commit_with_retry(spec: &Spec, conn: &mut Option<Conn>, ins: &[&Insert]
 }
 
 /// One transaction, sent as one pipeline (one round trip): `BEGIN`, the
-/// sessions' locks in a fixed order (so two batches never wait for each
-/// other in a cycle), every insert, `COMMIT`. The server runs them in that
-/// order; if any statement fails, the rest fail too and `COMMIT` rolls back,
-/// so the batch is stored whole or not at all. The outer error is the
-/// driver's (the first statement's that failed); the inner one a row that
-/// does not decode.
+/// sessions' locks and then the locks of the observations' 4-hex prefixes,
+/// each sorted (so every transaction takes its locks in one global order
+/// and two batches never wait for each other in a cycle), every insert,
+/// `COMMIT`. The server runs them in that order; if any statement fails,
+/// the rest fail too and `COMMIT` rolls back, so the batch is stored whole
+/// or not at all. The outer error is the driver's (the first statement's
+/// that failed); the inner one a row that does not decode.
 async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<Option<ObsMeta>>, String>, tokio_postgres::Error> {
-    let keys: BTreeSet<i32> = ins.iter().map(|i| session_key(&i.session)).collect();
+    let sessions: Vec<i32> = ins.iter().map(|i| session_key(&i.session)).collect::<BTreeSet<i32>>().into_iter().collect();
+    let prefixes: Vec<i32> = ins.iter().filter_map(|i| i.id_lock()).collect::<BTreeSet<i32>>().into_iter().collect();
     let (client, st) = (&c.client, &c.st);
-    let mut steps: Vec<Step<'_>> = Vec::with_capacity(keys.len() + ins.len() + 2);
+    let mut steps: Vec<Step<'_>> = Vec::with_capacity(ins.len() + 4);
     steps.push(Box::pin(async move { client.batch_execute("BEGIN").await.map(|()| Vec::new()) }));
-    for k in &keys {
-        steps.push(Box::pin(async move { client.query(&st.lock, &[&LOCK_SESSION, k]).await }));
+    for (class, keys) in [(&LOCK_SESSION, sessions), (&LOCK_IDS, prefixes)] {
+        steps.push(Box::pin(async move {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [class, &keys];
+            client.query(&st.locks, &params).await.map(|_| Vec::new())
+        }));
     }
     for i in ins {
         steps.push(Box::pin(async move {
             let id: &[u8] = &i.id.0;
             let bytes = i.body.len() as i64;
+            let append = if i.shared { &st.append } else { &st.append_own };
             client
-                .query(&st.append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body, &i.claim])
+                .query(append, &[&i.session, &id, &i.candidates, &i.action, &i.returncode, &i.step, &i.tokens, &bytes, &i.head, &i.tail, &i.body, &i.claim])
                 .await
         }));
     }
@@ -332,7 +349,7 @@ async fn transact(c: &Conn, ins: &[&Insert]) -> Result<Result<Vec<Option<ObsMeta
         rows.push(r?);
     }
     let mut metas = Vec::with_capacity(ins.len());
-    for (r, i) in rows[1 + keys.len()..].iter().zip(ins) {
+    for (r, i) in rows[3..].iter().zip(ins) {
         match (r.as_slice(), i.claim) {
             ([], true) => metas.push(None),
             ([row], _) => match meta_of(row, i.id) {

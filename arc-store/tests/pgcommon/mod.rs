@@ -278,14 +278,17 @@ pub fn check_acks(store: &PgStore, acks: &[Ack], big: bool) {
 }
 
 /// The whole archive is well formed: every row's body matches its id (the
-/// store checks the SHA-1 on every get), its metadata matches its body, and
-/// each session's shown ids are exactly what one `IdBook` fed in creation
-/// order would give. Returns (session, number of observations) pairs.
+/// store checks the SHA-1 on every get), its metadata matches its body, a
+/// run's settings session's shown ids are exactly what one `IdBook` fed in
+/// creation order would give, and the observations' shown ids follow the
+/// store-wide rule (`lam_core::id`, [`check_shared_ids`]). Returns
+/// (session, number of observations) pairs.
 pub fn check_integrity(store: &PgStore) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     let sessions = store.sessions().unwrap();
     let sorted: BTreeSet<_> = sessions.iter().cloned().collect();
     assert_eq!(sessions, sorted.into_iter().collect::<Vec<_>>(), "sessions are sorted");
+    let mut shared = Vec::new();
     for s in &sessions {
         let mut book = IdBook::new();
         let ids = store.ids(s).unwrap();
@@ -296,9 +299,48 @@ pub fn check_integrity(store: &PgStore) -> Vec<(String, usize)> {
             assert_eq!(m.bytes, body.len() as u64);
             let (h, t) = previews(&body);
             assert_eq!((&m.head[..], &m.tail[..]), (&body[h], &body[t]), "{s} §{shown}: previews");
-            assert_eq!(book.visible(m.id), shown, "{s}: shown ids differ from IdBook in creation order");
+            assert_eq!(&m.shown, shown, "{s}: §{shown} resolves to the row showing it");
+            if s.holds_observations() {
+                shared.push((s.clone(), m.id, m.shown));
+            } else {
+                assert_eq!(book.visible(m.id), shown, "{s}: shown ids differ from IdBook in creation order");
+            }
         }
         out.push((s.0.clone(), ids.len()));
     }
+    check_shared_ids(&shared);
     out
+}
+
+/// The observations' shown ids (session, id, shown) follow the store-wide
+/// rule, as far as it shows without the order they were given in: an
+/// observation shows one id in every session; an id shown names one
+/// observation; of two observations where one's id begins with the other's
+/// shown id, the other's id does not begin with the one's (whichever came
+/// second avoided the first); and a shown id longer than 4 hex was needed:
+/// another observation's id begins with it less its last character.
+pub fn check_shared_ids(rows: &[(SessionId, ObsId, String)]) {
+    let mut shown_of: BTreeMap<String, (ObsId, String)> = BTreeMap::new();
+    let mut named: BTreeMap<String, ObsId> = BTreeMap::new();
+    for (s, id, shown) in rows {
+        let (first, _) = shown_of.entry(id.hex()).or_insert((*id, shown.clone())).clone();
+        assert_eq!(shown_of[&id.hex()].1, *shown, "{s}: {} shown two ways", id.hex());
+        assert_eq!(*named.entry(shown.clone()).or_insert(first), *id, "§{shown} names two observations ({s})");
+    }
+    for (hex, (_, shown)) in &shown_of {
+        let others = |p: &str| {
+            shown_of
+                .range(p.to_string()..)
+                .take_while(|(h, _)| h.starts_with(p))
+                .filter(|(h, _)| *h != hex)
+                .map(|(h, (_, s))| (h.clone(), s.clone()))
+                .collect::<Vec<_>>()
+        };
+        for (other, theirs) in others(shown) {
+            assert!(!hex.starts_with(&theirs), "{hex} (§{shown}) and {other} (§{theirs}) each begin with the other's id");
+        }
+        if shown.len() > lam_core::MIN_SHOWN {
+            assert!(!others(&shown[..shown.len() - 1]).is_empty(), "§{shown} is longer than it needs to be");
+        }
+    }
 }
