@@ -78,6 +78,10 @@ pub struct ServeConfig {
     /// its `model` ([`crate::budget::DefaultBudget`]). `lam run` and `lam replay`
     /// set it unless `--budget off`; `lam serve` only with `--budget auto`.
     pub default_budget: Option<crate::budget::DefaultBudget>,
+    /// What the models cost (`--prices FILE`); `None`: the built-in table
+    /// ([`crate::bill::prices::Prices::builtin`]). Dollars are reported,
+    /// never acted on: no byte forwarded depends on them.
+    pub prices: Option<std::sync::Arc<crate::bill::prices::Prices>>,
 }
 
 /// Whether `name` can name a run: 1 to 64 letters, digits, `-`, `_`, `.`.
@@ -146,6 +150,7 @@ impl ServeConfig {
             run: None,
             cache_ttl: None,
             default_budget: None,
+            prices: None,
         }
     }
 

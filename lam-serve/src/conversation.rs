@@ -128,20 +128,25 @@ impl Conversation {
         if let Some(fold) = &fold {
             self.budget.finish(fold, &mut pass.report.budget);
         }
-        pass.report.receipt = Some(self.bill(req, &out));
+        pass.report.receipt = Some(self.bill(req, &out, engine, asked.ttl));
         (rewrite::body(req, &out), pass.report)
     }
 
     /// What this request costs direct and as forwarded (`out`), by the
     /// pricing rule `lam replay` bills with ([`crate::bill::Bills`]).
-    fn bill(&mut self, req: &Parsed, out: &[Piece<'_>]) -> crate::bill::Receipt {
+    /// In dollars at the request's model's prices (`engine.prices`), cache
+    /// writes at the hour's price when the cache lives longer than 5 minutes (`ttl`).
+    fn bill(&mut self, req: &Parsed, out: &[Piece<'_>], engine: &Engine, ttl: crate::bill::CacheTtl) -> crate::bill::Receipt {
         let keys = &req.keys[1..];
         let direct: Vec<u128> = req.items.iter().map(|it| it.identity).collect();
         let lam: Vec<u128> = direct.iter().zip(keys).map(|(id, k)| self.forwarded.get(k).map_or(*id, |f| f.identity(*id))).collect();
         let sent: Vec<&[u8]> = req.items.iter().map(|it| it.raw.get().as_bytes()).collect();
         let forwarded: Vec<&[u8]> = out.iter().map(AsRef::as_ref).collect();
         let pre = self.preamble_tokens(req);
-        self.bills.add((&direct, &sent), (&lam, &forwarded), pre, crate::bill::Bills::pricing(req.api))
+        let model = req.model();
+        let priced = engine.prices.price(model.as_deref(), req.api);
+        let hour = ttl.0.is_some_and(|s| s > 300);
+        self.bills.add((&direct, &sent), (&lam, &forwarded), pre, (crate::bill::Bills::pricing(req.api), (&priced, hour)))
     }
 
     /// Tokens of `req`'s members but its conversation, counted once per distinct preamble.

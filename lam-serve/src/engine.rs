@@ -102,6 +102,8 @@ pub(crate) struct Engine {
     pub policy: crate::api::Policy,
     /// Which results a cut cites first.
     pub cite_order: crate::budget::CiteOrder,
+    /// What the models cost, to put each request's receipt in dollars ([`crate::bill::prices`]).
+    pub prices: std::sync::Arc<crate::bill::prices::Prices>,
     /// The terms the budget's cuts were decided under, as recorded ([`crate::budget::ledger`]).
     pub ledger: crate::budget::ledger::Ledger,
 }
@@ -149,6 +151,7 @@ impl Engine {
             model_id,
             policy: crate::api::Policy { user_turns: s.user_turns, keep_tools: s.keep_tools.iter().cloned().collect(), recall_tool },
             cite_order: crate::budget::CiteOrder::default(),
+            prices: std::sync::Arc::new(crate::bill::prices::Prices::builtin().clone()),
             ledger: crate::budget::ledger::Ledger::default(),
         })
     }

@@ -191,6 +191,9 @@ impl Proxy {
     pub fn open_on(cfg: ServeConfig, store: arc_store::AnyStore) -> Result<Self, Error> {
         let mut engine = Engine::open(&cfg.engine, store, cfg.store.display())?;
         engine.cite_order = cfg.cite_order;
+        if let Some(p) = &cfg.prices {
+            engine.prices = p.clone();
+        }
         let run = match &cfg.run {
             Some(name) => {
                 claim_run(&engine, &cfg, name)?;

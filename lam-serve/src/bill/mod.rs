@@ -134,6 +134,9 @@ pub(crate) struct Bill {
     pub(crate) peak: u64,
     /// Earlier items whose identity changed between requests.
     pub(crate) changed: u64,
+    /// The last request's prompt tokens read from the cache, and written
+    /// (or plain input): what its dollars are reckoned from ([`Bill::last_usd`]).
+    pub(crate) last_split: (u64, u64),
     /// The cache expired before the next request: it reads nothing.
     expired: bool,
 }
@@ -176,11 +179,21 @@ impl Bill {
         }
         self.prompt += cached + fresh;
         self.last = cached + fresh;
+        self.last_split = (cached, fresh);
         self.peak = self.peak.max(self.last);
         let billed = cached as f64 * pricing.read + fresh as f64 * pricing.write;
         self.billed += billed;
         self.prev = ids.to_vec();
         billed
+    }
+
+    /// The last request in US dollars at its model's prices (`priced`; the
+    /// long-prompt row where its prompt is above [`prices::LONG_PROMPT`]),
+    /// cache writes at the 1-hour price when `hour`.
+    pub(crate) fn last_usd(&self, priced: &prices::Priced<'_>, hour: bool) -> f64 {
+        let p = priced.price(self.last);
+        let write = if hour { p.write_1h } else { p.write_5m };
+        (self.last_split.0 as f64 * p.read + self.last_split.1 as f64 * write) / 1e6
     }
 
     /// The token counts held for the items seen (identity: tokens, tool result).
@@ -203,6 +216,10 @@ pub struct Receipt {
     pub direct: f64,
     /// What the request lam forwarded cost.
     pub lam: f64,
+    /// The same in US dollars, at the request's model's prices ([`prices`]).
+    pub direct_usd: f64,
+    /// See `direct_usd`.
+    pub lam_usd: f64,
 }
 
 impl Receipt {
@@ -228,13 +245,22 @@ impl Bills {
 
     /// Bill one request: its items as sent (`direct`: identity and bytes
     /// each) and as forwarded (`lam`), both after the same preamble of
-    /// `preamble` tokens. An item forwarded as sent is counted once.
-    pub(crate) fn add(&mut self, direct: (&[u128], &[&[u8]]), lam: (&[u128], &[&[u8]]), preamble: u64, pricing: Pricing) -> Receipt {
+    /// `preamble` tokens, priced `pricing` (in dollars at `usd`'s model
+    /// prices, cache writes at the hour's price when it says so). An item
+    /// forwarded as sent is counted once.
+    pub(crate) fn add(
+        &mut self,
+        direct: (&[u128], &[&[u8]]),
+        lam: (&[u128], &[&[u8]]),
+        preamble: u64,
+        (pricing, usd): (Pricing, (&prices::Priced<'_>, bool)),
+    ) -> Receipt {
         let count = |b: &[u8]| (lam_tokens::count(b) as u64, false);
         let d = self.direct.add_keyed(direct.0, |i| count(direct.1[i]), preamble, pricing);
         let known = &self.direct;
         let l = self.lam.add_keyed(lam.0, |i| known.known(lam.0[i]).unwrap_or_else(|| count(lam.1[i])), preamble, pricing);
-        Receipt { direct: d, lam: l }
+        let (direct_usd, lam_usd) = (self.direct.last_usd(usd.0, usd.1), self.lam.last_usd(usd.0, usd.1));
+        Receipt { direct: d, lam: l, direct_usd, lam_usd }
     }
 
     /// An estimate of the bytes it holds.

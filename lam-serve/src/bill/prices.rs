@@ -180,7 +180,7 @@ impl Prices {
         if let Some(entry) = exact {
             return Priced { entry, asked, how: Match::Exact };
         }
-        let provider = provider_of(&name).unwrap_or(match api {
+        let provider = self.provider_of(&name).unwrap_or(match api {
             Api::Messages => "anthropic",
             Api::Gemini => "google",
             Api::ChatCompletions | Api::Responses => "openai",
@@ -207,15 +207,14 @@ fn only_a_tag(rest: &str) -> bool {
     date || ["preview", "latest", "exp"].iter().any(|t| tag.starts_with(t))
 }
 
-fn provider_of(name: &str) -> Option<&'static str> {
-    if name.starts_with("claude") {
-        Some("anthropic")
-    } else if name.starts_with("gemini") {
-        Some("google")
-    } else if name.starts_with("gpt") || name.starts_with("codex") || name.starts_with('o') && name[1..].starts_with(|c: char| c.is_ascii_digit()) {
-        Some("openai")
-    } else {
-        None
+impl Prices {
+    /// The provider of a model the table does not know: that of the
+    /// table's models whose names begin with the same word (the part
+    /// before the first `-`).
+    fn provider_of(&self, name: &str) -> Option<&'static str> {
+        let word = |n: &str| n.split('-').next().unwrap_or_default().to_string();
+        let e = self.models.iter().find(|e| word(&e.model) == word(name) && !name.is_empty())?;
+        ["anthropic", "openai", "google"].into_iter().find(|p| *p == e.provider)
     }
 }
 
