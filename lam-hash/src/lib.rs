@@ -54,6 +54,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use lam_core::TokenCounter;
 use lam_core::stub::{LAST, LineStub, Named, Place, Recall, Stub, line_stub_len, more_span, more_span_len, worth_replacing};
 use nohash_hasher::BuildNoHashHasher;
