@@ -7,7 +7,7 @@ way users install them, in fresh environments, with no cargo on the PATH.
 Checks, each printed PASS or FAIL, then 'N passed, M failed':
 - SHA256SUMS matches the files; auditwheel names a manylinux tag for both
   binary wheels; the wheel, the npm platform package and the .tar.gz carry
-  the same binary as BIN (the build tree's).
+  one binary.
 - Four installs into a fresh temporary root (its own HOME and an empty
   LAM_HOME, so nothing installed before is found): pip into a venv, `uv tool
   install`, `pipx install` (each from the wheel, its dependency from DIR, no
@@ -216,7 +216,8 @@ def main() -> int:
     with tarfile.open(tarball) as t:
         member = next(m for m in t.getmembers() if m.name.endswith("/lam"))
         in_tar = hashlib.sha256(t.extractfile(member).read()).hexdigest()
-    check("the wheel, the npm package and the .tar.gz carry the build tree's binary", in_wheel == in_npm == in_tar == want, f"{in_wheel[:12]} {in_npm[:12]} {in_tar[:12]} vs {want[:12]}")
+    check("the wheel, the npm package and the .tar.gz carry one binary", in_wheel == in_npm == in_tar, f"{in_wheel[:12]} {in_npm[:12]} {in_tar[:12]}")
+    print(f"     the build tree's {ref} is {'the same file' if want == in_wheel else 'another build (its behaviour is compared below)'}")
 
     path = clean_path()
     check("no cargo on the checks' PATH", shutil.which("cargo", path=os.pathsep.join(path)) is None)

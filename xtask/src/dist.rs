@@ -13,9 +13,10 @@
 //! - `lam-VERSION-TRIPLE.tar.gz`: the binary with its README and licences;
 //! - `SHA256SUMS` of all of them.
 //!
-//! One binary in all of them: the one maturin builds (release profile, or
-//! the dev profile with `--dev`, which reuses the test build and is what CI
-//! checks; such artifacts are for checking, not for release). The Python
+//! One binary in all of them: the one maturin builds into the wheel
+//! (release profile, or the dev profile with `--dev`, which reuses the test
+//! build and is what CI checks; such artifacts are for checking, not for
+//! release). The Python
 //! tools (maturin, auditwheel, uv, pipx, pinned) live in a venv of their own,
 //! `target/dist-tools`, made here from PyPI. `--check` then installs the
 //! artifacts into fresh environments with no cargo on the PATH
@@ -23,7 +24,7 @@
 //! install`, `npm i -g` offline from the tarballs) and runs `lam --version`,
 //! `lam replay` on the bundled example, `lam compact` with the default
 //! encoder and `lam run -- claude` (a scripted agent), each compared with
-//! the build tree's binary.
+//! the build tree's binary (`target/release/lam`, `target/debug/lam`).
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
@@ -157,10 +158,22 @@ pub fn dist(root: &Path, args: &[String]) -> Result<()> {
         c
     };
     run(maturin().args(["build", "--locked", "-q", "-m", "lam/Cargo.toml", "--out"]).arg(&out).args(profile), "maturin build (lam-ctx)")?;
-    let binary = profile_dir.join(exe_name);
-    if !binary.is_file() {
-        bail!("maturin built no {}", binary.display());
+    // The binary every other artifact carries: the wheel's own (the build
+    // tree's may be rebuilt meanwhile, by a test build without `strip`).
+    let staging = target.join("dist-staging");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging)?;
     }
+    std::fs::create_dir_all(&staging)?;
+    let binary = staging.join(exe_name);
+    let wheel = std::fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("lam_ctx-") && n.ends_with(".whl")));
+    let wheel = wheel.context("maturin wrote no lam_ctx wheel")?;
+    let extract = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nn = [x for x in z.namelist() if '.data/scripts/' in x]\nassert len(n) == 1, n\nopen(sys.argv[2], 'wb').write(z.read(n[0]))";
+    run(Command::new(tools.join("python")).arg("-c").arg(extract).arg(&wheel).arg(&binary), "the binary out of the wheel")?;
+    executable(&binary)?;
 
     eprintln!("dist: the lam-ctx-py wheel (import lam)");
     run(maturin().args(["build", "--locked", "-q", "-m", "lam-py/Cargo.toml", "--out"]).arg(&out).args(profile), "maturin build (lam-py)")?;
@@ -169,10 +182,6 @@ pub fn dist(root: &Path, args: &[String]) -> Result<()> {
     run(Command::new(python()).arg("scripts/model-wheel.py").arg(&out).current_dir(root), "scripts/model-wheel.py")?;
 
     // The binary alone.
-    let staging = target.join("dist-staging");
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging)?;
-    }
     let name = format!("lam-{version}-{triple}");
     let dir = staging.join(&name);
     std::fs::create_dir_all(&dir)?;
@@ -257,7 +266,7 @@ pub fn dist(root: &Path, args: &[String]) -> Result<()> {
             .arg("--dist")
             .arg(&out)
             .arg("--reference")
-            .arg(&binary)
+            .arg(profile_dir.join(exe_name))
             .arg("--tools")
             .arg(&tools)
             .current_dir(root)
