@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v haproxy >/dev/null || { echo "haproxy is not installed: LAM_TEST_SYSTEM=1 bash scripts/test-deploy.sh installs it" >&2; exit 1; }
 bash scripts/serve-venv.sh
-cargo build -q --release -p lam
+cargo build -q --release -p lam-ctx
 t="${LAM_CORPUS:-../shared/corpus}/agent-transcripts"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-bench-long-run.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

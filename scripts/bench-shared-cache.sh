@@ -13,7 +13,7 @@ if [[ -z "${LAM_TEST_PG_URL:-}" ]]; then
     exec bash scripts/test-postgres.sh --with bash "$0" "$@"
 fi
 transcripts=${1:-../shared/corpus/agent-transcripts}
-cargo build -q --release -p lam
+cargo build -q --release -p lam-ctx
 lam=target/release/lam
 run() {
     echo "== $1"

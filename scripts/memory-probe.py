@@ -14,7 +14,7 @@ stub, the proxy started as a child process, and two loads.
 Python 3.11 standard library only. Prints a Markdown table, and with
 --json FILE writes the numbers. Example:
 
-    cargo build -p lam
+    cargo build -p lam-ctx
     python3 scripts/memory-probe.py --lam target/debug/lam --max-memory 32MiB
 
 Options also: --env K=V (for the proxy, e.g. MALLOC_ARENA_MAX=1), --wrap

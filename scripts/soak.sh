@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/serve-venv.sh
-cargo build -q -p lam
+cargo build -q -p lam-ctx
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-soak.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

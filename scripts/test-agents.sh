@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-agents.sh
-cargo build -q -p lam
+cargo build -q -p lam-ctx
 encoder=$(bash scripts/default-encoder.sh)
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-agents-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

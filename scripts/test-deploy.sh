@@ -20,7 +20,7 @@ if ! command -v haproxy >/dev/null; then
   bash scripts/apt-install.sh "the deployment test" haproxy
 fi
 bash scripts/serve-venv.sh
-cargo build -q -p lam
+cargo build -q -p lam-ctx
 encoder=$(bash scripts/default-encoder.sh)
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-deploy-test.XXXXXX")"

@@ -29,6 +29,8 @@ bash scripts/check-kernels.sh
 bash scripts/check-ort.sh
 # The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
 bash scripts/test-python.sh
+# What users install (cargo xtask dist, dev profile: the test build's binary; the release artifacts: cargo xtask dist --check): the lam-ctx, lam-ctx-model and lam-ctx-py wheels, the npm packages and the .tar.gz, installed with pip, uv tool, pipx and npm (offline, no cargo on the PATH) and run (scripts/dist-check.py)
+cargo xtask dist --dev --check
 # The PostgreSQL archive (arc-store feature postgres) and the lam program and the Python package on it: installs PostgreSQL, runs a throwaway cluster
 bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)

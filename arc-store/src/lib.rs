@@ -54,6 +54,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod claim;
 mod error;
 mod file;

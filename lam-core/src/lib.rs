@@ -24,6 +24,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod action;
 pub mod chunk;
 pub mod cite;

@@ -9,7 +9,7 @@
 //! - [`classes`]: the three cost classes of M.1 (eq. 11, class 2, eq. 12).
 //! - [`roofline`]: ARC's roofline, bytes per decoded token `M_w / B + L_k kv_b`,
 //!   batch from HBM capacity, per call and per trajectory.
-//! - [`replay`]: several policies' calls through the roofline, with ratios.
+//! - [`replay`](mod@replay): several policies' calls through the roofline, with ratios.
 //! - [`preset`]: devices and models with their sources; [`profile`]: the
 //!   compaction rates and the calibrated device profile JSON.
 //! - [`paper`]: our values beside the papers' (snapshot-tested).
@@ -26,6 +26,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
+
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub mod classes;
 pub mod error;

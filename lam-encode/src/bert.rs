@@ -169,9 +169,12 @@ impl Front {
         // The shipped tokenizer.json truncates and pads to 128: chunking decides lengths here.
         tokenizer.with_truncation(None).map_err(|e| model_err(&tok_path, e))?;
         tokenizer.with_padding(None);
-        // The directory's name (its parent's for the pip layout `.../model`).
+        // The directory's name (its parent's for the pip layout `.../model`;
+        // the default model's packages, wherever pip put them, by the model's
+        // name, as `$LAM_HOME/models/all-MiniLM-L6-v2` names it).
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
         let name = if name == "model" { dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bert") } else { name };
+        let name = if crate::MODEL_MODULES.contains(&name) { "all-MiniLM-L6-v2" } else { name };
         let front = Self {
             tokenizer,
             info: EncoderInfo { model_id: name.to_string(), dim: hidden, max_tokens: max_seq_length.saturating_sub(2).max(1) },

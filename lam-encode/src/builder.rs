@@ -143,7 +143,7 @@ impl EncoderSpec {
             return Err(Error::Model {
                 path: dir.display().to_string(),
                 message: format!(
-                    "no encoder model here\ninstall the default model with:\n    {}\nor pass --model DIR (a sentence-transformers directory), or --encoder hashing",
+                    "no encoder model here\ninstall the default model with:\n    {}\n(from a checkout; `pipx install lam-ctx` and `uv tool install lam-ctx` bring it in lam's own environment)\nor pass --model DIR (a sentence-transformers directory), or --encoder hashing",
                     crate::INSTALL_HINT
                 ),
             });

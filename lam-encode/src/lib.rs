@@ -12,22 +12,22 @@
 //!   over a [`Forward`] pass, sharing its [`Front`] (configuration,
 //!   tokenisation, chunking, pooling) and its `Encoder` implementation
 //!   between backends: [`BertEncoder`] = `BertFamily<CpuForward>`,
-//!   [`OrtEncoder`] = `BertFamily<OrtForward>`, [`CudaEncoder`] =
+//!   `OrtEncoder` = `BertFamily<OrtForward>`, `CudaEncoder` =
 //!   `BertFamily<CudaForward>`.
 //! - [`BertEncoder`] (feature `bert`, default): BERT-family sentence encoders
 //!   (all-MiniLM-L6-v2, bge-base-en-v1.5, ...) on the CPU (own forward pass on
 //!   the `gemm` crate, one sequence per thread, no padding), loaded
 //!   from a sentence-transformers directory; [`default_model_dir`] is where
-//!   `scripts/install-model.sh` puts all-MiniLM-L6-v2.
+//!   lam looks for all-MiniLM-L6-v2.
 //! - [`CachedEncoder`]: memoises any encoder by chunk content (and, opt-in,
 //!   its chunkings), persisted between runs.
 //! - [`EncoderSpec`]: builds any of them with its cache, one way for every
 //!   command and binding.
-//! - [`OrtEncoder`] (feature `ort`): the same tokenisation and pooling as
+//! - `OrtEncoder` (feature `ort`): the same tokenisation and pooling as
 //!   [`BertEncoder`] with the transformer run by ONNX Runtime, loaded at run
 //!   time (`ORT_DYLIB_PATH`); `scripts/install-onnx.sh` installs the library
 //!   and builds the model's `onnx/model.onnx`.
-//! - [`CudaEncoder`] (feature `cuda`): the same tokenisation, chunking and
+//! - `CudaEncoder` (feature `cuda`): the same tokenisation, chunking and
 //!   pooling with the transformer on an NVIDIA GPU (cuBLAS GEMMs and NVRTC
 //!   kernels through cudarc, loaded at run time: builds without a toolkit;
 //!   needs the driver, NVRTC and cuBLAS of CUDA 12 or 13 when it runs), in
@@ -49,6 +49,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 #[cfg(feature = "bert")]
 mod bert;
 mod builder;
@@ -60,6 +65,7 @@ mod cuda_forward;
 #[cfg(feature = "bert")]
 mod forward;
 mod hashing;
+mod installed;
 #[cfg(feature = "ort")]
 mod ort;
 mod precision;
@@ -75,17 +81,27 @@ pub use cache::{CacheReport, CachedEncoder};
 #[cfg(feature = "cuda")]
 pub use cuda::{BERT_KERNEL_SRC, BERT_KERNELS, CudaEncoder, CudaForward, DEFAULT_BATCH_TOKENS, cuda_libraries, nvrtc_compile_bert_ptx};
 pub use hashing::HashingEncoder;
+pub use installed::{MODEL_MODULES, MODEL_PACKAGE, MODEL_PACKAGE_VERSION, installed_model};
 pub use precision::Precision;
 pub use precomputed::{EmbeddingsWriter, FORMAT, PrecomputedEncoder};
 pub use shared::MemEmbeddings;
 
-/// Where `lam` looks for the encoder: `$LAM_MODEL`, else
-/// `$LAM_HOME/models/all-MiniLM-L6-v2` (`$LAM_HOME` defaults to `~/.cache/lam`).
+/// Where `lam` looks for the encoder: `$LAM_MODEL`; else
+/// `$LAM_HOME/models/all-MiniLM-L6-v2` (`$LAM_HOME` defaults to `~/.cache/lam`;
+/// `scripts/install-model.sh` puts it there) when it holds a model; else the
+/// [`MODEL_PACKAGE`] installed in the Python environment the running
+/// executable was installed into ([`installed_model`]: how `pipx install
+/// lam-ctx` and `uv tool install lam-ctx` bring the model, checksum-verified); else
+/// `$LAM_HOME/models/all-MiniLM-L6-v2`, where loading says how to install it.
 pub fn default_model_dir() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("LAM_MODEL") {
         return p.into();
     }
-    lam_home().join("models/all-MiniLM-L6-v2")
+    let home = lam_home().join("models/all-MiniLM-L6-v2");
+    if has_model(&home) {
+        return home;
+    }
+    installed_model().unwrap_or(home)
 }
 
 /// `$LAM_HOME`, default `~/.cache/lam`: models and the embedding cache live here.

@@ -29,6 +29,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod baselines;
 pub mod calibrate;
 mod error;

@@ -26,6 +26,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod band;
 mod distance;
 mod greedy;

@@ -50,7 +50,7 @@ impl Config {
 
 /// Why a tool call was refused; the message is what the client sees. It
 /// quotes what the client sent (an id, a session, a part) by
-/// [`crate::quote`]: a short prefix of a long one.
+/// `crate::quote`: a short prefix of a long one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

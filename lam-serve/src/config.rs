@@ -46,9 +46,9 @@ pub struct ServeConfig {
     /// between two chunks of its body (the timer restarts on every chunk).
     pub idle_timeout: Duration,
     /// After the first SIGINT/SIGTERM, how long in-flight requests may take
-    /// before the proxy exits anyway ([`run`]; a second signal exits at once).
+    /// before the proxy exits anyway (`run`; a second signal exits at once).
     pub drain_timeout: Duration,
-    /// Bytes all sessions may hold ([`Stats::memory_bytes`]); beyond, the
+    /// Bytes all sessions may hold (`Stats::memory_bytes`); beyond, the
     /// least recently used sessions are dropped. Requests in flight may
     /// hold as much again, at most what the largest body needs
     /// ([`ServeConfig::in_flight_budget`]).

@@ -49,6 +49,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// `eprintln!` that never panics: a line to a closed terminal (its window
 /// shut: EIO) or a closed pipe is lost, never the request or the proxy
 /// task writing it (`lam run` serves the proxy in its own process).

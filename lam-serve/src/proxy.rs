@@ -32,7 +32,7 @@ pub struct Rewritten {
 
 impl Rewritten {
     /// The upstream counted `tokens` of input for this request (its
-    /// answer's `usage`, [`crate::usage`]): with a budget, the
+    /// answer's `usage`, `crate::usage`): with a budget, the
     /// conversation's calibration learns from it; otherwise nothing.
     pub fn report_usage(&self, tokens: u64) {
         if let Some(sink) = &self.sink {
@@ -48,7 +48,7 @@ impl Rewritten {
 
 /// When a request arrived, and the prompt cache's TTL to judge it by: a
 /// request more than the TTL after its conversation's previous one finds
-/// the cache cold, where a cut costs nothing ([`crate::budget`]). The time
+/// the cache cold, where a cut costs nothing (`crate::budget`). The time
 /// comes in with the request (the HTTP layer's clock, `lam replay`'s
 /// transcript timestamps), never from a clock read deeper in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -177,8 +177,8 @@ fn over_budget_warning(session: &str, conversation: u64, tokens: u64) -> String 
 impl Proxy {
     /// Open the store (the one writer) and load the encoders.
     /// A PostgreSQL store retries a lost connection for
-    /// [`crate::store::RECONNECT_FOR`] only: past it, the store is marked
-    /// down and requests go on without it ([`crate::store`]).
+    /// `crate::store::RECONNECT_FOR` only: past it, the store is marked
+    /// down and requests go on without it (`crate::store`).
     pub fn open(cfg: ServeConfig) -> Result<Self, Error> {
         let store = arc_store::open_with_reconnect(&cfg.store, Access::ReadWrite, crate::store::RECONNECT_FOR)
             .map_err(|source| Error::Store { spec: cfg.store.display(), source: Box::new(source) })?;
@@ -259,7 +259,7 @@ impl Proxy {
 
     /// [`Proxy::rewrite`] of a request that arrived at `arrival`: with a
     /// budget, a request that finds the prompt cache cold is cut to the
-    /// target ([`crate::budget`]). Without a time it is never cold.
+    /// target (`crate::budget`). Without a time it is never cold.
     pub fn rewrite_at(&self, api: Api, session: Option<&str>, body: &[u8], arrival: Arrival) -> Rewritten {
         self.try_rewrite_at(api, session, body, None, arrival).unwrap_or_else(|_| Rewritten::as_it_came(body))
     }
@@ -379,7 +379,7 @@ impl Proxy {
         self.stats().prometheus()
     }
 
-    /// Whether the store is marked down now (an outage: [`crate::store`]).
+    /// Whether the store is marked down now (an outage: `crate::store`).
     pub fn store_is_down(&self) -> bool {
         self.inner.engine.store.is_down()
     }

@@ -2,6 +2,11 @@
 //! pieces), on its own so that whatever counts tokens (the proxy, the MCP
 //! server) needs no trajectory reader.
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use std::ops::Range;
 use std::sync::OnceLock;
 use tiktoken_rs::CoreBPE;

@@ -37,6 +37,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The README's example runs as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod agents;
 pub mod names;
 #[cfg(feature = "readers")]

@@ -28,7 +28,7 @@ mod transcript;
 mod view;
 
 #[derive(Parser)]
-#[command(name = "lam", version, about = "Keep agent context small, fast and lossless (LAM + ARC).")]
+#[command(name = "lam", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LAM_COMMIT"), ")"), about = "Keep agent context small, fast and lossless (LAM + ARC).")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

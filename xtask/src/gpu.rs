@@ -236,7 +236,7 @@ pub fn gpu_check(root: &Path) -> Result<()> {
                 "--release",
                 "-q",
                 "-p",
-                "lam",
+                "lam-ctx",
                 "--",
                 "costmodel",
                 "calibrate",

@@ -37,6 +37,11 @@
 //!   the fp16-rounded model and its CPU reference digests (`bundle.rs`).
 //! - `gpu-bench --bundle DIR` (xtask built with `cuszp`, on the GPU machine):
 //!   CUDA encoder and codec beside PyTorch and cuSZp (`gpubench.rs`).
+//! - `dist [--dev] [--check] [--out DIR]`: every artifact for this host in
+//!   `target/dist/`: the lam-ctx wheel (the `lam` binary), the model and
+//!   `import lam` wheels, the npm tarballs, the binary's `.tar.gz` and
+//!   `SHA256SUMS`; `--check` installs them into fresh environments without
+//!   cargo and runs them (`dist.rs`, `scripts/dist-check.py`).
 //! - `gpu-check`: the one script for a lent GPU machine (build with `cuda`,
 //!   GPU tests, verify-digests across CPU and GPU, codec bench, encoder rate),
 //!   a short table last, the full log in `$OUT/gpu-check.log`.
@@ -47,6 +52,7 @@ use std::process::Command;
 mod bundle;
 mod codecs;
 mod digests;
+mod dist;
 mod fuzz;
 mod gpu;
 #[cfg(feature = "cuda")]
@@ -67,7 +73,7 @@ const CRATES: [&str; 16] = [
     "lam-eval",
     "lam-serve",
     "lam-mcp",
-    "lam",
+    "lam-ctx",
     "lam-py",
 ];
 // GPU and dynamically loaded model runtimes (candle-core itself is the default CPU encoder
@@ -79,7 +85,7 @@ const FORBIDDEN: [&str; 10] =
 // of the `lam` program and every `store=` of the Python package takes `postgres://...`.
 // The library crates keep arc-store's `postgres` feature opt-in.
 const PG_DEFAULT_OK: [&str; 2] = ["tokio-postgres", "postgres-protocol"];
-const PG_PROGRAMS: [&str; 2] = ["lam", "lam-py"];
+const PG_PROGRAMS: [&str; 2] = ["lam-ctx", "lam-py"];
 
 // Crates that count tokens but read no trajectories (they take `lam-tokens`),
 // and what the readers would drag in. The proxy takes `lam-trajectory` for
@@ -101,7 +107,7 @@ const LAYERS: [&[&str]; 5] = [
     &["lam-hash", "lam-lsh", "lam-codec", "lam-encode", "arc-store", "arc-view", "lam-costmodel", "lam-tokens"],
     &["lam-operator", "lam-trajectory"],
     &["lam-eval", "lam-serve", "lam-mcp", "lam-py"],
-    &["lam", "xtask"],
+    &["lam-ctx", "xtask"],
 ];
 
 /// Layers point one way (ARCHITECTURE.md invariant 18), read from `cargo metadata`.
@@ -148,7 +154,7 @@ fn check_default_deps() -> Result<()> {
         if NO_READERS.contains(&c) && !readers.is_empty() {
             bail!("{c}: pulls in the trajectory readers ({readers:?}); token counting needs only lam-tokens");
         }
-        if c != "lam" {
+        if c != "lam-ctx" {
             // Direct dependencies only: tiktoken-rs, for one, uses anyhow inside.
             let direct = cargo()
                 .args(["tree", "-q", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", c])
@@ -258,7 +264,11 @@ fn main() -> Result<()> {
         "calibrate" => {
             // The measurement needs the pipeline's crates, which the `lam` command already links.
             let rest: Vec<String> = std::env::args().skip(2).collect();
-            let st = cargo().args(["run", "--release", "-q", "-p", "lam", "--", "costmodel", "calibrate"]).args(&rest).status().context("cargo run -p lam")?;
+            let st = cargo()
+                .args(["run", "--release", "-q", "-p", "lam-ctx", "--", "costmodel", "calibrate"])
+                .args(&rest)
+                .status()
+                .context("cargo run -p lam-ctx")?;
             if !st.success() {
                 bail!("calibration failed");
             }
@@ -269,6 +279,10 @@ fn main() -> Result<()> {
             digests::run(&workspace_root(), &rest)
         }
         "check-features" => check_features(),
+        "dist" => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            dist::dist(&workspace_root(), &rest)
+        }
         "fuzz" => fuzz::fuzz(&workspace_root(), &std::env::args().skip(2).collect::<Vec<_>>()),
         "build-kernels" => gpu::build_kernels(&workspace_root()),
         "gpu-check" => gpu::gpu_check(&workspace_root()),
@@ -285,7 +299,7 @@ fn main() -> Result<()> {
         "gpu-bench" => bail!("gpu-bench needs xtask built with `--features cuszp` (the GPU bundle's binary is)"),
         _ => {
             eprintln!(
-                "usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing|cuda|cuda-bf16|cuda-f16] [--compare-cpu] [--golden DIR] [--batches N,..] [--threads N,..] [--bless] | build-kernels | gpu-check | gpu-bundle [--out DIR] | gpu-bench --bundle DIR | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>"
+                "usage: cargo xtask <check-default-deps | check-features | verify-digests [--sample [N]] [--encoder bert|hashing|cuda|cuda-bf16|cuda-f16] [--compare-cpu] [--golden DIR] [--batches N,..] [--threads N,..] [--bless] | dist [--dev] [--check] [--out DIR] | build-kernels | gpu-check | gpu-bundle [--out DIR] | gpu-bench --bundle DIR | bench | bench-encoder | soak | fuzz [--secs N] [--runs M] [--only TARGET] | calibrate [--out FILE] [--seconds S]>"
             );
             std::process::exit(2);
         }

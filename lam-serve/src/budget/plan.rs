@@ -9,7 +9,7 @@ use super::citable::{Citable, Form};
 use crate::bill::Pricing;
 use lam_operator::Budget;
 
-/// Which answered results a cut cites first ([`Cuts::plan`]). Measured
+/// Which answered results a cut cites first (`Cuts::plan`). Measured
 /// on the shared real transcripts by what the agent later quoted of the
 /// results cited (`lam replay`'s `cited_then_used`, docs/serve.md): the
 /// two take away the same to within one result in 400, oldest first the
@@ -20,7 +20,7 @@ pub enum CiteOrder {
     #[default]
     Oldest,
     /// Superseded results first (a newer result's stubs name their lines:
-    /// [`Cuts::superseded`]), oldest first among them; then the others,
+    /// `Cuts::superseded`), oldest first among them; then the others,
     /// oldest first (`lam replay --cite-order superseded`).
     Superseded,
 }

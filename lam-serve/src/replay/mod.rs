@@ -3,7 +3,7 @@
 //! would bill for it with and without `lam`.
 //!
 //! Each agent's requests are written by its room
-//! (`lam_trajectory::agents`, [`requests`]), as observed on the wire. The
+//! (`lam_trajectory::agents`, `requests`), as observed on the wire. The
 //! upstream is in-process: each forwarded body is measured, nothing is sent.
 //!
 //! Billing is [`crate::bill`]'s rule, the proxy's own: tokens are cl100k of
@@ -79,7 +79,7 @@ pub struct SessionReport {
     pub cuts_warm: u64,
     /// See `cuts`.
     pub citations: u64,
-    /// Cited tool results the agent later needed ([`CitedThenUsed`]): a
+    /// Cited tool results the agent later needed (`CitedThenUsed`): a
     /// later recorded assistant message or tool input quotes a distinctive
     /// line of one that appears nowhere else in what lam forwarded.
     pub cited_then_used: u64,
