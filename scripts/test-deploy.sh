@@ -37,10 +37,14 @@ bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/test
 # calibration is above 1): three replicas behind HAProxy, and one `lam serve`
 # SIGKILLed and restarted after every cut, forward the bytes one `lam serve`
 # alone forwards (0 bodies differ).
-bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work" --encoder "$encoder" \
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work/compact" --encoder "$encoder" \
   --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000
 # The same with each body as a Python client writes it (the official SDKs'
 # json.dumps: ", " and ": "): a mark taken off an item a replica froze gives
 # the client's own bytes (issue 68: 48 of 90 bodies differed in bytes before).
-bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work" --encoder "$encoder" \
+# A work folder of its own: the reference's folder store of the pass above
+# holds the same conversation's ledger (the same points: keys are no function
+# of the bytes' spacing), which this pass's reference would read and the
+# replicas' fresh PostgreSQL would not.
+bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work/spaced" --encoder "$encoder" \
   --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000 --spaced

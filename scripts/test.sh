@@ -16,32 +16,38 @@ if [ "${CI:-}" != true ] && [ "${LAM_TEST_SYSTEM:-}" != 1 ]; then
   echo "lam tests: system installs are off (set LAM_TEST_SYSTEM=1 to allow apt-get, as CI does); parts that need them say SKIPPED" >&2
 fi
 bash scripts/install-model.sh >/dev/null
+# Each part's time goes to stderr (CI's log says where the minutes go).
+step() {
+  local t0=$SECONDS
+  "$@"
+  echo "lam tests: \`$*\` took $((SECONDS - t0)) s ($((SECONDS / 60)) min in all)" >&2
+}
 # One style (rustfmt.toml): the tree is formatted with `cargo fmt --all`.
-cargo fmt --all -- --check
-cargo test --workspace
+step cargo fmt --all -- --check
+step cargo test --workspace
 # No lint warnings in any crate, test or bench (clippy's defaults, deny).
-cargo clippy --workspace --all-targets -- -D warnings
-cargo xtask check-features
-cargo xtask verify-digests --sample
+step cargo clippy --workspace --all-targets -- -D warnings
+step cargo xtask check-features
+step cargo xtask verify-digests --sample
 # lam-codec kernels compile with NVRTC and hiprtc (installs both compilers; no GPU needed)
-bash scripts/check-kernels.sh
+step bash scripts/check-kernels.sh
 # ONNX Runtime encoder (lam-encode feature ort): installs onnxruntime from PyPI, builds onnx/model.onnx, runs its equivalence tests
-bash scripts/check-ort.sh
+step bash scripts/check-ort.sh
 # The Python package lam (lam-py): maturin wheel into target/py-venv, pytest incl. the mini-swe-agent loop
-bash scripts/test-python.sh
+step bash scripts/test-python.sh
 # What users install (cargo xtask dist, dev profile: the test build's binary; the release artifacts: cargo xtask dist --check): the lam-ctx, lam-ctx-model and lam-ctx-py wheels, the npm packages and the .tar.gz, installed with pip, uv tool, pipx and npm (offline, no cargo on the PATH) and run (scripts/dist-check.py)
-cargo xtask dist --dev --check
+step cargo xtask dist --dev --check
 # The PostgreSQL archive (arc-store feature postgres) and the lam program and the Python package on it: installs PostgreSQL, runs a throwaway cluster
-bash scripts/test-postgres.sh
+step bash scripts/test-postgres.sh
 # lam serve with the official openai/anthropic SDKs against a loopback upstream stub (venv under target/)
-bash scripts/test-serve.sh
+step bash scripts/test-serve.sh
 # The upstream's network against nginx (installs nginx): a private CA trusted only when given (SSL_CERT_FILE, --upstream-ca, NODE_EXTRA_CA_CERTS, the system's store), HTTP/2 GOAWAY under concurrent streams with no request lost, a proxy's 407 as lam's own error
-bash scripts/test-network.sh
+step bash scripts/test-network.sh
 # Three lam serve replicas on one PostgreSQL behind HAProxy (round robin): bytes equal one replica's, recall from the shared store, SIGKILL mid-stream (installs haproxy)
-bash scripts/test-deploy.sh
+step bash scripts/test-deploy.sh
 # The real Claude Code and Codex (pinned, from npm) through `lam run` against a scripted loopback upstream (SKIPPED when npm is unreachable)
-bash scripts/test-agents.sh
+step bash scripts/test-agents.sh
 # lam mcp through the official `mcp` Python SDK (PyPI) over stdio and streamable HTTP: exact recall vs lam recall, errors, latency
-bash scripts/test-mcp.sh
+step bash scripts/test-mcp.sh
 # Two local users (made and removed here; as root with CI=true or LAM_TEST_SYSTEM=1): another user's planted files never reach `lam run`'s agent (the real Gemini CLI), token or start
-bash scripts/test-shared-host.sh
+step bash scripts/test-shared-host.sh
