@@ -216,6 +216,11 @@ impl Proxy {
         arc_store::find(&store, None, shown).map(|f| f.bytes).map_err(|e| Error::Store { spec: self.inner.cfg.store.display(), source: Box::new(e) })
     }
 
+    /// The price table requests are put in dollars by (`--prices`, else the built-in).
+    pub fn prices(&self) -> &crate::bill::prices::Prices {
+        &self.inner.engine.prices
+    }
+
     /// The settings.
     pub fn config(&self) -> &ServeConfig {
         &self.inner.cfg

@@ -99,7 +99,7 @@ impl Parsed {
     /// Its `model`, when a string (the default budget is resolved from it:
     /// [`crate::budget::DefaultBudget`]).
     pub(crate) fn model(&self) -> Option<String> {
-        self.members.raw("model").and_then(|m| serde_json::from_str::<String>(m).ok())
+        model_in(&self.members)
     }
 
     /// The raw JSON of its preamble members (`system`, `instructions`) and `tools`.
@@ -131,6 +131,15 @@ fn keys(api: Api, members: &Members, items: &[Item]) -> Vec<u128> {
         *n += 1;
     }
     out
+}
+
+/// A body's `model`, when it is an object whose `model` is a string.
+pub(crate) fn model_of(body: &[u8]) -> Option<String> {
+    crate::json::Members::parse(body).ok().as_ref().and_then(model_in)
+}
+
+fn model_in(members: &crate::json::Members) -> Option<String> {
+    members.raw("model").and_then(|m| serde_json::from_str::<String>(m).ok())
 }
 
 #[cfg(test)]

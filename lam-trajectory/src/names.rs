@@ -94,6 +94,7 @@ mod tests {
             thoughts: vec![],
             task: String::new(),
             times: vec![],
+            models: vec![],
             cache_ttl: None,
         }
     }

@@ -227,6 +227,7 @@ pub fn read_value(v: &Value, path: &Path, default_session: String) -> Result<Tra
         thoughts: p.thoughts,
         task: p.task,
         times: Vec::new(),
+        models: Vec::new(),
         cache_ttl: None,
     };
     match v {
@@ -440,6 +441,7 @@ fn read_jsonl(bytes: &[u8], path: &Path) -> Result<Vec<Trajectory>, ReadError> {
                     thoughts: Vec::new(),
                     task: String::new(),
                     times: Vec::new(),
+                    models: Vec::new(),
                     cache_ttl: None,
                 });
                 out.last_mut().expect("just pushed")

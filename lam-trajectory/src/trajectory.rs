@@ -28,6 +28,10 @@ pub struct Trajectory {
     /// `records`; empty, or `None` for a record, when not recorded): Claude
     /// Code's and Codex's per-line `timestamp`.
     pub times: Vec<Option<i64>>,
+    /// The model that made each record's call (parallel to `records`;
+    /// empty, or `None` for a record, when not recorded): Claude Code's
+    /// `message.model`, Codex's `turn_context` `model`, Gemini CLI's `model`.
+    pub models: Vec<Option<String>>,
     /// The prompt-cache TTL, in seconds, the agent's requests asked for, as
     /// far as the transcript shows it (Claude Code: its `usage` wrote to the
     /// 1-hour cache only, 3600, or to the 5-minute one, 300); `None` when not recorded.

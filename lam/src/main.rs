@@ -9,6 +9,7 @@ mod compact;
 mod costmodel;
 mod embed;
 mod eval;
+mod html;
 mod mcp;
 mod opts;
 mod printable;

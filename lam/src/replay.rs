@@ -35,6 +35,12 @@ pub struct ReplayArgs {
     /// How long the provider keeps a cached prefix after its last use: SECONDS or `none` (never expires). A request sent longer than that after the previous one (the transcript's timestamps) is priced as a cache miss, direct and through lam. Default: the TTL the transcript shows the agent asked for (Claude Code's 1-hour cache), else the provider's: 300 (Anthropic 5 minutes; OpenAI's in-memory retention, 5 to 10 minutes).
     #[arg(long, value_parser = CacheTtl::parse, value_name = "SECONDS|none")]
     cache_ttl: Option<CacheTtl>,
+    /// Dollars by this price table (JSON, the built-in's format: `lam replay --json` names the built-in's date) instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// Also write one self-contained HTML page (no network needed) drawing the run: context per request direct and through lam, cuts, cache expiries, the bill in dollars, and every cited output's original.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     #[command(flatten)]
     engine: crate::serve::EngineOpts,
     /// Where the replayed tool results are archived (a directory, `postgres://...` where built in); default `mem:` (in memory, gone when it exits).
@@ -58,6 +64,9 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     cfg.default_budget = a.engine.default_budget(true)?;
     cfg.cite_order = a.cite_order;
     cfg.store = arc_store::StoreSpec::parse(&a.store).with_context(|| format!("--store {}", lam_core::redact::url(&a.store)))?;
+    if let Some(p) = &a.prices {
+        cfg.prices = Some(std::sync::Arc::new(lam_serve::bill::prices::Prices::read(p).map_err(anyhow::Error::msg)?));
+    }
     // With a budget, the same sessions go through a second engine without
     // one too, for the bill with no budget.
     let unbounded = match (cfg.engine.budget, cfg.default_budget) {
@@ -102,6 +111,12 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     if let (Some(w), Some(p)) = (out.as_mut(), &a.requests_out) {
         w.flush().with_context(|| format!("--requests-out {}", p.display()))?;
     }
+    let proxy_prices = proxy.prices().clone();
+    // The originals of every `§id` the page links to, while the archive is open.
+    let originals = match a.html {
+        Some(_) => crate::html::originals(&proxy, sessions.iter().flat_map(|s| &s.1.ids)),
+        None => Vec::new(),
+    };
     proxy.close().context("lam replay: saving the embedding cache")?;
     if sessions.is_empty() {
         let paths = a.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
@@ -109,10 +124,14 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     }
     let mut total = SessionReport { session: "total".into(), ..Default::default() };
     sessions.iter().for_each(|s| total.absorb(&s.1));
+    let report = report_json(&sessions, &total, (budget, &budgets), &unreadable, &proxy_prices.date);
+    if let Some(p) = &a.html {
+        std::fs::write(p, crate::html::page(&report, &originals)).with_context(|| format!("--html {}", p.display()))?;
+    }
     if a.json {
-        print_json(&sessions, &total, (budget, &budgets), &unreadable)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&sessions, &total);
+        print_table(&sessions, &total, &proxy_prices.date);
         if budget != (None, None) {
             print_budget(&sessions, &total, (budget, &budgets));
         }
@@ -163,6 +182,7 @@ fn one(
         .enumerate()
         .map(|(i, r)| Call {
             time: t.times.get(i).copied().flatten(),
+            model: t.models.get(i).cloned().flatten(),
             ..Call::from_action(&r.action, String::from_utf8_lossy(&r.observation).into_owned(), t.thoughts.get(i).cloned().unwrap_or_default())
         })
         .collect();
@@ -173,7 +193,7 @@ fn one(
     let mut r = replay::replay(proxy, agent, &t.session.0, &task, &calls, (pricing, ttl), &lam_trajectory::Cl100k);
     if let Some(u) = unbounded {
         let without = replay::replay(u, agent, &t.session.0, &task, &calls, (pricing, ttl), &lam_trajectory::Cl100k);
-        (r.billed_no_budget, r.peak_no_budget) = (without.billed_lam, without.peak_tokens);
+        (r.billed_no_budget, r.peak_no_budget, r.usd_no_budget) = (without.billed_lam, without.peak_tokens, without.usd_lam);
     }
     Ok((agent, r, pricing))
 }
@@ -223,7 +243,7 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}~", s.chars().take(n - 1).collect::<String>()) }
 }
 
-fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport) {
+fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, date: &str) {
     println!(
         "{:<40} {:<11} {:>4} {:>4} {:>6} {:>9} {:>9} {:>7} {:>4} {:>5} {:>11} {:>11} {:>6} {:>4} {:>6} {:>7} {:>7} {:>7}",
         "session",
@@ -277,6 +297,29 @@ fn print_table(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepo
         total.requests,
         100.0 * total.expired_share()
     );
+    print_dollars(total, date);
+}
+
+/// The bill in dollars and with the recalls of cited outputs priced (`lam_serve::replay::priced`).
+fn print_dollars(total: &SessionReport, date: &str) {
+    let ratio = |x: f64| if total.usd_direct == 0.0 { 1.0 } else { x / total.usd_direct };
+    println!(
+        "In dollars (prices of {date}, each request at its model's): direct ${:.2}, through lam ${:.2} ({:.3}x); with the {} cited outputs the agent",
+        total.usd_direct,
+        total.usd_lam,
+        ratio(total.usd_lam),
+        total.recalls.count
+    );
+    println!(
+        "later used recalled (one more request each, the output in the context after): ${:.2} ({:.3}x), billed input {:.1} % of direct.",
+        total.usd_lam_with_recalls(),
+        ratio(total.usd_lam_with_recalls()),
+        100.0 * total.billed_ratio_with_recalls()
+    );
+    println!("(Recalls are estimated from the transcript: an output used without being quoted is missed, one quoted but not needed is counted.)");
+    for n in &total.price_notes {
+        println!("note: {n}");
+    }
 }
 
 fn budget_row(r: &SessionReport, shape: &str, budget: u64) -> String {
@@ -351,7 +394,14 @@ fn print_budget(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRep
     println!("With a budget, chg in the table above counts the items re-written at cuts.");
 }
 
-fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionReport, (held, budgets): (Held, &[u64]), unreadable: &[Unreadable]) -> Result<()> {
+/// The run as `--json` prints it and `--html` draws it (`prices`: the table's date).
+fn report_json(
+    sessions: &[(Agent, SessionReport, Pricing)],
+    total: &SessionReport,
+    (held, budgets): (Held, &[u64]),
+    unreadable: &[Unreadable],
+    prices: &str,
+) -> serde_json::Value {
     let summary = |r: &SessionReport| {
         serde_json::json!({
             "session": r.session, "requests": r.requests, "proxy_sessions": r.proxy_sessions,
@@ -368,6 +418,21 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             "overhead_ms_p50": replay::quantile(&overhead(r), 0.5), "overhead_ms_p99": replay::quantile(&overhead(r), 0.99),
         })
     };
+    let summary = |r: &SessionReport| {
+        let mut v = summary(r);
+        let usd = |x: f64| if r.usd_direct == 0.0 { 1.0 } else { x / r.usd_direct };
+        let more = serde_json::json!({
+            "usd_direct": r.usd_direct, "usd_lam": r.usd_lam, "usd_no_budget": r.usd_no_budget,
+            "recalls": r.recalls.count, "billed_recalls": r.recalls.billed, "usd_recalls": r.recalls.usd,
+            "billed_ratio_with_recalls": r.billed_ratio_with_recalls(), "usd_lam_with_recalls": r.usd_lam_with_recalls(),
+            "usd_ratio": usd(r.usd_lam), "usd_ratio_with_recalls": usd(r.usd_lam_with_recalls()),
+            "price_notes": r.price_notes, "top_calls": r.top_calls,
+        });
+        if let (Some(v), serde_json::Value::Object(m)) = (v.as_object_mut(), more) {
+            v.extend(m);
+        }
+        v
+    };
     let rows: Vec<_> = sessions
         .iter()
         .zip(budgets)
@@ -377,6 +442,7 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
             v["shape"] = shape.name().into();
             v["pricing"] = serde_json::json!({"read": p.read, "write": p.write});
             v["cache_ttl"] = serde_json::json!(r.cache_ttl.0);
+            v["per_request"] = serde_json::json!(r.per_request);
             v
         })
         .collect();
@@ -386,7 +452,5 @@ fn print_json(sessions: &[(Agent, SessionReport, Pricing)], total: &SessionRepor
         (None, Some(d)) => serde_json::json!({"mode": "default", "ceiling": d.ceiling, "keep": d.keep.unwrap_or(lam_serve::Budget::KEEP)}),
         (None, None) => serde_json::json!({"mode": "off"}),
     };
-    let all = serde_json::json!({"budget": budget, "sessions": rows, "total": summary(total), "unreadable": unreadable});
-    println!("{}", serde_json::to_string_pretty(&all)?);
-    Ok(())
+    serde_json::json!({"budget": budget, "prices": {"date": prices}, "sessions": rows, "total": summary(total), "unreadable": unreadable})
 }

@@ -61,9 +61,7 @@ impl DefaultBudget {
 /// The budget `lam replay` holds a request `body` to ([`crate::config::ServeConfig::budget_for`]
 /// with its `model` member; a replayed request carries no header).
 pub fn budget_of(cfg: &crate::config::ServeConfig, body: &[u8]) -> Option<Budget> {
-    let members = crate::json::Members::parse(body).ok();
-    let model = members.as_ref().and_then(|m| m.raw("model")).and_then(|m| serde_json::from_str::<String>(m).ok());
-    cfg.budget_for(None, model.as_deref())
+    cfg.budget_for(None, crate::request::model_of(body).as_deref())
 }
 
 /// The threshold at which the agent compacts its context on its own for

@@ -22,8 +22,11 @@ use serde::Serialize;
 use serde_json::Value;
 use std::time::Instant;
 
+mod priced;
 #[cfg(test)]
 mod tests;
+
+pub use priced::{Recalls, RequestRow};
 
 /// The requests each agent sends, written by its room.
 pub use lam_trajectory::agents::{Call, forwarded_results, requests};
@@ -97,6 +100,28 @@ pub struct SessionReport {
     pub billed_no_budget: f64,
     /// The largest prompt through lam without the budget (see `billed_no_budget`).
     pub peak_no_budget: u64,
+    /// US dollars direct, through lam, and through lam without the budget
+    /// (set by the caller that replays both), at each request's model's
+    /// prices ([`crate::bill::prices`]).
+    pub usd_direct: f64,
+    /// See `usd_direct`.
+    pub usd_lam: f64,
+    /// See `usd_direct`.
+    pub usd_no_budget: f64,
+    /// What getting back the cited outputs the agent later used would add
+    /// to the bill through lam (`priced`: one recall per `cited_then_used`).
+    #[serde(skip)]
+    pub recalls: Recalls,
+    /// Each request, direct and through lam.
+    pub per_request: Vec<RequestRow>,
+    /// The tool calls whose outputs lam kept out of the context most, by
+    /// tokens (at most [`TOP_CALLS`], the most first).
+    pub top_calls: Vec<CallSaving>,
+    /// Every `§id` what lam forwarded for a tool result names (a stub's, a
+    /// citation's), each once, in order of first appearance.
+    pub ids: Vec<String>,
+    /// How the models not in the price table were priced, each once.
+    pub price_notes: Vec<String>,
     /// Milliseconds the proxy took per request (parse, match, archive, admit, write).
     pub added_ms: Vec<f64>,
     /// Milliseconds of it spent admitting the request's new observations.
@@ -129,6 +154,16 @@ impl SessionReport {
         if self.billed_direct == 0.0 { 1.0 } else { self.billed_lam / self.billed_direct }
     }
 
+    /// Billed input through `lam`, the recalls of cited outputs included, over direct: the headline.
+    pub fn billed_ratio_with_recalls(&self) -> f64 {
+        if self.billed_direct == 0.0 { 1.0 } else { (self.billed_lam + self.recalls.billed) / self.billed_direct }
+    }
+
+    /// Dollars through `lam`, the recalls included.
+    pub fn usd_lam_with_recalls(&self) -> f64 {
+        self.usd_lam + self.recalls.usd
+    }
+
     /// Add another session (totals).
     pub fn absorb(&mut self, o: &SessionReport) {
         self.requests += o.requests;
@@ -159,9 +194,64 @@ impl SessionReport {
         self.over_budget += o.over_budget;
         self.billed_no_budget += o.billed_no_budget;
         self.peak_no_budget = self.peak_no_budget.max(o.peak_no_budget);
+        self.usd_direct += o.usd_direct;
+        self.usd_lam += o.usd_lam;
+        self.usd_no_budget += o.usd_no_budget;
+        self.recalls.count += o.recalls.count;
+        self.recalls.billed += o.recalls.billed;
+        self.recalls.usd += o.recalls.usd;
+        for n in &o.price_notes {
+            if !self.price_notes.contains(n) {
+                self.price_notes.push(n.clone());
+            }
+        }
         self.added_ms.extend_from_slice(&o.added_ms);
         self.admit_ms.extend_from_slice(&o.admit_ms);
     }
+}
+
+/// How many of a session's calls [`SessionReport::top_calls`] names.
+pub const TOP_CALLS: usize = 10;
+
+/// One tool call's output and what lam kept of it out of the context: at
+/// its first forwarding (a stub of lines the model had seen) or later (a
+/// budget's citation: the whole output, less the citation).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CallSaving {
+    /// The call (`name(arguments)`, at most 120 characters).
+    pub action: String,
+    /// Tokens of its output.
+    pub tokens: u64,
+    /// Tokens kept out: the output's less what lam last forwarded for it.
+    pub kept_out: u64,
+    /// Whether a budget's cut cited it.
+    pub cited: bool,
+    /// The `§id` lam's text for it names (its own when cited; the earlier
+    /// observation a stub points to), if any.
+    pub id: Option<String>,
+}
+
+/// The calls whose outputs lam kept out most (`first`: what was first
+/// forwarded for each; `cited`: each citation's text, in order).
+fn top_calls(calls: &[Call], first: &[String], cited: &[(usize, String)], counter: &dyn TokenCounter) -> Vec<CallSaving> {
+    let citation = |k: usize| cited.iter().find(|(i, _)| *i == k).map(|(_, c)| c);
+    let mut out: Vec<CallSaving> = calls
+        .iter()
+        .zip(first)
+        .enumerate()
+        .map(|(k, (c, f))| {
+            let action = format!("{}({})", c.name, c.arguments);
+            let tokens = counter.count(c.output.as_bytes()) as u64;
+            let last = citation(k).unwrap_or(f);
+            let kept_out = tokens.saturating_sub(counter.count(last.as_bytes()) as u64);
+            let id = section_ids(last).next().map(str::to_string);
+            CallSaving { action: action.chars().take(120).collect(), tokens, kept_out, cited: !std::ptr::eq(last, f), id }
+        })
+        .filter(|s| s.kept_out > 0)
+        .collect();
+    out.sort_by_key(|s| std::cmp::Reverse(s.kept_out));
+    out.truncate(TOP_CALLS);
+    out
 }
 
 /// The `q`-quantile (0..=1) of `xs` (nearest rank; 0 when empty).
@@ -213,6 +303,11 @@ pub fn replay(
     let mut last_time = None;
     let mut used = CitedThenUsed::new(calls);
     let mut recalled = vec![false; calls.len()];
+    // Each cited result and its citation's text when first forwarded.
+    let mut cited: Vec<(usize, String)> = Vec::new();
+    let (mut usd, mut model) = (Vec::new(), None);
+    let hour = ttl.0.is_some_and(|s| s > 300);
+    let mut cuts = before.total().cuts;
     for (q, (body, time)) in requests(agent, task, calls).into_iter().zip(times).enumerate() {
         let cold = ttl.expired(last_time, time);
         last_time = time.or(last_time);
@@ -221,10 +316,11 @@ pub fn replay(
         let out = proxy.rewrite_at(api, None, &body, crate::proxy::Arrival { at_ms: time, ttl: Some(ttl) });
         let shown = forwarded_results(agent, &out.body);
         used.answer(q, &shown, &out.body);
-        recall_cited(proxy, calls, &shown, &mut recalled, &mut r);
+        cited.extend(recall_cited(proxy, calls, &shown, &mut recalled, &mut r));
         first.extend(shown.into_iter().skip(first.len()));
         r.added_ms.push(t.elapsed().as_secs_f64() * 1e3);
-        let now = totals(&proxy.stats()).1;
+        let stats = proxy.stats();
+        let now = totals(&stats).1;
         r.admit_ms.push((now - admitted_s) * 1e3);
         admitted_s = now;
         let mut billed = [0.0; 2];
@@ -244,6 +340,28 @@ pub fn replay(
         let budget = crate::budget::default::budget_of(proxy.config(), &body).map(|b| b.tokens);
         r.over_budget += u64::from(budget.is_some_and(|b| lam.last > b));
         r.requests += 1;
+        // In dollars, by the model that answers it (the transcript's, else the request's).
+        model = calls.get(q).and_then(|c| c.model.clone()).or(model).or_else(|| crate::request::model_of(&body));
+        let priced = proxy.prices().price(model.as_deref(), api);
+        if let Some(n) = priced.note(&proxy.prices().date).filter(|n| !r.price_notes.contains(n)) {
+            r.price_notes.push(n);
+        }
+        let (direct_usd, lam_usd) = (direct.last_usd(&priced, hour), lam.last_usd(&priced, hour));
+        (r.usd_direct, r.usd_lam) = (r.usd_direct + direct_usd, r.usd_lam + lam_usd);
+        let made = stats.total().cuts - std::mem::replace(&mut cuts, stats.total().cuts);
+        r.per_request.push(RequestRow {
+            model: model.clone().unwrap_or_else(|| priced.entry.model.clone()),
+            direct_tokens: direct.last,
+            lam_tokens: lam.last,
+            direct_billed: billed[0],
+            lam_billed: billed[1],
+            direct_usd,
+            lam_usd,
+            cold,
+            cuts: made,
+            budget,
+        });
+        usd.push(priced.price(lam.last));
     }
     let after = proxy.stats();
     r.proxy_sessions = after.sessions_created - before.sessions_created;
@@ -253,7 +371,11 @@ pub fn replay(
     r.tool_tokens_out = t1[2] - t0[2];
     r.earlier_changed = lam.changed;
     r.cited_then_used = used.count();
+    let events: Vec<(usize, u64)> = used.events().map(|(k, q)| (q, counter.count(calls[k].output.as_bytes()) as u64)).collect();
+    r.recalls = priced::recalls(&events, &r.per_request, &usd, (pricing.read, pricing.write), hour);
     hidden_lines(&mut r, calls, &first, counter);
+    r.ids = named_ids(first.iter().chain(cited.iter().map(|(_, c)| c)));
+    r.top_calls = top_calls(calls, &first, &cited, counter);
     let (b, a) = (before.total(), after.total());
     (r.cuts, r.citations) = (a.cuts - b.cuts, a.citations - b.citations);
     (r.cuts_cold, r.cuts_warm) = (a.cuts_cold - b.cuts_cold, a.cuts_warm - b.cuts_warm);
@@ -270,25 +392,35 @@ pub fn replay(
 /// the citation's `§id` and compare the bytes with the result's (counted in
 /// `r`: `cited_recalled`, `cited_recall_wrong`; an id the archive cannot
 /// answer counts as wrong).
-fn recall_cited(proxy: &Proxy, calls: &[Call], shown: &[String], done: &mut [bool], r: &mut SessionReport) {
+fn recall_cited(proxy: &Proxy, calls: &[Call], shown: &[String], done: &mut [bool], r: &mut SessionReport) -> Vec<(usize, String)> {
+    let mut texts = Vec::new();
     for (k, s) in shown.iter().enumerate().take(calls.len()) {
         if done[k] || !s.starts_with(crate::budget::CITED_LEAD) {
             continue;
         }
         done[k] = true;
-        let id = cited_id(s);
+        let id = section_ids(s).next();
         let exact = id.and_then(|id| proxy.recall(id).ok()).is_some_and(|b| b == calls[k].output.as_bytes());
         r.cited_recalled += 1;
         r.cited_recall_wrong += u64::from(!exact);
+        texts.push((k, s.clone()));
     }
+    texts
 }
 
-/// The first `§id` of a citation's text.
-fn cited_id(citation: &str) -> Option<&str> {
-    let at = citation.find('§')? + '§'.len_utf8();
-    let rest = &citation[at..];
-    let end = rest.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(rest.len());
-    (end >= 4).then(|| &rest[..end])
+/// The `§id`s a text names (`§` and at least 4 lowercase hex digits).
+fn section_ids(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices('§').filter_map(|(at, _)| {
+        let rest = &text[at + '§'.len_utf8()..];
+        let end = rest.find(|c: char| !matches!(c, '0'..='9' | 'a'..='f')).unwrap_or(rest.len());
+        (end >= 4).then(|| &rest[..end])
+    })
+}
+
+/// The `§id`s `texts` name, each once, in order.
+fn named_ids<'t>(texts: impl Iterator<Item = &'t String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    texts.flat_map(|t| section_ids(t)).filter(|id| seen.insert(*id)).map(str::to_string).collect()
 }
 
 /// What a budget's cuts took away that the agent later needed, over one
@@ -309,7 +441,8 @@ pub(crate) struct CitedThenUsed<'c> {
     calls: &'c [Call],
     /// When each result was first forwarded cited (request index).
     cited: Vec<Option<usize>>,
-    used: Vec<bool>,
+    /// When each result was first used (the request the agent answered quoting it).
+    used: Vec<Option<usize>>,
     /// Each result's distinctive lines, read when first cited.
     lines: Vec<Vec<String>>,
 }
@@ -320,7 +453,7 @@ impl<'c> CitedThenUsed<'c> {
 
     pub(crate) fn new(calls: &'c [Call]) -> Self {
         let n = calls.len();
-        Self { calls, cited: vec![None; n], used: vec![false; n], lines: vec![Vec::new(); n] }
+        Self { calls, cited: vec![None; n], used: vec![None; n], lines: vec![Vec::new(); n] }
     }
 
     /// Request `q` (the task and `calls[..q]`) was forwarded as `body`, its
@@ -337,7 +470,7 @@ impl<'c> CitedThenUsed<'c> {
         let windows: std::collections::HashSet<&[u8]> = said.iter().flat_map(|t| t.as_bytes().windows(Self::MIN_CHARS)).collect();
         let mut forwarded: Option<String> = None;
         for k in 0..self.calls.len() {
-            if self.used[k] || self.cited[k].is_none() {
+            if self.used[k].is_some() || self.cited[k].is_none() {
                 continue;
             }
             let quoted = |l: &&String| windows.contains(&l.as_bytes()[..Self::MIN_CHARS]) && said.iter().any(|t| t.contains(l.as_str()));
@@ -347,14 +480,19 @@ impl<'c> CitedThenUsed<'c> {
             }
             let seen = forwarded.get_or_insert_with(|| body_text(body));
             if quoted.iter().any(|l| !seen.contains(l.as_str())) {
-                self.used[k] = true;
+                self.used[k] = Some(q);
             }
         }
     }
 
     /// Results counted.
     pub(crate) fn count(&self) -> u64 {
-        self.used.iter().filter(|&&u| u).count() as u64
+        self.used.iter().flatten().count() as u64
+    }
+
+    /// Each result counted and the request the agent answered quoting it: `(result, request)`.
+    pub(crate) fn events(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.used.iter().enumerate().filter_map(|(k, q)| q.map(|q| (k, q)))
     }
 }
 

@@ -206,7 +206,7 @@ fn a_cited_line_the_agent_quotes_later_is_counted_once() {
 #[test]
 fn a_citation_s_id_is_read_from_its_text() {
     let c = format!("{} `cat a.py` → §9f3a rc=0 12 tok 40 B\n  _recall §9f3a", crate::budget::CITED_LEAD);
-    assert_eq!(super::cited_id(&c), Some("9f3a"));
-    assert_eq!(super::cited_id("no id here"), None);
-    assert_eq!(super::cited_id("§9f3"), None, "too short");
+    assert_eq!(super::section_ids(&c).next(), Some("9f3a"));
+    assert_eq!(super::section_ids("no id here").next(), None);
+    assert_eq!(super::section_ids("§9f3").next(), None, "too short");
 }

@@ -274,6 +274,11 @@ mod reader {
             let meta = o.get("isMeta").and_then(Value::as_bool) == Some(true);
             let s = &mut part.session;
             s.time = timestamp(&o);
+            if ty == "assistant"
+                && let Some(m) = o.get("message").and_then(|m| m.get("model")).and_then(Value::as_str).filter(|m| *m != "<synthetic>")
+            {
+                s.model = Some(m.to_string());
+            }
             if ty == "assistant" { claude_assistant(s, content) } else { claude_user(s, content, meta) }.map_err(err)?;
         }
         let base = base.unwrap_or_else(|| stem(path));

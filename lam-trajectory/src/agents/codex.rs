@@ -281,6 +281,7 @@ mod reader {
                     let p = p.as_object().ok_or_else(|| err(format!("`payload` is {}, not an object", kind(p))))?;
                     match t.as_str() {
                         "session_meta" => codex_meta(&mut s, p),
+                        "turn_context" => s.model = p.get("model").and_then(Value::as_str).map(str::to_string).or(s.model.take()),
                         "response_item" => codex_item(&mut s, p).map_err(err)?,
                         _ => {}
                     }

@@ -284,6 +284,9 @@ impl Room for GeminiCli {
         let mut task = Vec::new();
         for (at, m) in &messages {
             s.time = timestamp(m);
+            if let Some(model) = m.get("model").and_then(Value::as_str) {
+                s.model = Some(model.to_string());
+            }
             match m.get("type").and_then(Value::as_str) {
                 Some("user") => {
                     let c = content(m);

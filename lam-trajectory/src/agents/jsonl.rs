@@ -67,6 +67,9 @@ pub(crate) struct Session {
     /// The current line's `timestamp` (Unix ms), and each record's.
     pub(crate) time: Option<i64>,
     times: Vec<Option<i64>>,
+    /// The model of the latest assistant turn read, and each record's.
+    pub(crate) model: Option<String>,
+    models: Vec<Option<String>>,
 }
 
 impl Session {
@@ -96,6 +99,7 @@ impl Session {
         };
         self.thoughts.push(thought);
         self.times.push(self.time);
+        self.models.push(self.model.clone());
         self.records.push(Record { index: self.records.len() as u32, action, observation: observation.into_bytes(), returncode });
     }
 
@@ -114,6 +118,7 @@ impl Session {
             thoughts: self.thoughts,
             task: self.task,
             times: self.times,
+            models: self.models,
             cache_ttl: None,
         }
     }

@@ -404,6 +404,9 @@ mod reader {
             let role = message.get("role").and_then(Value::as_str);
             let s = convs.last_mut().expect("one conversation at least");
             s.time = Some(*created);
+            if let Some(m) = message.get("modelID").and_then(Value::as_str) {
+                s.model = Some(m.to_string());
+            }
             match (part.get("type").and_then(Value::as_str), role) {
                 (Some("compaction"), _) => {
                     convs.push(Session::default());

@@ -22,6 +22,9 @@ pub struct Call {
     /// When its result was recorded (Unix ms; the transcript's timestamp),
     /// so when the request that carries it was sent; `None` when not recorded.
     pub time: Option<i64>,
+    /// The model that made the call, as the transcript records it (`None`:
+    /// not recorded); what the request that carries its result is priced by.
+    pub model: Option<String>,
 }
 
 impl Call {
@@ -32,7 +35,7 @@ impl Call {
             Some((name, args)) => (name.to_string(), args.to_string()),
             None => ("bash".to_string(), json!({ "command": action }).to_string()),
         };
-        Self { name, arguments, output, thought, time: None }
+        Self { name, arguments, output, thought, time: None, model: None }
     }
 
     /// The arguments as a JSON object, when they are one.
