@@ -25,7 +25,7 @@ if [[ ! -d "$out/node_modules/playwright-core" ]] && ! npm install --prefix "$ou
   echo "SKIPPED: the browser tests (npm could not install playwright-core)" >&2
   exit 0
 fi
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 encoder=$(bash scripts/default-encoder.sh)
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-browser-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

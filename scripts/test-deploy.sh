@@ -20,7 +20,7 @@ if ! command -v haproxy >/dev/null; then
   bash scripts/apt-install.sh "the deployment test" haproxy
 fi
 bash scripts/serve-venv.sh
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 encoder=$(bash scripts/default-encoder.sh)
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-deploy-test.XXXXXX")"
@@ -45,6 +45,7 @@ bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/test
 # A work folder of its own: the reference's folder store of the pass above
 # holds the same conversation's ledger (the same points: keys are no function
 # of the bytes' spacing), which this pass's reference would read and the
-# replicas' fresh PostgreSQL would not.
+# replicas' fresh PostgreSQL would not. The replicas alone: the restarts read
+# the same ledger the replicas do, which the pass above checks.
 bash scripts/test-postgres.sh --with target/serve-venv/bin/python lam-serve/tests/sdk/deploy_budget_test.py target/debug/lam "$work/spaced" --encoder "$encoder" \
-  --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000 --spaced
+  --transcript "$transcripts/spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl" --requests 90 --budget 20000 --spaced --no-restarts

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 lam=target/debug/lam
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 venv=target/mcp-venv
 if ! "$venv/bin/python" -c 'import mcp.client.streamable_http' 2>/dev/null; then
     python3 -m venv "$venv"

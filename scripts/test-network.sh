@@ -28,7 +28,7 @@ if [[ -z "$nginx" ]]; then
 fi
 system=()
 if [[ $allowed == 1 && $(id -u) -eq 0 ]] && command -v update-ca-certificates >/dev/null; then system=(--system); fi
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-net-test.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 python3 lam-serve/tests/net/net_test.py target/debug/lam "$work" --nginx "$nginx" "${system[@]}"

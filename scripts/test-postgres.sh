@@ -123,7 +123,7 @@ fi
 # The lam program on the server: compact --store postgres://..., recall byte-exact, --list
 # (target/debug/lam as `cargo test --workspace` built it; built here when missing).
 if [[ "$mode" != "--bench-only" ]]; then
-    cargo build -q -p lam-ctx
+    bash scripts/build-lam.sh
     # The Python package too, when scripts/test-python.sh has installed it (test.sh runs it first).
     [[ -x target/py-venv/bin/python ]] && export LAM_PYTHON="$PWD/target/py-venv/bin/python"
     python3 scripts/test-postgres-cli.py target/debug/lam "$LAM_TEST_PG_URL"

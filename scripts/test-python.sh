@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 venv=target/py-venv
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "pytest==9.2.0" "mini-swe-agent==2.4.6"
 t0=$(date +%s)

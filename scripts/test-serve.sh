@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/serve-venv.sh
 venv=target/serve-venv
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 encoder=$(bash scripts/default-encoder.sh)
 corpus="${LAM_CORPUS:-../shared/corpus}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lam-serve-test.XXXXXX")"

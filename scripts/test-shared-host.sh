@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ] || { [ "${CI:-}" != true ] && [ "${LAM_TEST_SYSTEM:-}" !=
   echo "SKIPPED: the shared-host test (it adds two users; run it as root with LAM_TEST_SYSTEM=1 bash scripts/test-shared-host.sh, as CI does)" >&2
   exit 0
 fi
-cargo build -q -p lam-ctx
+bash scripts/build-lam.sh
 gemini=target/agents/node_modules/.bin/gemini
 [ -x "$gemini" ] && gemini="$(readlink -f "$gemini")" || gemini=""
 python3 lam/tests/shared_host_test.py target/debug/lam "$gemini"

@@ -254,3 +254,44 @@ fn the_wire_default_encoder_is_hashing_and_the_papers_is_bert() {
     let err = String::from_utf8_lossy(&compact.stderr);
     assert!(!compact.status.success() && err.contains("all-MiniLM-L6-v2"), "{err}");
 }
+
+/// The bill in dollars: each request at the price of the model the
+/// transcript says made its call (the Gemini CLI chats name
+/// gemini-2.5-pro and gemini-3.1-pro-preview), the per-request rows sum to
+/// the totals, `--prices FILE` reprices, and a model the table lacks is
+/// priced by its provider's nearest tier and named.
+#[test]
+fn the_bill_is_in_dollars_by_each_request_s_model() {
+    let v = replay(&[&fixtures("gemini-cli/tmp")]);
+    let t = &v["total"];
+    assert_eq!(v["prices"]["date"], "2026-12-07");
+    let (direct, lam) = (t["usd_direct"].as_f64().unwrap(), t["usd_lam"].as_f64().unwrap());
+    assert!(direct > 0.0 && lam > 0.0 && lam <= direct + 1e-12, "{t}");
+    let mut models = std::collections::BTreeSet::new();
+    let mut sum = 0.0;
+    for s in v["sessions"].as_array().unwrap() {
+        let rows = s["per_request"].as_array().unwrap();
+        assert_eq!(rows.len() as u64, s["requests"].as_u64().unwrap());
+        sum += rows.iter().map(|r| r["direct_usd"].as_f64().unwrap()).sum::<f64>();
+        models.extend(rows.iter().map(|r| r["model"].as_str().unwrap().to_string()));
+        assert!(s["recalls"].as_u64() <= s["cited_then_used"].as_u64());
+    }
+    assert!((sum - direct).abs() < 1e-9, "rows sum to {sum}, total {direct}");
+    assert!(models.contains("gemini-2.5-pro") && models.contains("gemini-3.1-pro-preview"), "{models:?}");
+    // Another table: every model at ten times the input price of the built-in's cheapest.
+    let dir = std::env::temp_dir().join(format!("lam-prices-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("prices.json");
+    let row = |m: &str| format!(r#"{{"model": "{m}", "provider": "google", "tier": "pro", "input": 20.0, "write_5m": 20.0, "write_1h": 20.0, "read": 2.0}}"#);
+    std::fs::write(&table, format!(r#"{{"date": "2030-01-01", "about": "test", "models": [{}]}}"#, row("gemini-2.5-pro"))).unwrap();
+    let w = replay(&[&fixtures("gemini-cli/tmp"), "--prices", table.to_str().unwrap()]);
+    assert_eq!(w["prices"]["date"], "2030-01-01");
+    assert!(w["total"]["usd_direct"].as_f64().unwrap() > direct, "higher prices, a higher bill");
+    let notes = w["total"]["price_notes"].to_string();
+    assert!(notes.contains("gemini-3.1-pro-preview") && notes.contains("nearest"), "{notes}");
+    std::fs::write(&table, "{\"date\": 1}").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lam")).args(["replay", "--prices", table.to_str().unwrap()]).arg(fixtures("gemini-cli/tmp")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--prices") && err.contains("prices.json"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

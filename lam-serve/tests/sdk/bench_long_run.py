@@ -18,6 +18,7 @@ Needs LAM_TEST_PG_URL (scripts/test-postgres.sh --with) and `haproxy`.
 
 import argparse
 import os
+import re
 import statistics
 import threading
 import time
@@ -65,6 +66,15 @@ def fill(url, seeds, start, n):
     return len(convs) * per
 
 
+def proxy_ms(log, n):
+    """The proxy's own time for the last `n` requests in its `--log`
+    (`... in X ms (headers sent)`: from the request's arrival to the
+    answer's headers, the loopback upstream's answer included)."""
+    text = Path(log).read_text(errors="replace")
+    ms = [float(m) for m in re.findall(r" in ([0-9.]+) ms \(headers sent\)", text)]
+    return ms[-n:]
+
+
 def p99(xs):
     return sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.99))]
 
@@ -72,18 +82,19 @@ def p99(xs):
 def long_run(args, up, pg, work, reqs):
     seeds = [r for r in reqs if r[0] == reqs[0][0]][:3]
     first = [r for r in reqs if r[0] == reqs[0][0]][: args.probe]
-    s = sdk.Serve(args.lam, up, pg, args.encoder, extra=["--run", f"long-{os.getpid()}", "--budget", str(args.budget)], log=work / "long.log")
+    s = sdk.Serve(args.lam, up, pg, args.encoder, extra=["--run", f"long-{os.getpid()}", "--budget", str(args.budget), "--log"], log=work / "long.log")
     print(f"long run: one lam serve --budget {args.budget} on PostgreSQL; a fresh conversation's {len(first)} requests "
           f"(a real Claude Code session's first), ms per request")
-    print("| other requests of the run before it | p50 | p99 |")
-    print("|---:|---:|---:|")
+    print("| other requests of the run before it | client p50 | client p99 | lam serve p50 | lam serve p99 |")
+    print("|---:|---:|---:|---:|---:|")
     done = 0
     try:
         for mark in sorted({0, min(3000, args.fill), args.fill}):
             done += fill(s.url, seeds, done, mark - done) if mark > done else 0
             ms = probe(s.url, first, f"probe after {done}: ")
+            own = proxy_ms(work / "long.log", len(first))
             done += len(first)
-            print(f"| {done - len(first)} | {statistics.median(ms):.2f} | {p99(ms):.2f} |", flush=True)
+            print(f"| {done - len(first)} | {statistics.median(ms):.2f} | {p99(ms):.2f} | {statistics.median(own):.2f} | {p99(own):.2f} |", flush=True)
     finally:
         s.stop()
 
