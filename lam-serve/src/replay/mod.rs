@@ -242,10 +242,11 @@ fn top_calls(calls: &[Call], first: &[String], cited: &[(usize, String)], counte
         .map(|(k, (c, f))| {
             let action = format!("{}({})", c.name, c.arguments);
             let tokens = counter.count(c.output.as_bytes()) as u64;
-            let last = citation(k).unwrap_or(f);
+            let cited = citation(k);
+            let last = cited.unwrap_or(f);
             let kept_out = tokens.saturating_sub(counter.count(last.as_bytes()) as u64);
             let id = section_ids(last).next().map(str::to_string);
-            CallSaving { action: action.chars().take(120).collect(), tokens, kept_out, cited: !std::ptr::eq(last, f), id }
+            CallSaving { action: action.chars().take(120).collect(), tokens, kept_out, cited: cited.is_some(), id }
         })
         .filter(|s| s.kept_out > 0)
         .collect();
